@@ -1,0 +1,47 @@
+"""rqueue: a Laravel-style task queue for Python on Redis."""
+
+from rqueue.config import Config
+from rqueue.errors import (
+    InvalidPayload,
+    InvalidQueueName,
+    InvalidSchedule,
+    PayloadTooLarge,
+    QueueConnectionError,
+    RQueueError,
+    TaskNotRegistered,
+    TaskTimeout,
+    UnserializableArgument,
+)
+from rqueue.events import TaskEvent, on_exception, on_failed, on_processed, on_processing
+from rqueue.options import WorkerOptions
+from rqueue.payload import Job
+from rqueue.queue import RedisQueue
+from rqueue.registry import use
+from rqueue.task import Dispatched, PendingDispatch, Task, dispatch_many, task
+
+__all__ = [
+    "Config",
+    "Dispatched",
+    "InvalidPayload",
+    "InvalidQueueName",
+    "InvalidSchedule",
+    "Job",
+    "PayloadTooLarge",
+    "PendingDispatch",
+    "QueueConnectionError",
+    "RQueueError",
+    "RedisQueue",
+    "Task",
+    "TaskEvent",
+    "TaskNotRegistered",
+    "TaskTimeout",
+    "UnserializableArgument",
+    "WorkerOptions",
+    "dispatch_many",
+    "on_exception",
+    "on_failed",
+    "on_processed",
+    "on_processing",
+    "task",
+    "use",
+]

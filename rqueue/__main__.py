@@ -1,0 +1,3 @@
+from rqueue.cli import main
+
+main()

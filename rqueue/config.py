@@ -1,0 +1,69 @@
+"""Connection settings, resolved once and passed down explicitly.
+
+Precedence is the one every twelve-factor tool uses: an explicit argument, then the
+environment, then the default. Nothing here is mutable after resolution, so a worker
+and its forked children can never disagree about where their queues live.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+import redis
+
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where Redis is and how rqueue names its keys there."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    prefix: str = ""
+    cluster: bool = False
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    ssl_ca_certs: str | None = None
+    socket_timeout: float = 5.0
+
+    @classmethod
+    def resolve(
+        cls,
+        redis_url: str | None = None,
+        prefix: str | None = None,
+        **overrides: Any,
+    ) -> Config:
+        """Build a config from arguments, then ``REDIS_URL``/``RQUEUE_*`` env vars, then defaults."""
+        env = os.environ
+        config = cls(
+            redis_url=redis_url or env.get("REDIS_URL") or DEFAULT_REDIS_URL,
+            prefix=prefix if prefix is not None else env.get("RQUEUE_PREFIX", ""),
+            cluster=env.get("RQUEUE_CLUSTER", "") in ("1", "true", "yes"),
+            max_payload_bytes=int(
+                env.get("RQUEUE_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
+            ),
+            ssl_ca_certs=env.get("RQUEUE_SSL_CA_CERTS") or None,
+        )
+        return replace(config, **{k: v for k, v in overrides.items() if v is not None})
+
+    def connect(self) -> redis.Redis:
+        """Open a client; bytes in, bytes out, since payloads are msgpack."""
+        options: dict[str, Any] = {
+            "socket_timeout": self.socket_timeout,
+            "socket_connect_timeout": self.socket_timeout,
+            "health_check_interval": 0,
+        }
+        if self.redis_url.startswith("rediss://") and self.ssl_ca_certs:
+            options["ssl_ca_certs"] = self.ssl_ca_certs
+        return redis.Redis.from_url(self.redis_url, **options)
+
+    def redacted_url(self) -> str:
+        """The URL with any password hidden, fit for logs and error messages."""
+        scheme, sep, rest = self.redis_url.partition("://")
+        if "@" not in rest:
+            return self.redis_url
+        credentials, _, host = rest.rpartition("@")
+        user = credentials.split(":", 1)[0]
+        return f"{scheme}{sep}{user + ':' if user else ':'}***@{host}"

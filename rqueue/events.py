@@ -1,0 +1,85 @@
+"""App-wide listeners: the one hook surface for optional behaviour.
+
+Laravel's ``Queue::before``/``after``/``failing`` and ``Queue::exceptionOccurred``:
+metrics, auditing or alerting hang off these instead of branches in the worker loop.
+Listeners are registered at import time, like tasks, and run in the worker child.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rqueue.payload import Job
+
+EventName = Literal["processing", "processed", "exception", "failed"]
+
+log = logging.getLogger("rqueue.events")
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """What a listener receives.
+
+    ``processing``: before the task runs. ``processed``: it returned ``result``.
+    ``exception``: an attempt raised ``exception`` and ``will_retry`` says whether it
+    is retried. ``failed``: no attempts are left (or it could not run at all).
+    """
+
+    name: EventName
+    job: Job
+    result: Any = None
+    exception: BaseException | None = None
+    will_retry: bool = False
+    duration: float = 0.0
+
+
+Listener = Callable[[TaskEvent], None]
+_listeners: dict[str, list[Listener]] = {
+    "processing": [],
+    "processed": [],
+    "exception": [],
+    "failed": [],
+}
+
+
+def listen(event: EventName, listener: Listener) -> Listener:
+    _listeners[event].append(listener)
+    return listener
+
+
+def on_processing(listener: Listener) -> Listener:
+    return listen("processing", listener)
+
+
+def on_processed(listener: Listener) -> Listener:
+    return listen("processed", listener)
+
+
+def on_exception(listener: Listener) -> Listener:
+    return listen("exception", listener)
+
+
+def on_failed(listener: Listener) -> Listener:
+    return listen("failed", listener)
+
+
+def forget(listener: Listener) -> None:
+    for listeners in _listeners.values():
+        while listener in listeners:
+            listeners.remove(listener)
+
+
+def has_listeners(event: EventName) -> bool:
+    return bool(_listeners[event])
+
+
+def emit(event: TaskEvent) -> None:
+    """Call every listener; one that raises is logged and never affects the task."""
+    for listener in _listeners[event.name]:
+        try:
+            listener(event)
+        except Exception:
+            log.exception("listener %r for %s raised", listener, event.name)

@@ -1,0 +1,143 @@
+"""Failed tasks: the record a worker writes, and listing, retrying and forgetting them.
+
+A record embeds the task's payload bytes unchanged, so a retry pushes exactly what
+was dispatched (with its attempts reset) and works even for bytes that never decoded.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import msgpack
+
+from rqueue.errors import InvalidPayload
+from rqueue.payload import Job, decode, new_id, payload_id, with_attempts
+from rqueue.queue import RedisQueue
+
+
+@dataclass(frozen=True)
+class FailedTask:
+    """One entry of a ``queues:<name>:failed`` list."""
+
+    id: str
+    queue: str
+    task: str
+    exception: str
+    message: str
+    traceback: str
+    failed_at: float
+    attempts: int
+    host: str
+    pid: int
+    timed_out: bool
+    payload: bytes
+    raw: bytes
+
+    def job(self) -> Job | None:
+        try:
+            return decode(self.payload)
+        except InvalidPayload:
+            return None
+
+
+def make_record(
+    queue: str,
+    payload: bytes,
+    exception: str,
+    message: str,
+    traceback: str = "",
+    job: Job | None = None,
+    timed_out: bool = False,
+) -> bytes:
+    """Encode the failure of ``payload``; ``job`` is its decoded form if it decoded."""
+    record = {
+        "id": job.id if job else payload_id(payload) or new_id(),
+        "queue": queue,
+        "task": job.task if job else "",
+        "exception": exception,
+        "message": message,
+        "traceback": traceback,
+        "failed_at": time.time(),
+        "attempts": job.attempts if job else 0,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "timed_out": timed_out,
+        "payload": payload,
+    }
+    return msgpack.packb(record, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def decode_record(raw: bytes) -> FailedTask:
+    try:
+        fields = msgpack.unpackb(raw, raw=False)
+        return FailedTask(
+            id=str(fields["id"]),
+            queue=str(fields["queue"]),
+            task=str(fields.get("task", "")),
+            exception=str(fields.get("exception", "")),
+            message=str(fields.get("message", "")),
+            traceback=str(fields.get("traceback", "")),
+            failed_at=float(fields.get("failed_at", 0.0)),
+            attempts=int(fields.get("attempts", 0)),
+            host=str(fields.get("host", "")),
+            pid=int(fields.get("pid", 0)),
+            timed_out=bool(fields.get("timed_out", False)),
+            payload=bytes(fields["payload"]),
+            raw=raw,
+        )
+    except Exception as exc:
+        raise InvalidPayload(f"unreadable failed record: {exc!r}") from None
+
+
+class FailedTasks:
+    """Operations on the failed lists of every known queue."""
+
+    def __init__(self, queue: RedisQueue) -> None:
+        self.queue = queue
+
+    def list(self, queues: Iterable[str] | None = None) -> list[FailedTask]:
+        names = list(queues) if queues else self.queue.known_queues()
+        client = self.queue.client
+        found: list[FailedTask] = []
+        for name in names:
+            for raw in client.lrange(self.queue.keys(name).failed, 0, -1):
+                try:
+                    found.append(decode_record(raw))
+                except InvalidPayload:
+                    continue
+        return sorted(found, key=lambda f: f.failed_at)
+
+    def find(self, task_id: str) -> FailedTask | None:
+        return next((f for f in self.list() if f.id == task_id), None)
+
+    def retry(self, failed: FailedTask) -> bool:
+        """Push the task back with attempts reset; False if someone retried it already."""
+        keys = self.queue.keys(failed.queue)
+        return bool(
+            self.queue.scripts.retry_failed(
+                self.queue.client,
+                (keys.failed, keys.ready, keys.notify),
+                (failed.raw, with_attempts(failed.payload, 0)),
+            )
+        )
+
+    def retry_all(self, queues: Iterable[str] | None = None) -> int:
+        return sum(self.retry(f) for f in self.list(queues))
+
+    def forget(self, failed: FailedTask) -> bool:
+        key = self.queue.keys(failed.queue).failed
+        return bool(self.queue.client.lrem(key, 1, failed.raw))
+
+    def flush(self, queues: Iterable[str] | None = None) -> int:
+        names = list(queues) if queues else self.queue.known_queues()
+        client = self.queue.client
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(self.queue.keys(name).failed)
+            pipe.delete(self.queue.keys(name).failed)
+        results = pipe.execute()
+        return sum(int(n) for n in results[0::2])

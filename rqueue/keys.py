@@ -1,0 +1,65 @@
+"""The Redis key names of a queue, in one place.
+
+On a single Redis a queue named ``emails`` lives at ``queues:emails`` and its
+sorted sets and lists beside it. On Redis Cluster the name is hash-tagged
+(``queues:{emails}``) so every key of one queue shares a slot and the Lua scripts,
+which touch several of them at once, run unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rqueue.errors import InvalidQueueName
+
+_VALID_NAME = re.compile(r"^[A-Za-z0-9_.\-:@/]{1,200}$")
+
+
+def validate_queue_name(name: str) -> str:
+    """Refuse names that would be ambiguous in keys, logs or the CLI's comma lists."""
+    if not isinstance(name, str) or not _VALID_NAME.match(name):
+        raise InvalidQueueName(
+            f"invalid queue name {name!r}: use 1 to 200 letters, digits or '_.-:@/' "
+            "(no whitespace, commas, braces or control characters)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """Every key of one queue."""
+
+    name: str
+    ready: str
+    delayed: str
+    reserved: str
+    failed: str
+    notify: str
+    timer: str
+
+    @classmethod
+    def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:
+        validate_queue_name(name)
+        base = f"{prefix}queues:{{{name}}}" if cluster else f"{prefix}queues:{name}"
+        return cls(
+            name=name,
+            ready=base,
+            delayed=f"{base}:delayed",
+            reserved=f"{base}:reserved",
+            failed=f"{base}:failed",
+            notify=f"{base}:notify",
+            timer=f"{base}:timer",
+        )
+
+
+@dataclass(frozen=True)
+class GlobalKeys:
+    """Keys shared by all queues: never touched by a script together with a queue's keys."""
+
+    known_queues: str
+    restart: str
+
+    @classmethod
+    def for_prefix(cls, prefix: str = "") -> GlobalKeys:
+        return cls(known_queues=f"{prefix}rqueue:queues", restart=f"{prefix}rqueue:restart")

@@ -1,0 +1,31 @@
+-- migrate.lua: move due delayed tasks and expired reservations back to the ready list.
+-- KEYS[1] delayed zset   KEYS[2] reserved zset   KEYS[3] ready list   KEYS[4] notify list
+-- ARGV[1] how many tasks at most to move from each set in this call
+-- Returns {moved, next_due_ms (-1 if nothing is waiting), now_ms}
+-- Invariant: a task leaves delayed or reserved only into ready, in due order. An
+-- expired reservation keeps its counted attempt, so a task whose worker died uses
+-- one up. Bounded per call so one big backlog never blocks Redis for long.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local limit = tonumber(ARGV[1])
+local moved = 0
+for _, key in ipairs({KEYS[1], KEYS[2]}) do
+  local due = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, limit)
+  if #due > 0 then
+    redis.call('ZREMRANGEBYRANK', key, 0, #due - 1)
+    redis.call('RPUSH', KEYS[3], unpack(due))
+    moved = moved + #due
+  end
+end
+if moved > 0 and redis.call('LLEN', KEYS[4]) == 0 then
+  redis.call('RPUSH', KEYS[4], 1)
+end
+local next_due = -1
+for _, key in ipairs({KEYS[1], KEYS[2]}) do
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if first[2] ~= nil then
+    local score = tonumber(first[2])
+    if next_due < 0 or score < next_due then next_due = score end
+  end
+end
+return {moved, next_due, now}

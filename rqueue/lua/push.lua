@@ -1,0 +1,24 @@
+-- push.lua: add tasks to a queue, ready now or after a delay.
+-- KEYS[1] ready list   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
+-- ARGV[1] delay in milliseconds (0 or less: ready now); ARGV[2..] payloads
+-- Returns the length of the list or set the payloads went into.
+-- Invariant: each payload is in exactly one of ready or delayed; an idle worker blocked
+-- on notify wakes for ready tasks, and a parent blocked on timer wakes when the
+-- earliest due time moves earlier. Due times come from Redis TIME, the one clock.
+local delay = tonumber(ARGV[1])
+if delay <= 0 then
+  local length = redis.call('RPUSH', KEYS[1], unpack(ARGV, 2))
+  if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
+  return length
+end
+local time = redis.call('TIME')
+local due = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + delay
+local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[2], due, ARGV[i])
+end
+if earliest[2] == nil or due < tonumber(earliest[2]) then
+  redis.call('DEL', KEYS[4])
+  redis.call('RPUSH', KEYS[4], due)
+end
+return redis.call('ZCARD', KEYS[2])

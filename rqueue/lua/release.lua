@@ -1,0 +1,48 @@
+-- release.lua: give reserved tasks back, now or after a backoff.
+-- KEYS[1] reserved zset   KEYS[2] delayed zset   KEYS[3] ready list
+-- KEYS[4] notify list     KEYS[5] timer list
+-- ARGV[1] delay in ms (0: ready at once)
+-- ARGV[2] '1' if the tasks never started (prefetched, or a worker stopping): their
+--         attempt is given back and they go to the front of the list, in order
+-- ARGV[3..] reserved payloads, the exact bytes reserve.lua returned
+-- Returns how many tasks were moved.
+-- Invariant: only tasks still reserved move, so a task whose reservation already
+-- expired and was handed to another worker is never duplicated by a late release.
+local delay = tonumber(ARGV[1])
+local unstarted = ARGV[2] == '1'
+local time = redis.call('TIME')
+local due = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + delay
+local moved = 0
+local first, last, step = 3, #ARGV, 1
+if unstarted then first, last, step = #ARGV, 3, -1 end
+for i = first, last, step do
+  local payload = ARGV[i]
+  if redis.call('ZREM', KEYS[1], payload) == 1 then
+    moved = moved + 1
+    if unstarted and #payload > 70 and string.sub(payload, 4, 13) == '\168attempts\206' then
+      local attempts = struct.unpack('>I4', payload, 14)
+      if attempts > 0 then attempts = attempts - 1 end
+      payload = string.sub(payload, 1, 13) .. struct.pack('>I4', attempts)
+        .. string.sub(payload, 18)
+    end
+    if delay > 0 then
+      redis.call('ZADD', KEYS[2], due, payload)
+    elseif unstarted then
+      redis.call('LPUSH', KEYS[3], payload)
+    else
+      redis.call('RPUSH', KEYS[3], payload)
+    end
+  end
+end
+if moved > 0 then
+  if delay > 0 then
+    local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+    if tonumber(earliest[2]) >= due then
+      redis.call('DEL', KEYS[5])
+      redis.call('RPUSH', KEYS[5], due)
+    end
+  elseif redis.call('LLEN', KEYS[4]) == 0 then
+    redis.call('RPUSH', KEYS[4], 1)
+  end
+end
+return moved

@@ -1,0 +1,51 @@
+-- reserve.lua: pop up to N ready tasks and reserve each one, in one step.
+-- KEYS[1] ready list   KEYS[2] reserved zset   KEYS[3] notify list
+-- ARGV[1] how many tasks at most
+-- ARGV[2] timeout in ms for tasks without their own
+-- ARGV[3] grace in ms added per task (the parent's kill delay after a timeout)
+-- ARGV[4] margin in ms added once (slack for the worker to report back)
+-- ARGV[5] how many workers share the queue: take at most a fair share of what is
+--         ready, so a short queue is spread over idle children instead of hoarded
+-- Returns {now_ms, original_1, reserved_1, original_2, reserved_2, ...}
+-- Invariant: a popped task is in the reserved set before the script ends, its
+-- attempt counter (4 bytes at offset 14, see payload.py) one higher than in the list.
+-- Tasks are run one after another, so task i's reservation expires after the
+-- timeouts of tasks 1..i (plus grace) have all elapsed: none can expire while a
+-- worker may still legitimately be running or about to run it.
+-- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
+local ready = redis.call('LLEN', KEYS[1])
+local take = math.min(tonumber(ARGV[1]), math.ceil(ready / tonumber(ARGV[5])))
+local items = false
+if take > 0 then items = redis.call('LPOP', KEYS[1], take) end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local result = {now}
+if not items then
+  redis.call('DEL', KEYS[3])
+  return result
+end
+local default_timeout = tonumber(ARGV[2])
+local grace = tonumber(ARGV[3])
+local expiry = now + tonumber(ARGV[4])
+for _, original in ipairs(items) do
+  local reserved = original
+  local timeout = default_timeout
+  if #original > 70 and string.sub(original, 1, 1) == '\222'
+      and string.sub(original, 4, 13) == '\168attempts\206' then
+    local attempts = struct.unpack('>I4', original, 14)
+    reserved = string.sub(original, 1, 13) .. struct.pack('>I4', attempts + 1)
+      .. string.sub(original, 18)
+    local own_timeout = struct.unpack('>I4', original, 30)
+    if own_timeout > 0 then timeout = own_timeout end
+  end
+  expiry = expiry + timeout + grace
+  redis.call('ZADD', KEYS[2], expiry, reserved)
+  result[#result + 1] = original
+  result[#result + 1] = reserved
+end
+if ready > #items then
+  if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
+else
+  redis.call('DEL', KEYS[3])
+end
+return result

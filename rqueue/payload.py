@@ -1,0 +1,226 @@
+"""Payload encoding: a task call as msgpack bytes, and back.
+
+A payload is an ordinary msgpack map, so any msgpack library can read it. Its first
+three entries (``attempts``, ``timeout_ms`` and ``id``) are always written with fixed
+widths at fixed offsets. That lets the Lua scripts read the timeout, read the id and
+increment the attempt count by patching four bytes, instead of decoding and
+re-encoding the whole map in Lua (which would lose floats, bytes and big integers).
+The offsets below are mirrored in ``lua/*.lua``; ``tests/test_payload.py`` pins them.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import msgpack
+
+from rqueue.errors import InvalidPayload, PayloadTooLarge, UnserializableArgument
+
+# 0xde + uint16 entry count, then three fixed entries.
+_HEADER = struct.Struct(">BH" "B8sBI" "B10sBI" "B2sBB32s")
+HEADER_SIZE = _HEADER.size  # 70
+ATTEMPTS_OFFSET = 13
+TIMEOUT_OFFSET = 29
+ID_OFFSET = 38
+ID_LENGTH = 32
+_FIXED_ENTRIES = 3
+
+
+@dataclass(frozen=True)
+class Job:
+    """A decoded payload: one call of a task, as a worker sees it."""
+
+    id: str
+    task: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    queue: str
+    attempts: int = 0
+    tries: int | None = None
+    timeout: float | None = None
+    backoff: tuple[float, ...] = ()
+    dispatched_at: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def backoff_for(self, attempt: int) -> float:
+        """Seconds to wait before retrying after failed attempt number ``attempt`` (1-based).
+
+        As in Laravel, a list gives one delay per retry and its last entry repeats.
+        """
+        if not self.backoff:
+            return 0.0
+        return float(self.backoff[min(attempt, len(self.backoff)) - 1])
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def encode(job: Job, max_bytes: int | None = None) -> bytes:
+    """Encode a job, naming the argument at fault if msgpack cannot encode it."""
+    rest: dict[str, Any] = {
+        "task": job.task,
+        "args": list(job.args),
+        "kwargs": job.kwargs,
+        "queue": job.queue,
+        "tries": job.tries,
+        "backoff": list(job.backoff),
+        "dispatched_at": job.dispatched_at,
+    }
+    if job.meta:
+        rest["meta"] = job.meta
+    try:
+        body = b"".join(_pack(k) + _pack(v) for k, v in rest.items())
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise UnserializableArgument(_describe_unencodable(job, exc)) from None
+    header = _HEADER.pack(
+        0xDE, _FIXED_ENTRIES + len(rest),
+        0xA8, b"attempts", 0xCE, job.attempts,
+        0xAA, b"timeout_ms", 0xCE, _timeout_ms(job.timeout),
+        0xA2, b"id", 0xD9, ID_LENGTH, job.id.encode("ascii"),
+    )
+    data = header + body
+    if max_bytes is not None and len(data) > max_bytes:
+        raise PayloadTooLarge(
+            f"task {job.task} encodes to {len(data)} bytes, over the limit of {max_bytes}; "
+            "pass a reference (an id or a URL) instead of the data itself"
+        )
+    return data
+
+
+def decode(data: bytes) -> Job:
+    """Decode payload bytes; anything that is not a well-formed task raises InvalidPayload."""
+    if not has_header(data):
+        raise InvalidPayload("not an rqueue payload (missing the fixed header)")
+    try:
+        fields = msgpack.unpackb(data, raw=False, strict_map_key=False, timestamp=3)
+    except Exception as exc:
+        raise InvalidPayload(f"payload is not valid msgpack: {exc}") from None
+    try:
+        args, kwargs = fields["args"], fields["kwargs"]
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise TypeError("args must be a list and kwargs a map")
+        if not all(isinstance(k, str) for k in kwargs):
+            raise TypeError("kwargs keys must be strings")
+        timeout_ms = int(fields["timeout_ms"])
+        tries = fields.get("tries")
+        return Job(
+            id=_str(fields["id"]),
+            task=_str(fields["task"]),
+            args=tuple(args),
+            kwargs=kwargs,
+            queue=_str(fields["queue"]),
+            attempts=int(fields["attempts"]),
+            tries=None if tries is None else int(tries),
+            timeout=timeout_ms / 1000 if timeout_ms else None,
+            backoff=tuple(float(b) for b in fields.get("backoff") or ()),
+            dispatched_at=float(fields.get("dispatched_at") or 0.0),
+            meta=dict(fields.get("meta") or {}),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidPayload(f"payload has the wrong shape: {exc!r}") from None
+
+
+def has_header(data: bytes) -> bool:
+    return (
+        len(data) > HEADER_SIZE
+        and data[0] == 0xDE
+        and data[3:13] == b"\xa8attempts\xce"
+        and data[36:38] == b"\xd9\x20"
+    )
+
+
+def payload_id(data: bytes) -> str | None:
+    """The task id read straight from the fixed header, without decoding the rest."""
+    if not has_header(data):
+        return None
+    return data[ID_OFFSET : ID_OFFSET + ID_LENGTH].decode("ascii", "replace")
+
+
+def with_attempts(data: bytes, attempts: int) -> bytes:
+    """The same payload with its attempt counter set, every other byte untouched."""
+    if not has_header(data):
+        return data
+    return data[:ATTEMPTS_OFFSET] + struct.pack(">I", attempts) + data[ATTEMPTS_OFFSET + 4 :]
+
+
+def _timeout_ms(timeout: float | None) -> int:
+    if timeout is None:
+        return 0
+    return max(1, min(int(timeout * 1000), 2**32 - 1))
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+
+
+def _describe_unencodable(job: Job, exc: Exception) -> str:
+    path, value = _find_unencodable(job.args, job.kwargs)
+    if path is None:
+        return f"cannot encode the arguments of task {job.task}: {exc}"
+    kind = type(value).__name__
+    hint = ""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        hint = " (naive datetimes are refused: attach a timezone)"
+    elif isinstance(value, int):
+        hint = " (integers must fit in 64 bits)"
+    return (
+        f"cannot encode argument {path} of task {job.task}: {kind} value is not supported "
+        f"by msgpack{hint}; pass None, bool, int, float, str, bytes, lists, dicts "
+        "or timezone-aware datetimes"
+    )
+
+
+def _find_unencodable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | None, Any]:
+    for index, value in enumerate(args):
+        found = _walk(value, f"args[{index}]")
+        if found[0] is not None:
+            return found
+    for key, value in kwargs.items():
+        found = _walk(value, f"kwargs[{key!r}]")
+        if found[0] is not None:
+            return found
+    return None, None
+
+
+def _walk(value: Any, path: str) -> tuple[str | None, Any]:
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _walk(item, f"{path}[{index}]")
+            if found[0] is not None:
+                return found
+        return None, None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            key_found = _walk(key, f"{path} key {key!r}")
+            if key_found[0] is not None:
+                return key_found
+            found = _walk(item, f"{path}[{key!r}]")
+            if found[0] is not None:
+                return found
+        return None, None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, None
+    try:
+        _pack(value)
+    except (TypeError, ValueError, OverflowError):
+        return path, value
+    return None, None
+
+
+def payload_attempts(data: bytes) -> int:
+    """The attempt counter read straight from the fixed header (0 for foreign bytes)."""
+    if not has_header(data):
+        return 0
+    return int(struct.unpack_from(">I", data, ATTEMPTS_OFFSET)[0])

@@ -1,0 +1,228 @@
+"""The Redis queue operations: every state change of a task, as one script call each.
+
+This is the only module that knows the Redis layout (through :mod:`rqueue.keys`)
+and calls the scripts. Producers, workers and the CLI all go through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from rqueue.config import Config
+from rqueue.keys import GlobalKeys, QueueKeys
+from rqueue.scripts import Scripts, execute
+
+# Lua's unpack() is limited to a few thousand values; bulk pushes are chunked below it.
+_PUSH_CHUNK = 1000
+_MIGRATE_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """A task a worker now holds: ``reserved`` is the key to ack, release or fail it by."""
+
+    queue: str
+    original: bytes
+    reserved: bytes
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one reserve call returned: Redis's clock at that moment and the tasks."""
+
+    now_ms: int
+    tasks: list[Reserved]
+
+
+@dataclass(frozen=True)
+class QueueSize:
+    name: str
+    ready: int
+    delayed: int
+    reserved: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Migration:
+    moved: int
+    next_due_ms: int | None
+    now_ms: int
+
+
+class RedisQueue:
+    """A connection to rqueue's keys on one Redis."""
+
+    def __init__(self, config: Config, client: redis.Redis | None = None) -> None:
+        self.config = config
+        self.client = client if client is not None else config.connect()
+        self.scripts = Scripts()
+        self.global_keys = GlobalKeys.for_prefix(config.prefix)
+        self._keys: dict[str, QueueKeys] = {}
+        self._known: set[str] = set()
+
+    def keys(self, queue: str) -> QueueKeys:
+        keys = self._keys.get(queue)
+        if keys is None:
+            keys = QueueKeys.for_queue(queue, self.config.prefix, self.config.cluster)
+            self._keys[queue] = keys
+        return keys
+
+    # -- producing ------------------------------------------------------------
+
+    def push(self, queue: str, payloads: Sequence[bytes], delay_ms: int = 0) -> None:
+        if queue not in self._known or len(payloads) > _PUSH_CHUNK:
+            self.push_many([(queue, delay_ms, payloads)])
+            return
+        keys = self.keys(queue)
+        self.scripts.push(
+            self.client, (keys.ready, keys.delayed, keys.notify, keys.timer), (delay_ms, *payloads)
+        )
+
+    def push_many(self, groups: Iterable[tuple[str, int, Sequence[bytes]]]) -> None:
+        """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for queue, delay_ms, payloads in groups:
+            keys = self.keys(queue)
+            self._remember(pipe, queue)
+            for start in range(0, len(payloads), _PUSH_CHUNK):
+                chunk = payloads[start : start + _PUSH_CHUNK]
+                self.scripts.push.queue(
+                    pipe, (keys.ready, keys.delayed, keys.notify, keys.timer), (delay_ms, *chunk)
+                )
+        execute(pipe, self.scripts)
+
+    def _remember(self, pipe: Any, queue: str) -> None:
+        """Record the queue name once per process so ``size`` never needs ``KEYS``."""
+        if queue not in self._known:
+            pipe.sadd(self.global_keys.known_queues, queue)
+            self._known.add(queue)
+
+    # -- consuming --------------------------------------------------------------
+
+    def reserve(
+        self,
+        queue: str,
+        count: int,
+        default_timeout_ms: int,
+        grace_ms: int,
+        margin_ms: int,
+        share: int = 1,
+        ack: Sequence[bytes] = (),
+    ) -> Reservation:
+        """Pop and reserve up to ``count`` tasks; first ack ``ack`` in the same round trip."""
+        keys = self.keys(queue)
+        reserve_keys = (keys.ready, keys.reserved, keys.notify)
+        reserve_args = (count, default_timeout_ms, grace_ms, margin_ms, max(1, share))
+        if ack:
+            pipe = self.client.pipeline(transaction=False)
+            self.scripts.ack.queue(pipe, (keys.reserved,), ack)
+            self.scripts.reserve.queue(pipe, reserve_keys, reserve_args)
+            reply = execute(pipe, self.scripts)[1]
+        else:
+            reply = self.scripts.reserve(self.client, reserve_keys, reserve_args)
+        pairs = reply[1:]
+        tasks = [
+            Reserved(queue, pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)
+        ]
+        return Reservation(int(reply[0]), tasks)
+
+    def ack(self, queue: str, reserved: Sequence[bytes]) -> int:
+        if not reserved:
+            return 0
+        return int(self.scripts.ack(self.client, (self.keys(queue).reserved,), reserved))
+
+    def release(
+        self, queue: str, reserved: Sequence[bytes], delay: float = 0.0, unstarted: bool = False
+    ) -> int:
+        """Put tasks back: after ``delay`` seconds, or at the front if they never started."""
+        if not reserved:
+            return 0
+        keys = self.keys(queue)
+        return int(
+            self.scripts.release(
+                self.client,
+                (keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer),
+                (int(delay * 1000), "1" if unstarted else "0", *reserved),
+            )
+        )
+
+    def fail(self, queue: str, reserved: bytes, record: bytes, force: bool = False) -> bool:
+        keys = self.keys(queue)
+        return bool(
+            self.scripts.fail(
+                self.client, (keys.reserved, keys.failed), (reserved, record, "1" if force else "0")
+            )
+        )
+
+    def migrate(self, queue: str, limit: int = _MIGRATE_LIMIT) -> Migration:
+        keys = self.keys(queue)
+        moved, next_due, now = self.scripts.migrate(
+            self.client, (keys.delayed, keys.reserved, keys.ready, keys.notify), (limit,)
+        )
+        return Migration(int(moved), None if int(next_due) < 0 else int(next_due), int(now))
+
+    def wait_for_ready(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block until a push signals one of ``queues`` or ``timeout`` passes."""
+        return self._block([self.keys(q).notify for q in queues], timeout)
+
+    def wait_for_timer(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block until a delayed push moves a due time earlier, or ``timeout`` passes."""
+        return self._block([self.keys(q).timer for q in queues], timeout)
+
+    def _block(self, keys: list[str], timeout: float) -> bool:
+        if self.config.cluster:
+            keys = keys[:1]  # a blocking pop cannot span slots; the rest are polled
+        if timeout <= 0:
+            return False
+        return self.client.blpop(keys, timeout=max(0.01, round(timeout, 3))) is not None
+
+    def reserved_payloads(self, queue: str) -> list[bytes]:
+        """Every reservation of a queue: few (the tasks in flight), read only in recovery."""
+        return list(self.client.zrange(self.keys(queue).reserved, 0, -1))
+
+    # -- inspecting and administering -------------------------------------------
+
+    def remember_queues(self, queues: Iterable[str]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            self.keys(queue)
+            self._remember(pipe, queue)
+        pipe.execute()
+
+    def known_queues(self) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(self.global_keys.known_queues))
+
+    def sizes(self, queues: Sequence[str]) -> list[QueueSize]:
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            keys = self.keys(queue)
+            pipe.llen(keys.ready)
+            pipe.zcard(keys.delayed)
+            pipe.zcard(keys.reserved)
+            pipe.llen(keys.failed)
+        counts = pipe.execute()
+        return [
+            QueueSize(queue, *counts[4 * i : 4 * i + 4]) for i, queue in enumerate(queues)
+        ]
+
+    def clear(self, queue: str) -> int:
+        keys = self.keys(queue)
+        return int(
+            self.scripts.clear(
+                self.client,
+                (keys.ready, keys.delayed, keys.reserved, keys.notify, keys.timer),
+                (),
+            )
+        )
+
+    def request_restart(self, at: float) -> None:
+        self.client.set(self.global_keys.restart, repr(at))
+
+    def restart_marker(self) -> bytes | None:
+        value: bytes | None = self.client.get(self.global_keys.restart)
+        return value

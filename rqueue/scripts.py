@@ -1,0 +1,88 @@
+"""The Lua scripts, loaded once and called by SHA.
+
+redis-py's ``register_script`` checks ``SCRIPT EXISTS`` before every pipeline, which
+costs a round trip on the hot path; here a script is sent by SHA and loaded only
+when Redis answers NOSCRIPT (after a restart or ``SCRIPT FLUSH``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
+
+KeyOrArg = str | bytes | int | float
+
+
+@dataclass(frozen=True)
+class LuaScript:
+    """One ``.lua`` file of the package."""
+
+    name: str
+    source: str
+    sha: str
+
+    @classmethod
+    def load(cls, name: str) -> LuaScript:
+        source = resources.files("rqueue").joinpath("lua", f"{name}.lua").read_text("utf-8")
+        return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+
+    def __call__(
+        self, client: redis.Redis, keys: Sequence[str], args: Sequence[KeyOrArg]
+    ) -> Any:
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            client.script_load(self.source)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+
+    def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[KeyOrArg]) -> None:
+        """Add a call to a pipeline; run it with :func:`execute`."""
+        pipe.evalsha(self.sha, len(keys), *keys, *args)
+
+
+class Scripts:
+    """Every script rqueue runs; see each file's header for KEYS, ARGV and invariants."""
+
+    def __init__(self) -> None:
+        self.push = LuaScript.load("push")
+        self.reserve = LuaScript.load("reserve")
+        self.ack = LuaScript.load("ack")
+        self.release = LuaScript.load("release")
+        self.fail = LuaScript.load("fail")
+        self.migrate = LuaScript.load("migrate")
+        self.retry_failed = LuaScript.load("retry_failed")
+        self.clear = LuaScript.load("clear")
+
+    def all(self) -> list[LuaScript]:
+        return [v for v in vars(self).values() if isinstance(v, LuaScript)]
+
+
+def execute(pipe: Pipeline, scripts: Scripts) -> list[Any]:
+    """Run a pipeline of script calls, loading the scripts if Redis lost them.
+
+    Only the calls that failed with NOSCRIPT are sent again, so nothing that took
+    effect the first time runs twice.
+    """
+    commands = list(pipe.command_stack)
+    results = pipe.execute(raise_on_error=False)
+    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    if missing:
+        for script in scripts.all():
+            pipe.script_load(script.source)
+        for i in missing:
+            args, options = commands[i]
+            pipe.execute_command(*args, **options)
+        retried = pipe.execute(raise_on_error=False)[len(scripts.all()) :]
+        for i, result in zip(missing, retried):
+            results[i] = result
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results

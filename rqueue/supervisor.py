@@ -1,0 +1,358 @@
+"""The worker parent: forks children, watches them, and keeps time for the queues.
+
+The parent runs no tasks. It restarts children that die and gives their tasks back
+at once, kills a child whose task overran its timeout and did not stop, moves due
+delayed tasks and expired reservations back to the ready lists (waking at the
+earliest due time), and turns signals into warm or cold shutdown, reload or pause.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from types import FrameType
+
+from setproctitle import setproctitle
+
+from rqueue.config import Config
+from rqueue.errors import InvalidPayload
+from rqueue.failed import make_record
+from rqueue.options import WorkerOptions
+from rqueue.payload import decode, payload_attempts, payload_id
+from rqueue.queue import RedisQueue
+from rqueue.scoreboard import Held, Scoreboard, State
+from rqueue.worker import REDIS_ERRORS, ChildWorker, Interrupted
+
+log = logging.getLogger("rqueue.worker")
+
+_TICK = 1.0
+_RESPAWN_BACKOFF = 1.0
+
+
+@dataclass
+class Child:
+    number: int
+    started: float
+    killed_for_timeout: bool = False
+
+
+class Supervisor:
+    """``rqueue work``: one parent, ``concurrency`` forked children."""
+
+    def __init__(self, options: WorkerOptions, config: Config) -> None:
+        self.options = options
+        self.config = config
+        self.children: dict[int, Child] = {}
+        self.stopping = False
+        self.cold = False
+        self.reload = False
+        self._interruptible = False
+        self._respawn_after: dict[int, float] = {}
+
+    def run(self) -> int:
+        for module in self.options.preload:
+            importlib.import_module(module)
+        self.queue = RedisQueue(self.config)
+        self.queue.client.ping()
+        self.queue.remember_queues(self.options.queues)
+        self._restart_marker = self.queue.restart_marker()
+        self.board = Scoreboard(self.options.effective_concurrency, self.options.batch_limit)
+        self._started = time.monotonic()
+        self._install_signals()
+        setproctitle(f"rqueue: master {','.join(self.options.queues)}")
+        log.info(
+            "worker started: queues %s, concurrency %d, pid %d",
+            ",".join(self.options.queues), self.options.effective_concurrency, os.getpid(),
+        )
+        for number in range(1, self.options.effective_concurrency + 1):
+            self._spawn(number)
+        failures = 0
+        while self.children or not self.stopping:
+            try:
+                self._tick()
+                failures = 0
+            except Interrupted:
+                continue
+            except REDIS_ERRORS as exc:
+                failures += 1
+                if failures == 1:
+                    log.warning("Redis at %s unreachable (%s); retrying", self.config.redacted_url(), exc)
+                self._sleep(min(5.0, 0.1 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0))
+        if self.reload:
+            log.info("reloading: starting a fresh worker process")
+            os.execv(sys.executable, [sys.executable, "-m", "rqueue", *sys.argv[1:]])
+        log.info("worker stopped")
+        return 0
+
+    # -- one turn of the loop ---------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._reap()
+        self._enforce_deadlines()
+        wait = _TICK
+        if not self.stopping:
+            self._check_limits()
+            wait = min(wait, self._migrate())
+            self._respawn()
+        if self.children or not self.stopping:
+            self._wait(min(wait, self._time_to_next_deadline()))
+
+    def _migrate(self) -> float:
+        """Move due tasks back to the lists; return seconds until the next is due."""
+        wait = _TICK
+        for name in self.options.queues:
+            migration = self.queue.migrate(name)
+            if migration.next_due_ms is not None:
+                wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
+        return wait
+
+    def _wait(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        self._interruptible = True
+        try:
+            self.queue.wait_for_timer(self.options.queues, seconds)
+        finally:
+            self._interruptible = False
+
+    def _sleep(self, seconds: float) -> None:
+        self._interruptible = True
+        try:
+            time.sleep(seconds)
+        except Interrupted:
+            pass
+        finally:
+            self._interruptible = False
+
+    def _check_limits(self) -> None:
+        options = self.options
+        reason = ""
+        if options.max_time and time.monotonic() - self._started >= options.max_time:
+            reason = f"ran for --max-time {options.max_time:g} s"
+        elif options.effective_max_jobs and self.board.total_processed() >= options.effective_max_jobs:
+            reason = f"processed {self.board.total_processed()} tasks"
+        elif options.stop_when_empty and self._all_empty():
+            reason = "queues are empty"
+        elif self.queue.restart_marker() != self._restart_marker:
+            log.info("restart requested through Redis")
+            self.reload = True
+            reason = "reloading"
+        if reason:
+            log.info("stopping: %s", reason)
+            self._begin_stop()
+
+    def _all_empty(self) -> bool:
+        views = [self.board.read(c.number - 1) for c in self.children.values()]
+        if len(views) < self.options.effective_concurrency:
+            return False
+        if any(v.state != State.EMPTY for v in views):
+            return False
+        if any(self.queue.migrate(name).moved for name in self.options.queues):
+            return False
+        return all(size.ready == 0 for size in self.queue.sizes(self.options.queues))
+
+    # -- children ---------------------------------------------------------------------
+
+    def _spawn(self, number: int) -> None:
+        self.board.clear(number - 1)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                for restored in (signal.SIGCHLD, signal.SIGCONT):
+                    signal.signal(restored, signal.SIG_DFL)
+                worker = ChildWorker(
+                    self.options, self.config, self.board.slot(number - 1), number, parent
+                )
+                code = worker.run()
+            except BaseException:
+                log.exception("worker %d crashed", number)
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        self.children[pid] = Child(number, time.monotonic())
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.children.clear()
+                return
+            if pid == 0:
+                return
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            if os.WIFSIGNALED(status):
+                how = f"killed by signal {os.WTERMSIG(status)}"
+            else:
+                how = f"exited with code {os.WEXITSTATUS(status)}"
+            if not self.stopping or os.WIFSIGNALED(status):
+                log.log(logging.INFO if status == 0 else logging.WARNING,
+                        "worker %d (pid %d) %s", child.number, pid, how)
+            self._recover(child, how)
+            self.board.retire(child.number - 1)
+            if time.monotonic() - child.started < _RESPAWN_BACKOFF:
+                self._respawn_after[child.number] = time.monotonic() + _RESPAWN_BACKOFF
+            else:
+                self._respawn_after[child.number] = 0.0
+
+    def _respawn(self) -> None:
+        now = time.monotonic()
+        for number, after in list(self._respawn_after.items()):
+            if now >= after:
+                del self._respawn_after[number]
+                self._spawn(number)
+
+    def _enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for pid, child in self.children.items():
+            view = self.board.read(child.number - 1)
+            if view.state in (State.RUNNING, State.REPORTING) and 0 < view.deadline < now:
+                log.warning(
+                    "worker %d (pid %d) overran its deadline by %.1f s; killing it",
+                    child.number, pid, now - view.deadline,
+                )
+                child.killed_for_timeout = view.state == State.RUNNING
+                os.kill(pid, signal.SIGKILL)
+
+    def _time_to_next_deadline(self) -> float:
+        deadlines = [
+            v.deadline
+            for v in (self.board.read(c.number - 1) for c in self.children.values())
+            if v.state in (State.RUNNING, State.REPORTING) and v.deadline > 0
+        ]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else _TICK
+
+    # -- recovering a dead child's tasks ----------------------------------------------------
+
+    def _recover(self, child: Child, how: str) -> None:
+        view = self.board.read(child.number - 1)
+        if not view.held or view.state in (State.WAITING, State.EMPTY, State.STARTING):
+            return
+        name = self.options.queues[view.queue_index]
+        running = view.held[view.current] if view.state == State.RUNNING else None
+        first_unstarted = view.current + (1 if running else 0)
+        members = self._reserved_by_key(name)
+
+        def exact(held: tuple[Held, ...]) -> list[bytes]:
+            return [m for h in held if (m := members.get((h.id, h.attempts))) is not None]
+
+        self._persist(lambda: self.queue.ack(name, exact(view.held[: view.current])))
+        self._persist(
+            lambda: self.queue.release(name, exact(view.held[first_unstarted:]), unstarted=True)
+        )
+        if running is not None:
+            member = members.get((running.id, running.attempts))
+            if member is not None:
+                self._settle_running(name, member, child, how)
+
+    def _settle_running(self, name: str, member: bytes, child: Child, how: str) -> None:
+        """A child died mid-task: retry or fail the task, as if it had raised."""
+        if self.cold:
+            self._persist(lambda: self.queue.release(name, [member], unstarted=True))
+            return
+        try:
+            job = decode(member)
+        except InvalidPayload:
+            job = None
+        tries = (job.tries if job else None) or self.options.tries
+        if child.killed_for_timeout:
+            timeout = (job.timeout if job else None) or self.options.timeout
+            kind, message = "TaskTimeout", (
+                f"task timed out after {timeout:g} s and did not stop; its worker was killed"
+            )
+        else:
+            kind, message = "WorkerLost", f"the worker running the task was {how}"
+        attempts = payload_attempts(member)
+        if job is not None and attempts < tries:
+            log.warning("%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message)
+            delay = job.backoff_for(attempts)
+            self._persist(lambda: self.queue.release(name, [member], delay))
+        else:
+            log.error("%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message)
+            record = make_record(name, member, kind, message, job=job,
+                                 timed_out=child.killed_for_timeout)
+            self._persist(lambda: self.queue.fail(name, member, record))
+
+    def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
+        members = self._persist(lambda: self.queue.reserved_payloads(name))
+        return {
+            (pid, payload_attempts(m)): m for m in members if (pid := payload_id(m)) is not None
+        }
+
+    def _persist(self, call):  # type: ignore[no-untyped-def]
+        failures = 0
+        while True:
+            try:
+                return call()
+            except REDIS_ERRORS:
+                failures += 1
+                if failures > 100:
+                    raise
+                time.sleep(min(5.0, 0.1 * 2 ** min(failures, 6)))
+
+    # -- signals ------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_reload)
+        signal.signal(signal.SIGUSR2, self._on_pause)
+        signal.signal(signal.SIGCONT, self._on_resume)
+        signal.signal(signal.SIGCHLD, self._on_child)
+
+    def _begin_stop(self) -> None:
+        self.stopping = True
+        self._respawn_after.clear()
+        self._signal_children(signal.SIGTERM)
+
+    def _signal_children(self, signum: int) -> None:
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopping and not self.reload:
+            log.warning("second %s: cold shutdown, killing children", signal.Signals(signum).name)
+            self.cold = True
+            self._signal_children(signal.SIGKILL)
+        else:
+            log.info("%s: warm shutdown, finishing current tasks", signal.Signals(signum).name)
+            self.reload = False
+            self._begin_stop()
+        self._interrupt()
+
+    def _on_reload(self, signum: int, frame: FrameType | None) -> None:
+        if not self.stopping:
+            log.info("SIGHUP: reloading after current tasks")
+            self.reload = True
+            self._begin_stop()
+        self._interrupt()
+
+    def _on_pause(self, signum: int, frame: FrameType | None) -> None:
+        log.info("SIGUSR2: pausing, no new tasks will be taken")
+        self.board.paused = True
+
+    def _on_resume(self, signum: int, frame: FrameType | None) -> None:
+        if self.board.paused:
+            log.info("SIGCONT: resuming")
+        self.board.paused = False
+
+    def _on_child(self, signum: int, frame: FrameType | None) -> None:
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        if self._interruptible:
+            raise Interrupted()
+

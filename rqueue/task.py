@@ -1,0 +1,275 @@
+"""``@task``: a plain function that can also be dispatched to a queue.
+
+The decorated function stays callable inline; ``dispatch`` and ``later`` turn a call
+into a payload and hand it to the queue. Nothing flows back: the task object never
+sees the worker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from rqueue import registry
+from rqueue.errors import InvalidSchedule
+from rqueue.keys import validate_queue_name
+from rqueue.payload import Job, encode, new_id
+
+if TYPE_CHECKING:
+    from rqueue.queue import RedisQueue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
+"""Later than ten years is taken for a mistake (a timestamp in ms, a wrong year)."""
+
+Hook = Callable[..., Any]
+When = datetime | timedelta | float | int
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """How a task is queued and run; ``None`` means the worker's default applies."""
+
+    queue: str = "default"
+    tries: int | None = None
+    timeout: float | None = None
+    backoff: tuple[float, ...] = ()
+    after_succeeded: Hook | None = None
+    after_failed: Hook | None = None
+    connection: RedisQueue | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        validate_queue_name(self.queue)
+        if self.tries is not None and (not isinstance(self.tries, int) or self.tries < 1):
+            raise ValueError(f"tries must be a positive integer, got {self.tries!r}")
+        if self.timeout is not None and not (0 < self.timeout < 2**32 / 1000):
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        if any(not math.isfinite(b) or b < 0 for b in self.backoff):
+            raise ValueError(f"backoff must be non-negative seconds, got {self.backoff!r}")
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """A handle on a dispatched task."""
+
+    id: str
+    task: str
+    queue: str
+
+
+@dataclass(frozen=True)
+class PendingDispatch:
+    """One call of a task, ready to be dispatched alone or in bulk."""
+
+    task: Task[Any, Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    def dispatch(self) -> Dispatched:
+        return self.task.dispatch(*self.args, **self.kwargs)
+
+
+class Task(Generic[P, R]):
+    """A function registered with ``@task``."""
+
+    def __init__(self, fn: Callable[P, R], options: TaskOptions, name: str | None = None):
+        self.fn = fn
+        self.options = options
+        self.name = name or f"{registry.module_name(fn.__module__)}:{fn.__qualname__}"
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", self.name)
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<task {self.name} on {self.options.queue!r}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def using(
+        self,
+        *,
+        queue: str | None = None,
+        tries: int | None = None,
+        timeout: float | None = None,
+        backoff: float | Sequence[float] | None = None,
+        connection: RedisQueue | None = None,
+    ) -> Task[P, R]:
+        """The same task with options overridden for the dispatches made through it."""
+        changes: dict[str, Any] = {
+            "queue": queue,
+            "tries": tries,
+            "timeout": timeout,
+            "connection": connection,
+            "backoff": None if backoff is None else _backoff_tuple(backoff),
+        }
+        options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
+        return Task(self.fn, options, self.name)
+
+    def on_queue(self, queue: str) -> Task[P, R]:
+        return self.using(queue=queue)
+
+    def pending(self, *args: P.args, **kwargs: P.kwargs) -> PendingDispatch:
+        return PendingDispatch(self, tuple(args), dict(kwargs))
+
+    def dispatch(self, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+        """Queue a call to run as soon as a worker is free."""
+        return self._send(0.0, args, kwargs)
+
+    def later(self, when: When, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+        """Queue a call to run at ``when``: a datetime, a timedelta or a number of seconds.
+
+        A naive datetime means this machine's local time.
+        """
+        return self._send(delay_until(when), args, kwargs)
+
+    def dispatch_many(self, calls: Iterable[Sequence[Any] | PendingDispatch]) -> list[Dispatched]:
+        """Queue many calls in one round trip; each is an args tuple or a ``pending()``."""
+        pendings = [
+            c if isinstance(c, PendingDispatch) else PendingDispatch(self, tuple(c), {})
+            for c in calls
+        ]
+        return dispatch_many(pendings)
+
+    def make_job(self, args: Sequence[Any], kwargs: dict[str, Any], meta: dict[str, Any] | None = None) -> Job:
+        options = self.options
+        return Job(
+            id=new_id(),
+            task=self.name,
+            args=tuple(args),
+            kwargs=kwargs,
+            queue=options.queue,
+            tries=options.tries,
+            timeout=options.timeout,
+            backoff=options.backoff,
+            dispatched_at=time.time(),
+            meta=meta or {},
+        )
+
+    def connection(self) -> RedisQueue:
+        return self.options.connection or registry.default_queue()
+
+    def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> Dispatched:
+        queue = self.connection()
+        job = self.make_job(args, kwargs)
+        queue.push(job.queue, [encode(job, queue.config.max_payload_bytes)], int(delay * 1000))
+        return Dispatched(job.id, job.task, job.queue)
+
+
+def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
+    """Queue calls of any tasks, grouped per connection, one round trip per connection."""
+    by_connection: dict[int, tuple[RedisQueue, dict[str, list[bytes]]]] = {}
+    handles: list[Dispatched] = []
+    for call in calls:
+        queue = call.task.connection()
+        job = call.task.make_job(call.args, call.kwargs)
+        groups = by_connection.setdefault(id(queue), (queue, {}))[1]
+        groups.setdefault(job.queue, []).append(encode(job, queue.config.max_payload_bytes))
+        handles.append(Dispatched(job.id, job.task, job.queue))
+    for queue, groups in by_connection.values():
+        queue.push_many((name, 0, payloads) for name, payloads in groups.items())
+    return handles
+
+
+def delay_until(when: When) -> float:
+    """Seconds from now until ``when``; the past means now."""
+    if isinstance(when, bool):
+        raise InvalidSchedule(f"later() needs a datetime, timedelta or seconds, not {when!r}")
+    if isinstance(when, datetime):
+        target = when if when.tzinfo is not None else when.astimezone()
+        seconds = target.timestamp() - time.time()
+    elif isinstance(when, timedelta):
+        seconds = when.total_seconds()
+    elif isinstance(when, (int, float)):
+        seconds = float(when)
+    else:
+        raise InvalidSchedule(
+            f"later() needs a datetime, timedelta or seconds, not {type(when).__name__}"
+        )
+    if not math.isfinite(seconds):
+        raise InvalidSchedule(f"later() needs a finite time, got {when!r}")
+    if seconds > MAX_DELAY_SECONDS:
+        raise InvalidSchedule(
+            f"later() time {when!r} is more than ten years away; is it in milliseconds?"
+        )
+    return max(0.0, seconds)
+
+
+def _backoff_tuple(backoff: float | Sequence[float]) -> tuple[float, ...]:
+    if isinstance(backoff, (int, float)):
+        return (float(backoff),)
+    return tuple(float(b) for b in backoff)
+
+
+@overload
+def task(fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+@overload
+def task(
+    *,
+    queue: str = "default",
+    tries: int | None = None,
+    backoff: float | Sequence[float] = (),
+    timeout: float | None = None,
+    after_succeeded: Hook | None = None,
+    after_failed: Hook | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+
+def task(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    queue: str = "default",
+    tries: int | None = None,
+    backoff: float | Sequence[float] = (),
+    timeout: float | None = None,
+    after_succeeded: Hook | None = None,
+    after_failed: Hook | None = None,
+    name: str | None = None,
+) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+    """Register a function as a task; use bare (``@task``) or with options."""
+    options = TaskOptions(
+        queue=queue,
+        tries=tries,
+        timeout=timeout,
+        backoff=_backoff_tuple(backoff),
+        after_succeeded=after_succeeded,
+        after_failed=after_failed,
+    )
+
+    def decorate(function: Callable[P, R]) -> Task[P, R]:
+        for hook in (after_succeeded, after_failed):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"hooks must be callable, got {hook!r}")
+        created = Task(function, options, name)
+        registry.register(created)
+        return created
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def call_hook(hook: Hook, value: Any, job: Job) -> None:
+    """Call a hook with ``(value, job)``, or ``(value)`` if it takes one argument."""
+    try:
+        parameters = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):
+        hook(value, job)
+        return
+    positional = [
+        p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    takes_varargs = any(p.kind == p.VAR_POSITIONAL for p in parameters)
+    if len(positional) >= 2 or takes_varargs:
+        hook(value, job)
+    else:
+        hook(value)

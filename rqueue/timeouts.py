@@ -1,0 +1,38 @@
+"""The per-task time limit: SIGALRM raises :class:`TaskTimeout` inside the task.
+
+This is the soft limit: the task can clean up, and it is retried or failed like any
+error. A task that swallows the exception or is stuck in C code is killed by the
+parent (see ``supervisor.py``) once ``kill_grace`` more seconds have passed.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from rqueue.errors import TaskTimeout
+
+
+class TimeLimit:
+    """Installed once per child; armed around each task."""
+
+    def __init__(self) -> None:
+        self._armed_for: float | None = None
+        signal.signal(signal.SIGALRM, self._expired)
+
+    @contextmanager
+    def __call__(self, seconds: float) -> Iterator[None]:
+        self._armed_for = seconds
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            self._armed_for = None
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _expired(self, signum: int, frame: FrameType | None) -> None:
+        if self._armed_for is not None:
+            seconds, self._armed_for = self._armed_for, None
+            raise TaskTimeout(f"task timed out after {seconds:g} s")

@@ -1,0 +1,350 @@
+"""The worker child: reserve tasks, run each under its time limit, report the outcome.
+
+A child reserves a batch of tasks in one round trip when the queue is deep, runs
+them one after another and acknowledges successes together with its next reserve
+call, so the hot path costs well under one round trip per task. Failures are
+reported at once. Everything the parent needs to recover the child's tasks if it
+dies is kept in its scoreboard slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import resource
+import signal
+import time
+import traceback
+from types import FrameType
+from typing import Any
+
+import redis
+from setproctitle import setproctitle
+
+from rqueue import events, registry
+from rqueue.config import Config
+from rqueue.errors import InvalidPayload, TaskNotRegistered, TaskTimeout
+from rqueue.events import TaskEvent
+from rqueue.failed import make_record
+from rqueue.options import WorkerOptions
+from rqueue.payload import Job, decode, payload_attempts, payload_id
+from rqueue.queue import RedisQueue, Reservation, Reserved
+from rqueue.scoreboard import Held, Slot, State
+from rqueue.task import call_hook
+from rqueue.timeouts import TimeLimit
+
+log = logging.getLogger("rqueue.worker")
+
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+_ACK_SAFETY = 1.0
+
+
+class Interrupted(Exception):
+    """Raised by the stop signal to cut an idle wait short (never while a task runs)."""
+
+
+class ChildWorker:
+    """One forked child of ``rqueue work``."""
+
+    def __init__(
+        self, options: WorkerOptions, config: Config, slot: Slot, number: int, parent_pid: int
+    ) -> None:
+        self.options = options
+        self.config = config
+        self.slot = slot
+        self.number = number
+        self.parent_pid = parent_pid
+        self.queue = RedisQueue(config)
+        self.stop_requested = False
+        self.recycle = False
+        self._interruptible = False
+        self._pending_acks: dict[str, list[bytes]] = {}
+        self._ack_deadline = float("inf")
+        self._title = (
+            f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
+        )
+        self._default_timeout_ms = int(options.timeout * 1000)
+        self._grace_ms = int(options.kill_grace * 1000)
+        self._margin_ms = int(options.reservation_margin * 1000)
+
+    # -- the loop -----------------------------------------------------------------
+
+    def run(self) -> int:
+        registry.use(self.queue)
+        signal.signal(signal.SIGTERM, self._on_stop)
+        for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
+            signal.signal(ignored, signal.SIG_IGN)
+        self.time_limit = TimeLimit()
+        failures = 0
+        while not self._should_exit():
+            try:
+                self._step()
+                failures = 0
+            except Interrupted:
+                continue
+            except REDIS_ERRORS as exc:
+                failures += 1
+                self._backoff(failures, exc)
+            except Exception:
+                failures += 1
+                log.exception("worker %d: unexpected error; backing off", self.number)
+                self._backoff(failures, None)
+        self._persist(self._flush_acks)
+        self.slot.set(State.WAITING)
+        return 0
+
+    def _should_exit(self) -> bool:
+        return self.stop_requested or self.recycle or os.getppid() != self.parent_pid
+
+    def _step(self) -> None:
+        if self.slot.board.paused:
+            self._flush_acks()
+            self.slot.set(State.WAITING)
+            setproctitle(f"{self._title}: paused")
+            self._pause(0.2)
+            return
+        allowed = self._allowed()
+        if allowed <= 0:
+            self.recycle = True
+            return
+        found = self._reserve(allowed)
+        if found is None:
+            self._flush_acks()
+            self.slot.set(State.EMPTY)
+            setproctitle(f"{self._title}: waiting")
+            self._wait_for_work()
+            return
+        self._run_batch(*found)
+
+    def _allowed(self) -> int:
+        """How many more tasks this child may take (``--max-jobs``, ``--once``)."""
+        limit = self.options.batch_limit
+        max_jobs = self.options.effective_max_jobs
+        if max_jobs:
+            limit = min(limit, max_jobs - self.slot.board.total_processed())
+        return limit
+
+    def _reserve(self, allowed: int) -> tuple[int, Reservation] | None:
+        for index, name in enumerate(self.options.queues):
+            acks = self._pending_acks.get(name, [])
+            sent_at = time.monotonic()
+            reservation = self.queue.reserve(
+                name,
+                allowed,
+                self._default_timeout_ms,
+                self._grace_ms,
+                self._margin_ms,
+                share=self.options.effective_concurrency,
+                ack=acks,
+            )
+            if acks:
+                del self._pending_acks[name]
+                self._ack_deadline_reset()
+            if reservation.tasks:
+                self._batch_sent_at = sent_at
+                return index, reservation
+        return None
+
+    def _run_batch(self, queue_index: int, reservation: Reservation) -> None:
+        tasks = reservation.tasks
+        self.slot.hold(
+            queue_index,
+            [Held(payload_id(t.reserved) or "-" * 32, payload_attempts(t.reserved)) for t in tasks],
+        )
+        # Mirrors reserve.lua: task i's reservation covers the timeouts of tasks 1..i.
+        budget = self.options.reservation_margin
+        for index, reserved in enumerate(tasks):
+            if self._should_exit():
+                self._give_back(tasks[index:])
+                return
+            timeout = self._timeout_of(reserved.reserved)
+            budget += timeout + self.options.kill_grace
+            expires_at = self._batch_sent_at + budget
+            if time.monotonic() + timeout + self.options.kill_grace + _ACK_SAFETY >= self._ack_deadline:
+                self._persist(self._flush_acks)
+            self._process(index, reserved, expires_at)
+            if memory_exceeded(self.options.memory):
+                log.info("worker %d: over %d MB of memory; recycling", self.number, self.options.memory)
+                self.recycle = True
+            if self.options.rest:
+                time.sleep(self.options.rest)
+        self.slot.set(State.HOLDING, len(tasks))
+
+    def _timeout_of(self, data: bytes) -> float:
+        own = int.from_bytes(data[29:33], "big") if len(data) > 33 else 0
+        return own / 1000 if own and payload_id(data) else self.options.timeout
+
+    # -- one task -----------------------------------------------------------------
+
+    def _process(self, index: int, reserved: Reserved, expires_at: float) -> None:
+        try:
+            job = decode(reserved.reserved)
+        except InvalidPayload as exc:
+            self._reject(index, reserved, None, "InvalidPayload", str(exc))
+            return
+        try:
+            task = registry.lookup(job.task)
+        except TaskNotRegistered as exc:
+            self._reject(index, reserved, job, "TaskNotRegistered", str(exc))
+            return
+        tries = job.tries or self.options.tries
+        if job.attempts > tries:
+            message = f"attempted {job.attempts} times, more than its {tries} tries"
+            self._reject(index, reserved, job, "MaxAttemptsExceeded", message)
+            return
+        timeout = job.timeout or self.options.timeout
+        started = time.monotonic()
+        self.slot.set(State.RUNNING, index, started + timeout + self.options.kill_grace)
+        setproctitle(f"{self._title}: running {job.task} {job.id}")
+        if events.has_listeners("processing"):
+            events.emit(TaskEvent("processing", job))
+        try:
+            with self.time_limit(timeout):
+                result = task.fn(*job.args, **job.kwargs)
+        except (Exception, TaskTimeout) as exc:
+            duration = time.monotonic() - started
+            self._failed(index, reserved, job, tries, exc, duration)
+            return
+        duration = time.monotonic() - started
+        self._pending_acks.setdefault(reserved.queue, []).append(reserved.reserved)
+        self._ack_deadline = min(self._ack_deadline, expires_at)
+        self._reporting(index)
+        self._log(job, "succeeded", duration)
+        if task.options.after_succeeded is not None:
+            self._hook(task.options.after_succeeded, result, job)
+        if events.has_listeners("processed"):
+            events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def _failed(
+        self, index: int, reserved: Reserved, job: Job, tries: int, exc: BaseException, duration: float
+    ) -> None:
+        timed_out = isinstance(exc, TaskTimeout)
+        will_retry = job.attempts < tries
+        if will_retry:
+            delay = job.backoff_for(job.attempts)
+            self._persist(lambda: self.queue.release(reserved.queue, [reserved.reserved], delay))
+        else:
+            record = make_record(
+                reserved.queue, reserved.reserved, type(exc).__name__, str(exc),
+                "".join(traceback.format_exception(exc)), job, timed_out,
+            )
+            self._persist(lambda: self.queue.fail(reserved.queue, reserved.reserved, record))
+        self._reporting(index)
+        outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
+        self._log(job, f"{outcome}; {'will retry' if will_retry else 'failed'}", duration,
+                  logging.WARNING if will_retry else logging.ERROR)
+        events.emit(TaskEvent("exception", job, exception=exc, will_retry=will_retry, duration=duration))
+        if not will_retry:
+            self._final_failure(job, exc)
+
+    def _reject(self, index: int, reserved: Reserved, job: Job | None, kind: str, message: str) -> None:
+        """Fail a payload that cannot run at all, without retrying it."""
+        record = make_record(reserved.queue, reserved.reserved, kind, message, job=job)
+        foreign = job is None
+        self._persist(lambda: self.queue.fail(reserved.queue, reserved.reserved, record, force=foreign))
+        self._reporting(index)
+        log.error("%s %s %s: %s", reserved.queue, job.task if job else "-", kind, message)
+        if job is not None:
+            self._final_failure(job, None)
+
+    def _final_failure(self, job: Job, exc: BaseException | None) -> None:
+        try:
+            task = registry.lookup(job.task)
+        except TaskNotRegistered:
+            task = None
+        if task is not None and exc is not None and task.options.after_failed is not None:
+            self._hook(task.options.after_failed, exc, job)
+        events.emit(TaskEvent("failed", job, exception=exc))
+
+    def _reporting(self, index: int) -> None:
+        self.slot.count_processed()
+        self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
+
+    def _hook(self, hook: Any, value: Any, job: Job) -> None:
+        try:
+            call_hook(hook, value, job)
+        except Exception:
+            log.exception("hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id)
+
+    def _log(self, job: Job, outcome: str, duration: float, level: int = logging.INFO) -> None:
+        if log.isEnabledFor(level):
+            log.log(
+                level, "%s %s %s attempt %d: %s (%.1f ms)", job.queue, job.task, job.id,
+                job.attempts, outcome, duration * 1000,
+                extra={"queue": job.queue, "task": job.task, "task_id": job.id,
+                       "attempt": job.attempts, "outcome": outcome, "duration_ms": round(duration * 1000, 3)},
+            )
+
+    # -- giving back, acking, waiting ---------------------------------------------
+
+    def _give_back(self, unstarted: list[Reserved]) -> None:
+        """Release tasks this child will not run, attempts returned, at the queue's front."""
+        # Forget them in the slot first: if we die in between, they wait for their
+        # reservation to expire rather than being released twice.
+        self.slot.set(State.WAITING)
+        by_queue: dict[str, list[bytes]] = {}
+        for reserved in unstarted:
+            by_queue.setdefault(reserved.queue, []).append(reserved.reserved)
+        for name, payloads in by_queue.items():
+            self._persist(lambda n=name, p=payloads: self.queue.release(n, p, unstarted=True))
+
+    def _flush_acks(self) -> None:
+        for name in list(self._pending_acks):
+            self.queue.ack(name, self._pending_acks[name])
+            del self._pending_acks[name]
+        self._ack_deadline_reset()
+
+    def _ack_deadline_reset(self) -> None:
+        if not self._pending_acks:
+            self._ack_deadline = float("inf")
+
+    def _persist(self, call: Any) -> Any:
+        """Retry a state change until Redis takes it: an outcome must never be dropped."""
+        failures = 0
+        while True:
+            try:
+                return call()
+            except REDIS_ERRORS as exc:
+                failures += 1
+                if os.getppid() != self.parent_pid and failures > 50:
+                    raise
+                self._backoff(failures, exc)
+
+    def _backoff(self, failures: int, exc: Exception | None) -> None:
+        if failures == 1 and exc is not None:
+            log.warning(
+                "worker %d: Redis at %s unreachable (%s); retrying with backoff",
+                self.number, self.config.redacted_url(), exc,
+            )
+        delay = min(5.0, 0.1 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
+        self._pause(delay)
+
+    def _wait_for_work(self) -> None:
+        if self.options.block_for > 0:
+            self._interruptible = True
+            try:
+                self.queue.wait_for_ready(self.options.queues, min(self.options.block_for, 1.0))
+            finally:
+                self._interruptible = False
+        else:
+            self._pause(self.options.sleep)
+
+    def _pause(self, seconds: float) -> None:
+        self._interruptible = True
+        try:
+            time.sleep(seconds)
+        except Interrupted:
+            pass
+        finally:
+            self._interruptible = False
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stop_requested = True
+        if self._interruptible:
+            raise Interrupted()
+
+
+def memory_exceeded(limit_mb: int) -> bool:
+    """Peak RSS of this process above ``limit_mb`` (Linux reports ru_maxrss in KiB)."""
+    return bool(limit_mb) and resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > limit_mb * 1024
