@@ -1,0 +1,107 @@
+"""Helpers for tests: bounded waits, the real CLI in a subprocess, worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import psutil
+
+from rqueue.config import Config
+
+T = TypeVar("T")
+
+RQUEUE = [sys.executable, "-m", "rqueue"]
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 10.0, message: str = "") -> T:
+    """Poll ``condition`` until it is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message or condition}")
+        time.sleep(0.01)
+
+
+def cli(config: Config, *args: str, timeout: float = 30.0, cwd: Path | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``rqueue ARGS`` against the test Redis and return the finished process."""
+    full_env = {**os.environ, "REDIS_URL": config.redis_url, **(env or {})}
+    return subprocess.run(
+        [*RQUEUE, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd
+    )
+
+
+class WorkerProcess:
+    """A running ``rqueue work`` parent."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def children(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.pid).children()
+        except psutil.NoSuchProcess:
+            return []
+
+    def wait_for_children(self, count: int, timeout: float = 10.0) -> list[psutil.Process]:
+        return wait_for(lambda: len(self.children()) == count and self.children(), timeout,
+                        f"{count} worker children")
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        """Everything the worker logged; call after it exited."""
+        assert self.process.stderr is not None
+        return self.process.stderr.read()
+
+
+class Workers:
+    def __init__(self, config: Config, cwd: Path) -> None:
+        self.config = config
+        self.cwd = cwd
+        self.started: list[WorkerProcess] = []
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        full_env = {**os.environ, "REDIS_URL": self.config.redis_url, **(env or {})}
+        process = subprocess.Popen(
+            [*RQUEUE, "work", *args], cwd=self.cwd, env=full_env, text=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        )
+        worker = WorkerProcess(process)
+        self.started.append(worker)
+        return worker
+
+    def run(self, *args: str, timeout: float = 30.0) -> tuple[int, str]:
+        """Run a worker that exits by itself (``--stop-when-empty``, ``--once``)."""
+        worker = self.start(*args)
+        code = worker.wait(timeout)
+        return code, worker.output()
+
+    def kill_all(self) -> None:
+        for worker in self.started:
+            if worker.process.poll() is None:
+                try:
+                    os.killpg(worker.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                worker.process.wait(10)
+            if worker.process.stderr is not None:
+                worker.process.stderr.close()
