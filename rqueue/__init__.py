@@ -1,5 +1,7 @@
 """rqueue: a Laravel-style task queue for Python on Redis."""
 
+from rqueue import schedules
+from rqueue.cancel import CancelOutcome
 from rqueue.config import Config
 from rqueue.errors import (
     InvalidPayload,
@@ -20,6 +22,7 @@ from rqueue.registry import use
 from rqueue.task import Dispatched, PendingDispatch, Task, dispatch_many, task
 
 __all__ = [
+    "CancelOutcome",
     "Config",
     "Dispatched",
     "InvalidPayload",
@@ -42,6 +45,7 @@ __all__ = [
     "on_failed",
     "on_processed",
     "on_processing",
+    "schedules",
     "task",
     "use",
 ]

@@ -20,7 +20,7 @@ import redis
 
 from rqueue import logs
 from rqueue.config import Config
-from rqueue.errors import RQueueError
+from rqueue.errors import InvalidQueueName, RQueueError
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.keys import validate_queue_name
 from rqueue.options import WorkerOptions
@@ -41,19 +41,25 @@ def connection_options(command: F) -> F:
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         try:
+            redis.ConnectionPool.from_url(config.redis_url)  # parses only, connects nothing
+        except ValueError as exc:  # a bad scheme, port or database number
+            raise click.UsageError(f"invalid --redis-url: {exc}") from None
+        try:
             return command(*args, config=config, **kwargs)
+        except InvalidQueueName as exc:  # also a ValueError: caught before the clause below
+            raise click.UsageError(str(exc)) from None
         except redis.AuthenticationError as exc:
             _die(f"cannot log in to Redis at {config.redacted_url()}: {exc}")
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             _die(f"cannot reach Redis at {config.redacted_url()}: {exc}")
         except redis.ResponseError as exc:
             _die(f"Redis at {config.redacted_url()} refused: {exc}")
+        except RQueueError as exc:  # before ValueError: several of them are ValueErrors too
+            _die(str(exc))
         except ValueError as exc:
             if "Redis URL" in str(exc) or "scheme" in str(exc):
                 raise click.UsageError(f"invalid --redis-url: {exc}") from None
             raise
-        except RQueueError as exc:
-            _die(str(exc))
 
     return wrapper  # type: ignore[return-value]
 
@@ -101,6 +107,8 @@ def main() -> None:
 @click.option("--kill-grace", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Seconds past a task's timeout before its child is killed.")
 @click.option("-A", "--app", "preload", multiple=True, help="Module to import in the parent first.")
+@click.option("--schedule/--no-schedule", default=True, show_default=True,
+              help="Fire due schedules of these queues from this worker's parent.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               default="INFO", show_default=True)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -285,3 +293,6 @@ def _when(timestamp: float) -> str:
 def _short(text: str, width: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+import rqueue.cli_schedule  # noqa: E402, F401  (registers `schedule ...` and `cancel`)

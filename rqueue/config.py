@@ -8,10 +8,12 @@ and its forked children can never disagree about where their queues live.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
@@ -27,6 +29,10 @@ class Config:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     ssl_ca_certs: str | None = None
     socket_timeout: float = 5.0
+    secret: str | None = field(default=None, repr=False)
+    """``RQUEUE_SECRET``: sign every payload and refuse unsigned ones (see docs/security.md)."""
+    dispatch_retry: float = 2.0
+    """Seconds a dispatch keeps retrying an unreachable Redis before QueueConnectionError."""
 
     @classmethod
     def resolve(
@@ -45,6 +51,8 @@ class Config:
                 env.get("RQUEUE_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
             ),
             ssl_ca_certs=env.get("RQUEUE_SSL_CA_CERTS") or None,
+            secret=env.get("RQUEUE_SECRET") or None,
+            socket_timeout=float(env.get("RQUEUE_SOCKET_TIMEOUT") or 5.0),
         )
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -54,6 +62,9 @@ class Config:
             "socket_timeout": self.socket_timeout,
             "socket_connect_timeout": self.socket_timeout,
             "health_check_interval": 0,
+            # No silent retries inside redis-py: re-sending a push or a reserve after a
+            # timeout can run it twice. rqueue retries where it knows that is safe.
+            "retry": Retry(NoBackoff(), 0),
         }
         if self.redis_url.startswith("rediss://") and self.ssl_ca_certs:
             options["ssl_ca_certs"] = self.ssl_ca_certs

@@ -104,7 +104,8 @@ class FailedTasks:
         client = self.queue.client
         found: list[FailedTask] = []
         for name in names:
-            for raw in client.lrange(self.queue.keys(name).failed, 0, -1):
+            records: list[bytes] = client.lrange(self.queue.keys(name).failed, 0, -1)  # type: ignore[assignment]
+            for raw in records:
                 try:
                     found.append(decode_record(raw))
                 except InvalidPayload:
@@ -130,7 +131,7 @@ class FailedTasks:
 
     def forget(self, failed: FailedTask) -> bool:
         key = self.queue.keys(failed.queue).failed
-        return bool(self.queue.client.lrem(key, 1, failed.raw))
+        return bool(self.queue.client.lrem(key, 1, failed.raw))  # type: ignore[arg-type]
 
     def flush(self, queues: Iterable[str] | None = None) -> int:
         names = list(queues) if queues else self.queue.known_queues()

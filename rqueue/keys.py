@@ -37,6 +37,14 @@ class QueueKeys:
     failed: str
     notify: str
     timer: str
+    pending_ids: str
+    """Ids of tasks pushed and not yet reserved: lets ``cancel`` answer in O(1)."""
+    cancelled: str
+    """Ids cancelled while pending; reserve.lua drops them instead of reserving them."""
+    schedules: str
+    """Schedules firing into this queue: zset of name -> next fire time (ms)."""
+    schedule_defs: str
+    """Their definitions: hash of name -> msgpack map."""
 
     @classmethod
     def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:
@@ -50,6 +58,10 @@ class QueueKeys:
             failed=f"{base}:failed",
             notify=f"{base}:notify",
             timer=f"{base}:timer",
+            pending_ids=f"{base}:pending-ids",
+            cancelled=f"{base}:cancelled",
+            schedules=f"{base}:schedules",
+            schedule_defs=f"{base}:schedule-defs",
         )
 
 
@@ -59,7 +71,13 @@ class GlobalKeys:
 
     known_queues: str
     restart: str
+    schedule_index: str
+    """Hash of schedule name -> queue name, so a schedule is found by its name alone."""
 
     @classmethod
     def for_prefix(cls, prefix: str = "") -> GlobalKeys:
-        return cls(known_queues=f"{prefix}rqueue:queues", restart=f"{prefix}rqueue:restart")
+        return cls(
+            known_queues=f"{prefix}rqueue:queues",
+            restart=f"{prefix}rqueue:restart",
+            schedule_index=f"{prefix}rqueue:schedules",
+        )

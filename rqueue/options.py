@@ -36,6 +36,8 @@ class WorkerOptions:
     reservation_margin: float = 15.0
     """Extra seconds a reservation outlives the worst case, for slow networks."""
     preload: tuple[str, ...] = field(default_factory=tuple)
+    schedule: bool = True
+    """Run the scheduler tick in the parent (``--no-schedule`` turns it off)."""
 
     def __post_init__(self) -> None:
         if not self.queues:

@@ -11,8 +11,8 @@ The offsets below are mirrored in ``lua/*.lua``; ``tests/test_payload.py`` pins 
 from __future__ import annotations
 
 import math
+import os
 import struct
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,9 +31,13 @@ ID_LENGTH = 32
 _FIXED_ENTRIES = 3
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Job:
-    """A decoded payload: one call of a task, as a worker sees it."""
+    """A decoded payload: one call of a task, as a worker sees it.
+
+    Treat it as read-only. It is not ``frozen`` only because a frozen dataclass is
+    five times slower to build, and a worker builds one per task.
+    """
 
     id: str
     task: str
@@ -58,7 +62,8 @@ class Job:
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """128 random bits as 32 hex digits: what uuid4().hex gives, at a fifth of the cost."""
+    return os.urandom(16).hex()
 
 
 def encode(job: Job, max_bytes: int | None = None) -> bytes:
@@ -75,7 +80,8 @@ def encode(job: Job, max_bytes: int | None = None) -> bytes:
     if job.meta:
         rest["meta"] = job.meta
     try:
-        body = b"".join(_pack(k) + _pack(v) for k, v in rest.items())
+        # One packb call for the whole map, minus its one-byte fixmap header (< 16 entries).
+        body = _pack(rest)[1:]
     except (TypeError, ValueError, OverflowError) as exc:
         raise UnserializableArgument(_describe_unencodable(job, exc)) from None
     header = _HEADER.pack(
@@ -102,25 +108,29 @@ def decode(data: bytes) -> Job:
     except Exception as exc:
         raise InvalidPayload(f"payload is not valid msgpack: {exc}") from None
     try:
+        task_id, task, queue = fields["id"], fields["task"], fields["queue"]
         args, kwargs = fields["args"], fields["kwargs"]
-        if not isinstance(args, list) or not isinstance(kwargs, dict):
+        if type(args) is not list or type(kwargs) is not dict:
             raise TypeError("args must be a list and kwargs a map")
-        if not all(isinstance(k, str) for k in kwargs):
-            raise TypeError("kwargs keys must be strings")
+        if type(task) is not str or type(queue) is not str or type(task_id) is not str:
+            raise TypeError("id, task and queue must be strings")
+        for key in kwargs:
+            if type(key) is not str:
+                raise TypeError("kwargs keys must be strings")
+        tries, backoff, meta = fields.get("tries"), fields.get("backoff"), fields.get("meta")
         timeout_ms = int(fields["timeout_ms"])
-        tries = fields.get("tries")
         return Job(
-            id=_str(fields["id"]),
-            task=_str(fields["task"]),
-            args=tuple(args),
-            kwargs=kwargs,
-            queue=_str(fields["queue"]),
-            attempts=int(fields["attempts"]),
-            tries=None if tries is None else int(tries),
-            timeout=timeout_ms / 1000 if timeout_ms else None,
-            backoff=tuple(float(b) for b in fields.get("backoff") or ()),
-            dispatched_at=float(fields.get("dispatched_at") or 0.0),
-            meta=dict(fields.get("meta") or {}),
+            task_id,
+            task,
+            tuple(args),
+            kwargs,
+            queue,
+            int(fields["attempts"]),
+            None if tries is None else int(tries),
+            timeout_ms / 1000 if timeout_ms else None,
+            tuple(map(float, backoff)) if backoff else (),
+            float(fields.get("dispatched_at") or 0.0),
+            dict(meta) if meta else {},
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidPayload(f"payload has the wrong shape: {exc!r}") from None
@@ -135,11 +145,18 @@ def has_header(data: bytes) -> bool:
     )
 
 
-def payload_id(data: bytes) -> str | None:
-    """The task id read straight from the fixed header, without decoding the rest."""
+def header(data: bytes) -> tuple[str, int, int] | None:
+    """``(id, attempts, timeout_ms)`` read straight from the fixed header, or None."""
     if not has_header(data):
         return None
-    return data[ID_OFFSET : ID_OFFSET + ID_LENGTH].decode("ascii", "replace")
+    _, _, _, _, _, attempts, _, _, _, timeout_ms, _, _, _, _, raw_id = _HEADER.unpack_from(data)
+    return raw_id.decode("ascii", "replace"), attempts, timeout_ms
+
+
+def payload_id(data: bytes) -> str | None:
+    """The task id read straight from the fixed header, without decoding the rest."""
+    fields = header(data)
+    return fields[0] if fields else None
 
 
 def with_attempts(data: bytes, attempts: int) -> bytes:
@@ -153,12 +170,6 @@ def _timeout_ms(timeout: float | None) -> int:
     if timeout is None:
         return 0
     return max(1, min(int(timeout * 1000), 2**32 - 1))
-
-
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}")
-    return value
 
 
 def _pack(value: Any) -> bytes:
@@ -221,6 +232,5 @@ def _walk(value: Any, path: str) -> tuple[str | None, Any]:
 
 def payload_attempts(data: bytes) -> int:
     """The attempt counter read straight from the fixed header (0 for foreign bytes)."""
-    if not has_header(data):
-        return 0
-    return int(struct.unpack_from(">I", data, ATTEMPTS_OFFSET)[0])
+    fields = header(data)
+    return fields[1] if fields else 0

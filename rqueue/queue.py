@@ -6,24 +6,30 @@ and calls the scripts. Producers, workers and the CLI all go through it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
 from rqueue.config import Config
+from rqueue.errors import QueueConnectionError
 from rqueue.keys import GlobalKeys, QueueKeys
 from rqueue.scripts import Scripts, execute
+from rqueue.signing import sign
 
 # Lua's unpack() is limited to a few thousand values; bulk pushes are chunked below it.
 _PUSH_CHUNK = 1000
 _MIGRATE_LIMIT = 1000
 
 
-@dataclass(frozen=True)
-class Reserved:
-    """A task a worker now holds: ``reserved`` is the key to ack, release or fail it by."""
+class Reserved(NamedTuple):
+    """A task a worker now holds: ``reserved`` is the key to ack, release or fail it by.
+
+    A named tuple, not a frozen dataclass: a worker builds one per task.
+    """
 
     queue: str
     original: bytes
@@ -79,22 +85,63 @@ class RedisQueue:
             self.push_many([(queue, delay_ms, payloads)])
             return
         keys = self.keys(queue)
-        self.scripts.push(
-            self.client, (keys.ready, keys.delayed, keys.notify, keys.timer), (delay_ms, *payloads)
-        )
+        push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
+        signed = self._signed(payloads)
+        self._dispatching(lambda: self.scripts.push(self.client, push_keys, (delay_ms, *signed)))
 
     def push_many(self, groups: Iterable[tuple[str, int, Sequence[bytes]]]) -> None:
         """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for queue, delay_ms, payloads in groups:
-            keys = self.keys(queue)
-            self._remember(pipe, queue)
-            for start in range(0, len(payloads), _PUSH_CHUNK):
-                chunk = payloads[start : start + _PUSH_CHUNK]
-                self.scripts.push.queue(
-                    pipe, (keys.ready, keys.delayed, keys.notify, keys.timer), (delay_ms, *chunk)
-                )
-        execute(pipe, self.scripts)
+        signed = [(queue, delay_ms, self._signed(payloads)) for queue, delay_ms, payloads in groups]
+
+        def send() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            new = {queue for queue, _, _ in signed} - self._known
+            for queue in sorted(new):
+                pipe.sadd(self.global_keys.known_queues, queue)
+            for queue, delay_ms, payloads in signed:
+                keys = self.keys(queue)
+                push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
+                for start in range(0, len(payloads), _PUSH_CHUNK):
+                    chunk = payloads[start : start + _PUSH_CHUNK]
+                    self.scripts.push.queue(pipe, push_keys, (delay_ms, *chunk))
+            execute(pipe, self.scripts)
+            self._known |= new
+
+        self._dispatching(send)
+
+    def _signed(self, payloads: Sequence[bytes]) -> Sequence[bytes]:
+        if not self.config.secret:
+            return payloads
+        return [sign(p, self.config.secret) for p in payloads]
+
+    def _dispatching(self, send: Callable[[], object]) -> None:
+        """Send a push, retrying a refused connection for ``config.dispatch_retry`` seconds.
+
+        Only connection errors are retried: Redis never ran a command it could not
+        receive. A timeout is not, since the push may have landed; re-sending it
+        could queue the task twice. Either way the caller gets QueueConnectionError,
+        never a hang.
+        """
+        deadline = time.monotonic() + self.config.dispatch_retry
+        failures = 0
+        while True:
+            try:
+                send()
+                return
+            except redis.TimeoutError as exc:
+                raise QueueConnectionError(
+                    f"Redis at {self.config.redacted_url()} did not answer a dispatch in time "
+                    f"({exc}); the task may or may not have been queued"
+                ) from None
+            except redis.ConnectionError as exc:
+                failures += 1
+                delay = min(0.5, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
+                if time.monotonic() + delay > deadline:
+                    raise QueueConnectionError(
+                        f"cannot reach Redis at {self.config.redacted_url()} to dispatch "
+                        f"(tried {failures} times over {self.config.dispatch_retry:g} s): {exc}"
+                    ) from None
+                time.sleep(delay)
 
     def _remember(self, pipe: Any, queue: str) -> None:
         """Record the queue name once per process so ``size`` never needs ``KEYS``."""
@@ -116,7 +163,7 @@ class RedisQueue:
     ) -> Reservation:
         """Pop and reserve up to ``count`` tasks; first ack ``ack`` in the same round trip."""
         keys = self.keys(queue)
-        reserve_keys = (keys.ready, keys.reserved, keys.notify)
+        reserve_keys = (keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled)
         reserve_args = (count, default_timeout_ms, grace_ms, margin_ms, max(1, share))
         if ack:
             pipe = self.client.pipeline(transaction=False)
@@ -183,7 +230,8 @@ class RedisQueue:
 
     def reserved_payloads(self, queue: str) -> list[bytes]:
         """Every reservation of a queue: few (the tasks in flight), read only in recovery."""
-        return list(self.client.zrange(self.keys(queue).reserved, 0, -1))
+        members: list[bytes] = self.client.zrange(self.keys(queue).reserved, 0, -1)  # type: ignore[assignment]
+        return members
 
     # -- inspecting and administering -------------------------------------------
 
@@ -195,7 +243,8 @@ class RedisQueue:
         pipe.execute()
 
     def known_queues(self) -> list[str]:
-        return sorted(m.decode() for m in self.client.smembers(self.global_keys.known_queues))
+        members: set[bytes] = self.client.smembers(self.global_keys.known_queues)  # type: ignore[assignment]
+        return sorted(m.decode() for m in members)
 
     def sizes(self, queues: Sequence[str]) -> list[QueueSize]:
         pipe = self.client.pipeline(transaction=False)
@@ -215,7 +264,8 @@ class RedisQueue:
         return int(
             self.scripts.clear(
                 self.client,
-                (keys.ready, keys.delayed, keys.reserved, keys.notify, keys.timer),
+                (keys.ready, keys.delayed, keys.reserved, keys.notify, keys.timer,
+                 keys.pending_ids, keys.cancelled),
                 (),
             )
         )
@@ -224,5 +274,5 @@ class RedisQueue:
         self.client.set(self.global_keys.restart, repr(at))
 
     def restart_marker(self) -> bytes | None:
-        value: bytes | None = self.client.get(self.global_keys.restart)
+        value: bytes | None = self.client.get(self.global_keys.restart)  # type: ignore[assignment]
         return value

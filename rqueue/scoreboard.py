@@ -9,9 +9,11 @@ A sequence counter (a seqlock) lets the parent read a consistent slot without lo
 from __future__ import annotations
 
 import mmap
+import multiprocessing
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 
 class State(IntEnum):
@@ -23,8 +25,7 @@ class State(IntEnum):
     EMPTY = 5  # like WAITING, after finding every queue empty
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(NamedTuple):
     """A reserved task as the scoreboard knows it: its id and its attempt count."""
 
     id: str
@@ -55,6 +56,9 @@ class Scoreboard:
         self.max_held = max_held
         self.slot_size = _HEADER.size + _ENTRY.size * max_held
         self._memory = mmap.mmap(-1, _GLOBAL_SIZE + self.slot_size * slots)
+        # Under --max-jobs, children take this around "how many may I take" + reserve
+        # + hold, so that a limit counted over all children is never overshot.
+        self.claim_lock = multiprocessing.Lock()
 
     def slot(self, index: int) -> Slot:
         return Slot(self, index)
@@ -99,6 +103,15 @@ class Scoreboard:
     def total_processed(self) -> int:
         retired: int = _GLOBAL.unpack_from(self._memory, 0)[1]
         return retired + sum(self.read(i).processed for i in range(self.slots))
+
+    def in_flight(self) -> int:
+        """Tasks children hold (running or not started) and have not counted as processed."""
+        views = (self.read(i) for i in range(self.slots))
+        return sum(
+            len(v.held) - v.current
+            for v in views
+            if v.state in (State.HOLDING, State.RUNNING, State.REPORTING)
+        )
 
 
 class Slot:

@@ -30,7 +30,7 @@ class LuaScript:
 
     @classmethod
     def load(cls, name: str) -> LuaScript:
-        source = resources.files("rqueue").joinpath("lua", f"{name}.lua").read_text("utf-8")
+        source = (resources.files("rqueue") / "lua" / f"{name}.lua").read_text("utf-8")
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
     def __call__(
@@ -59,6 +59,10 @@ class Scripts:
         self.migrate = LuaScript.load("migrate")
         self.retry_failed = LuaScript.load("retry_failed")
         self.clear = LuaScript.load("clear")
+        self.cancel = LuaScript.load("cancel")
+        self.fire_schedule = LuaScript.load("fire_schedule")
+        self.save_schedule = LuaScript.load("save_schedule")
+        self.remove_schedule = LuaScript.load("remove_schedule")
 
     def all(self) -> list[LuaScript]:
         return [v for v in vars(self).values() if isinstance(v, LuaScript)]
@@ -78,7 +82,7 @@ def execute(pipe: Pipeline, scripts: Scripts) -> list[Any]:
             pipe.script_load(script.source)
         for i in missing:
             args, options = commands[i]
-            pipe.execute_command(*args, **options)
+            pipe.execute_command(*args, **options)  # type: ignore[no-untyped-call]
         retried = pipe.execute(raise_on_error=False)[len(scripts.all()) :]
         for i, result in zip(missing, retried):
             results[i] = result

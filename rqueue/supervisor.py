@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
+from typing import TypeVar
 
 from setproctitle import setproctitle
 
@@ -27,9 +28,13 @@ from rqueue.options import WorkerOptions
 from rqueue.payload import decode, payload_attempts, payload_id
 from rqueue.queue import RedisQueue
 from rqueue.scoreboard import Held, Scoreboard, State
-from rqueue.worker import REDIS_ERRORS, ChildWorker, Interrupted
+from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
+from rqueue.scheduler import Scheduler
+from rqueue.worker import ChildWorker, Interrupted
 
 log = logging.getLogger("rqueue.worker")
+
+T = TypeVar("T")
 
 _TICK = 1.0
 _RESPAWN_BACKOFF = 1.0
@@ -61,6 +66,7 @@ class Supervisor:
         self.queue = RedisQueue(self.config)
         self.queue.client.ping()
         self.queue.remember_queues(self.options.queues)
+        self.scheduler = Scheduler(self.queue, self.options.queues, self.options.schedule)
         self._restart_marker = self.queue.restart_marker()
         self.board = Scoreboard(self.options.effective_concurrency, self.options.batch_limit)
         self._started = time.monotonic()
@@ -83,7 +89,7 @@ class Supervisor:
                 failures += 1
                 if failures == 1:
                     log.warning("Redis at %s unreachable (%s); retrying", self.config.redacted_url(), exc)
-                self._sleep(min(5.0, 0.1 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0))
+                self._sleep(backoff_delay(failures))
         if self.reload:
             log.info("reloading: starting a fresh worker process")
             os.execv(sys.executable, [sys.executable, "-m", "rqueue", *sys.argv[1:]])
@@ -101,6 +107,7 @@ class Supervisor:
         if not self.stopping:
             self._check_limits()
             wait = min(wait, self._migrate())
+            wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
             self._respawn()
         if self.children or not self.stopping:
             self._wait(min(wait, self._time_to_next_deadline()))
@@ -291,16 +298,15 @@ class Supervisor:
             (pid, payload_attempts(m)): m for m in members if (pid := payload_id(m)) is not None
         }
 
-    def _persist(self, call):  # type: ignore[no-untyped-def]
-        failures = 0
-        while True:
-            try:
-                return call()
-            except REDIS_ERRORS:
-                failures += 1
-                if failures > 100:
-                    raise
-                time.sleep(min(5.0, 0.1 * 2 ** min(failures, 6)))
+    def _persist(self, call: Callable[[], T]) -> T:
+        return persist(call, self._on_redis_error)
+
+    def _on_redis_error(self, failures: int, exc: Exception) -> None:
+        if failures > 100:
+            raise exc
+        if failures == 1:
+            log.warning("Redis at %s unreachable (%s); retrying", self.config.redacted_url(), exc)
+        time.sleep(backoff_delay(failures))
 
     # -- signals ------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from rqueue.keys import validate_queue_name
 from rqueue.payload import Job, encode, new_id
 
 if TYPE_CHECKING:
+    from rqueue.cancel import CancelOutcome
     from rqueue.queue import RedisQueue
 
 P = ParamSpec("P")
@@ -62,6 +63,13 @@ class Dispatched:
     id: str
     task: str
     queue: str
+    connection: RedisQueue | None = field(default=None, compare=False, repr=False)
+
+    def cancel(self) -> CancelOutcome:
+        """Cancel the task if it has not started; the outcome says what happened."""
+        from rqueue.cancel import cancel
+
+        return cancel(self.connection or registry.default_queue(), self.id, self.queue)
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,8 @@ class Task(Generic[P, R]):
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
         self.__wrapped__ = fn
+        self.schedule: tuple[str | None, float | None, str] | None = None
+        """``(cron, every seconds, timezone)`` if declared with ``@task(cron=/every=)``."""
 
     def __repr__(self) -> str:
         return f"<task {self.name} on {self.options.queue!r}>"
@@ -160,7 +170,7 @@ class Task(Generic[P, R]):
         queue = self.connection()
         job = self.make_job(args, kwargs)
         queue.push(job.queue, [encode(job, queue.config.max_payload_bytes)], int(delay * 1000))
-        return Dispatched(job.id, job.task, job.queue)
+        return Dispatched(job.id, job.task, job.queue, queue)
 
 
 def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
@@ -172,7 +182,7 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
         job = call.task.make_job(call.args, call.kwargs)
         groups = by_connection.setdefault(id(queue), (queue, {}))[1]
         groups.setdefault(job.queue, []).append(encode(job, queue.config.max_payload_bytes))
-        handles.append(Dispatched(job.id, job.task, job.queue))
+        handles.append(Dispatched(job.id, job.task, job.queue, queue))
     for queue, groups in by_connection.values():
         queue.push_many((name, 0, payloads) for name, payloads in groups.items())
     return handles
@@ -222,6 +232,9 @@ def task(
     after_succeeded: Hook | None = None,
     after_failed: Hook | None = None,
     name: str | None = None,
+    cron: str | None = None,
+    every: float | timedelta | None = None,
+    timezone: str = "UTC",
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -236,8 +249,16 @@ def task(
     after_succeeded: Hook | None = None,
     after_failed: Hook | None = None,
     name: str | None = None,
+    cron: str | None = None,
+    every: float | timedelta | None = None,
+    timezone: str = "UTC",
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
-    """Register a function as a task; use bare (``@task``) or with options."""
+    """Register a function as a task; use bare (``@task``) or with options.
+
+    ``cron=`` or ``every=`` (with ``timezone=``) declares a schedule named after the
+    task; worker parents serving its queue create or update it (see docs/schedules.md).
+    """
+    schedule = _declared_schedule(cron, every, timezone)
     options = TaskOptions(
         queue=queue,
         tries=tries,
@@ -252,10 +273,24 @@ def task(
             if hook is not None and not callable(hook):
                 raise TypeError(f"hooks must be callable, got {hook!r}")
         created = Task(function, options, name)
+        created.schedule = schedule
         registry.register(created)
         return created
 
     return decorate(fn) if fn is not None else decorate
+
+
+def _declared_schedule(
+    cron: str | None, every: float | timedelta | None, timezone: str
+) -> tuple[str | None, float | None, str] | None:
+    """Validate a declared schedule at import time: a typo fails loudly, not silently."""
+    if cron is None and every is None:
+        return None
+    from rqueue.schedule_times import Timing, seconds
+
+    every_s = None if every is None else seconds(every)
+    Timing(cron, None if every_s is None else round(every_s * 1000), timezone)
+    return (cron, every_s, timezone)
 
 
 def call_hook(hook: Hook, value: Any, job: Job) -> None:

@@ -8,8 +8,6 @@ parent (see ``supervisor.py``) once ``kill_grace`` more seconds have passed.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import FrameType
 
 from rqueue.errors import TaskTimeout
@@ -22,15 +20,14 @@ class TimeLimit:
         self._armed_for: float | None = None
         signal.signal(signal.SIGALRM, self._expired)
 
-    @contextmanager
-    def __call__(self, seconds: float) -> Iterator[None]:
+    def arm(self, seconds: float) -> None:
         self._armed_for = seconds
         signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
-            self._armed_for = None
-            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def disarm(self) -> None:
+        """Called in a ``finally`` right after the task: no context manager on the hot path."""
+        self._armed_for = None
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _expired(self, signum: int, frame: FrameType | None) -> None:
         if self._armed_for is not None:

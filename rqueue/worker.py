@@ -9,17 +9,18 @@ dies is kept in its scoreboard slot.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
-import random
 import resource
 import signal
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
-import redis
 from setproctitle import setproctitle
 
 from rqueue import events, registry
@@ -28,15 +29,17 @@ from rqueue.errors import InvalidPayload, TaskNotRegistered, TaskTimeout
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
 from rqueue.options import WorkerOptions
-from rqueue.payload import Job, decode, payload_attempts, payload_id
+from rqueue.payload import Job, decode, header
 from rqueue.queue import RedisQueue, Reservation, Reserved
+from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.scoreboard import Held, Slot, State
+from rqueue.signing import verify
 from rqueue.task import call_hook
 from rqueue.timeouts import TimeLimit
 
 log = logging.getLogger("rqueue.worker")
 
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+T = TypeVar("T")
 _ACK_SAFETY = 1.0
 
 
@@ -104,11 +107,15 @@ class ChildWorker:
             setproctitle(f"{self._title}: paused")
             self._pause(0.2)
             return
-        allowed = self._allowed()
+        with self._claiming() as claiming:
+            allowed = self._allowed()
+            found = self._reserve(allowed) if allowed > 0 else None
+            if found is not None and claiming:
+                # Others must count what this child took before the claim is released.
+                self._hold(*found)
         if allowed <= 0:
-            self.recycle = True
+            self._limit_reached()
             return
-        found = self._reserve(allowed)
         if found is None:
             self._flush_acks()
             self.slot.set(State.EMPTY)
@@ -122,8 +129,33 @@ class ChildWorker:
         limit = self.options.batch_limit
         max_jobs = self.options.effective_max_jobs
         if max_jobs:
-            limit = min(limit, max_jobs - self.slot.board.total_processed())
+            board = self.slot.board
+            limit = min(limit, max_jobs - board.total_processed() - board.in_flight())
         return limit
+
+    def _limit_reached(self) -> None:
+        if self.slot.board.total_processed() >= self.options.effective_max_jobs:
+            self.recycle = True
+        else:
+            self._pause(0.05)  # the rest of the limit is in other children's hands
+
+    @contextlib.contextmanager
+    def _claiming(self) -> Iterator[bool]:
+        """Serialise taking tasks among children while ``--max-jobs`` counts them all."""
+        if not self.options.effective_max_jobs or self.options.effective_concurrency == 1:
+            yield False
+            return
+        lock = self.slot.board.claim_lock
+        acquired = lock.acquire(timeout=2.0)  # a sibling killed while holding it can't wedge us
+        try:
+            yield True
+        finally:
+            if acquired:
+                lock.release()
+
+    def _hold(self, queue_index: int, reservation: Reservation) -> None:
+        headers = [header(t.reserved) or ("-" * 32, 0, 0) for t in reservation.tasks]
+        self.slot.hold(queue_index, [Held(task_id, attempts) for task_id, attempts, _ in headers])
 
     def _reserve(self, allowed: int) -> tuple[int, Reservation] | None:
         for index, name in enumerate(self.options.queues):
@@ -148,17 +180,15 @@ class ChildWorker:
 
     def _run_batch(self, queue_index: int, reservation: Reservation) -> None:
         tasks = reservation.tasks
-        self.slot.hold(
-            queue_index,
-            [Held(payload_id(t.reserved) or "-" * 32, payload_attempts(t.reserved)) for t in tasks],
-        )
+        headers = [header(t.reserved) or ("-" * 32, 0, 0) for t in tasks]
+        self.slot.hold(queue_index, [Held(task_id, attempts) for task_id, attempts, _ in headers])
         # Mirrors reserve.lua: task i's reservation covers the timeouts of tasks 1..i.
         budget = self.options.reservation_margin
         for index, reserved in enumerate(tasks):
             if self._should_exit():
                 self._give_back(tasks[index:])
                 return
-            timeout = self._timeout_of(reserved.reserved)
+            timeout = headers[index][2] / 1000 or self.options.timeout
             budget += timeout + self.options.kill_grace
             expires_at = self._batch_sent_at + budget
             if time.monotonic() + timeout + self.options.kill_grace + _ACK_SAFETY >= self._ack_deadline:
@@ -168,20 +198,21 @@ class ChildWorker:
                 log.info("worker %d: over %d MB of memory; recycling", self.number, self.options.memory)
                 self.recycle = True
             if self.options.rest:
+                # Between tasks, with no deadline: resting is not overrunning, and a
+                # finished task must never look like the one running if we die now.
+                self.slot.set(State.HOLDING, index + 1)
                 time.sleep(self.options.rest)
         self.slot.set(State.HOLDING, len(tasks))
-
-    def _timeout_of(self, data: bytes) -> float:
-        own = int.from_bytes(data[29:33], "big") if len(data) > 33 else 0
-        return own / 1000 if own and payload_id(data) else self.options.timeout
 
     # -- one task -----------------------------------------------------------------
 
     def _process(self, index: int, reserved: Reserved, expires_at: float) -> None:
         try:
+            if self.config.secret:  # before decoding: never look up an unsigned task
+                verify(reserved.reserved, self.config.secret)
             job = decode(reserved.reserved)
-        except InvalidPayload as exc:
-            self._reject(index, reserved, None, "InvalidPayload", str(exc))
+        except InvalidPayload as exc:  # InvalidSignature included
+            self._reject(index, reserved, None, type(exc).__name__, str(exc))
             return
         try:
             task = registry.lookup(job.task)
@@ -200,8 +231,11 @@ class ChildWorker:
         if events.has_listeners("processing"):
             events.emit(TaskEvent("processing", job))
         try:
-            with self.time_limit(timeout):
+            self.time_limit.arm(timeout)
+            try:
                 result = task.fn(*job.args, **job.kwargs)
+            finally:
+                self.time_limit.disarm()
         except (Exception, TaskTimeout) as exc:
             duration = time.monotonic() - started
             self._failed(index, reserved, job, tries, exc, duration)
@@ -209,7 +243,11 @@ class ChildWorker:
         duration = time.monotonic() - started
         self._pending_acks.setdefault(reserved.queue, []).append(reserved.reserved)
         self._ack_deadline = min(self._ack_deadline, expires_at)
-        self._reporting(index)
+        if task.options.after_succeeded is not None or events.has_listeners("processed"):
+            self._reporting(index)
+        else:
+            # Nothing more runs for this task: the next slot write records it as done.
+            self.slot.count_processed()
         self._log(job, "succeeded", duration)
         if task.options.after_succeeded is not None:
             self._hook(task.options.after_succeeded, result, job)
@@ -287,7 +325,7 @@ class ChildWorker:
         for reserved in unstarted:
             by_queue.setdefault(reserved.queue, []).append(reserved.reserved)
         for name, payloads in by_queue.items():
-            self._persist(lambda n=name, p=payloads: self.queue.release(n, p, unstarted=True))
+            self._persist(functools.partial(self.queue.release, name, payloads, unstarted=True))
 
     def _flush_acks(self) -> None:
         for name in list(self._pending_acks):
@@ -299,17 +337,14 @@ class ChildWorker:
         if not self._pending_acks:
             self._ack_deadline = float("inf")
 
-    def _persist(self, call: Any) -> Any:
+    def _persist(self, call: Callable[[], T]) -> T:
         """Retry a state change until Redis takes it: an outcome must never be dropped."""
-        failures = 0
-        while True:
-            try:
-                return call()
-            except REDIS_ERRORS as exc:
-                failures += 1
-                if os.getppid() != self.parent_pid and failures > 50:
-                    raise
-                self._backoff(failures, exc)
+        return persist(call, self._on_persist_error)
+
+    def _on_persist_error(self, failures: int, exc: Exception) -> None:
+        if os.getppid() != self.parent_pid and failures > 50:
+            raise exc  # orphaned and Redis gone: the reservation's expiry takes over
+        self._backoff(failures, exc)
 
     def _backoff(self, failures: int, exc: Exception | None) -> None:
         if failures == 1 and exc is not None:
@@ -317,8 +352,7 @@ class ChildWorker:
                 "worker %d: Redis at %s unreachable (%s); retrying with backoff",
                 self.number, self.config.redacted_url(), exc,
             )
-        delay = min(5.0, 0.1 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
-        self._pause(delay)
+        self._pause(backoff_delay(failures))
 
     def _wait_for_work(self) -> None:
         if self.options.block_for > 0:

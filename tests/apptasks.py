@@ -98,3 +98,93 @@ def with_hooks(value: str, fail: bool = False) -> str:
 def with_broken_hook(value: str) -> str:
     redis().rpush(DONE, value)
     return value
+
+
+# -- added for the core test suite (issue 2) --------------------------------------
+
+ATTEMPT_TIMES = "test:attempt_times"
+
+
+@task(tries=3, backoff=[0.3, 0.6])
+def fails_with_backoff(value: str) -> None:
+    """Records when each attempt ran, so a test can check the backoff between them."""
+    redis().rpush(ATTEMPT_TIMES, repr(time.time()))
+    raise ValueError(f"failing on purpose: {value}")
+
+
+@task
+def always_raises(value: str) -> None:
+    """No tries of its own: the worker's ``--tries`` applies."""
+    redis().rpush(DONE, f"attempt:{value}")
+    raise RuntimeError(f"raising on purpose: {value}")
+
+
+@task(tries=1)
+def naps(seconds: float) -> None:
+    """No timeout of its own: the worker's ``--timeout`` applies."""
+    redis().rpush("test:started", os.getpid())
+    time.sleep(seconds)
+    redis().rpush(DONE, "napped")
+
+
+@task
+def record_pid(value: Any) -> None:
+    redis().rpush(DONE, f"{value}:{os.getpid()}")
+
+
+# -- added for schedules and cancel (issue 5) ---------------------------------------
+
+TRIGGERS = "test:triggers"
+"""Hash of ``schedule@trigger_ms`` -> how many times that trigger ran."""
+LATENESS = "test:lateness"
+"""List of ``enqueue_lateness_ms:start_lateness_ms`` per run, by Redis's clock."""
+
+
+def _record_trigger(result: Any, job: Job) -> None:
+    client = redis()
+    sec, micro = client.time()
+    now_ms = int(sec) * 1000 + int(micro) // 1000
+    trigger_ms = int(job.meta["trigger_ms"])
+    pipe = client.pipeline(transaction=False)
+    pipe.hincrby(TRIGGERS, f"{job.meta['schedule']}@{trigger_ms}", 1)
+    pipe.rpush(f"test:runs:{job.meta['schedule']}", f"{trigger_ms}:{result}")
+    pipe.rpush(LATENESS, f"{job.dispatched_at * 1000 - trigger_ms:.0f}:{now_ms - trigger_ms}")
+    pipe.execute()
+
+
+@task(after_succeeded=_record_trigger)
+def scheduled(label: str) -> str:
+    """Fired by schedules in the tests; its hook records which trigger ran."""
+    return label
+
+
+@task(queue="declared", cron="*/2 * * * * *", timezone="Europe/Berlin")
+def declared_every_two_seconds() -> None:
+    """Declared with a cron on its own queue: a worker serving ``declared`` with
+    ``-A apptasks`` creates its schedule (other tests' workers never see it)."""
+    redis().rpush("test:declared", "ran")
+
+
+@task
+def report_clock() -> None:
+    """Records this worker's idea of the time, to prove a skewed clock really is skewed."""
+    redis().rpush("test:clock", repr(time.time()))
+
+
+# -- added for the reliability tests (issue 3) ------------------------------------
+
+
+@task
+def noop(value: Any = None) -> Any:
+    """Touches no Redis key of its own (for an ACL user limited to rqueue's keys)."""
+    return value
+
+
+_leak: list[bytes] = []
+
+
+@task
+def leaks(megabytes: int) -> None:
+    """Keeps ``megabytes`` more memory alive in this process on every call, and records its pid."""
+    _leak.append(os.urandom(megabytes * 1024 * 1024))
+    redis().rpush("test:leak_pids", os.getpid())

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psutil
+import redis
 
 from rqueue.config import Config
+from rqueue.payload import Job, encode, new_id
+from rqueue.queue import RedisQueue
 
 T = TypeVar("T")
 
@@ -98,10 +103,55 @@ class Workers:
     def kill_all(self) -> None:
         for worker in self.started:
             if worker.process.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(worker.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 worker.process.wait(10)
             if worker.process.stderr is not None:
                 worker.process.stderr.close()
+
+
+# -- added for the core test suite (issue 2) --------------------------------------
+
+
+def strings(client: redis.Redis, key: str) -> list[str]:
+    """A Redis list of what tasks recorded, as text."""
+    return [v.decode() for v in client.lrange(key, 0, -1)]
+
+
+def title(pid: int) -> str:
+    """A process's title as ``ps`` shows it (setproctitle rewrites the command line)."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline()).strip()
+    except psutil.NoSuchProcess:
+        return ""
+
+
+def push_job(connection: RedisQueue, task: str, *args: Any, **fields: Any) -> Job:
+    """Push a payload built by hand, as another producer (or an attacker) could."""
+    job = Job(id=new_id(), task=task, args=args, kwargs={}, queue=fields.pop("queue", "default"),
+              **fields)
+    connection.push(job.queue, [encode(job)])
+    return job
+
+
+def follow_log(worker: WorkerProcess) -> list[str]:
+    """Collect a running worker's log lines as they come, to wait for one of them.
+
+    Call right after starting the worker; ``WorkerProcess.output()`` is then empty and
+    the returned list (filled by a thread) holds everything instead.
+    """
+    lines: list[str] = []
+    stream = worker.process.stderr
+    assert stream is not None
+
+    def read() -> None:
+        with contextlib.suppress(ValueError, OSError):  # the stream closed under us
+            for line in stream:
+                lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def logged(lines: list[str], text: str) -> bool:
+    return any(text in line for line in list(lines))

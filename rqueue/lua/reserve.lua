@@ -1,5 +1,8 @@
 -- reserve.lua: pop up to N ready tasks and reserve each one, in one step.
 -- KEYS[1] ready list   KEYS[2] reserved zset   KEYS[3] notify list
+-- KEYS[4] pending-ids set: each reserved task's id leaves it (O(1) per task)
+-- KEYS[5] cancelled set: a popped task whose id is in it is dropped, not reserved
+--         (one SCARD per call; one SREM per task only while cancellations wait)
 -- ARGV[1] how many tasks at most
 -- ARGV[2] timeout in ms for tasks without their own
 -- ARGV[3] grace in ms added per task (the parent's kill delay after a timeout)
@@ -27,21 +30,28 @@ end
 local default_timeout = tonumber(ARGV[2])
 local grace = tonumber(ARGV[3])
 local expiry = now + tonumber(ARGV[4])
+local any_cancelled = redis.call('SCARD', KEYS[5]) > 0
 for _, original in ipairs(items) do
   local reserved = original
   local timeout = default_timeout
+  local dropped = false
   if #original > 70 and string.sub(original, 1, 1) == '\222'
       and string.sub(original, 4, 13) == '\168attempts\206' then
+    local id = string.sub(original, 39, 70)
+    redis.call('SREM', KEYS[4], id)
+    dropped = any_cancelled and redis.call('SREM', KEYS[5], id) == 1
     local attempts = struct.unpack('>I4', original, 14)
     reserved = string.sub(original, 1, 13) .. struct.pack('>I4', attempts + 1)
       .. string.sub(original, 18)
     local own_timeout = struct.unpack('>I4', original, 30)
     if own_timeout > 0 then timeout = own_timeout end
   end
-  expiry = expiry + timeout + grace
-  redis.call('ZADD', KEYS[2], expiry, reserved)
-  result[#result + 1] = original
-  result[#result + 1] = reserved
+  if not dropped then  -- a task cancelled while pending leaves the queue here, unrun
+    expiry = expiry + timeout + grace
+    redis.call('ZADD', KEYS[2], expiry, reserved)
+    result[#result + 1] = original
+    result[#result + 1] = reserved
+  end
 end
 if ready > #items then
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end

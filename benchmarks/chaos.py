@@ -1,0 +1,560 @@
+"""Chaos: real ``rqueue work`` processes on a real redis-server, with faults injected.
+
+Every task records its completion by its own number (``HINCRBY chaos:done <n> 1``),
+so at the end "lost" and "completed twice" are exact counts, not estimates::
+
+    python benchmarks/chaos.py --scenario kill-children --tasks 20000 --seed 1
+    python benchmarks/chaos.py --scenario all --tasks 100000 --duration 900
+
+Scenarios (issue 3):
+
+- ``kill-children``  SIGKILL a random worker child every 0.2 to 1 s (``--kill-rate``).
+- ``kill-parent``    SIGKILL a worker parent; its children must exit by themselves,
+                     a fresh ``rqueue work`` takes over.
+- ``restart-redis``  SIGKILL redis-server and start it again from its AOF
+                     (``appendfsync always``); a dispatch during the outage must raise
+                     QueueConnectionError within a bounded time.
+- ``freeze-redis``   SIGSTOP redis-server for 5 s, then SIGCONT.
+- ``lost-ack``       SIGKILL a whole worker (parent and children at once) so acks of
+                     finished tasks never reach Redis; they re-run once their
+                     reservation expires (the at-least-once edge).
+- ``clock-skew``     half the workers run with their wall clock 30 s ahead; no
+                     reservation may be taken from another worker early.
+- ``all``            children, parents and Redis restarts together (the long run).
+
+The worker processes import this file as the module ``chaos`` (their working
+directory is this folder), so the task below is all they load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rqueue import registry, task
+
+HERE = Path(__file__).resolve().parent
+QUEUE = "chaos"
+DONE = "chaos:done"
+SCENARIOS = (
+    "kill-children", "kill-parent", "restart-redis", "freeze-redis", "lost-ack",
+    "clock-skew", "all",
+)
+SKEW_ENV = "RQUEUE_CHAOS_CLOCK_SKEW"
+
+_SITECUSTOMIZE = f'''
+"""Chaos clock skew: move this process's wall clock (time.time) ahead."""
+import os, time
+_skew = float(os.environ.get("{SKEW_ENV}", "0") or 0)
+if _skew:
+    _time, _time_ns = time.time, time.time_ns
+    time.time = lambda: _time() + _skew
+    time.time_ns = lambda: _time_ns() + int(_skew * 1e9)
+'''
+
+
+_clients: dict[int, Any] = {}
+
+
+def _results() -> Any:
+    """The tasks' own connection, as an application's would be: patient (30 s socket
+    timeout), so a stalled Redis delays a task's write instead of failing it after it
+    may have landed; that would be a double run caused by the task, not by rqueue."""
+    client = _clients.get(os.getpid())
+    if client is None:
+        from rqueue.config import Config
+
+        client = Config.resolve(socket_timeout=30.0).connect()
+        _clients.clear()
+        _clients[os.getpid()] = client
+    return client
+
+
+@task(queue=QUEUE)
+def chaos_task(number: int, work_ms: float = 0.0) -> None:
+    """Record one completion of task ``number``; optionally busy itself a little first."""
+    if work_ms:
+        time.sleep(work_ms / 1000)
+    _results().hincrby(DONE, str(number), 1)
+
+
+@task(queue=QUEUE)
+def chaos_ack_probe(number: int) -> None:
+    """Record completion, then kill this whole worker (parent and children) at once.
+
+    From Redis's side this is an ack that never arrives for a task whose effect
+    landed: the task must run again once its reservation expires, exactly once.
+    """
+    if _results().hincrby(DONE, str(number), 1) == 1:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+@task(queue=QUEUE)
+def chaos_clock() -> None:
+    """Record this worker's idea of the time (shows that a skew took effect)."""
+    registry.default_queue().client.rpush("chaos:clock", repr(time.time()))
+
+
+# -- the harness (runs in the driving process only) ----------------------------------
+
+
+@dataclass
+class Params:
+    scenario: str = "kill-children"
+    tasks: int = 20_000
+    duration: float = 300.0
+    kill_rate: float = 1 / 0.6
+    """Mean faults per second for kills (intervals uniform in [0.33, 1.67] / rate)."""
+    seed: int = 1
+    workers: int = 2
+    concurrency: int = 2
+    work_ms: float = 0.0
+    restart_every: float = 4.0
+    """Seconds between Redis restarts or freezes (restart-redis, freeze-redis, all)."""
+    redis_faults: int = 0
+    """Most Redis restarts or freezes (0: no limit)."""
+    outage: float = 1.0
+    freeze: float = 5.0
+    timeout: float = 2.0
+    tries: int = 50
+    ack_probes: int = 2
+    """lost-ack: tasks that kill their whole worker right after their effect lands."""
+    prefetch: int = 20
+    quiet: bool = False
+
+
+@dataclass
+class Result:
+    params: Params
+    dispatched: int = 0
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    pending: int = 0
+    completed_twice: int = 0
+    completed_thrice: int = 0
+    extra_runs: int = 0
+    kills: int = 0
+    parent_kills: int = 0
+    redis_restarts: int = 0
+    freezes: int = 0
+    wall_time: float = 0.0
+    orphan_exit_max: float = 0.0
+    orphans_left: int = 0
+    outage_dispatch_errors: int = 0
+    outage_dispatch_max: float = 0.0
+    outage_dispatch_stored: int = 0
+    tracebacks: int = 0
+    skewed_clock_offset: float = 0.0
+    failed_reasons: dict[str, int] = field(default_factory=dict)
+    probe_counts: dict[int, int] = field(default_factory=dict)
+
+    def rows(self) -> list[tuple[str, Any]]:
+        rows: list[tuple[str, Any]] = [
+            ("scenario", self.params.scenario),
+            ("dispatched", self.dispatched),
+            ("completed", self.completed),
+            ("failed", self.failed),
+            ("lost", self.lost),
+            ("still pending", self.pending),
+            ("completed twice", self.completed_twice),
+            ("completed 3+ times", self.completed_thrice),
+            ("kills (children + whole workers)", self.kills),
+            ("parent kills", self.parent_kills),
+            ("Redis restarts", self.redis_restarts),
+            ("Redis freezes", self.freezes),
+            ("wall time", f"{self.wall_time:.1f} s"),
+        ]
+        if self.parent_kills:
+            rows.append(("orphaned children: slowest exit", f"{self.orphan_exit_max:.2f} s"))
+            rows.append(("orphaned children still running", self.orphans_left))
+        if self.redis_restarts:
+            rows.append(("dispatches refused in outage", self.outage_dispatch_errors))
+            rows.append(("slowest refusal", f"{self.outage_dispatch_max:.2f} s"))
+        if self.skewed_clock_offset:
+            rows.append(("skewed workers' clock offset", f"{self.skewed_clock_offset:+.1f} s"))
+        if self.probe_counts:
+            rows.append(("lost-ack probes: runs each", sorted(self.probe_counts.values())))
+        rows.append(("tracebacks in worker logs", self.tracebacks))
+        for reason, count in sorted(self.failed_reasons.items()):
+            rows.append((f"failed: {reason}", count))
+        return rows
+
+    def table(self) -> str:
+        width = max(len(k) for k, _ in self.rows())
+        return "\n".join(f"{k.ljust(width)}  {v}" for k, v in self.rows())
+
+
+class Worker:
+    """One ``rqueue work`` parent, logging to a file."""
+
+    def __init__(self, redis_url: str, params: Params, log_dir: Path, index: int,
+                 env: dict[str, str] | None = None) -> None:
+        self.replaced = False
+        self.log_path = log_dir / f"worker-{index}.log"
+        self.log = self.log_path.open("w")
+        # A task whose reservation a fault strands waits out timeout + grace + 15 s per
+        # task of its batch: single-task batches keep those scenarios short.
+        short_batches = params.scenario in ("lost-ack", "freeze-redis")
+        args = [
+            sys.executable, "-m", "rqueue", "work", QUEUE,
+            "--concurrency", str(params.concurrency),
+            "--timeout", str(params.timeout if params.scenario != "freeze-redis"
+                             else max(params.timeout, params.freeze * 2)),
+            "--kill-grace", "1",
+            "--tries", str(params.tries),
+            "--prefetch", str(1 if short_batches else params.prefetch),
+            "--log-level", "WARNING",
+        ]
+        self.process = subprocess.Popen(
+            args, cwd=HERE, stdout=subprocess.DEVNULL, stderr=self.log,
+            env={**os.environ, "REDIS_URL": redis_url, **(env or {})},
+            start_new_session=True,
+        )
+
+    def children(self) -> list[int]:
+        import psutil
+
+        try:
+            return [c.pid for c in psutil.Process(self.process.pid).children()]
+        except psutil.NoSuchProcess:
+            return []
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+
+def _exited(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+class Chaos:
+    def __init__(self, params: Params) -> None:
+        from rqueue.server import RedisServer
+
+        self.params = params
+        self.random = random.Random(params.seed)
+        self.result = Result(params)
+        self.server = RedisServer(persistent=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix="rqueue-chaos-"))
+        self.workers: list[Worker] = []
+        self._worker_count = 0
+        self._orphans: list[tuple[int, float]] = []
+        self.probes: set[int] = set()
+        if params.scenario == "lost-ack":
+            self.probes = {params.tasks * k // (params.ack_probes + 1)
+                           for k in range(1, params.ack_probes + 1)}
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def _config(self) -> Any:
+        from rqueue.config import Config
+
+        return Config(redis_url=self.server.url, socket_timeout=2.0, dispatch_retry=1.0)
+
+    def _start_worker(self, skewed: bool = False) -> Worker:
+        env: dict[str, str] = {}
+        if skewed:
+            (self.tmp / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+            env = {SKEW_ENV: "30", "PYTHONPATH": os.pathsep.join(
+                [str(self.tmp), os.environ.get("PYTHONPATH", "")])}
+        self._worker_count += 1
+        worker = Worker(self.server.url, self.params, self.tmp, self._worker_count, env)
+        self.workers.append(worker)
+        return worker
+
+    def _dispatch_all(self) -> None:
+        from rqueue.queue import RedisQueue
+
+        producer = RedisQueue(self._config())
+        bound = chaos_task.using(connection=producer)
+        work_ms = self.params.work_ms
+        chunk = 2000
+        probe = chaos_ack_probe.using(connection=producer)
+        for start in range(0, self.params.tasks, chunk):
+            numbers = range(start, min(start + chunk, self.params.tasks))
+            bound.dispatch_many([
+                probe.pending(n) if n in self.probes else bound.pending(n, work_ms)
+                for n in numbers
+            ])
+            self.result.dispatched += len(numbers)
+        producer.client.close()
+
+    # -- faults -----------------------------------------------------------------------
+
+    def _kill_interval(self) -> float:
+        mean = 1 / self.params.kill_rate
+        return self.random.uniform(mean / 3, mean * 5 / 3)
+
+    def _kill_child(self) -> None:
+        pids = [pid for w in self.workers if w.alive() for pid in w.children()]
+        if pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.random.choice(pids), signal.SIGKILL)
+                self.result.kills += 1
+
+    def _kill_parent(self) -> None:
+        alive = [w for w in self.workers if w.alive()]
+        if not alive:
+            return
+        victim = self.random.choice(alive)
+        children = victim.children()
+        os.kill(victim.process.pid, signal.SIGKILL)
+        victim.process.wait()
+        killed_at = time.monotonic()
+        self._orphans += [(pid, killed_at) for pid in children]
+        self.result.parent_kills += 1
+        self._start_worker()
+
+    def _replace_dead_workers(self) -> None:
+        """A probe task killed its worker: count it and start a fresh one."""
+        for worker in list(self.workers):
+            if not worker.alive() and not worker.replaced:
+                worker.replaced = True
+                self.result.kills += 1
+                self._start_worker()
+
+    def _restart_redis(self) -> None:
+        from rqueue.errors import QueueConnectionError
+        from rqueue.queue import RedisQueue
+
+        self.server.kill()
+        outage_end = time.monotonic() + self.params.outage
+        producer = RedisQueue(self._config())
+        started = time.monotonic()
+        try:
+            chaos_task.using(connection=producer).dispatch(-1)
+            self.result.outage_dispatch_stored += 1  # should not happen: Redis is down
+        except QueueConnectionError:
+            self.result.outage_dispatch_errors += 1
+        self.result.outage_dispatch_max = max(
+            self.result.outage_dispatch_max, time.monotonic() - started)
+        producer.client.close()
+        time.sleep(max(0.0, outage_end - time.monotonic()))
+        self.server.start()
+        self.result.redis_restarts += 1
+
+    def _freeze_redis(self) -> None:
+        self.server.freeze()
+        time.sleep(self.params.freeze)
+        self.server.thaw()
+        self.result.freezes += 1
+
+    def _check_orphans(self) -> None:
+        still: list[tuple[int, float]] = []
+        for pid, since in self._orphans:
+            if _exited(pid):
+                self.result.orphan_exit_max = max(
+                    self.result.orphan_exit_max, time.monotonic() - since)
+            else:
+                still.append((pid, since))
+        self._orphans = still
+
+    # -- the run ----------------------------------------------------------------------
+
+    def run(self) -> Result:
+        params = self.params
+        self.server.start()
+        started = time.monotonic()
+        try:
+            self._dispatch_all()
+            skew = params.scenario == "clock-skew"
+            for index in range(params.workers):
+                self._start_worker(skewed=skew and index % 2 == 1)
+            if skew:
+                self._measure_skew()
+            self._inject_until_done(started)
+        finally:
+            self.result.wall_time = time.monotonic() - started
+            self._finish()
+        return self.result
+
+    def _inject_until_done(self, started: float) -> None:
+        params = self.params
+        scenario = params.scenario
+        deadline = started + params.duration
+        next_kill = time.monotonic() + self._kill_interval()
+        next_parent_kill = time.monotonic() + 3.0
+        next_redis = time.monotonic() + params.restart_every
+        last_check = 0.0
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if now - last_check > 0.5:
+                last_check = now
+                self._check_orphans()
+                if self._all_done():
+                    return
+            if scenario in ("kill-children", "all") and now >= next_kill:
+                self._kill_child()
+                next_kill = now + self._kill_interval()
+            if scenario in ("kill-parent", "all") and now >= next_parent_kill:
+                self._kill_parent()
+                next_parent_kill = now + (3.0 if scenario == "kill-parent" else 8.0)
+            if scenario == "lost-ack":
+                self._replace_dead_workers()
+            redis_faults = self.result.redis_restarts + self.result.freezes
+            if params.redis_faults and redis_faults >= params.redis_faults:
+                next_redis = float("inf")
+            if scenario in ("restart-redis", "all") and now >= next_redis:
+                self._restart_redis()
+                next_redis = time.monotonic() + params.restart_every * (
+                    1 if scenario == "restart-redis" else 5)
+            if scenario == "freeze-redis" and now >= next_redis:
+                self._freeze_redis()
+                next_redis = time.monotonic() + params.restart_every
+            time.sleep(0.02)
+
+    def _measure_skew(self) -> None:
+        """Dispatch clock probes until a skewed worker has run one (bounded)."""
+        from rqueue.queue import RedisQueue
+
+        producer = RedisQueue(self._config())
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            chaos_clock.using(connection=producer).dispatch()
+            times = [float(t) for t in producer.client.lrange("chaos:clock", 0, -1)]
+            offset = max((t - time.time() for t in times), default=0.0)
+            if offset > 20:
+                self.result.skewed_clock_offset = offset
+                break
+            time.sleep(0.2)
+        producer.client.close()
+
+    def _client(self) -> Any:
+        return self._config().connect()
+
+    def _all_done(self) -> bool:
+        try:
+            client = self._client()
+            try:
+                done = client.hlen(DONE)
+                failed = client.llen(f"queues:{QUEUE}:failed")
+                busy = (client.llen(f"queues:{QUEUE}") + client.zcard(f"queues:{QUEUE}:delayed")
+                        + client.zcard(f"queues:{QUEUE}:reserved"))
+            finally:
+                client.close()
+        except Exception:
+            return False  # Redis is down or frozen right now
+        return bool(done + failed >= self.result.dispatched and busy == 0)
+
+    def _finish(self) -> None:
+        from rqueue.failed import FailedTasks
+        from rqueue.payload import decode
+        from rqueue.queue import RedisQueue
+
+        if self.server.process is None:
+            self.server.start()
+        with contextlib.suppress(Exception):
+            self.server.thaw()
+        for worker in self.workers:
+            worker.stop()
+        deadline = time.monotonic() + 10
+        while self._orphans and time.monotonic() < deadline:
+            self._check_orphans()
+            time.sleep(0.05)
+        self.result.orphans_left = len(self._orphans)
+        for pid, _ in self._orphans:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        queue = RedisQueue(self._config())
+        counts = {int(k): int(v) for k, v in queue.client.hgetall(DONE).items()}
+        failed_numbers: set[int] = set()
+        for failed in FailedTasks(queue).list([QUEUE]):
+            job = failed.job()
+            if job is not None and job.args and job.args[0] >= 0:
+                failed_numbers.add(int(job.args[0]))
+                self.result.failed_reasons[failed.exception] = (
+                    self.result.failed_reasons.get(failed.exception, 0) + 1)
+        pending: set[int] = set()
+        keys = queue.keys(QUEUE)
+        waiting = [*queue.client.lrange(keys.ready, 0, -1),
+                   *queue.client.zrange(keys.delayed, 0, -1),
+                   *queue.client.zrange(keys.reserved, 0, -1)]
+        for payload in waiting:
+            with contextlib.suppress(Exception):
+                pending.add(int(decode(payload).args[0]))
+        numbers = range(self.result.dispatched)
+        result = self.result
+        result.completed = sum(1 for n in numbers if counts.get(n, 0) >= 1)
+        result.failed = sum(1 for n in failed_numbers if counts.get(n, 0) == 0)
+        result.pending = sum(
+            1 for n in pending if counts.get(n, 0) == 0 and n not in failed_numbers)
+        result.lost = (result.dispatched - result.completed - result.failed - result.pending)
+        result.completed_twice = sum(1 for c in counts.values() if c >= 2)
+        result.completed_thrice = sum(1 for c in counts.values() if c >= 3)
+        result.extra_runs = sum(c - 1 for c in counts.values() if c >= 2)
+        result.probe_counts = {n: counts.get(n, 0) for n in sorted(self.probes)}
+        queue.client.close()
+        for worker in self.workers:
+            text = worker.log_path.read_text(errors="replace")
+            result.tracebacks += text.count("Traceback (most recent call last)")
+        self.server.cleanup()
+        if not self.params.quiet:
+            for worker in self.workers:
+                if "Traceback" in worker.log_path.read_text(errors="replace"):
+                    print(f"(worker log with a traceback: {worker.log_path})", file=sys.stderr)
+
+
+def run(params: Params) -> Result:
+    return Chaos(params).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", choices=SCENARIOS, default="kill-children")
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--duration", type=float, default=300.0,
+                        help="give up after this many seconds (default 300)")
+    parser.add_argument("--kill-rate", type=float, default=1 / 0.6,
+                        help="mean child kills per second (default 1.67: every 0.2 to 1 s)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2, help="rqueue work parents")
+    parser.add_argument("--concurrency", type=int, default=2, help="children per parent")
+    parser.add_argument("--work-ms", type=float, default=0.0, help="each task sleeps this long")
+    parser.add_argument("--restart-every", type=float, default=4.0,
+                        help="seconds between Redis restarts/freezes")
+    parser.add_argument("--redis-faults", type=int, default=None,
+                        help="most Redis restarts/freezes (default: 2 freezes, no restart limit)")
+    args = parser.parse_args(argv)
+    if args.tasks < 1 or args.duration <= 0 or args.kill_rate <= 0:
+        parser.error("--tasks, --duration and --kill-rate must be positive")
+    params = Params(
+        scenario=args.scenario, tasks=args.tasks, duration=args.duration,
+        kill_rate=args.kill_rate, seed=args.seed, workers=args.workers,
+        concurrency=args.concurrency, work_ms=args.work_ms, restart_every=args.restart_every,
+        redis_faults=args.redis_faults if args.redis_faults is not None
+        else 2 if args.scenario == "freeze-redis" else 0,
+    )
+    result = run(params)
+    print(result.table())
+    return 0 if result.lost == 0 and result.pending == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""RQ: forking ``Worker`` (a fork per job) or ``SimpleWorker``, one ``rq worker`` per process.
+
+Settings: ``--burst --quiet``, jobs enqueued with ``enqueue_many`` and ``result_ttl=0``
+(no result kept, the task returns nothing).
+"""
+
+from __future__ import annotations
+
+from peers._runner import COUNTER, arguments, client, python_bin, run, version
+
+QUEUE = "bench"
+
+
+def incr() -> None:
+    client().incr(COUNTER)
+
+
+def main() -> None:
+    args = arguments(("fork", "simple"))
+    from redis import Redis
+    from rq import Queue
+
+    def enqueue(count: int) -> None:
+        queue = Queue(QUEUE, connection=Redis.from_url(args.redis_url))
+        for start in range(0, count, 1000):
+            queue.enqueue_many(
+                [Queue.prepare_data(incr, result_ttl=0) for _ in range(min(1000, count - start))]
+            )
+
+    command = [python_bin("rq"), "worker", "--burst", "--quiet", "--url", args.redis_url]
+    if args.variant == "simple":
+        command += ["--worker-class", "rq.worker.SimpleWorker"]
+    name = "RQ (SimpleWorker)" if args.variant == "simple" else "RQ (Worker, fork per job)"
+    run(name, version("rq", "redis"), f"{args.concurrency} x `rq worker --burst`",
+        enqueue, [[*command, QUEUE] for _ in range(args.concurrency)], args)
+
+
+if __name__ == "__main__":
+    # Run as the importable module, so task names match what the workers import.
+    from peers import rq as this
+
+    this.main()

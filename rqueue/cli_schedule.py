@@ -1,0 +1,227 @@
+"""``rqueue schedule ...`` and ``rqueue cancel``: thin commands over the Python API.
+
+Registered on the main group by one import at the end of cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+from typing import Any
+
+import click
+
+from rqueue.cancel import CancelOutcome, cancel_anywhere
+from rqueue.cli import _die, _table, connection_options, main
+from rqueue.config import Config
+from rqueue.queue import RedisQueue
+from rqueue.schedule_times import iso
+from rqueue.schedules import UNSET, Schedule, Schedules
+
+
+def _json(kind: type, what: str) -> Any:
+    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        if value is None:
+            return None
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(f"not valid JSON: {exc}") from None
+        if not isinstance(parsed, kind):
+            raise click.BadParameter(f"must be a JSON {what}, got {value!r}")
+        return parsed
+
+    return convert
+
+
+def _moment(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return UNSET
+    if value == "":
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        raise click.BadParameter(f"{value!r} has no time zone: add Z or an offset like +01:00")
+    return parsed
+
+
+def _timing_options(command: Any) -> Any:
+    for option in reversed([
+        click.option("--cron", help='Cron, e.g. "*/5 * * * *" (6 fields: seconds first).'),
+        click.option("--every", type=float, help="Interval in seconds."),
+        click.option("--args", "args_json", callback=_json(list, "array"),
+                     help="JSON array of arguments."),
+        click.option("--kwargs", "kwargs_json", callback=_json(dict, "object"),
+                     help="JSON object of keyword arguments."),
+        click.option("--start", callback=_moment,
+                     help="ISO time of the first possible run ('' clears)."),
+        click.option("--end", callback=_moment,
+                     help="ISO time after which it never fires ('' clears)."),
+        click.option("--timezone", help="IANA time zone the cron is read in (default UTC)."),
+        click.option("--misfire", type=click.Choice(["skip", "all"]),
+                     help="After an outage: fire once (skip) or every missed trigger (all)."),
+        click.option("--misfire-grace", type=click.FloatRange(min=0),
+                     help="Seconds late a trigger may be and still count as on time."),
+    ]):
+        command = option(command)
+    return command
+
+
+def _schedules(config: Config) -> Schedules:
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # TASK names resolve from here, as in `rqueue work`
+    return Schedules(RedisQueue(config))
+
+
+def _state(schedule: Schedule) -> str:
+    return "finished" if schedule.finished else "paused" if schedule.paused else "active"
+
+
+def _window(schedule: Schedule) -> str:
+    if schedule.start_ms is None and schedule.end_ms is None:
+        return "-"
+    start = iso(schedule.start_ms) if schedule.start_ms is not None else "…"
+    end = iso(schedule.end_ms) if schedule.end_ms is not None else "…"
+    return f"{start}..{end}"
+
+
+def _describe(schedule: Schedule) -> None:
+    click.echo(f"{schedule.name}: {schedule.task} on {schedule.queue}, {schedule.describe()}, "
+               f"{_state(schedule)}, next run "
+               f"{iso(schedule.next_ms) if schedule.next_ms is not None else '-'}")
+
+
+@main.group("schedule")
+def schedule_group() -> None:
+    """List, add and change recurring schedules (every worker fires them, each once)."""
+
+
+@schedule_group.command("list")
+@connection_options
+def schedule_list(config: Config) -> None:
+    """List schedules: timing, window, next and last run, state."""
+    rows = [
+        (s.name, s.task, s.describe(), _window(s),
+         iso(s.next_ms) if s.next_ms is not None else "-",
+         iso(s.last_ms) if s.last_ms is not None else "-", _state(s))
+        for s in _schedules(config).list()
+    ]
+    _table(("name", "task", "timing", "window", "next run", "last run", "state"), rows)
+
+
+@schedule_group.command("show")
+@click.argument("name")
+@click.option("-n", "count", type=click.IntRange(1, 1000), default=5, show_default=True)
+@connection_options
+def schedule_show(config: Config, name: str, count: int) -> None:
+    """Show one schedule and its next COUNT run times."""
+    schedule = _schedules(config).get(name)
+    _describe(schedule)
+    click.echo(f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}  "
+               f"window: {_window(schedule)}  misfire: {schedule.misfire}")
+    for moment in schedule.next_runs(count):
+        click.echo(f"  {moment.isoformat()}")
+
+
+@schedule_group.command("add")
+@click.argument("name")
+@click.argument("task_name", metavar="TASK")
+@_timing_options
+@click.option("--queue", help="Queue to fire into (default: the task's).")
+@click.option("--paused", is_flag=True, help="Create it paused.")
+@connection_options
+def schedule_add(config: Config, name: str, task_name: str, cron: str | None,
+                 every: float | None, args_json: list[Any] | None,
+                 kwargs_json: dict[str, Any] | None, start: Any, end: Any,
+                 timezone: str | None, misfire: str | None, misfire_grace: float | None,
+                 queue: str | None, paused: bool) -> None:
+    """Add schedule NAME running TASK (module:function) by --cron or --every."""
+    if (cron is None) == (every is None):
+        raise click.UsageError("give exactly one of --cron or --every")
+    options: dict[str, Any] = {
+        "cron": cron, "every": every, "args": args_json or [], "kwargs": kwargs_json or {},
+        "queue": queue, "timezone": timezone or "UTC", "misfire": misfire or "skip",
+        "start": None if start is UNSET else start, "end": None if end is UNSET else end,
+        "paused": paused,
+    }
+    if misfire_grace is not None:
+        options["misfire_grace"] = misfire_grace
+    _describe(_schedules(config).add(name, task_name, **options))
+
+
+@schedule_group.command("update")
+@click.argument("name")
+@_timing_options
+@click.option("--task", "task_name", help="Run this task (module:function) instead.")
+@connection_options
+def schedule_update(config: Config, name: str, cron: str | None, every: float | None,
+                    args_json: list[Any] | None, kwargs_json: dict[str, Any] | None,
+                    start: Any, end: Any, timezone: str | None, misfire: str | None,
+                    misfire_grace: float | None, task_name: str | None) -> None:
+    """Change schedule NAME; running workers use it from their next tick."""
+    if cron is not None and every is not None:
+        raise click.UsageError("give at most one of --cron or --every")
+    given = {
+        "cron": cron, "every": every, "args": args_json, "kwargs": kwargs_json,
+        "timezone": timezone, "misfire": misfire, "misfire_grace": misfire_grace,
+        "task": task_name,
+    }
+    changes = {k: v for k, v in given.items() if v is not None}
+    changes.update({k: v for k, v in (("start", start), ("end", end)) if v is not UNSET})
+    if not changes:
+        raise click.UsageError("nothing to update: give at least one option")
+    _describe(_schedules(config).update(name, **changes))
+
+
+@schedule_group.command("pause")
+@click.argument("name")
+@connection_options
+def schedule_pause(config: Config, name: str) -> None:
+    """Stop firing NAME until resumed."""
+    _describe(_schedules(config).pause(name))
+
+
+@schedule_group.command("resume")
+@click.argument("name")
+@connection_options
+def schedule_resume(config: Config, name: str) -> None:
+    """Fire NAME again from its next trigger (missed ones are not caught up)."""
+    _describe(_schedules(config).resume(name))
+
+
+@schedule_group.command("remove")
+@click.argument("name")
+@connection_options
+def schedule_remove(config: Config, name: str) -> None:
+    """Delete schedule NAME (tasks it already enqueued stay)."""
+    _schedules(config).remove(name)
+    click.echo(f"Removed schedule {name}.")
+
+
+@schedule_group.command("run-now")
+@click.argument("name")
+@connection_options
+def schedule_run_now(config: Config, name: str) -> None:
+    """Enqueue one run of NAME now, outside its timeline."""
+    task_id = _schedules(config).run_now(name)
+    click.echo(f"Enqueued {name} now as task {task_id}.")
+
+
+@main.command("cancel")
+@click.argument("task_id")
+@click.option("--queue", "queues", multiple=True, help="Look only in this queue (repeatable).")
+@connection_options
+def cancel_command(config: Config, task_id: str, queues: tuple[str, ...]) -> None:
+    """Cancel a ready or delayed task that has not started (exit 1 if it was not cancelled)."""
+    result = cancel_anywhere(RedisQueue(config), task_id, queues or None)
+    where = f" on queue {result.queue}" if result.queue else ""
+    message = f"task {task_id}{where} {result.outcome.message}"
+    if result.outcome is CancelOutcome.CANCELLED:
+        click.echo(f"Task {task_id}{where} cancelled; it will not run.")
+        return
+    _die(message)

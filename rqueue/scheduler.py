@@ -1,0 +1,199 @@
+"""The scheduler tick every ``rqueue work`` parent runs: fire due schedules, once each.
+
+There is no leader. Every parent reads the earliest schedules of its queues and
+Redis's clock in one round trip, computes each due schedule's triggers and next fire
+time in Python, and sends one fire_schedule.lua per schedule: a compare-and-set on
+the score it read, so when several parents race for a trigger exactly one enqueues
+it. The tick returns the seconds until the next schedule is due, which the parent
+folds into its blocking wait on the queues' timer lists (a schedule change pushes
+there, so the parent wakes early).
+
+Missed triggers (every worker down) are ones later than the schedule's misfire
+grace. ``skip`` fires one run for all of them (the first missed trigger), ``all``
+fires each, at most ``CATCH_UP_LIMIT``; triggers inside the grace always fire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import redis
+
+from rqueue import registry
+from rqueue.errors import RQueueError
+from rqueue.payload import encode
+from rqueue.queue import RedisQueue
+from rqueue.schedule_times import iso
+from rqueue.schedules import Schedule, Schedules
+from rqueue.scripts import execute
+
+log = logging.getLogger("rqueue.scheduler")
+
+BATCH = 200
+"""Most due schedules one tick fires per queue; with more, the next tick comes at once."""
+CATCH_UP_LIMIT = 100
+"""Most missed triggers the ``all`` policy enqueues for one outage; older ones are skipped."""
+ON_TIME_LIMIT = 1000
+IDLE = 60.0
+RETRY_AFTER_ERROR = 1.0
+
+
+def trigger_id(name: str, trigger_ms: int) -> str:
+    """The task id of one trigger: the same on every worker, so a run is recognisable."""
+    return hashlib.sha256(f"{name}\0{trigger_ms}".encode()).hexdigest()[:32]
+
+
+def plan(schedule: Schedule, score: int, now: int) -> tuple[list[int], int | None]:
+    """The triggers to enqueue now and the next fire time (None: finished)."""
+    timing = schedule.timing
+    cutoff = now - schedule.misfire_grace_ms
+    late: list[int] = []
+    first_on_time: int | None = score
+    if score < cutoff:
+        if schedule.misfire == "all":
+            late = timing.between(score, cutoff - 1, CATCH_UP_LIMIT + 1)
+            if len(late) > CATCH_UP_LIMIT:
+                late = late[:CATCH_UP_LIMIT]
+                log.warning("schedule %s: more than %d missed triggers; enqueued the first %d "
+                            "and skipped the rest", schedule.name, CATCH_UP_LIMIT, CATCH_UP_LIMIT)
+        else:
+            late = [score]
+        log.warning("schedule %s missed triggers since %s (workers down?); policy %s: "
+                    "enqueueing %d", schedule.name, iso(score), schedule.misfire, len(late))
+        first_on_time = timing.next_after(cutoff - 1)
+    on_time: list[int] = []
+    if first_on_time is not None and first_on_time <= now:
+        on_time = timing.between(first_on_time, now, ON_TIME_LIMIT)
+    triggers = late + on_time
+    after = max(now, triggers[-1]) if triggers else now
+    return triggers, timing.next_after(after)
+
+
+class Scheduler:
+    """Fires the schedules of ``queues`` on behalf of one worker parent."""
+
+    def __init__(self, queue: RedisQueue, queues: Sequence[str], enabled: bool = True) -> None:
+        self.queue = queue
+        self.queues = list(queues)
+        self.enabled = enabled
+        self.schedules = Schedules(queue)
+        self._declared: set[str] = set()
+
+    def tick(self) -> float:
+        """Fire what is due; return seconds until the next schedule is due.
+
+        Lost connections propagate (the parent backs off and retries); any other
+        error is logged and retried a second later, never taking the worker down.
+        """
+        if not self.enabled:
+            return IDLE
+        try:
+            return self._tick()
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise
+        except Exception:
+            log.exception("scheduler tick failed; retrying in %g s", RETRY_AFTER_ERROR)
+            return RETRY_AFTER_ERROR
+
+    def _tick(self) -> float:
+        self._declare()
+        client = self.queue.client
+        pipe = client.pipeline(transaction=False)
+        pipe.time()
+        for name in self.queues:
+            pipe.zrange(self.queue.keys(name).schedules, 0, BATCH - 1, withscores=True)
+        replies = pipe.execute()
+        sec, micro = replies[0]
+        now = int(sec) * 1000 + int(micro) // 1000
+        wait = IDLE
+        due: list[tuple[str, bytes, int]] = []
+        for name, entries in zip(self.queues, replies[1:], strict=True):
+            for member, score in entries:
+                if score <= now:
+                    due.append((name, member, int(score)))
+                else:
+                    wait = min(wait, (score - now) / 1000)
+                    break
+            else:
+                if len(entries) >= BATCH:
+                    wait = 0.0
+        if due:
+            soonest = self._fire(due, now)
+            if soonest is not None:
+                wait = min(wait, (soonest - now) / 1000)
+        return max(0.0, wait)
+
+    def _fire(self, due: list[tuple[str, bytes, int]], now: int) -> int | None:
+        """Fire each due schedule; return the earliest next fire time among them."""
+        client = self.queue.client
+        pipe = client.pipeline(transaction=False)
+        for queue_name, member, _ in due:
+            pipe.hget(self.queue.keys(queue_name).schedule_defs, member)
+        definitions = pipe.execute()
+        pipe = client.pipeline(transaction=False)
+        fired: list[tuple[str, int]] = []
+        soonest: int | None = None
+        for (queue_name, member, score), data in zip(due, definitions, strict=True):
+            if data is None:
+                continue  # removed since the read; its timeline entry goes with it
+            try:
+                args = self._fire_args(Schedule.decode(data, score), member, score, data, now)
+            except (RQueueError, ValueError, TypeError) as exc:
+                log.error("schedule %s cannot fire: %s", member.decode(errors="replace"), exc)
+                continue
+            if args[3] >= 0 and (soonest is None or args[3] < soonest):
+                soonest = args[3]
+            keys = self.queue.keys(queue_name)
+            self.queue.scripts.fire_schedule.queue(
+                pipe,
+                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
+                args,
+            )
+            fired.append((member.decode(errors="replace"), len(args) - 5))
+        if not fired:
+            return soonest
+        for (name, count), won in zip(fired, execute(pipe, self.queue.scripts), strict=True):
+            if won and count:
+                log.debug("schedule %s: enqueued %d trigger(s)", name, count)
+        return soonest
+
+    def _fire_args(self, schedule: Schedule, member: bytes, score: int, data: bytes,
+                   now: int) -> list[Any]:
+        triggers, next_ms = plan(schedule, score, now)
+        payloads = [
+            self._payload(schedule, t, now) for t in triggers
+        ]
+        updated = replace(
+            schedule, last_ms=triggers[-1] if triggers else schedule.last_ms,
+            finished=next_ms is None,
+        )
+        return [member, score, data, -1 if next_ms is None else next_ms, updated.encode(),
+                *payloads]
+
+    def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
+        job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))
+        data = encode(job, self.queue.config.max_payload_bytes)
+        secret = getattr(self.queue.config, "secret", None)
+        if secret:
+            from rqueue.signing import sign
+
+            data = sign(data, secret)
+        return data
+
+    def _declare(self) -> None:
+        """Keep schedules declared with ``@task(cron=...)`` in line with the imported code."""
+        for name, found in registry.registered().items():
+            declared = getattr(found, "schedule", None)
+            if declared is None or name in self._declared:
+                continue
+            if found.options.queue in self.queues:
+                cron, every, tz = declared
+                try:
+                    self.schedules.declare(found, cron, every, tz)
+                except RQueueError as exc:
+                    log.error("schedule declared on task %s is invalid: %s", name, exc)
+            self._declared.add(name)

@@ -1,0 +1,413 @@
+"""Schedules: recurring tasks kept in Redis, fired by every worker, each trigger once.
+
+``from rqueue import schedules`` then ``schedules.add("cleanup", cleanup, every=300)``.
+A schedule lives beside the queue it fires into (``queues:<name>:schedules``, a zset
+of name -> next fire time, and ``queues:<name>:schedule-defs``, their definitions),
+so its scripts touch one hash slot; a global hash maps each name to its queue.
+Every change is a compare-and-set script and wakes the parents blocked on the
+queue's timer list, so running workers see it at their next tick. Time is Redis
+``TIME``; nothing here reads this machine's clock. Firing lives in scheduler.py.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from rqueue import registry
+from rqueue.errors import InvalidSchedule, RQueueError, TaskNotRegistered
+from rqueue.payload import Job, encode, new_id
+from rqueue.schedule_times import Timing, from_ms, seconds, to_ms, validate
+
+if TYPE_CHECKING:
+    from rqueue.queue import RedisQueue
+    from rqueue.task import Task
+
+MISFIRE_POLICIES = ("skip", "all")
+DEFAULT_MISFIRE_GRACE = 60.0
+"""Seconds a trigger may be late and still count as on time (Quartz's misfireThreshold)."""
+_SAVE_ATTEMPTS = 20
+
+
+class ScheduleNotFound(RQueueError, LookupError):
+    """No schedule has that name."""
+
+
+class ScheduleExists(InvalidSchedule):
+    """``add`` of a name that is already taken (use ``update``)."""
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One schedule as stored; times are Unix milliseconds (Redis clock)."""
+
+    name: str
+    task: str
+    queue: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    cron: str | None = None
+    every_ms: int | None = None
+    timezone: str = "UTC"
+    start_ms: int | None = None
+    end_ms: int | None = None
+    anchor_ms: int = 0
+    misfire: str = "skip"
+    misfire_grace_ms: int = int(DEFAULT_MISFIRE_GRACE * 1000)
+    paused: bool = False
+    finished: bool = False
+    last_ms: int | None = None
+    created_ms: int = 0
+    tries: int | None = None
+    timeout: float | None = None
+    backoff: tuple[float, ...] = ()
+    declared: bool = False
+    """Declared with ``@task(cron=...)``; workers keep it in line with the code."""
+    next_ms: int | None = None
+    """Read from the timeline (not stored in the definition): None if paused or finished."""
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.cron, self.every_ms, self.timezone, self.start_ms, self.end_ms,
+                      self.anchor_ms)
+
+    @property
+    def next_run(self) -> datetime | None:
+        return None if self.next_ms is None else from_ms(self.next_ms)
+
+    @property
+    def last_run(self) -> datetime | None:
+        return None if self.last_ms is None else from_ms(self.last_ms)
+
+    def next_runs(self, count: int) -> builtins.list[datetime]:
+        """The next ``count`` fire times (UTC datetimes) from the next scheduled one."""
+        if self.finished or count <= 0:
+            return []
+        first = self.next_ms
+        if first is None:
+            first = self.timing.next_after(self.created_ms)
+        if first is None:
+            return []
+        return [from_ms(first)] + [from_ms(t) for t in self.timing.next_runs(first, count - 1)]
+
+    def describe(self) -> str:
+        if self.cron:
+            return f"cron {self.cron!r} ({self.timezone})"
+        return f"every {(self.every_ms or 0) / 1000:g} s"
+
+    def job(self, trigger_ms: int, now_ms: int, job_id: str | None = None) -> Job:
+        """The call this schedule makes for one trigger."""
+        from rqueue.schedule_times import iso
+
+        return Job(
+            id=job_id or new_id(),
+            task=self.task,
+            args=self.args,
+            kwargs=dict(self.kwargs),
+            queue=self.queue,
+            tries=self.tries,
+            timeout=self.timeout,
+            backoff=self.backoff,
+            dispatched_at=now_ms / 1000,
+            meta={"schedule": self.name, "trigger": iso(trigger_ms), "trigger_ms": trigger_ms},
+        )
+
+    def encode(self) -> bytes:
+        fields = {k: v for k, v in vars(self).items() if k != "next_ms"}
+        fields["args"] = builtins.list(self.args)
+        fields["backoff"] = builtins.list(self.backoff)
+        return msgpack.packb(fields, use_bin_type=True)  # type: ignore[no-any-return]
+
+    @classmethod
+    def decode(cls, data: bytes, next_ms: int | None = None) -> Schedule:
+        fields = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        known = {k: v for k, v in fields.items() if k in cls.__dataclass_fields__}
+        known["args"] = tuple(known.get("args") or ())
+        known["backoff"] = tuple(known.get("backoff") or ())
+        return cls(**known, next_ms=next_ms)
+
+
+def _timing_fields(
+    cron: str | None, every: float | timedelta | None, timezone: str,
+    start: datetime | None, end: datetime | None,
+) -> dict[str, Any]:
+    if every is not None:
+        every_s = seconds(every)
+        if not every_s == every_s or every_s == float("inf"):  # NaN or infinite
+            raise InvalidSchedule(f"every= must be a finite number of seconds, got {every!r}")
+    return {
+        "cron": cron,
+        "every_ms": None if every is None else round(seconds(every) * 1000),
+        "timezone": timezone,
+        "start_ms": None if start is None else to_ms(start),
+        "end_ms": None if end is None else to_ms(end),
+    }
+
+
+def _check(schedule: Schedule) -> Schedule:
+    validate(schedule.timing)
+    if schedule.misfire not in MISFIRE_POLICIES:
+        raise InvalidSchedule(
+            f"misfire must be one of {MISFIRE_POLICIES}, got {schedule.misfire!r}"
+        )
+    if schedule.misfire_grace_ms < 0:
+        raise InvalidSchedule("misfire_grace must not be negative")
+    encode(schedule.job(0, 0, "0" * 32))  # refuse arguments msgpack cannot encode, now
+    return schedule
+
+
+def resolve_task(target: Task[Any, Any] | str) -> Task[Any, Any]:
+    if isinstance(target, str):
+        return registry.lookup(target)
+    if getattr(target, "name", None) and registry.registered().get(target.name) is not None:
+        return target
+    raise TaskNotRegistered(f"{target!r} is not a task registered with @task")
+
+
+class Schedules:
+    """The schedules on one Redis: add, change and inspect them."""
+
+    def __init__(self, queue: RedisQueue) -> None:
+        self.queue = queue
+        self.client = queue.client
+
+    def now_ms(self) -> int:
+        """Redis's clock, the only one rqueue trusts."""
+        sec, micro = self.client.time()
+        return int(sec) * 1000 + int(micro) // 1000
+
+    # -- changing ----------------------------------------------------------------------
+
+    def add(
+        self, name: str, task: Task[Any, Any] | str, *, cron: str | None = None,
+        every: float | timedelta | None = None, args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None, queue: str | None = None,
+        timezone: str = "UTC", start: datetime | None = None, end: datetime | None = None,
+        misfire: str = "skip", misfire_grace: float = DEFAULT_MISFIRE_GRACE,
+        paused: bool = False, declared: bool = False,
+    ) -> Schedule:
+        """Create a schedule; ``ScheduleExists`` if the name is taken.
+
+        Everything is validated first: on any error nothing is stored.
+        """
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise InvalidSchedule(f"invalid schedule name {name!r}")
+        found = resolve_task(task)
+        target = found.using(queue=queue) if queue else found
+        now = self.now_ms()
+        timing = _timing_fields(cron, every, timezone, start, end)
+        schedule = _check(Schedule(
+            name=name, task=found.name, queue=target.options.queue, args=tuple(args),
+            kwargs=dict(kwargs or {}), **timing,
+            anchor_ms=timing["start_ms"] if timing["start_ms"] is not None else now,
+            misfire=misfire, misfire_grace_ms=round(misfire_grace * 1000), paused=paused,
+            created_ms=now, tries=target.options.tries, timeout=target.options.timeout,
+            backoff=target.options.backoff, declared=declared,
+        ))
+        index = self.queue.global_keys.schedule_index
+        if not self.client.hsetnx(index, name, schedule.queue):
+            raise ScheduleExists(f"a schedule named {name!r} exists already; use update")
+        try:
+            if not self._save(schedule, b"", now):
+                raise ScheduleExists(f"a schedule named {name!r} exists already; use update")
+        except BaseException:
+            self.client.hdel(index, name)
+            raise
+        return self.get(name)
+
+    def update(self, name: str, **changes: Any) -> Schedule:
+        """Change any of cron, every, args, kwargs, timezone, start, end, misfire,
+        misfire_grace, task; the next fire time is recomputed from now."""
+        allowed = {"cron", "every", "args", "kwargs", "timezone", "start", "end", "misfire",
+                   "misfire_grace", "task"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise InvalidSchedule(f"cannot update {', '.join(sorted(unknown))} of a schedule")
+
+        def change(current: Schedule, now: int) -> Schedule:
+            values: dict[str, Any] = {}
+            if "cron" in changes and changes["cron"] is not None:
+                values.update(cron=changes["cron"], every_ms=None)
+            if "every" in changes and changes["every"] is not None:
+                values.update(_timing_fields(None, changes["every"], "UTC", None, None))
+                values = {k: values[k] for k in ("cron", "every_ms")}
+                values["anchor_ms"] = current.start_ms if current.start_ms is not None else now
+            for key in ("timezone", "misfire"):
+                if key in changes:
+                    values[key] = changes[key]
+            for key in ("start", "end"):
+                if key in changes:
+                    moment = changes[key]
+                    values[f"{key}_ms"] = None if moment is None else to_ms(moment)
+            if "start" in changes and values.get("start_ms") is not None:
+                values["anchor_ms"] = values["start_ms"]
+            if "args" in changes:
+                values["args"] = tuple(changes["args"])
+            if "kwargs" in changes:
+                values["kwargs"] = dict(changes["kwargs"] or {})
+            if "misfire_grace" in changes:
+                values["misfire_grace_ms"] = round(seconds(changes["misfire_grace"]) * 1000)
+            if "task" in changes:
+                found = resolve_task(changes["task"])
+                values.update(task=found.name, tries=found.options.tries,
+                              timeout=found.options.timeout, backoff=found.options.backoff)
+            return _check(replace(current, **values, finished=False, declared=False))
+
+        return self._change(name, change)
+
+    def pause(self, name: str) -> Schedule:
+        return self._change(name, lambda s, now: replace(s, paused=True))
+
+    def resume(self, name: str) -> Schedule:
+        """Continue from now: triggers that fell in the pause are not caught up."""
+        return self._change(name, lambda s, now: replace(s, paused=False))
+
+    def remove(self, name: str) -> None:
+        schedule = self.get(name)
+        keys = self.queue.keys(schedule.queue)
+        self.queue.scripts.remove_schedule(
+            self.client, (keys.schedules, keys.schedule_defs), (name,)
+        )
+        self.client.hdel(self.queue.global_keys.schedule_index, name)
+
+    def run_now(self, name: str) -> str:
+        """Enqueue one run at once, outside the timeline; returns the task id."""
+        schedule = self.get(name)
+        job = schedule.job(self.now_ms(), self.now_ms())
+        job = replace(job, meta={**job.meta, "manual": True})
+        self.queue.push(job.queue, [encode(job, self.queue.config.max_payload_bytes)])
+        return job.id
+
+    def declare(self, task: Task[Any, Any], cron: str | None, every: float | None,
+                timezone: str) -> None:
+        """Make the schedule declared by ``@task(cron=...)`` match the code (idempotent)."""
+        try:
+            current = self.get(task.name)
+        except ScheduleNotFound:
+            with contextlib.suppress(ScheduleExists):  # another worker declared it first
+                self.add(task.name, task, cron=cron, every=every, timezone=timezone,
+                         declared=True)
+            return
+        every_ms = None if every is None else round(every * 1000)
+        if (current.cron, current.every_ms, current.timezone) == (cron, every_ms, timezone):
+            return
+        if current.declared:
+            self.update(task.name, cron=cron, every=every, timezone=timezone)
+            self._change(task.name, lambda s, now: replace(s, declared=True))
+
+    # -- reading -----------------------------------------------------------------------
+
+    def get(self, name: str) -> Schedule:
+        queue_name: bytes | None = self.client.hget(  # type: ignore[assignment]
+            self.queue.global_keys.schedule_index, name
+        )
+        if queue_name is None:
+            raise ScheduleNotFound(f"no schedule named {name!r}")
+        keys = self.queue.keys(queue_name.decode())
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(keys.schedule_defs, name)
+        pipe.zscore(keys.schedules, name)
+        data, score = pipe.execute()
+        if data is None:
+            raise ScheduleNotFound(f"no schedule named {name!r}")
+        return Schedule.decode(data, None if score is None else int(score))
+
+    def list(self) -> builtins.list[Schedule]:
+        index: dict[bytes, bytes] = self.client.hgetall(  # type: ignore[assignment]
+            self.queue.global_keys.schedule_index
+        )
+        queues = sorted({q.decode() for q in index.values()})
+        pipe = self.client.pipeline(transaction=False)
+        for name in queues:
+            keys = self.queue.keys(name)
+            pipe.hgetall(keys.schedule_defs)
+            pipe.zrange(keys.schedules, 0, -1, withscores=True)
+        replies = pipe.execute()
+        found: builtins.list[Schedule] = []
+        for i in range(len(queues)):
+            defs, scores = replies[2 * i], dict(replies[2 * i + 1])
+            for member, data in defs.items():
+                score = scores.get(member)
+                found.append(Schedule.decode(data, None if score is None else int(score)))
+        return sorted(found, key=lambda s: s.name)
+
+    # -- saving ------------------------------------------------------------------------
+
+    def _change(self, name: str, change: Callable[[Schedule, int], Schedule]) -> Schedule:
+        for _ in range(_SAVE_ATTEMPTS):
+            current = self.get(name)
+            keys = self.queue.keys(current.queue)
+            read: bytes | None = self.client.hget(  # type: ignore[assignment]
+                keys.schedule_defs, name
+            )
+            if read is None:
+                raise ScheduleNotFound(f"no schedule named {name!r}")
+            current = Schedule.decode(read, current.next_ms)
+            now = self.now_ms()
+            if self._save(change(current, now), read, now):
+                return self.get(name)
+        raise RQueueError(f"schedule {name!r} kept changing under this update; try again")
+
+    def _save(self, schedule: Schedule, read: bytes, now: int) -> bool:
+        """Store a definition and its next fire time if nobody changed it since ``read``."""
+        next_ms = None if schedule.paused else schedule.timing.next_after(now)
+        if next_ms is None and not schedule.paused:
+            schedule = replace(schedule, finished=True)
+        keys = self.queue.keys(schedule.queue)
+        saved = self.queue.scripts.save_schedule(
+            self.client, (keys.schedules, keys.schedule_defs, keys.timer),
+            (schedule.name, read, schedule.encode(), -1 if next_ms is None else next_ms),
+        )
+        return bool(saved)
+
+
+def _default() -> Schedules:
+    return Schedules(registry.default_queue())
+
+
+# The module-level API, on the default connection (see ``rqueue.use``).
+
+def add(name: str, task: Task[Any, Any] | str, **options: Any) -> Schedule:
+    return _default().add(name, task, **options)
+
+
+def update(name: str, **changes: Any) -> Schedule:
+    return _default().update(name, **changes)
+
+
+def pause(name: str) -> Schedule:
+    return _default().pause(name)
+
+
+def resume(name: str) -> Schedule:
+    return _default().resume(name)
+
+
+def remove(name: str) -> None:
+    _default().remove(name)
+
+
+def get(name: str) -> Schedule:
+    return _default().get(name)
+
+
+def list() -> builtins.list[Schedule]:  # the issue's pinned name
+    return _default().list()
+
+
+def run_now(name: str) -> str:
+    return _default().run_now(name)

@@ -1,0 +1,81 @@
+"""Cancelling tasks that have not started: ready, delayed; running and finished say so."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import apptasks
+from support import Workers, cli, wait_for
+
+from rqueue import CancelOutcome
+from rqueue.cancel import cancel_anywhere
+from rqueue.config import Config
+from rqueue.queue import RedisQueue
+
+
+def done(queue: RedisQueue) -> list[str]:
+    return [v.decode() for v in queue.client.lrange(apptasks.DONE, 0, -1)]
+
+
+def test_cancelled_ready_task_never_runs(queue: RedisQueue, workers: Workers) -> None:
+    keep = apptasks.record.dispatch("keep-1")
+    drop = apptasks.record.dispatch("drop")
+    apptasks.record.dispatch("keep-2")
+    assert drop.cancel() is CancelOutcome.CANCELLED
+    assert drop.cancel() is CancelOutcome.ALREADY_CANCELLED
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    assert sorted(done(queue)) == ["keep-1", "keep-2"]
+    # the dropped payload left the queue and the bookkeeping with it
+    assert queue.client.llen("queues:default") == 0
+    assert queue.client.scard("queues:default:cancelled") == 0
+    assert queue.client.scard("queues:default:pending-ids") == 0
+    assert keep.cancel() is CancelOutcome.NOT_PENDING  # finished: says so
+
+
+def test_cancelled_delayed_task_never_runs(queue: RedisQueue, workers: Workers) -> None:
+    drop = apptasks.record.later(timedelta(seconds=1), "late-drop")
+    apptasks.record.later(timedelta(seconds=1), "late-keep")
+    assert drop.cancel()
+    workers.start("--log-level", "WARNING")
+    wait_for(lambda: done(queue) == ["late-keep"], 20, "the kept timer to run")
+    wait_for(lambda: queue.client.zcard("queues:default:delayed") == 0
+             and queue.client.llen("queues:default") == 0, 10, "the cancelled timer to be dropped")
+    assert done(queue) == ["late-keep"]
+    assert queue.client.scard("queues:default:cancelled") == 0
+
+
+def test_cancel_of_a_running_task_says_it_is_running(queue: RedisQueue, workers: Workers) -> None:
+    handle = apptasks.blocks_until_released.dispatch("busy")
+    workers.start("--log-level", "WARNING")
+    wait_for(lambda: queue.client.llen("test:started"), 20, "the task to start")
+    assert handle.cancel() is CancelOutcome.RUNNING
+    queue.client.rpush("test:release", 1)
+    wait_for(lambda: done(queue) == ["busy"], 20, "the task to finish")
+    assert handle.cancel() is CancelOutcome.NOT_PENDING
+
+
+def test_cancel_costs_constant_commands_whatever_the_queue_length(queue: RedisQueue) -> None:
+    apptasks.record.dispatch_many([(i,) for i in range(5000)])
+    target = apptasks.record.later(3600, "timer")
+    apptasks.record.using(queue="other").dispatch_many([(i,) for i in range(100)])
+    queue.client.config_resetstat()
+    result = cancel_anywhere(queue, target.id)
+    assert result.outcome is CancelOutcome.CANCELLED and result.queue == "default"
+    stats = queue.client.info("commandstats")
+    scans = {"cmdstat_lrange", "cmdstat_lrem", "cmdstat_lpos", "cmdstat_zrange",
+             "cmdstat_zrangebyscore", "cmdstat_scan", "cmdstat_keys"}
+    assert not scans & set(stats), stats  # no read of any queue's contents
+
+
+def test_cancel_cli(queue: RedisQueue, config: Config) -> None:
+    handle = apptasks.record.later(3600, "cli")
+    ok = cli(config, "cancel", handle.id)
+    assert ok.returncode == 0, ok.stderr
+    assert f"Task {handle.id} on queue default cancelled" in ok.stdout
+    again = cli(config, "cancel", handle.id)
+    assert again.returncode == 1 and "already cancelled" in again.stderr
+    unknown = cli(config, "cancel", "0" * 32, "--queue", "default")
+    assert unknown.returncode == 1 and "is not pending" in unknown.stderr
+    missing_arg = cli(config, "cancel")
+    assert missing_arg.returncode == 2 and "TASK_ID" in missing_arg.stderr

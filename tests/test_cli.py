@@ -1,0 +1,171 @@
+"""The ``rqueue`` command driven through real subprocesses."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import apptasks
+import pytest
+from support import cli, strings
+
+from rqueue.config import Config
+from rqueue.failed import make_record
+from rqueue.queue import RedisQueue
+
+TESTS_DIR = Path(__file__).parent
+UNREACHABLE = "redis://127.0.0.1:1/0"
+
+
+def rows(output: str) -> dict[str, list[str]]:
+    """A printed table as {first column: other columns}."""
+    lines = output.strip().splitlines()
+    return {line.split()[0]: line.split()[1:] for line in lines[1:]}
+
+
+def test_help_lists_every_command(config: Config) -> None:
+    result = cli(config, "--help")
+    assert result.returncode == 0
+    for command in ("work", "size", "clear", "restart", "failed", "server", "demo"):
+        assert command in result.stdout
+    failed_help = cli(config, "failed", "--help")
+    for command in ("list", "show", "retry", "forget", "flush"):
+        assert command in failed_help.stdout
+    assert cli(config, "--version").returncode == 0
+
+
+def test_work_runs_tasks_and_stops_when_empty(queue: RedisQueue, config: Config) -> None:
+    apptasks.record.dispatch_many([(i,) for i in range(5)])
+    result = cli(
+        config, "work", "--stop-when-empty", "-c", "2", "--block-for", "0.5", cwd=TESTS_DIR
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(strings(queue.client, apptasks.DONE)) == ["0", "1", "2", "3", "4"]
+    assert "stopping: queues are empty" in result.stderr
+
+
+def test_size_shows_ready_delayed_reserved_and_failed(queue: RedisQueue, config: Config) -> None:
+    apptasks.record.dispatch_many([(1,), (2,)])
+    apptasks.record.later(60, 3)
+    queue.reserve("default", 1, 60_000, 0, 0)
+    apptasks.always_fails.dispatch("x")
+    (reserved,) = queue.reserve("emails", 1, 60_000, 0, 0).tasks
+    queue.fail("emails", reserved.reserved, make_record("emails", reserved.reserved, "E", "m"))
+    result = cli(config, "size")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0].split() == [
+        "queue",
+        "ready",
+        "delayed",
+        "reserved",
+        "failed",
+    ]
+    assert rows(result.stdout) == {"default": ["1", "1", "1", "0"], "emails": ["0", "0", "0", "1"]}
+    only = cli(config, "size", "emails")
+    assert rows(only.stdout) == {"emails": ["0", "0", "0", "1"]}
+
+
+def test_size_of_nothing(queue: RedisQueue, config: Config) -> None:
+    result = cli(config, "size")
+    assert result.returncode == 0 and "(none)" in result.stdout
+
+
+def test_clear_deletes_pending_tasks_of_one_queue(queue: RedisQueue, config: Config) -> None:
+    apptasks.record.dispatch_many([(1,), (2,)])
+    apptasks.record.later(60, 3)
+    apptasks.record.on_queue("other").dispatch(4)
+    result = cli(config, "clear", "default")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Cleared 3 task(s) from queue default."
+    default, other = queue.sizes(["default", "other"])
+    assert (default.ready, default.delayed, other.ready) == (0, 0, 1)
+
+
+def test_restart_sets_the_restart_key(queue: RedisQueue, config: Config) -> None:
+    result = cli(config, "restart")
+    assert result.returncode == 0, result.stderr
+    assert "Restart requested" in result.stdout
+    first = queue.client.get("rqueue:restart")
+    assert first is not None
+    cli(config, "restart")
+    assert queue.client.get("rqueue:restart") != first  # every call is a new request
+
+
+def test_prefix_option_and_environment(queue: RedisQueue, config: Config) -> None:
+    prefixed = RedisQueue(replace(config, prefix="app1:"))
+    apptasks.record.using(connection=prefixed).dispatch(1)
+    assert rows(cli(config, "size", "--prefix", "app1:").stdout) == {
+        "default": ["1", "0", "0", "0"]
+    }
+    by_env = cli(config, "size", env={"RQUEUE_PREFIX": "app1:"})
+    assert rows(by_env.stdout) == {"default": ["1", "0", "0", "0"]}
+    assert "(none)" in cli(config, "size").stdout
+    cleared = cli(config, "clear", "default", "--prefix", "app1:")
+    assert cleared.stdout.strip() == "Cleared 1 task(s) from queue default."
+    prefixed.client.close()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["work", "--concurrency", "0"],
+        ["work", "--timeout", "abc"],
+        ["work", "--tries", "0"],
+        ["work", "--log-level", "LOUD"],
+        ["work", "bad queue"],
+        ["work", "a,,b"],
+        ["work", "--no-such-option"],
+        ["size", "bad queue"],
+        ["clear"],
+        ["clear", "a,b"],
+        ["failed", "retry"],
+        ["failed", "retry", "abc", "--all"],
+        ["failed", "retry", "abc", "--queue", "default"],
+        ["failed", "list", "--queue", "a b"],
+        ["failed", "show"],
+        ["size", "--redis-url", "http://localhost"],
+        ["size", "--redis-url", "redis://127.0.0.1:notaport/0"],
+        ["no-such-command"],
+    ],
+)
+def test_bad_options_are_usage_errors_without_a_traceback(
+    queue: RedisQueue, config: Config, args: list[str]
+) -> None:
+    result = cli(config, *args)
+    assert result.returncode == 2, result.stderr
+    assert "Usage:" in result.stderr and "Error:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["size"],
+        ["clear", "default"],
+        ["restart"],
+        ["work", "--stop-when-empty"],
+        ["failed", "list"],
+        ["failed", "show", "abc"],
+        ["failed", "retry", "--all"],
+        ["failed", "flush"],
+    ],
+)
+def test_unreachable_redis_is_one_clear_line(config: Config, args: list[str]) -> None:
+    result = cli(config, *args, env={"REDIS_URL": UNREACHABLE}, cwd=TESTS_DIR, timeout=60)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"rqueue: cannot reach Redis at {UNREACHABLE}")
+
+
+def test_a_password_in_the_url_is_never_printed(config: Config) -> None:
+    result = cli(config, "size", "--redis-url", "redis://user:s3cret@127.0.0.1:1/0")
+    assert result.returncode == 1
+    assert "s3cret" not in result.stderr and "user:***@127.0.0.1:1" in result.stderr
+
+
+def test_redis_url_option_overrides_the_environment(queue: RedisQueue, config: Config) -> None:
+    apptasks.record.dispatch(1)
+    result = cli(config, "size", "--redis-url", config.redis_url, env={"REDIS_URL": UNREACHABLE})
+    assert result.returncode == 0, result.stderr
+    assert rows(result.stdout) == {"default": ["1", "0", "0", "0"]}

@@ -1,0 +1,308 @@
+"""Dispatching: what lands in Redis after dispatch, later, using and dispatch_many."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import apptasks
+import pytest
+
+from rqueue import dispatch_many, registry, task
+from rqueue.config import Config
+from rqueue.errors import InvalidQueueName, InvalidSchedule
+from rqueue.keys import QueueKeys
+from rqueue.payload import Job, decode
+from rqueue.queue import RedisQueue
+
+
+def redis_now_ms(queue: RedisQueue) -> float:
+    seconds, micros = queue.client.time()
+    return seconds * 1000 + micros / 1000
+
+
+def only_job(queue: RedisQueue, key: str) -> Job:
+    kind = queue.client.type(key)
+    members = (
+        queue.client.lrange(key, 0, -1) if kind == b"list" else queue.client.zrange(key, 0, -1)
+    )
+    assert len(members) == 1, members
+    return decode(members[0])
+
+
+def test_dispatch_pushes_one_payload_onto_the_ready_list(queue: RedisQueue) -> None:
+    handle = apptasks.record.dispatch(42)
+    client = queue.client
+    assert set(client.keys("*")) == {b"queues:default", b"queues:default:notify", b"rqueue:queues"}
+    assert client.type("queues:default") == b"list"
+    assert client.type("queues:default:notify") == b"list"  # wakes an idle worker's BLPOP
+    assert client.smembers("rqueue:queues") == {b"default"}
+    job = only_job(queue, "queues:default")
+    assert (job.id, job.task, job.args, job.kwargs) == (handle.id, "apptasks:record", (42,), {})
+    assert (job.queue, job.attempts, job.tries, job.timeout, job.backoff) == (
+        "default",
+        0,
+        None,
+        None,
+        (),
+    )
+    assert abs(job.dispatched_at - time.time()) < 5
+    assert len(handle.id) == 32 and int(handle.id, 16) >= 0
+    assert (handle.task, handle.queue) == ("apptasks:record", "default")
+
+
+def test_every_dispatch_gets_its_own_id_and_keeps_order(queue: RedisQueue) -> None:
+    handles = [apptasks.record.dispatch(i) for i in range(5)]
+    assert len({h.id for h in handles}) == 5
+    jobs = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
+    assert [j.id for j in jobs] == [h.id for h in handles]
+    assert [j.args for j in jobs] == [(i,) for i in range(5)]
+
+
+def test_task_options_go_into_the_payload(queue: RedisQueue) -> None:
+    apptasks.always_fails.dispatch("x")
+    job = only_job(queue, "queues:emails")
+    assert (job.task, job.queue, job.tries, job.backoff) == (
+        "apptasks:always_fails",
+        "emails",
+        3,
+        (0.2, 0.4),
+    )
+    apptasks.sleeps.dispatch(1)
+    assert only_job(queue, "queues:default").timeout == 1.0
+
+
+def test_kwargs_are_kept_by_name(queue: RedisQueue) -> None:
+    apptasks.with_hooks.dispatch(value="v", fail=True)
+    job = only_job(queue, "queues:default")
+    assert job.args == () and job.kwargs == {"value": "v", "fail": True}
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        pytest.param(timedelta(seconds=30), id="timedelta"),
+        pytest.param(30, id="int-seconds"),
+        pytest.param(30.0, id="float-seconds"),
+        pytest.param(
+            lambda: datetime.now(timezone.utc) + timedelta(seconds=30), id="aware-datetime"
+        ),
+        pytest.param(
+            lambda: datetime.now(timezone(timedelta(hours=-7))) + timedelta(seconds=30),
+            id="aware-offset",
+        ),
+        pytest.param(lambda: datetime.now() + timedelta(seconds=30), id="naive-is-local-time"),
+    ],
+)
+def test_later_adds_to_the_delayed_set_scored_by_due_time(queue: RedisQueue, when: Any) -> None:
+    value = when() if callable(when) else when
+    before = redis_now_ms(queue)
+    handle = apptasks.record.later(value, "x")
+    after = redis_now_ms(queue)
+    client = queue.client
+    assert client.type("queues:default:delayed") == b"zset"
+    assert client.exists("queues:default") == 0
+    assert client.smembers("rqueue:queues") == {b"default"}
+    ((member, score),) = client.zrange("queues:default:delayed", 0, -1, withscores=True)
+    assert decode(member).id == handle.id and decode(member).args == ("x",)
+    assert before + 28_000 <= score <= after + 31_000
+    # The parent's timer list holds the new earliest due time, to wake it.
+    assert client.lrange("queues:default:timer", 0, -1) == [str(int(score)).encode()]
+
+
+def test_later_in_the_past_is_ready_now(queue: RedisQueue) -> None:
+    apptasks.record.later(datetime.now(timezone.utc) - timedelta(hours=1), 1)
+    apptasks.record.later(-5, 2)
+    apptasks.record.later(timedelta(0), 3)
+    assert queue.client.llen("queues:default") == 3
+    assert queue.client.exists("queues:default:delayed") == 0
+
+
+def test_a_later_earlier_due_time_moves_the_timer(queue: RedisQueue) -> None:
+    apptasks.record.later(60, 1)
+    first = int(queue.client.lindex("queues:default:timer", 0))
+    apptasks.record.later(120, 2)
+    assert int(queue.client.lindex("queues:default:timer", 0)) == first
+    apptasks.record.later(10, 3)
+    assert int(queue.client.lindex("queues:default:timer", 0)) < first - 40_000
+    assert queue.client.llen("queues:default:timer") == 1
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "tomorrow",
+        None,
+        True,
+        float("inf"),
+        float("nan"),
+        timedelta(days=11 * 365),
+        1.7e12,
+        datetime(2099, 1, 1, tzinfo=timezone.utc),
+    ],
+)
+def test_bad_later_values_are_refused(queue: RedisQueue, when: Any) -> None:
+    with pytest.raises(InvalidSchedule):
+        apptasks.record.later(when, 1)
+    assert queue.client.keys("queues:*") == []
+
+
+def test_using_overrides_options_for_its_dispatches_only(queue: RedisQueue) -> None:
+    custom = apptasks.record.using(queue="high", tries=5, timeout=2.5, backoff=[1, 2])
+    handle = custom.dispatch("x")
+    job = only_job(queue, "queues:high")
+    assert (job.id, job.queue, job.tries, job.timeout, job.backoff) == (
+        handle.id,
+        "high",
+        5,
+        2.5,
+        (1.0, 2.0),
+    )
+    assert job.task == "apptasks:record"  # still the same task for the worker
+    apptasks.record.dispatch("y")
+    assert only_job(queue, "queues:default").tries is None
+    apptasks.always_fails.using(backoff=7).later(60, "z")
+    delayed = only_job(queue, "queues:emails:delayed")
+    assert (delayed.queue, delayed.tries, delayed.backoff) == ("emails", 3, (7.0,))
+    assert apptasks.record.on_queue("low").dispatch(1).queue == "low"
+    assert queue.known_queues() == ["default", "emails", "high", "low"]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"queue": "has space"}, InvalidQueueName),
+        ({"queue": "a,b"}, InvalidQueueName),
+        ({"tries": 0}, ValueError),
+        ({"timeout": -1}, ValueError),
+        ({"backoff": [1, -2]}, ValueError),
+        ({"backoff": float("nan")}, ValueError),
+    ],
+)
+def test_using_refuses_bad_options(change: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        apptasks.record.using(**change)
+
+
+def test_dispatch_many_is_one_round_trip(
+    queue: RedisQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = queue.client.connection_pool
+    checkouts: list[object] = []
+    original = pool.get_connection
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        checkouts.append(args)
+        return original(*args, **kwargs)
+
+    queue.client.config_resetstat()
+    monkeypatch.setattr(pool, "get_connection", counting)
+    calls = [apptasks.record.pending(i) for i in range(50)]
+    calls += [apptasks.always_fails.pending(f"e{i}") for i in range(10)]
+    calls.append(apptasks.with_hooks.pending("v", fail=True))
+    handles = dispatch_many(calls)
+    monkeypatch.setattr(pool, "get_connection", original)
+    assert len(checkouts) == 1
+    # One push script call per queue, not one per task.
+    assert queue.client.info("commandstats")["cmdstat_evalsha"]["calls"] == 2
+    ready = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
+    emails = [decode(p) for p in queue.client.lrange("queues:emails", 0, -1)]
+    assert [j.args for j in ready[:50]] == [(i,) for i in range(50)]
+    assert ready[50].kwargs == {"fail": True} and ready[50].args == ("v",)
+    assert [j.args for j in emails] == [(f"e{i}",) for i in range(10)]
+    assert [h.id for h in handles] == [j.id for j in ready[:50] + emails + ready[50:]]
+    assert queue.known_queues() == ["default", "emails"]
+
+
+def test_task_dispatch_many_takes_argument_tuples_and_pendings(queue: RedisQueue) -> None:
+    handles = apptasks.with_hooks.dispatch_many(
+        [("a",), ("b", True), apptasks.with_hooks.pending("c", fail=True)]
+    )
+    jobs = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
+    assert [(j.args, j.kwargs) for j in jobs] == [
+        (("a",), {}),
+        (("b", True), {}),
+        (("c",), {"fail": True}),
+    ]
+    assert [h.id for h in handles] == [j.id for j in jobs]
+
+
+def test_dispatch_many_of_thousands_is_chunked_below_luas_unpack_limit(queue: RedisQueue) -> None:
+    apptasks.record.dispatch_many([(i,) for i in range(2500)])
+    assert queue.client.llen("queues:default") == 2500
+
+
+def test_calling_a_task_runs_it_inline(queue: RedisQueue) -> None:
+    assert apptasks.record("inline") == "inline"
+    assert apptasks.fails_until("v", succeed_on=1) == "v"
+    assert queue.client.lrange(apptasks.DONE, 0, -1) == [b"inline", b"v"]
+    assert queue.client.keys("queues:*") == []
+    with pytest.raises(ValueError, match="failing on purpose"):
+        apptasks.always_fails("x")
+    assert apptasks.record.__name__ == "record"
+
+
+def test_tasks_are_registered_by_module_and_qualified_name(queue: RedisQueue) -> None:
+    assert apptasks.record.name == "apptasks:record"
+    assert registry.lookup("apptasks:record") is apptasks.record
+    assert apptasks.always_fails.options.queue == "emails"
+
+
+def test_hooks_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="callable"):
+        task(after_succeeded="not a function")(lambda: None)  # type: ignore[call-overload]
+
+
+def test_prefix_goes_in_front_of_every_key(config: Config) -> None:
+    prefixed = RedisQueue(replace(config, prefix="app1:"))
+    prefixed.client.flushall()
+    apptasks.record.using(connection=prefixed).dispatch(1)
+    apptasks.record.using(connection=prefixed).later(30, 2)
+    assert set(prefixed.client.keys("*")) == {
+        b"app1:queues:default",
+        b"app1:queues:default:notify",
+        b"app1:queues:default:delayed",
+        b"app1:queues:default:timer",
+        b"app1:rqueue:queues",
+    }
+    prefixed.client.close()
+
+
+def test_cluster_mode_hash_tags_the_queue_name(config: Config) -> None:
+    keys = QueueKeys.for_queue("emails", cluster=True)
+    assert (keys.ready, keys.delayed, keys.reserved, keys.failed) == (
+        "queues:{emails}",
+        "queues:{emails}:delayed",
+        "queues:{emails}:reserved",
+        "queues:{emails}:failed",
+    )
+    plain = QueueKeys.for_queue("emails")
+    assert (plain.ready, plain.delayed, plain.reserved, plain.failed, plain.notify) == (
+        "queues:emails",
+        "queues:emails:delayed",
+        "queues:emails:reserved",
+        "queues:emails:failed",
+        "queues:emails:notify",
+    )
+    # The same scripts run unchanged on the hash-tagged keys.
+    clustered = RedisQueue(replace(config, cluster=True))
+    clustered.client.flushall()
+    apptasks.record.using(connection=clustered).dispatch(1)
+    reservation = clustered.reserve("default", 5, 1000, 0, 0)
+    assert len(reservation.tasks) == 1
+    assert clustered.client.zcard("queues:{default}:reserved") == 1
+    clustered.client.close()
+
+
+def test_dispatch_uses_the_connection_from_redis_url(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No explicit connection: the default one is opened lazily from REDIS_URL.
+    monkeypatch.setattr(registry, "_default_queue", [])
+    handle = apptasks.record.dispatch("env")
+    default = registry.default_queue()
+    assert default.config.redis_url == config.redis_url
+    assert decode(default.client.lindex("queues:default", -1)).id == handle.id
+    default.client.flushall()

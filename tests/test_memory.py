@@ -1,0 +1,57 @@
+"""Memory: a leaking task gets its child recycled above ``--memory`` (issue 3)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import apptasks
+import psutil
+from support import strings
+
+from rqueue.queue import RedisQueue
+
+LIMIT_MB = 64
+LEAK_KB = 64
+TASKS = 10_000
+
+
+def test_a_leaking_task_gets_its_child_recycled_and_rss_stays_bounded(
+    queue: RedisQueue, workers: Any
+) -> None:
+    apptasks.leaks.dispatch_many([(LEAK_KB,) for _ in range(TASKS)])
+    worker = workers.start("-c", "2", "--memory", str(LIMIT_MB), "--stop-when-empty",
+                           "--log-level", "WARNING")
+    peak: dict[int, int] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            for child in worker.children():
+                try:
+                    peak[child.pid] = max(peak.get(child.pid, 0), child.memory_info().rss)
+                except psutil.NoSuchProcess:
+                    pass
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        code = worker.wait(120)
+    finally:
+        done.set()
+        sampler.join(5)
+    assert code == 0, worker.output()
+    pids = [int(p) for p in queue.client.lrange("test:leak_pids", 0, -1)]
+    assert len(pids) == TASKS  # every task ran once: recycling loses nothing
+    children = set(pids)
+    # 10,000 x 64 KB = 625 MB leaked in all: without recycling two children could not
+    # stay under 64 MB each, so many children must have come and gone.
+    assert len(children) >= 10, f"only {len(children)} children ran the tasks"
+    per_child = [pids.count(pid) for pid in children]
+    assert max(per_child) * LEAK_KB / 1024 < LIMIT_MB + 8
+    assert peak, "no child was ever sampled"
+    assert max(peak.values()) < (LIMIT_MB + 16) * 1024 * 1024, (
+        f"a child reached {max(peak.values()) / 2**20:.0f} MB RSS")
+    sizes = queue.sizes(["default"])[0]
+    assert (sizes.ready, sizes.reserved, sizes.failed) == (0, 0, 0)
+    assert strings(queue.client, apptasks.DONE) == []

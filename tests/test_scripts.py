@@ -1,0 +1,323 @@
+"""The Lua scripts through RedisQueue: each state change and its invariant."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import msgpack
+import pytest
+
+from rqueue.failed import FailedTasks, decode_record, make_record
+from rqueue.payload import Job, decode, encode, new_id, payload_attempts, with_attempts
+from rqueue.queue import RedisQueue
+from rqueue.scripts import Scripts
+
+Q = "default"
+READY, DELAYED, RESERVED, FAILED = (
+    "queues:default",
+    "queues:default:delayed",
+    "queues:default:reserved",
+    "queues:default:failed",
+)
+NOTIFY, TIMER = "queues:default:notify", "queues:default:timer"
+
+
+def payload(value: object = 1, **changes: object) -> bytes:
+    job = Job(id=new_id(), task="apptasks:record", args=(value,), kwargs={}, queue=Q)
+    return encode(replace(job, **changes))  # type: ignore[arg-type]
+
+
+def ready(queue: RedisQueue) -> list[bytes]:
+    return list(queue.client.lrange(READY, 0, -1))
+
+
+def zset(queue: RedisQueue, key: str) -> dict[bytes, float]:
+    return dict(queue.client.zrange(key, 0, -1, withscores=True))
+
+
+def redis_now_ms(queue: RedisQueue) -> int:
+    seconds, micros = queue.client.time()
+    return seconds * 1000 + micros // 1000
+
+
+def reserve_all(queue: RedisQueue, count: int = 100) -> list[bytes]:
+    return [t.reserved for t in queue.reserve(Q, count, 60_000, 0, 0).tasks]
+
+
+# -- reserve ---------------------------------------------------------------------------
+
+
+def test_reserve_moves_tasks_from_the_list_to_the_reserved_set(queue: RedisQueue) -> None:
+    pushed = [payload(i) for i in range(3)]
+    queue.push(Q, pushed)
+    reservation = queue.reserve(Q, 2, 60_000, 0, 0)
+    assert [t.original for t in reservation.tasks] == pushed[:2]
+    assert [t.reserved for t in reservation.tasks] == [with_attempts(p, 1) for p in pushed[:2]]
+    assert all(t.queue == Q for t in reservation.tasks)
+    assert ready(queue) == pushed[2:]
+    assert queue.client.type(RESERVED) == b"zset"
+    assert set(zset(queue, RESERVED)) == {with_attempts(p, 1) for p in pushed[:2]}
+    # More are ready, so the next idle worker is woken.
+    assert queue.client.llen(NOTIFY) == 1
+    queue.reserve(Q, 5, 60_000, 0, 0)
+    assert queue.client.exists(READY, NOTIFY) == 0
+
+
+def test_reserve_counts_one_more_attempt_each_time(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(attempts=4)])
+    (reserved,) = reserve_all(queue)
+    assert payload_attempts(reserved) == 5 and decode(reserved).attempts == 5
+
+
+def test_reservation_expiry_comes_from_each_tasks_own_timeout_cumulatively(
+    queue: RedisQueue,
+) -> None:
+    pushed = [payload(1, timeout=2), payload(2), payload(3, timeout=0.5)]
+    queue.push(Q, pushed)
+    default_ms, grace_ms, margin_ms = 10_000, 700, 3_000
+    reservation = queue.reserve(Q, 3, default_ms, grace_ms, margin_ms)
+    now = reservation.now_ms
+    assert abs(now - redis_now_ms(queue)) < 2000  # Redis's clock, not the client's
+    scores = zset(queue, RESERVED)
+    expected = [
+        now + margin_ms + 2000 + grace_ms,
+        now + margin_ms + 2000 + grace_ms + default_ms + grace_ms,
+        now + margin_ms + 2000 + grace_ms + default_ms + grace_ms + 500 + grace_ms,
+    ]
+    assert [scores[t.reserved] for t in reservation.tasks] == expected
+
+
+def test_reserve_takes_a_fair_share_of_a_short_queue(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(i) for i in range(5)])
+    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=2).tasks) == 3  # ceil(5 / 2)
+    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=4).tasks) == 1  # ceil(2 / 4)
+    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=4).tasks) == 1
+    assert queue.reserve(Q, 20, 1000, 0, 0, share=4).tasks == []
+
+
+def test_reserve_on_an_empty_queue_returns_the_redis_time_only(queue: RedisQueue) -> None:
+    queue.client.rpush(NOTIFY, 1)
+    reservation = queue.reserve(Q, 10, 1000, 0, 0)
+    assert reservation.tasks == [] and reservation.now_ms > 0
+    assert queue.client.exists(NOTIFY) == 0  # a stale wake-up is cleared
+
+
+def test_foreign_bytes_are_reserved_unchanged_with_the_default_timeout(queue: RedisQueue) -> None:
+    queue.client.rpush(READY, b"not a payload at all")
+    reservation = queue.reserve(Q, 1, 4000, 100, 0)
+    (task,) = reservation.tasks
+    assert task.original == task.reserved == b"not a payload at all"
+    assert zset(queue, RESERVED) == {task.reserved: reservation.now_ms + 4100}
+
+
+def test_reserve_acks_piggybacked_in_the_same_round_trip(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(1), payload(2)])
+    (first,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0).tasks]
+    (second,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0, ack=[first]).tasks]
+    assert set(zset(queue, RESERVED)) == {second}
+
+
+# -- ack, release, fail ----------------------------------------------------------------
+
+
+def test_ack_removes_the_exact_reserved_bytes(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(1), payload(2)])
+    first, second = reserve_all(queue)
+    assert queue.ack(Q, [first]) == 1
+    assert queue.ack(Q, [first]) == 0
+    assert queue.ack(Q, [with_attempts(second, 0)]) == 0  # the original bytes are not the key
+    assert set(zset(queue, RESERVED)) == {second}
+
+
+def test_release_with_backoff_moves_to_the_delayed_set(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(1)])
+    (reserved,) = reserve_all(queue)
+    before = redis_now_ms(queue)
+    assert queue.release(Q, [reserved], delay=30) == 1
+    after = redis_now_ms(queue)
+    assert queue.client.exists(RESERVED, READY) == 0
+    assert queue.client.type(DELAYED) == b"zset"
+    ((member, score),) = zset(queue, DELAYED).items()
+    assert member == reserved  # the attempt stays counted
+    assert before + 30_000 <= score <= after + 30_000
+    assert queue.client.lrange(TIMER, 0, -1) == [str(int(score)).encode()]
+
+
+def test_release_without_delay_goes_to_the_back_of_the_list(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(1), payload(2)])
+    (first,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0).tasks]
+    queue.client.delete(NOTIFY)
+    assert queue.release(Q, [first]) == 1
+    assert ready(queue)[-1] == first and payload_attempts(ready(queue)[-1]) == 1
+    assert queue.client.llen(NOTIFY) == 1
+
+
+def test_unstarted_release_gives_the_attempt_back_at_the_front_in_order(
+    queue: RedisQueue,
+) -> None:
+    pushed = [payload(i, attempts=2) for i in range(4)]
+    queue.push(Q, pushed)
+    reserved = [t.reserved for t in queue.reserve(Q, 3, 1000, 0, 0).tasks]
+    assert [payload_attempts(r) for r in reserved] == [3, 3, 3]
+    assert queue.release(Q, reserved, unstarted=True) == 3
+    assert ready(queue) == pushed
+    assert queue.client.exists(RESERVED) == 0
+
+
+def test_late_release_of_a_task_no_longer_reserved_moves_nothing(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(1)])
+    (reserved,) = reserve_all(queue)
+    queue.client.zadd(RESERVED, {reserved: 0})
+    assert queue.migrate(Q).moved == 1  # expired and handed back
+    assert queue.release(Q, [reserved], delay=5) == 0
+    assert queue.release(Q, [reserved], unstarted=True) == 0
+    assert ready(queue) == [reserved] and queue.client.exists(DELAYED) == 0
+
+
+def test_fail_moves_the_task_to_the_failed_list_with_its_record(queue: RedisQueue) -> None:
+    queue.push(Q, [payload("x", tries=1)])
+    (reserved,) = reserve_all(queue)
+    job = decode(reserved)
+    record = make_record(Q, reserved, "ValueError", "bad", "Traceback ...", job)
+    assert queue.fail(Q, reserved, record) is True
+    assert queue.client.exists(RESERVED) == 0
+    assert queue.client.type(FAILED) == b"list"
+    (raw,) = queue.client.lrange(FAILED, 0, -1)
+    found = decode_record(raw)
+    assert found.payload == reserved
+    assert (found.id, found.queue, found.task) == (job.id, Q, "apptasks:record")
+    assert (found.exception, found.message, found.traceback, found.attempts) == (
+        "ValueError",
+        "bad",
+        "Traceback ...",
+        1,
+    )
+    assert found.pid > 0 and found.host and found.failed_at > 0
+    assert set(msgpack.unpackb(raw)) >= {
+        "exception",
+        "message",
+        "traceback",
+        "failed_at",
+        "attempts",
+    }
+
+
+def test_fail_of_a_task_no_longer_reserved_records_nothing_unless_forced(
+    queue: RedisQueue,
+) -> None:
+    data = payload(1)
+    record = make_record(Q, data, "X", "y")
+    assert queue.fail(Q, data, record) is False
+    assert queue.client.exists(FAILED) == 0
+    assert queue.fail(Q, data, record, force=True) is True
+    assert queue.client.llen(FAILED) == 1
+
+
+# -- migrate ---------------------------------------------------------------------------
+
+
+def test_migrate_moves_due_delayed_and_expired_reserved_back_in_order(queue: RedisQueue) -> None:
+    due = [payload(i) for i in range(3)]
+    later = payload("later")
+    queue.client.zadd(DELAYED, {due[2]: 3, due[0]: 1, due[1]: 2})
+    queue.push(Q, [later], delay_ms=60_000)
+    queue.push(Q, [payload("running")])
+    (running,) = reserve_all(queue)
+    expired = with_attempts(payload("expired"), 2)
+    queue.client.zadd(RESERVED, {expired: 5})
+    queue.client.delete(NOTIFY)
+    migration = queue.migrate(Q)
+    assert migration.moved == 4
+    assert ready(queue) == [*due, expired]  # the expired one keeps its counted attempt
+    assert set(zset(queue, DELAYED)) == {later}
+    assert set(zset(queue, RESERVED)) == {running}
+    assert migration.next_due_ms == min(zset(queue, DELAYED)[later], zset(queue, RESERVED)[running])
+    assert abs(migration.now_ms - redis_now_ms(queue)) < 2000
+    assert queue.client.llen(NOTIFY) == 1
+
+
+def test_migrate_is_bounded_per_call(queue: RedisQueue) -> None:
+    queue.client.zadd(DELAYED, {payload(i): i for i in range(5)})
+    queue.client.zadd(RESERVED, {payload(f"r{i}"): i for i in range(3)})
+    first = queue.migrate(Q, limit=2)
+    assert first.moved == 4 and first.next_due_ms == 2  # the rest is already due
+    assert queue.client.zcard(DELAYED) == 3 and queue.client.zcard(RESERVED) == 1
+    assert queue.migrate(Q, limit=2).moved == 3
+    assert queue.migrate(Q, limit=2).moved == 1
+    final = queue.migrate(Q, limit=2)
+    assert (final.moved, final.next_due_ms) == (0, None)
+    assert queue.client.llen(READY) == 8
+
+
+def test_migrate_with_nothing_waiting(queue: RedisQueue) -> None:
+    migration = queue.migrate(Q)
+    assert (migration.moved, migration.next_due_ms) == (0, None)
+    assert queue.client.exists(NOTIFY) == 0
+
+
+# -- failed tasks, clear, script loading ----------------------------------------------------
+
+
+def test_retry_failed_resets_attempts_and_pushes_once(queue: RedisQueue) -> None:
+    original = payload("x", tries=3)
+    queue.push(Q, [original])
+    (reserved,) = reserve_all(queue)
+    queue.fail(Q, reserved, make_record(Q, reserved, "E", "m", job=decode(reserved)))
+    failed = FailedTasks(queue)
+    (found,) = failed.list()
+    queue.client.delete(NOTIFY)
+    assert failed.retry(found) is True
+    assert failed.retry(found) is False  # a concurrent second retry pushes nothing
+    assert ready(queue) == [original]  # attempts back to 0, every other byte the same
+    assert queue.client.exists(FAILED) == 0
+    assert queue.client.llen(NOTIFY) == 1
+
+
+def test_clear_deletes_pending_tasks_and_keeps_failed_ones(queue: RedisQueue) -> None:
+    queue.push(Q, [payload(i) for i in range(3)])
+    queue.push(Q, [payload("d")], delay_ms=60_000)
+    (reserved, *_) = reserve_all(queue, 1)
+    queue.fail(Q, reserved, make_record(Q, reserved, "E", "m"))
+    queue.push(Q, [payload("r")])
+    reserve_all(queue, 1)
+    assert queue.clear(Q) == 4  # 2 ready, 1 delayed, 1 reserved
+    assert queue.client.exists(READY, DELAYED, RESERVED, NOTIFY, TIMER) == 0
+    assert queue.client.llen(FAILED) == 1
+    assert queue.clear(Q) == 0
+
+
+def test_scripts_are_reloaded_after_a_script_flush(queue: RedisQueue) -> None:
+    queue.client.script_flush()
+    queue.push(Q, [payload(1)])  # single call: loads on NOSCRIPT
+    queue.client.script_flush()
+    queue.push_many([(Q, 0, [payload(2)]), ("other", 0, [payload(3)])])  # pipelined
+    queue.client.script_flush()
+    queue.push(Q, [payload(4)])
+    (first,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0).tasks]
+    queue.client.script_flush()
+    assert len(queue.reserve(Q, 10, 1000, 0, 0, ack=[first]).tasks) == 2  # pipelined with ack
+    assert queue.client.llen("queues:other") == 1
+    assert queue.client.zcard(RESERVED) == 2
+
+
+def test_scripts_are_sent_by_sha(queue: RedisQueue) -> None:
+    scripts = Scripts()
+    queue.client.config_resetstat()
+    queue.push(Q, [payload(1)])
+    queue.push(Q, [payload(2)])
+    queue.reserve(Q, 1, 1000, 0, 0)
+    stats = queue.client.info("commandstats")
+    assert "cmdstat_eval" not in stats
+    assert stats["cmdstat_evalsha"]["calls"] >= 3
+    loaded = queue.client.script_exists(*(s.sha for s in scripts.all()))
+    assert loaded[:2] == [True, True]  # push and reserve, loaded once on first use
+
+
+@pytest.mark.parametrize(
+    "name", ["push", "reserve", "ack", "release", "fail", "migrate", "retry_failed", "clear"]
+)
+def test_every_script_documents_keys_argv_and_its_return(name: str) -> None:
+    source = getattr(Scripts(), name).source
+    header = "\n".join(line for line in source.splitlines() if line.startswith("--"))
+    assert "KEYS[1]" in header and "Returns" in header
+    assert "redis.call('KEYS'" not in source  # every key is passed in KEYS

@@ -1,0 +1,202 @@
+"""Signals to a running ``rqueue work``: warm and cold shutdown, reload, pause and resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import apptasks
+import psutil
+import pytest
+from support import Workers, cli, follow_log, logged, strings, title, wait_for
+
+from rqueue.config import Config
+from rqueue.payload import decode, payload_attempts
+from rqueue.queue import RedisQueue
+
+FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
+
+
+def done(queue: RedisQueue) -> list[str]:
+    return strings(queue.client, apptasks.DONE)
+
+
+def started(queue: RedisQueue) -> list[str]:
+    return strings(queue.client, "test:started")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_warm_shutdown_finishes_the_running_task_and_loses_nothing(
+    queue: RedisQueue, workers: Workers, signum: int
+) -> None:
+    worker = workers.start(*FAST)
+    log = follow_log(worker)
+    (child,) = worker.wait_for_children(1)
+    apptasks.blocks_until_released.dispatch("w")
+    apptasks.record.dispatch_many([(i,) for i in range(3)])
+    wait_for(lambda: started(queue) == [f"{child.pid}:w"], 10, "the task to start")
+    worker.signal(signum)
+    wait_for(lambda: logged(log, "warm shutdown"), 10, "the worker to begin stopping")
+    assert worker.process.poll() is None and child.is_running()  # the task still runs
+    queue.client.rpush("test:release", "go")
+    assert worker.wait(15) == 0, "".join(log)
+    assert done(queue) == ["w"]
+    # Tasks the child had prefetched but not started are back, attempts returned.
+    remaining = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
+    assert [(j.args, j.attempts) for j in remaining] == [((i,), 0) for i in range(3)]
+    assert queue.sizes(["default"])[0].reserved == 0
+
+
+def test_warm_shutdown_of_an_idle_worker_is_prompt(queue: RedisQueue, workers: Workers) -> None:
+    worker = workers.start("-c", "2", "--block-for", "5")
+    worker.wait_for_children(2)
+    time.sleep(0.3)  # let the children settle into their blocking waits
+    sent = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    assert time.monotonic() - sent < 2.5
+
+
+def test_cold_shutdown_kills_children_and_releases_their_tasks_at_once(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    worker = workers.start("-c", "2", *FAST)
+    log = follow_log(worker)
+    children = worker.wait_for_children(2)
+    apptasks.blocks_until_released.dispatch("a")
+    wait_for(lambda: len(started(queue)) == 1, 10, "the first task to start")
+    apptasks.blocks_until_released.dispatch("b")
+    wait_for(lambda: len(started(queue)) == 2, 10, "the second task to start")
+    worker.signal(signal.SIGTERM)
+    wait_for(lambda: logged(log, "warm shutdown"), 10, "the first signal to be handled")
+    sent = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    code = worker.wait(10)
+    assert time.monotonic() - sent < 3
+    assert code == 0, "".join(log)
+    assert all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in children)
+    # Released back at once (not after their reservation expires), attempts returned.
+    ready = queue.client.lrange("queues:default", 0, -1)
+    assert sorted(decode(p).args[0] for p in ready) == ["a", "b"]
+    assert [payload_attempts(p) for p in ready] == [0, 0]
+    size = queue.sizes(["default"])[0]
+    assert (size.reserved, size.delayed, size.failed) == (0, 0, 0)
+    # And they complete on the next worker.
+    queue.client.rpush("test:release", "go", "go")
+    code, output = workers.run("-c", "2", "--stop-when-empty", *FAST)
+    assert code == 0, output
+    assert sorted(done(queue)) == ["a", "b"]
+
+
+def test_sighup_reloads_children_after_their_current_task(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    worker = workers.start("-c", "2", *FAST)
+    log = follow_log(worker)
+    old = {c.pid for c in worker.wait_for_children(2)}
+    apptasks.blocks_until_released.dispatch("r")
+    wait_for(lambda: started(queue), 10, "the task to start")
+    running = int(started(queue)[0].split(":")[0])
+    worker.signal(signal.SIGHUP)
+    wait_for(lambda: logged(log, "SIGHUP"), 10, "the reload to begin")
+    assert psutil.Process(running).is_running()  # not cut short
+    queue.client.rpush("test:release", "go")
+    wait_for(lambda: done(queue) == ["r"], 10, "the running task to finish")
+    new = wait_for(
+        lambda: (
+            {c.pid for c in worker.children()}
+            if len(worker.children()) == 2 and not ({c.pid for c in worker.children()} & old)
+            else None
+        ),
+        15,
+        "two fresh children",
+    )
+    assert worker.process.poll() is None  # the same parent process, re-executed
+    wait_for(lambda: title(worker.pid) == "rqueue: master default", 10, "the master title")
+    apptasks.record.dispatch_many([(i,) for i in range(5)])
+    wait_for(lambda: len(done(queue)) == 6, 10, "the reloaded worker to run tasks")
+    assert {c.pid for c in worker.children()} == new
+    assert queue.sizes(["default"])[0].failed == 0
+
+
+def test_rqueue_restart_reloads_every_worker(
+    queue: RedisQueue, workers: Workers, config: Config
+) -> None:
+    first = workers.start("-c", "2", *FAST)
+    second = workers.start("-c", "1", *FAST)
+    old = {c.pid for c in first.wait_for_children(2)} | {c.pid for c in second.wait_for_children(1)}
+    result = cli(config, "restart")
+    assert result.returncode == 0, result.stderr
+    for worker, count in ((first, 2), (second, 1)):
+        wait_for(
+            lambda w=worker, n=count: (
+                len(w.children()) == n and not ({c.pid for c in w.children()} & old)
+            ),
+            15,
+            "fresh children",
+        )
+        assert worker.process.poll() is None
+    apptasks.record.dispatch_many([(i,) for i in range(6)])
+    wait_for(lambda: len(done(queue)) == 6, 10, "the reloaded workers to run tasks")
+
+
+def test_sigusr2_pauses_and_sigcont_resumes(queue: RedisQueue, workers: Workers) -> None:
+    worker = workers.start("-c", "2", *FAST)
+    children = worker.wait_for_children(2)
+    worker.signal(signal.SIGUSR2)
+    for child in children:
+        wait_for(lambda c=child: title(c.pid).endswith(": paused"), 10, "the children to pause")
+    apptasks.record.dispatch_many([(i,) for i in range(3)])
+    time.sleep(1.0)  # an absence can only be observed over a while
+    assert done(queue) == []
+    assert queue.sizes(["default"])[0].ready == 3
+    worker.signal(signal.SIGCONT)
+    wait_for(lambda: len(done(queue)) == 3, 10, "the tasks to run after resuming")
+    assert worker.process.poll() is None
+
+
+def test_a_paused_worker_still_stops_on_sigterm(queue: RedisQueue, workers: Workers) -> None:
+    worker = workers.start(*FAST)
+    (child,) = worker.wait_for_children(1)
+    worker.signal(signal.SIGUSR2)
+    wait_for(lambda: title(child.pid).endswith(": paused"), 10, "the child to pause")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+
+
+def test_ctrl_c_to_the_whole_process_group_is_one_warm_shutdown(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    worker = workers.start("-c", "2", *FAST)
+    log = follow_log(worker)
+    worker.wait_for_children(2)
+    apptasks.blocks_until_released.dispatch("c")
+    wait_for(lambda: started(queue), 10, "the task to start")
+    os.killpg(worker.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+    wait_for(lambda: logged(log, "warm shutdown"), 10, "the worker to begin stopping")
+    queue.client.rpush("test:release", "go")
+    assert worker.wait(15) == 0, "".join(log)
+    assert done(queue) == ["c"]
+    assert not logged(log, "cold shutdown")
+    assert queue.sizes(["default"])[0].reserved == 0
+
+
+def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    worker = workers.start(*FAST)
+    (child,) = worker.wait_for_children(1)
+    apptasks.blocks_until_released.dispatch("orphan")
+    apptasks.record.dispatch_many([(i,) for i in range(3)])
+    wait_for(lambda: started(queue), 10, "the task to start")
+    assert queue.sizes(["default"])[0].reserved == 4  # the child prefetched them all
+    worker.process.kill()
+    worker.wait(10)
+    assert child.is_running()
+    queue.client.rpush("test:release", "go")
+    child.wait(10)
+    assert done(queue) == ["orphan"]
+    size = queue.sizes(["default"])[0]
+    assert (size.ready, size.reserved) == (3, 0)  # acknowledged, and the rest given back
+    assert [payload_attempts(p) for p in queue.client.lrange("queues:default", 0, -1)] == [0] * 3
