@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -249,6 +250,12 @@ def server(port: int, data_dir: str) -> None:
     except RedisServerError as exc:
         _die(str(exc))
     click.echo(f"Redis ready at {instance.url} (data in {data_dir}); Ctrl-C to stop.")
+
+    def stop_on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # `kill` must not orphan the redis-server: SIGTERM stops it like Ctrl-C does.
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
     try:
         assert instance.process is not None
         instance.process.wait()

@@ -30,7 +30,7 @@ from rqueue.queue import RedisQueue
 from rqueue.scoreboard import Held, Scoreboard, State
 from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.scheduler import Scheduler
-from rqueue.worker import ChildWorker, Interrupted
+from rqueue.worker import HANDLED_SIGNALS, ChildWorker, Interrupted
 
 log = logging.getLogger("rqueue.worker")
 
@@ -171,6 +171,9 @@ class Supervisor:
     def _spawn(self, number: int) -> None:
         self.board.clear(number - 1)
         parent = os.getpid()
+        # Until the child has its own handlers, a signal would run the parent's copied
+        # handlers in the child (and signal its siblings): hold signals across the fork.
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
@@ -187,6 +190,7 @@ class Supervisor:
                 logging.shutdown()
                 os._exit(code)
         self.children[pid] = Child(number, time.monotonic())
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
     def _reap(self) -> None:
         while self.children:

@@ -40,6 +40,11 @@ from rqueue.timeouts import TimeLimit
 log = logging.getLogger("rqueue.worker")
 
 T = TypeVar("T")
+
+HANDLED_SIGNALS = {
+    signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2, signal.SIGCONT, signal.SIGCHLD,
+}
+"""The signals the parent handles; it blocks them across fork() until the child has its own."""
 _ACK_SAFETY = 1.0
 
 
@@ -78,6 +83,8 @@ class ChildWorker:
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)
+        # The parent blocked signals across fork(); ours are installed, so let them in.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
         self.time_limit = TimeLimit()
         failures = 0
         while not self._should_exit():

@@ -184,7 +184,7 @@ _leak: list[bytes] = []
 
 
 @task
-def leaks(megabytes: int) -> None:
-    """Keeps ``megabytes`` more memory alive in this process on every call, and records its pid."""
-    _leak.append(os.urandom(megabytes * 1024 * 1024))
+def leaks(kilobytes: int) -> None:
+    """Keeps ``kilobytes`` more memory alive in this process on every call, and records its pid."""
+    _leak.append(os.urandom(kilobytes * 1024))
     redis().rpush("test:leak_pids", os.getpid())
