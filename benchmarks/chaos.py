@@ -21,6 +21,8 @@ Scenarios (issue 3):
 - ``clock-skew``     half the workers run with their wall clock 30 s ahead; no
                      reservation may be taken from another worker early.
 - ``all``            children, parents and Redis restarts together (the long run).
+- ``soak``           no faults: tasks dispatched at a steady pace over ``--duration``
+                     while the parents' RSS is sampled (it should stay flat).
 
 The worker processes import this file as the module ``chaos`` (their working
 directory is this folder), so the task below is all they load.
@@ -48,7 +50,7 @@ QUEUE = "chaos"
 DONE = "chaos:done"
 SCENARIOS = (
     "kill-children", "kill-parent", "restart-redis", "freeze-redis", "lost-ack",
-    "clock-skew", "all",
+    "clock-skew", "all", "soak",
 )
 SKEW_ENV = "RQUEUE_CHAOS_CLOCK_SKEW"
 
@@ -155,6 +157,9 @@ class Result:
     outage_dispatch_max: float = 0.0
     outage_dispatch_stored: int = 0
     tracebacks: int = 0
+    deadline_kills: int = 0
+    parent_rss: tuple[float, float, float, int] | None = None
+    """soak: average parent RSS in MB, first sample, last, max, and how many samples."""
     skewed_clock_offset: float = 0.0
     failed_reasons: dict[str, int] = field(default_factory=dict)
     probe_counts: dict[int, int] = field(default_factory=dict)
@@ -185,6 +190,11 @@ class Result:
             rows.append(("skewed workers' clock offset", f"{self.skewed_clock_offset:+.1f} s"))
         if self.probe_counts:
             rows.append(("lost-ack probes: runs each", sorted(self.probe_counts.values())))
+        if self.parent_rss:
+            first, last, peak, count = self.parent_rss
+            rows.append(("parent RSS first/last/max", f"{first:.1f} / {last:.1f} / {peak:.1f} MB "
+                                                       f"({count} samples)"))
+        rows.append(("children killed for overrunning", self.deadline_kills))
         rows.append(("tracebacks in worker logs", self.tracebacks))
         for reason, count in sorted(self.failed_reasons.items()):
             rows.append((f"failed: {reason}", count))
@@ -383,6 +393,9 @@ class Chaos:
         self.server.start()
         started = time.monotonic()
         try:
+            if params.scenario == "soak":
+                self._soak(started)
+                return self.result
             self._dispatch_all()
             skew = params.scenario == "clock-skew"
             for index in range(params.workers):
@@ -394,6 +407,35 @@ class Chaos:
             self.result.wall_time = time.monotonic() - started
             self._finish()
         return self.result
+
+    def _soak(self, started: float) -> None:
+        """No faults: dispatch at a steady pace over ``duration``, sampling parents' RSS."""
+        import psutil
+
+        from rqueue.queue import RedisQueue
+
+        for _ in range(self.params.workers):
+            self._start_worker()
+        parents = [psutil.Process(w.process.pid) for w in self.workers]
+        producer = RedisQueue(self._config())
+        bound = chaos_task.using(connection=producer)
+        chunk = 500
+        pace = self.params.duration / max(1, self.params.tasks / chunk)
+        next_sample = time.monotonic() + 5.0  # after the parents' start-up
+        samples: list[float] = []
+        for start in range(0, self.params.tasks, chunk):
+            numbers = range(start, min(start + chunk, self.params.tasks))
+            bound.dispatch_many([(n, self.params.work_ms) for n in numbers])
+            self.result.dispatched += len(numbers)
+            if time.monotonic() >= next_sample:
+                samples.append(sum(p.memory_info().rss for p in parents) / len(parents) / 2**20)
+                next_sample = time.monotonic() + 5.0
+            time.sleep(max(0.0, started + pace * (start // chunk + 1) - time.monotonic()))
+        producer.client.close()
+        self.params.duration += 300  # time to drain the last dispatches
+        self._inject_until_done(started)
+        samples.append(sum(p.memory_info().rss for p in parents) / len(parents) / 2**20)
+        self.result.parent_rss = (samples[0], samples[-1], max(samples), len(samples))
 
     def _inject_until_done(self, started: float) -> None:
         params = self.params
@@ -514,6 +556,7 @@ class Chaos:
         for worker in self.workers:
             text = worker.log_path.read_text(errors="replace")
             result.tracebacks += text.count("Traceback (most recent call last)")
+            result.deadline_kills += text.count("overran its deadline")
         self.server.cleanup()
         if not self.params.quiet:
             for worker in self.workers:

@@ -210,7 +210,7 @@ def bare_incr_rate(url: str, tasks: int, processes: int) -> float:
         ready.acquire()
     started = time.perf_counter()
     go.set()
-    finished = max(done.get() for _ in workers)
+    finished = max(float(done.get()) for _ in workers)
     for worker in workers:
         worker.join()
     return tasks / (finished - started)

@@ -87,6 +87,15 @@ def run_one(
     return None
 
 
+def _note(result: dict[str, Any]) -> str:
+    done, tasks = result["done"], result["tasks"]
+    if done < tasks:
+        return f"stopped after {done:,} tasks"
+    if done > tasks:
+        return f"{done - tasks} task(s) ran twice"
+    return ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
@@ -128,7 +137,7 @@ def main() -> None:
             f"{r['steady'] / bare:.2f}",
             f"{ours / r['steady']:.1f}" if ours and r["steady"] else "-",
             r["enqueue_rate"], f"{r['peak_rss_mb']:.0f}",
-            "" if r["done"] == r["tasks"] else f"stopped after {r['done']:,} tasks",
+            _note(r),
         )
         for r in results
     ]

@@ -11,11 +11,13 @@ Starts its own redis-server, then for N tasks reports:
 
     python benchmarks/throughput.py                # 50,000 tasks
     python benchmarks/throughput.py --tasks 5000   # a quick check
+    python benchmarks/throughput.py --skip-dispatch --worker-args "--prefetch 100"
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -97,7 +99,8 @@ def measure_dispatch(queue: RedisQueue, count: int) -> list[tuple[str, float, st
 
 
 def measure_processing(
-    queue: RedisQueue, url: str, task: Task[[], None], kind: str, count: int, concurrency: int
+    queue: RedisQueue, url: str, task: Task[[], None], kind: str, count: int, concurrency: int,
+    worker_args: tuple[str, ...] = (),
 ) -> Run:
     client = queue.client
     keys = queue.keys("default")
@@ -107,7 +110,7 @@ def measure_processing(
     before = command_calls(client)
     polls = 0
     started = time.perf_counter()
-    worker = rqueue_work(url, concurrency, "--stop-when-empty")
+    worker = rqueue_work(url, concurrency, "--stop-when-empty", *worker_args)
     sampler = MemorySampler(worker.pid).start()
     first = done = 0.0
     deadline = started + 600
@@ -162,6 +165,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=50_000, help="tasks per measurement")
     parser.add_argument("--concurrency", default="1,2,4", help="comma-separated (default 1,2,4)")
     parser.add_argument("--skip-dispatch", action="store_true")
+    parser.add_argument("--worker-args", default="",
+                        help='extra `rqueue work` options, e.g. "--prefetch 100"')
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
 
@@ -186,7 +191,8 @@ def main() -> None:
         bare: dict[int, float] = {}
         for kind, task in (("empty", bench_tasks.empty), ("INCR", bench_tasks.incr)):
             for concurrency in levels:
-                run = measure_processing(queue, url, task, kind, args.tasks, concurrency)
+                run = measure_processing(queue, url, task, kind, args.tasks, concurrency,
+                                         tuple(shlex.split(args.worker_args)))
                 runs.append(run)
                 print(f"  {kind} c={concurrency}: {run.from_start:,.0f}/s from start, "
                       f"{run.steady:,.0f}/s steady", flush=True)

@@ -8,6 +8,7 @@ one clear line and exit 1, never a traceback.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import signal
 import sys
@@ -103,7 +104,7 @@ def main() -> None:
 @click.option("--memory", type=click.IntRange(min=0), default=0,
               help="Recycle a child whose RSS exceeds this many MB.")
 @click.option("--rest", type=click.FloatRange(min=0), default=0.0, help="Seconds to rest after each task.")
-@click.option("--prefetch", type=click.IntRange(1, 1000), default=20, show_default=True,
+@click.option("--prefetch", type=click.IntRange(1, 1000), default=100, show_default=True,
               help="Most tasks a child reserves at once when the queue is deep.")
 @click.option("--kill-grace", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Seconds past a task's timeout before its child is killed.")
@@ -124,6 +125,13 @@ def work(config: Config, queues: str, log_level: str, log_format: str, **options
         raise click.UsageError(str(exc)) from None
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    for module in worker_options.preload:  # a typo is a usage error, not a traceback
+        try:
+            found = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            found = None
+        if found is None:
+            raise click.UsageError(f"-A/--app: no module named {module!r} here or on sys.path")
     logs.configure(log_level, log_format)
     sys.exit(Supervisor(worker_options, config).run())
 

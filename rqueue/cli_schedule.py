@@ -17,8 +17,9 @@ from rqueue.cancel import CancelOutcome, cancel_anywhere
 from rqueue.cli import _die, _table, connection_options, main
 from rqueue.config import Config
 from rqueue.queue import RedisQueue
+from rqueue.schedule_record import UNSET, Schedule
 from rqueue.schedule_times import iso
-from rqueue.schedules import UNSET, Schedule, Schedules
+from rqueue.schedules import Schedules
 
 
 def _json(kind: type, what: str) -> Any:

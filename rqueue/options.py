@@ -29,7 +29,7 @@ class WorkerOptions:
     """Megabytes of RSS above which a child is recycled after its current task (0: off)."""
     rest: float = 0.0
     """Seconds a child rests after each task."""
-    prefetch: int = 20
+    prefetch: int = 100
     """Most tasks a child reserves in one round trip when the queue is deep."""
     kill_grace: float = 5.0
     """Seconds after a task's timeout before the parent kills a child that did not stop."""

@@ -178,6 +178,11 @@ class RedisQueue:
         ]
         return Reservation(int(reply[0]), tasks)
 
+    def renew(self, queue: str, reserved: bytes, lasting: float) -> bool:
+        """Make a reservation last ``lasting`` more seconds; False if it already ran out."""
+        keys = self.keys(queue)
+        return bool(self.scripts.renew(self.client, (keys.reserved,), (reserved, int(lasting * 1000))))
+
     def ack(self, queue: str, reserved: Sequence[bytes]) -> int:
         if not reserved:
             return 0

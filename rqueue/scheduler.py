@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -27,8 +28,9 @@ from rqueue import registry
 from rqueue.errors import RQueueError
 from rqueue.payload import encode
 from rqueue.queue import RedisQueue
+from rqueue.schedule_record import Schedule
 from rqueue.schedule_times import iso
-from rqueue.schedules import Schedule, Schedules
+from rqueue.schedules import Schedules
 from rqueue.scripts import execute
 
 log = logging.getLogger("rqueue.scheduler")
@@ -39,6 +41,9 @@ CATCH_UP_LIMIT = 100
 """Most missed triggers the ``all`` policy enqueues for one outage; older ones are skipped."""
 ON_TIME_LIMIT = 1000
 IDLE = 60.0
+PRECISE_WAIT = 0.2
+"""The last seconds before a trigger that the parent sleeps locally instead of in BLPOP."""
+_PRECISE_ROUNDS = 5
 RETRY_AFTER_ERROR = 1.0
 
 
@@ -92,7 +97,15 @@ class Scheduler:
         if not self.enabled:
             return IDLE
         try:
-            return self._tick()
+            for _ in range(_PRECISE_ROUNDS):
+                wait = self._tick()
+                if wait > PRECISE_WAIT:
+                    # Wake a little early: a blocking pop's timeout is only noticed on
+                    # Redis's next cron tick (up to 1/hz = 100 ms late), so the last
+                    # stretch before a trigger is slept here, precisely.
+                    return wait - PRECISE_WAIT
+                time.sleep(wait)
+            return 0.0
         except (redis.ConnectionError, redis.TimeoutError):
             raise
         except Exception:

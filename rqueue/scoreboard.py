@@ -8,9 +8,12 @@ A sequence counter (a seqlock) lets the parent read a consistent slot without lo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import mmap
-import multiprocessing
 import struct
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -56,9 +59,10 @@ class Scoreboard:
         self.max_held = max_held
         self.slot_size = _HEADER.size + _ENTRY.size * max_held
         self._memory = mmap.mmap(-1, _GLOBAL_SIZE + self.slot_size * slots)
-        # Under --max-jobs, children take this around "how many may I take" + reserve
-        # + hold, so that a limit counted over all children is never overshot.
-        self.claim_lock = multiprocessing.Lock()
+        # Under --max-jobs, children lock this around "how many may I take" + reserve
+        # + hold, so that a limit counted over all children is never overshot. A POSIX
+        # record lock, so a child killed while holding it cannot wedge its siblings.
+        self._claims = tempfile.TemporaryFile()
 
     def slot(self, index: int) -> Slot:
         return Slot(self, index)
@@ -103,6 +107,14 @@ class Scoreboard:
     def total_processed(self) -> int:
         retired: int = _GLOBAL.unpack_from(self._memory, 0)[1]
         return retired + sum(self.read(i).processed for i in range(self.slots))
+
+    @contextlib.contextmanager
+    def claiming(self) -> Iterator[None]:
+        fcntl.lockf(self._claims, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(self._claims, fcntl.LOCK_UN)
 
     def in_flight(self) -> int:
         """Tasks children hold (running or not started) and have not counted as processed."""

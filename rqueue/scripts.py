@@ -54,6 +54,7 @@ class Scripts:
         self.push = LuaScript.load("push")
         self.reserve = LuaScript.load("reserve")
         self.ack = LuaScript.load("ack")
+        self.renew = LuaScript.load("renew")
         self.release = LuaScript.load("release")
         self.fail = LuaScript.load("fail")
         self.migrate = LuaScript.load("migrate")

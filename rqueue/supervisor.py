@@ -27,9 +27,9 @@ from rqueue.failed import make_record
 from rqueue.options import WorkerOptions
 from rqueue.payload import decode, payload_attempts, payload_id
 from rqueue.queue import RedisQueue
-from rqueue.scoreboard import Held, Scoreboard, State
 from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.scheduler import Scheduler
+from rqueue.scoreboard import Held, Scoreboard, State
 from rqueue.worker import HANDLED_SIGNALS, ChildWorker, Interrupted
 
 log = logging.getLogger("rqueue.worker")
@@ -77,6 +77,8 @@ class Supervisor:
             ",".join(self.options.queues), self.options.effective_concurrency, os.getpid(),
         )
         for number in range(1, self.options.effective_concurrency + 1):
+            if self.stopping:  # a stop signal arrived mid-way: start no child it missed
+                break
             self._spawn(number)
         failures = 0
         while self.children or not self.stopping:

@@ -21,11 +21,19 @@ class TimeLimit:
         signal.signal(signal.SIGALRM, self._expired)
 
     def arm(self, seconds: float) -> None:
+        signal.setitimer(signal.ITIMER_REAL, seconds)  # replaces any earlier timer
         self._armed_for = seconds
-        signal.setitimer(signal.ITIMER_REAL, seconds)
 
     def disarm(self) -> None:
-        """Called in a ``finally`` right after the task: no context manager on the hot path."""
+        """Called in a ``finally`` right after the task: no context manager on the hot path.
+
+        Only the flag is cleared, so an alarm that still fires is ignored; the next
+        ``arm`` resets the timer. That saves a system call per task; :meth:`stop`
+        really cancels the timer once a batch is done.
+        """
+        self._armed_for = None
+
+    def stop(self) -> None:
         self._armed_for = None
         signal.setitimer(signal.ITIMER_REAL, 0)
 

@@ -68,6 +68,7 @@ class ChildWorker:
         self.recycle = False
         self._interruptible = False
         self._pending_acks: dict[str, list[bytes]] = {}
+        self._parent_checked_at = 0.0
         self._ack_deadline = float("inf")
         self._title = (
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
@@ -105,7 +106,15 @@ class ChildWorker:
         return 0
 
     def _should_exit(self) -> bool:
-        return self.stop_requested or self.recycle or os.getppid() != self.parent_pid
+        return self.stop_requested or self.recycle or self._orphaned()
+
+    def _orphaned(self) -> bool:
+        """True once the parent is gone; asks the kernel at most twice a second."""
+        now = time.monotonic()
+        if now - self._parent_checked_at < 0.5:
+            return False
+        self._parent_checked_at = now
+        return os.getppid() != self.parent_pid
 
     def _step(self) -> None:
         if self.slot.board.paused:
@@ -130,6 +139,7 @@ class ChildWorker:
             self._wait_for_work()
             return
         self._run_batch(*found)
+        self.time_limit.stop()
 
     def _allowed(self) -> int:
         """How many more tasks this child may take (``--max-jobs``, ``--once``)."""
@@ -152,13 +162,8 @@ class ChildWorker:
         if not self.options.effective_max_jobs or self.options.effective_concurrency == 1:
             yield False
             return
-        lock = self.slot.board.claim_lock
-        acquired = lock.acquire(timeout=2.0)  # a sibling killed while holding it can't wedge us
-        try:
+        with self.slot.board.claiming():
             yield True
-        finally:
-            if acquired:
-                lock.release()
 
     def _hold(self, queue_index: int, reservation: Reservation) -> None:
         headers = [header(t.reserved) or ("-" * 32, 0, 0) for t in reservation.tasks]
@@ -189,25 +194,35 @@ class ChildWorker:
         tasks = reservation.tasks
         headers = [header(t.reserved) or ("-" * 32, 0, 0) for t in tasks]
         self.slot.hold(queue_index, [Held(task_id, attempts) for task_id, attempts, _ in headers])
-        # Mirrors reserve.lua: task i's reservation covers the timeouts of tasks 1..i.
-        budget = self.options.reservation_margin
+        margin, grace = self.options.reservation_margin, self.options.kill_grace
         for index, reserved in enumerate(tasks):
             if self._should_exit():
                 self._give_back(tasks[index:])
                 return
             timeout = headers[index][2] / 1000 or self.options.timeout
-            budget += timeout + self.options.kill_grace
-            expires_at = self._batch_sent_at + budget
-            if time.monotonic() + timeout + self.options.kill_grace + _ACK_SAFETY >= self._ack_deadline:
+            # When this task's reservation runs out (reserve.lua), on our clock and early.
+            expires_at = self._batch_sent_at + margin + timeout + grace
+            worst_end = time.monotonic() + timeout + grace + _ACK_SAFETY
+            if worst_end >= expires_at:
+                expires_at = time.monotonic() + margin + timeout + grace
+                renew = functools.partial(
+                    self.queue.renew, reserved.queue, reserved.reserved, margin + timeout + grace
+                )
+                if not self._persist(renew):
+                    log.warning("%s: a prefetched task's reservation ran out before it started; "
+                                "it went back to the queue and is left to another worker", reserved.queue)
+                    continue
+            if worst_end >= self._ack_deadline:
                 self._persist(self._flush_acks)
             self._process(index, reserved, expires_at)
+            # Between tasks, with no deadline: resting, or importing the next task's
+            # module, is not this task overrunning, and a finished task must never look
+            # like the running one (to be retried or failed) if this child dies now.
+            self.slot.set(State.HOLDING, index + 1)
             if memory_exceeded(self.options.memory):
                 log.info("worker %d: over %d MB of memory; recycling", self.number, self.options.memory)
                 self.recycle = True
             if self.options.rest:
-                # Between tasks, with no deadline: resting is not overrunning, and a
-                # finished task must never look like the one running if we die now.
-                self.slot.set(State.HOLDING, index + 1)
                 time.sleep(self.options.rest)
         self.slot.set(State.HOLDING, len(tasks))
 
@@ -266,6 +281,9 @@ class ChildWorker:
     ) -> None:
         timed_out = isinstance(exc, TaskTimeout)
         will_retry = job.attempts < tries
+        # The task has stopped: no kill deadline while Redis is slow to take its outcome
+        # (still RUNNING, so a death here is settled by the parent as a crash).
+        self.slot.set(State.RUNNING, index)
         if will_retry:
             delay = job.backoff_for(job.attempts)
             self._persist(lambda: self.queue.release(reserved.queue, [reserved.reserved], delay))

@@ -57,10 +57,13 @@ class WorkerProcess:
         return self.process.pid
 
     def children(self) -> list[psutil.Process]:
+        """The forked worker children (named ``rqueue: ...``), not helper subprocesses
+        that imports may run at start-up (``platform.architecture()`` runs ``file``)."""
         try:
-            return psutil.Process(self.pid).children()
+            found = psutil.Process(self.pid).children()
         except psutil.NoSuchProcess:
             return []
+        return [c for c in found if title(c.pid).startswith("rqueue:")]
 
     def wait_for_children(self, count: int, timeout: float = 10.0) -> list[psutil.Process]:
         return wait_for(lambda: len(self.children()) == count and self.children(), timeout,
@@ -94,9 +97,10 @@ class Workers:
         self.started.append(worker)
         return worker
 
-    def run(self, *args: str, timeout: float = 30.0) -> tuple[int, str]:
+    def run(self, *args: str, timeout: float = 30.0,
+            env: dict[str, str] | None = None) -> tuple[int, str]:
         """Run a worker that exits by itself (``--stop-when-empty``, ``--once``)."""
-        worker = self.start(*args)
+        worker = self.start(*args, env=env)
         code = worker.wait(timeout)
         return code, worker.output()
 

@@ -204,7 +204,9 @@ BAD_OPTIONS = [
 
 
 @pytest.mark.parametrize("args", BAD_OPTIONS, ids=" ".join)
-def test_every_command_with_bad_options_is_a_usage_error(config: Config, args: tuple[str, ...]) -> None:
+def test_every_command_with_bad_options_is_a_usage_error(
+    config: Config, args: tuple[str, ...]
+) -> None:
     result = cli(config, *args)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr

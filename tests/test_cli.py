@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import apptasks
 import pytest
-from support import cli, strings
+import redis
+from support import RQUEUE, cli, strings
 
 from rqueue.config import Config
 from rqueue.failed import make_record
@@ -115,6 +120,7 @@ def test_prefix_option_and_environment(queue: RedisQueue, config: Config) -> Non
         ["work", "bad queue"],
         ["work", "a,,b"],
         ["work", "--no-such-option"],
+        ["work", "-A", "no_such_module_anywhere"],
         ["size", "bad queue"],
         ["clear"],
         ["clear", "a,b"],
@@ -169,3 +175,51 @@ def test_redis_url_option_overrides_the_environment(queue: RedisQueue, config: C
     result = cli(config, "size", "--redis-url", config.redis_url, env={"REDIS_URL": UNREACHABLE})
     assert result.returncode == 0, result.stderr
     assert rows(result.stdout) == {"default": ["1", "0", "0", "0"]}
+
+
+def test_size_and_failed_list_never_scan_the_keyspace(queue: RedisQueue, config: Config) -> None:
+    apptasks.record.dispatch(1)
+    apptasks.always_fails.dispatch(2)
+    queue.client.config_resetstat()
+    assert cli(config, "size").returncode == 0
+    assert cli(config, "failed", "list").returncode == 0
+    stats = queue.client.info("commandstats")
+    assert "cmdstat_keys" not in stats and "cmdstat_scan" not in stats
+    assert stats["cmdstat_smembers"]["calls"] >= 2  # the set of known queues
+
+
+def test_log_level_hides_task_lines_below_it(queue: RedisQueue, config: Config) -> None:
+    handle = apptasks.record.dispatch("quiet")
+    result = cli(config, "work", "--stop-when-empty", "--log-level", "WARNING", cwd=TESTS_DIR)
+    assert result.returncode == 0, result.stderr
+    assert strings(queue.client, apptasks.DONE) == ["quiet"]
+    assert handle.id not in result.stderr and "INFO" not in result.stderr
+
+
+def test_server_runs_an_embedded_redis_until_stopped(config: Config, tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    data = tmp_path / "data"
+    env = {**os.environ, "REDIS_URL": UNREACHABLE}
+    process = subprocess.Popen(
+        [*RQUEUE, "server", "--port", str(port), "--dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert "Redis ready at redis://" in ready and f":{port}" in ready, ready
+        client = redis.Redis(port=port)
+        assert client.ping()
+        client.set("kept", "1")
+        client.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(15)
+    assert data.is_dir() and any(data.iterdir())  # persistence in the data folder
+    with socket.socket() as probe:  # the redis-server went away with it
+        assert probe.connect_ex(("127.0.0.1", port)) != 0

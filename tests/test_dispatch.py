@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -316,3 +317,24 @@ def test_dispatch_uses_the_connection_from_redis_url(
     assert default.config.redis_url == config.redis_url
     assert decode(default.client.lindex("queues:default", -1)).id == handle.id
     default.client.flushall()
+
+
+def test_a_naive_datetime_is_local_time_not_utc(queue: RedisQueue) -> None:
+    # Far from UTC, so reading a naive time as UTC would be hours off.
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Kolkata"
+    time.tzset()
+    try:
+        local_now = datetime.now()
+        utc_now = datetime.now(timezone.utc).replace(tzinfo=None)
+        assert abs(local_now - utc_now) > timedelta(hours=5)
+        before = redis_now_ms(queue)
+        apptasks.record.later(local_now + timedelta(seconds=60), 1)
+        ((_, score),) = queue.client.zrange("queues:default:delayed", 0, -1, withscores=True)
+        assert before + 55_000 <= score <= before + 62_000
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -28,10 +29,8 @@ def test_a_leaking_task_gets_its_child_recycled_and_rss_stays_bounded(
     def sample() -> None:
         while not done.wait(0.05):
             for child in worker.children():
-                try:
+                with contextlib.suppress(psutil.NoSuchProcess):
                     peak[child.pid] = max(peak.get(child.pid, 0), child.memory_info().rss)
-                except psutil.NoSuchProcess:
-                    pass
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

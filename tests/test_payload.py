@@ -218,6 +218,7 @@ def test_size_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
         + msgpack.packb("task")
         + msgpack.packb(5),
     ],
+    ids=["empty", "garbage", "no-header", "truncated", "wrong-shape"],  # ids vary per run
 )
 def test_bytes_that_are_not_a_task_raise_invalid_payload(data: bytes) -> None:
     with pytest.raises(InvalidPayload):

@@ -11,6 +11,7 @@ from support import cli
 from rqueue import schedules
 from rqueue.config import Config
 from rqueue.queue import RedisQueue
+from rqueue.schedules import Schedules
 
 TESTS_DIR = Path(__file__).parent
 
@@ -118,3 +119,23 @@ def test_empty_list_and_unreachable_redis(queue: RedisQueue, config: Config) -> 
     assert empty.returncode == 0 and "(none)" in empty.stdout
     down = cli(config, "schedule", "list", "--redis-url", "redis://127.0.0.1:1/0")
     assert down.returncode == 1 and "cannot reach Redis" in down.stderr
+
+
+def test_a_failed_scheduled_run_shows_its_schedule_and_trigger(
+    queue: RedisQueue, config: Config
+) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from rqueue.scheduler import Scheduler, trigger_id
+
+    start = datetime.now(timezone.utc) - timedelta(days=1)
+    schedules.add("failing", "apptasks:always_raises", every=60, args=["boom"], start=start)
+    due = schedules.get("failing").timing.next_after(Schedules(queue).now_ms() - 61_000)
+    assert due is not None
+    queue.client.zadd("queues:default:schedules", {"failing": due})
+    Scheduler(queue, ["default"]).tick()
+    worker = cli(config, "work", "--stop-when-empty", "--tries", "1", cwd=TESTS_DIR)
+    assert worker.returncode == 0, worker.stderr
+    shown = cli(config, "failed", "show", trigger_id("failing", due))
+    assert shown.returncode == 0, shown.stderr
+    assert "'schedule': 'failing'" in shown.stdout and f"'trigger_ms': {due}" in shown.stdout

@@ -69,9 +69,7 @@ def test_reserve_counts_one_more_attempt_each_time(queue: RedisQueue) -> None:
     assert payload_attempts(reserved) == 5 and decode(reserved).attempts == 5
 
 
-def test_reservation_expiry_comes_from_each_tasks_own_timeout_cumulatively(
-    queue: RedisQueue,
-) -> None:
+def test_reservation_expiry_comes_from_each_tasks_own_timeout(queue: RedisQueue) -> None:
     pushed = [payload(1, timeout=2), payload(2), payload(3, timeout=0.5)]
     queue.push(Q, pushed)
     default_ms, grace_ms, margin_ms = 10_000, 700, 3_000
@@ -81,10 +79,23 @@ def test_reservation_expiry_comes_from_each_tasks_own_timeout_cumulatively(
     scores = zset(queue, RESERVED)
     expected = [
         now + margin_ms + 2000 + grace_ms,
-        now + margin_ms + 2000 + grace_ms + default_ms + grace_ms,
-        now + margin_ms + 2000 + grace_ms + default_ms + grace_ms + 500 + grace_ms,
+        now + margin_ms + default_ms + grace_ms,
+        now + margin_ms + 500 + grace_ms,
     ]
     assert [scores[t.reserved] for t in reservation.tasks] == expected
+
+
+def test_renew_extends_a_live_reservation_and_never_revives_an_expired_one(
+    queue: RedisQueue,
+) -> None:
+    queue.push(Q, [payload(1), payload(2)])
+    first, second = queue.reserve(Q, 2, 1_000, 0, 0).tasks
+    assert queue.renew(Q, first.reserved, 120) is True
+    assert zset(queue, RESERVED)[first.reserved] >= redis_now_ms(queue) + 119_000
+    queue.client.zadd(RESERVED, {second.reserved: 0})  # its reservation ran out...
+    assert queue.migrate(Q).moved == 1  # ...and it went back to the ready list
+    assert queue.renew(Q, second.reserved, 120) is False
+    assert second.reserved not in zset(queue, RESERVED)
 
 
 def test_reserve_takes_a_fair_share_of_a_short_queue(queue: RedisQueue) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import apptasks
 import psutil
 import pytest
-from support import Workers, cli, follow_log, logged, strings, title, wait_for
+from support import WorkerProcess, Workers, cli, follow_log, logged, strings, title, wait_for
 
+from rqueue import dispatch_many
 from rqueue.config import Config
 from rqueue.payload import decode, payload_attempts
 from rqueue.queue import RedisQueue
@@ -26,6 +28,16 @@ def started(queue: RedisQueue) -> list[str]:
     return strings(queue.client, "test:started")
 
 
+def exit_code(worker: WorkerProcess, log: list[str], timeout: float = 15) -> int:
+    """Wait for the worker to exit; on a timeout, fail with its log and its processes."""
+    try:
+        return worker.wait(timeout)
+    except subprocess.TimeoutExpired:
+        processes = [(c.pid, c.status(), title(c.pid)) for c in worker.children()]
+        message = f"worker did not exit; children {processes}; log:\n{''.join(log)}"
+        raise AssertionError(message) from None
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_warm_shutdown_finishes_the_running_task_and_loses_nothing(
     queue: RedisQueue, workers: Workers, signum: int
@@ -33,12 +45,16 @@ def test_warm_shutdown_finishes_the_running_task_and_loses_nothing(
     worker = workers.start(*FAST)
     log = follow_log(worker)
     (child,) = worker.wait_for_children(1)
-    apptasks.blocks_until_released.dispatch("w")
-    apptasks.record.dispatch_many([(i,) for i in range(3)])
+    # One push, so the child reserves all four in one batch.
+    dispatch_many(
+        [apptasks.blocks_until_released.pending("w")]
+        + [apptasks.record.pending(i) for i in range(3)]
+    )
     wait_for(lambda: started(queue) == [f"{child.pid}:w"], 10, "the task to start")
     worker.signal(signum)
     wait_for(lambda: logged(log, "warm shutdown"), 10, "the worker to begin stopping")
     assert worker.process.poll() is None and child.is_running()  # the task still runs
+    assert queue.sizes(["default"])[0].reserved == 4
     queue.client.rpush("test:release", "go")
     assert worker.wait(15) == 0, "".join(log)
     assert done(queue) == ["w"]
@@ -73,7 +89,7 @@ def test_cold_shutdown_kills_children_and_releases_their_tasks_at_once(
     sent = time.monotonic()
     worker.signal(signal.SIGTERM)
     code = worker.wait(10)
-    assert time.monotonic() - sent < 3
+    assert time.monotonic() - sent < 3, "".join(log)
     assert code == 0, "".join(log)
     assert all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in children)
     # Released back at once (not after their reservation expires), attempts returned.
@@ -176,7 +192,7 @@ def test_ctrl_c_to_the_whole_process_group_is_one_warm_shutdown(
     os.killpg(worker.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
     wait_for(lambda: logged(log, "warm shutdown"), 10, "the worker to begin stopping")
     queue.client.rpush("test:release", "go")
-    assert worker.wait(15) == 0, "".join(log)
+    assert exit_code(worker, log) == 0, "".join(log)
     assert done(queue) == ["c"]
     assert not logged(log, "cold shutdown")
     assert queue.sizes(["default"])[0].reserved == 0
@@ -187,8 +203,10 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
 ) -> None:
     worker = workers.start(*FAST)
     (child,) = worker.wait_for_children(1)
-    apptasks.blocks_until_released.dispatch("orphan")
-    apptasks.record.dispatch_many([(i,) for i in range(3)])
+    dispatch_many(
+        [apptasks.blocks_until_released.pending("orphan")]
+        + [apptasks.record.pending(i) for i in range(3)]
+    )
     wait_for(lambda: started(queue), 10, "the task to start")
     assert queue.sizes(["default"])[0].reserved == 4  # the child prefetched them all
     worker.process.kill()
@@ -200,3 +218,16 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
     size = queue.sizes(["default"])[0]
     assert (size.ready, size.reserved) == (3, 0)  # acknowledged, and the rest given back
     assert [payload_attempts(p) for p in queue.client.lrange("queues:default", 0, -1)] == [0] * 3
+
+
+def test_a_stop_signal_while_children_are_being_forked_stops_them_all(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    for _ in range(3):
+        worker = workers.start("-c", "4", *FAST)
+        # Signal as soon as the first child exists: the others are still being forked.
+        deadline = time.monotonic() + 10
+        while not any(title(c.pid).startswith("rqueue: ") for c in worker.children()):
+            assert time.monotonic() < deadline, "no child started"
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(10) == 0

@@ -16,6 +16,7 @@ import psutil
 import pytest
 from support import Workers, push_job, strings, title, wait_for
 
+from rqueue import dispatch_many
 from rqueue.config import Config
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.payload import Job, decode, encode, new_id, with_attempts
@@ -110,7 +111,8 @@ def test_a_crash_uses_up_an_attempt(queue: RedisQueue, workers: Workers) -> None
     assert "killed by signal 9" in record.message
     apptasks.record.dispatch("after")
     wait_for(lambda: done(queue) == ["after"], 10, "the worker to keep serving")
-    assert worker.process.poll() is None and settled(queue)
+    assert worker.process.poll() is None
+    wait_for(lambda: settled(queue), 5, "the success to be acknowledged")
 
 
 # -- timeouts ------------------------------------------------------------------------------
@@ -161,7 +163,7 @@ def test_a_task_that_swallows_its_timeout_is_killed_and_failed_while_others_comp
     apptasks.record.dispatch_many([(i,) for i in range(10, 15)])
     wait_for(lambda: len(done(queue)) == 15, 10, "the worker to keep serving")
     assert sorted(map(int, done(queue))) == list(range(15))
-    assert settled(queue)
+    wait_for(lambda: settled(queue), 5, "the successes to be acknowledged")
 
 
 # -- crashes and bad payloads ----------------------------------------------------------------
@@ -511,3 +513,113 @@ def test_rest_longer_than_the_timeout_never_kills_a_finished_task(
     assert done(queue) == ["0", "1"]
     assert failed(queue) == [] and settled(queue)
     assert "overran" not in output and "killed" not in output
+
+
+SLOW_IMPORT = """
+import time
+
+from rqueue import registry, task
+
+time.sleep(2.5)  # a heavy module: the first task of it pays the import
+
+
+@task(timeout=5)
+def hello(name):
+    registry.default_queue().client.rpush("test:done", f"hello {name}")
+"""
+
+
+def test_a_finished_task_is_never_taken_for_an_overrun_while_the_next_one_loads(
+    queue: RedisQueue, workers: Workers, tmp_path: Path
+) -> None:
+    (tmp_path / "slow_import_tasks.py").write_text(SLOW_IMPORT)
+    # One push, so both land in one batch: a task that uses most of its 1 s timeout,
+    # then one whose module takes longer than that to import.
+    first = apptasks.sleeps.make_job((0.7,), {})
+    second = Job(
+        id=new_id(),
+        task="slow_import_tasks:hello",
+        args=("x",),
+        kwargs={},
+        queue="default",
+        timeout=5,
+    )
+    queue.push("default", [encode(first), encode(second)])
+    code, output = workers.run(
+        "--stop-when-empty", "--kill-grace", "0.3", env={"PYTHONPATH": str(tmp_path)}
+    )
+    assert code == 0, output
+    assert done(queue) == ["slept", "hello x"]
+    assert failed(queue) == [] and settled(queue)
+    assert "overran" not in output
+
+
+def test_a_short_queue_is_spread_over_idle_children_not_hoarded(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    worker = workers.start("-c", "2", *FAST)
+    worker.wait_for_children(2)
+    time.sleep(0.3)  # both children idle in their blocking wait
+    dispatch_many([apptasks.blocks_until_released.pending(v) for v in ("a", "b")])
+    wait_for(lambda: len(strings(queue.client, "test:started")) == 2, 10, "both to run at once")
+    pids = {entry.split(":")[0] for entry in strings(queue.client, "test:started")}
+    assert len(pids) == 2
+    queue.client.rpush("test:release", "go", "go")
+    wait_for(lambda: sorted(done(queue)) == ["a", "b"], 10)
+
+
+@pytest.mark.parametrize(("prefetch", "held"), [("1", 1), ("20", 3)])
+def test_prefetch_bounds_how_many_tasks_a_child_holds(
+    queue: RedisQueue, workers: Workers, prefetch: str, held: int
+) -> None:
+    dispatch_many(
+        [apptasks.blocks_until_released.pending("first")]
+        + [apptasks.record.pending(i) for i in range(2)]
+    )
+    workers.start("--prefetch", prefetch, *FAST)
+    wait_for(lambda: strings(queue.client, "test:started"), 10, "the first task to start")
+    size = queue.sizes(["default"])[0]
+    assert (size.reserved, size.ready) == (held, 3 - held)
+    queue.client.rpush("test:release", "go")
+    wait_for(lambda: len(done(queue)) == 3, 10)
+
+
+MAIN_SCRIPT = """
+from rqueue import registry, task
+
+
+@task
+def greet(name):
+    registry.default_queue().client.rpush("test:done", f"hi {name}")
+
+
+if __name__ == "__main__":
+    greet.dispatch("script")
+"""
+
+
+def test_a_task_dispatched_from_a_script_run_as_main_resolves_by_its_file_name(
+    queue: RedisQueue, config: Config, workers: Workers, tmp_path: Path
+) -> None:
+    (tmp_path / "greetings.py").write_text(MAIN_SCRIPT)
+    env = {**os.environ, "REDIS_URL": config.redis_url}
+    subprocess.run([sys.executable, "greetings.py"], cwd=tmp_path, env=env, check=True, timeout=30)
+    (payload,) = queue.client.lrange("queues:default", 0, -1)
+    assert decode(payload).task == "greetings:greet"  # not "__main__:greet"
+    local = Workers(config, cwd=tmp_path)
+    try:
+        code, output = local.run("--stop-when-empty", *FAST)
+    finally:
+        local.kill_all()
+    assert code == 0, output
+    assert done(queue) == ["hi script"] and failed(queue) == []
+
+
+def test_a_timed_out_attempt_is_retried_like_any_error(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    apptasks.sleeps.using(tries=2).dispatch(30)  # timeout=1
+    workers.start(*FAST)
+    (record,) = wait_for(lambda: failed(queue), 15, "both attempts to time out")
+    assert len(strings(queue.client, "test:started")) == 2
+    assert (record.exception, record.attempts, record.timed_out) == ("TaskTimeout", 2, True)

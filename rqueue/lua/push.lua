@@ -1,18 +1,18 @@
 -- push.lua: add tasks to a queue, ready now or after a delay.
 -- KEYS[1] ready list   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
--- KEYS[5] pending-ids set (each payload's id is added: O(1) per payload, so that
---         cancel.lua can cancel a task by id without scanning the queue)
+-- KEYS[5] pending-ids set (the payloads' ids are added, one SADD per call: O(1) per
+--         payload, so that cancel.lua can cancel a task by id without a scan)
 -- ARGV[1] delay in milliseconds (0 or less: ready now); ARGV[2..] payloads
 -- Returns the length of the list or set the payloads went into.
 -- Invariant: each payload is in exactly one of ready or delayed; an idle worker blocked
 -- on notify wakes for ready tasks, and a parent blocked on timer wakes when the
 -- earliest due time moves earlier. Due times come from Redis TIME, the one clock.
 local delay = tonumber(ARGV[1])
+local ids = {}
 for i = 2, #ARGV do
-  if string.sub(ARGV[i], 37, 38) == '\217\32' then
-    redis.call('SADD', KEYS[5], string.sub(ARGV[i], 39, 70))
-  end
+  if string.sub(ARGV[i], 37, 38) == '\217\32' then ids[#ids + 1] = string.sub(ARGV[i], 39, 70) end
 end
+if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
 if delay <= 0 then
   local length = redis.call('RPUSH', KEYS[1], unpack(ARGV, 2))
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end

@@ -1,20 +1,22 @@
 -- reserve.lua: pop up to N ready tasks and reserve each one, in one step.
 -- KEYS[1] ready list   KEYS[2] reserved zset   KEYS[3] notify list
--- KEYS[4] pending-ids set: each reserved task's id leaves it (O(1) per task)
+-- KEYS[4] pending-ids set: the popped tasks' ids leave it (one SREM per call)
 -- KEYS[5] cancelled set: a popped task whose id is in it is dropped, not reserved
 --         (one SCARD per call; one SREM per task only while cancellations wait)
 -- ARGV[1] how many tasks at most
 -- ARGV[2] timeout in ms for tasks without their own
--- ARGV[3] grace in ms added per task (the parent's kill delay after a timeout)
--- ARGV[4] margin in ms added once (slack for the worker to report back)
+-- ARGV[3] grace in ms (the parent's kill delay after a timeout)
+-- ARGV[4] margin in ms (slack for the worker to start the task and report back)
 -- ARGV[5] how many workers share the queue: take at most a fair share of what is
 --         ready, so a short queue is spread over idle children instead of hoarded
 -- Returns {now_ms, original_1, reserved_1, original_2, reserved_2, ...}
 -- Invariant: a popped task is in the reserved set before the script ends, its
 -- attempt counter (4 bytes at offset 14, see payload.py) one higher than in the list.
--- Tasks are run one after another, so task i's reservation expires after the
--- timeouts of tasks 1..i (plus grace) have all elapsed: none can expire while a
--- worker may still legitimately be running or about to run it.
+-- Each reservation lasts margin + the task's own timeout + grace. A worker runs a
+-- batch one task after another; before starting a task whose reservation could run
+-- out before the task's worst-case end, it renews it (renew.lua), and skips it if it
+-- already went back to the queue. So no task can be handed to a second worker while
+-- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
 local ready = redis.call('LLEN', KEYS[1])
 local take = math.min(tonumber(ARGV[1]), math.ceil(ready / tonumber(ARGV[5])))
@@ -29,8 +31,9 @@ if not items then
 end
 local default_timeout = tonumber(ARGV[2])
 local grace = tonumber(ARGV[3])
-local expiry = now + tonumber(ARGV[4])
+local margin = tonumber(ARGV[4])
 local any_cancelled = redis.call('SCARD', KEYS[5]) > 0
+local ids = {}
 for _, original in ipairs(items) do
   local reserved = original
   local timeout = default_timeout
@@ -38,7 +41,7 @@ for _, original in ipairs(items) do
   if #original > 70 and string.sub(original, 1, 1) == '\222'
       and string.sub(original, 4, 13) == '\168attempts\206' then
     local id = string.sub(original, 39, 70)
-    redis.call('SREM', KEYS[4], id)
+    ids[#ids + 1] = id
     dropped = any_cancelled and redis.call('SREM', KEYS[5], id) == 1
     local attempts = struct.unpack('>I4', original, 14)
     reserved = string.sub(original, 1, 13) .. struct.pack('>I4', attempts + 1)
@@ -47,12 +50,12 @@ for _, original in ipairs(items) do
     if own_timeout > 0 then timeout = own_timeout end
   end
   if not dropped then  -- a task cancelled while pending leaves the queue here, unrun
-    expiry = expiry + timeout + grace
-    redis.call('ZADD', KEYS[2], expiry, reserved)
+    redis.call('ZADD', KEYS[2], now + margin + timeout + grace, reserved)
     result[#result + 1] = original
     result[#result + 1] = reserved
   end
 end
+if #ids > 0 then redis.call('SREM', KEYS[4], unpack(ids)) end
 if ready > #items then
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
 else
