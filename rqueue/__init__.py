@@ -3,6 +3,7 @@
 from rqueue import schedules
 from rqueue.cancel import CancelOutcome
 from rqueue.config import Config
+from rqueue.current import current_job
 from rqueue.errors import (
     InvalidPayload,
     InvalidQueueName,
@@ -40,6 +41,7 @@ __all__ = [
     "TaskTimeout",
     "UnserializableArgument",
     "WorkerOptions",
+    "current_job",
     "dispatch_many",
     "on_exception",
     "on_failed",

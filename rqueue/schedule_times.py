@@ -21,11 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 from rqueue.errors import InvalidSchedule
+
+if TYPE_CHECKING:
+    from croniter import croniter
 
 UTC = timezone.utc
 _MAX_STEPS = 1000
@@ -109,7 +111,7 @@ def check_cron(expression: str) -> None:
             "weekday) or 6 with seconds first"
         )
     try:
-        croniter(expression, datetime(2000, 1, 1), second_at_beginning=True)
+        _walker(expression, datetime(2000, 1, 1))
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidSchedule(f"invalid cron expression {expression!r}: {exc}") from None
 
@@ -171,9 +173,17 @@ def _after_repeated_stretch(wall: datetime, tz: ZoneInfo) -> datetime | None:
     return change.replace(tzinfo=None) + timedelta(milliseconds=abs(second - first))
 
 
+def _walker(expression: str, start: datetime) -> croniter:
+    # Imported here: croniter's import runs `file -b` (platform.architecture) and costs
+    # ~70 ms, which every `rqueue` command and worker start would otherwise pay.
+    from croniter import croniter
+
+    return croniter(expression, start, second_at_beginning=True)
+
+
 def _cron_after(expression: str, tz: ZoneInfo, after_ms: int) -> int | None:
     wall = from_ms(after_ms).astimezone(tz).replace(tzinfo=None)
-    walker = croniter(expression, wall, second_at_beginning=True)
+    walker = _walker(expression, wall)
     for _ in range(_MAX_STEPS):
         candidate = walker.get_next(datetime)
         instant = wall_to_ms(candidate, tz)
@@ -183,7 +193,7 @@ def _cron_after(expression: str, tz: ZoneInfo, after_ms: int) -> int | None:
         # pass: jump to the end of the stretch instead of walking through it.
         end = _after_repeated_stretch(candidate, tz)
         if end is not None:
-            walker = croniter(expression, end - timedelta(seconds=1), second_at_beginning=True)
+            walker = _walker(expression, end - timedelta(seconds=1))
     return None
 
 

@@ -330,13 +330,21 @@ class Supervisor:
         self._signal_children(signal.SIGTERM)
 
     def _signal_children(self, signum: int) -> None:
-        for pid in list(self.children):
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
+        # A child that dies of this signal sends SIGCHLD at once, and the SIGCHLD
+        # handler must not raise Interrupted half-way through the loop: the children
+        # not yet signalled would never stop. The caller interrupts once it is done.
+        interruptible, self._interruptible = self._interruptible, False
+        try:
+            for pid in list(self.children):
+                try:
+                    os.kill(pid, signum)
+                except ProcessLookupError:
+                    pass
+        finally:
+            self._interruptible = interruptible
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        interruptible = self._entering_handler()
         if self.stopping and not self.reload:
             log.warning("second %s: cold shutdown, killing children", signal.Signals(signum).name)
             self.cold = True
@@ -345,14 +353,23 @@ class Supervisor:
             log.info("%s: warm shutdown, finishing current tasks", signal.Signals(signum).name)
             self.reload = False
             self._begin_stop()
-        self._interrupt()
+        if interruptible:
+            raise Interrupted()
 
     def _on_reload(self, signum: int, frame: FrameType | None) -> None:
+        interruptible = self._entering_handler()
         if not self.stopping:
             log.info("SIGHUP: reloading after current tasks")
             self.reload = True
             self._begin_stop()
-        self._interrupt()
+        if interruptible:
+            raise Interrupted()
+
+    def _entering_handler(self) -> bool:
+        """Whether the main loop was in an interruptible wait; no nested handler (a
+        SIGCHLD) may now raise Interrupted and cut this one short before it is done."""
+        interruptible, self._interruptible = self._interruptible, False
+        return interruptible
 
     def _on_pause(self, signum: int, frame: FrameType | None) -> None:
         log.info("SIGUSR2: pausing, no new tasks will be taken")

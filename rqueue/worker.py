@@ -15,6 +15,7 @@ import logging
 import os
 import resource
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from setproctitle import setproctitle
 
 from rqueue import events, registry
 from rqueue.config import Config
+from rqueue.current import set_current_job
 from rqueue.errors import InvalidPayload, TaskNotRegistered, TaskTimeout
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
@@ -84,6 +86,11 @@ class ChildWorker:
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)
+        # If the parent dies, the kernel sends us SIGTERM at once (a warm stop): no
+        # orphan keeps taking tasks unsupervised, and no per-task getppid() is needed.
+        parent_death_signal(signal.SIGTERM)
+        if os.getppid() != self.parent_pid:
+            self.stop_requested = True  # it died before we asked
         # The parent blocked signals across fork(); ours are installed, so let them in.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
         self.time_limit = TimeLimit()
@@ -114,7 +121,10 @@ class ChildWorker:
         if now - self._parent_checked_at < 0.5:
             return False
         self._parent_checked_at = now
-        return os.getppid() != self.parent_pid
+        gone = os.getppid() != self.parent_pid
+        if gone:
+            self.stop_requested = True  # for good: a later, throttled check must not undo it
+        return gone
 
     def _step(self) -> None:
         if self.slot.board.paused:
@@ -252,6 +262,7 @@ class ChildWorker:
         setproctitle(f"{self._title}: running {job.task} {job.id}")
         if events.has_listeners("processing"):
             events.emit(TaskEvent("processing", job))
+        set_current_job(job)
         try:
             self.time_limit.arm(timeout)
             try:
@@ -402,6 +413,20 @@ class ChildWorker:
         self.stop_requested = True
         if self._interruptible:
             raise Interrupted()
+
+
+def parent_death_signal(signum: int) -> None:
+    """Ask Linux to send ``signum`` to this process when its parent dies.
+
+    ``prctl(PR_SET_PDEATHSIG)``; elsewhere (or if it fails) nothing happens and the
+    throttled ``getppid()`` check in the loop remains the fallback.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def memory_exceeded(limit_mb: int) -> bool:

@@ -188,3 +188,14 @@ def leaks(kilobytes: int) -> None:
     """Keeps ``kilobytes`` more memory alive in this process on every call, and records its pid."""
     _leak.append(os.urandom(kilobytes * 1024))
     redis().rpush("test:leak_pids", os.getpid())
+
+
+@task(tries=2)
+def reports_current_job(fail_first: bool) -> None:
+    from rqueue import current_job
+
+    job = current_job()
+    assert job is not None
+    redis().rpush(DONE, f"{job.id}:{job.attempts}")
+    if fail_first and job.attempts == 1:
+        raise RuntimeError("first attempt fails")

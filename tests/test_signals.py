@@ -208,10 +208,14 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
         + [apptasks.record.pending(i) for i in range(3)]
     )
     wait_for(lambda: started(queue), 10, "the task to start")
+    began = time.monotonic()
     assert queue.sizes(["default"])[0].reserved == 4  # the child prefetched them all
     worker.process.kill()
     worker.wait(10)
     assert child.is_running()
+    wait_for(lambda: child.ppid() != worker.pid, 10, "the child to be orphaned")
+    # A child asks the kernel for its parent at most twice a second (worker.py).
+    time.sleep(max(0.0, 0.6 - (time.monotonic() - began)))
     queue.client.rpush("test:release", "go")
     child.wait(10)
     assert done(queue) == ["orphan"]
