@@ -158,6 +158,7 @@ class Result:
     outage_dispatch_stored: int = 0
     tracebacks: int = 0
     deadline_kills: int = 0
+    worker_exits: int = 0
     parent_rss: tuple[float, float, float, int] | None = None
     """soak: average parent RSS in MB, first sample, last, max, and how many samples."""
     skewed_clock_offset: float = 0.0
@@ -195,6 +196,7 @@ class Result:
             rows.append(("parent RSS first/last/max", f"{first:.1f} / {last:.1f} / {peak:.1f} MB "
                                                        f"({count} samples)"))
         rows.append(("children killed for overrunning", self.deadline_kills))
+        rows.append(("workers that exited by themselves (restarted)", self.worker_exits))
         rows.append(("tracebacks in worker logs", self.tracebacks))
         for reason, count in sorted(self.failed_reasons.items()):
             rows.append((f"failed: {reason}", count))
@@ -337,17 +339,26 @@ class Chaos:
         children = victim.children()
         os.kill(victim.process.pid, signal.SIGKILL)
         victim.process.wait()
+        victim.replaced = True
         killed_at = time.monotonic()
         self._orphans += [(pid, killed_at) for pid in children]
         self.result.parent_kills += 1
         self._start_worker()
 
     def _replace_dead_workers(self) -> None:
-        """A probe task killed its worker: count it and start a fresh one."""
+        """Restart workers that died without being killed here, as systemd would.
+
+        In ``lost-ack`` a probe task killed its worker (a kill); otherwise a worker
+        that exited by itself is counted (``rqueue work`` exits with one clear line
+        when Redis is unreachable at start-up, e.g. during a Redis restart).
+        """
         for worker in list(self.workers):
             if not worker.alive() and not worker.replaced:
                 worker.replaced = True
-                self.result.kills += 1
+                if self.params.scenario == "lost-ack":
+                    self.result.kills += 1
+                else:
+                    self.result.worker_exits += 1
                 self._start_worker()
 
     def _restart_redis(self) -> None:
@@ -458,8 +469,7 @@ class Chaos:
             if scenario in ("kill-parent", "all") and now >= next_parent_kill:
                 self._kill_parent()
                 next_parent_kill = now + (3.0 if scenario == "kill-parent" else 8.0)
-            if scenario == "lost-ack":
-                self._replace_dead_workers()
+            self._replace_dead_workers()
             redis_faults = self.result.redis_restarts + self.result.freezes
             if params.redis_faults and redis_faults >= params.redis_faults:
                 next_redis = float("inf")

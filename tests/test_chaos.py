@@ -37,6 +37,7 @@ def _run(**overrides: Any) -> chaos.Result:
     assert result.pending == 0, result.table()
     assert result.completed + result.failed == params.tasks, result.table()
     assert result.tracebacks == 0, result.table()
+    assert result.worker_exits == 0, result.table()
     return result
 
 

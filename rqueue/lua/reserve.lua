@@ -34,27 +34,31 @@ local grace = tonumber(ARGV[3])
 local margin = tonumber(ARGV[4])
 local any_cancelled = redis.call('SCARD', KEYS[5]) > 0
 local ids = {}
+local scored = {}  -- score, member pairs: one ZADD for the whole batch
 for _, original in ipairs(items) do
   local reserved = original
   local timeout = default_timeout
   local dropped = false
-  if #original > 70 and string.sub(original, 1, 1) == '\222'
-      and string.sub(original, 4, 13) == '\168attempts\206' then
+  -- string.byte reads without allocating: the header test costs no garbage.
+  local b1, _, _, b4 = string.byte(original, 1, 4)
+  if #original > 70 and b1 == 222 and b4 == 168 and string.byte(original, 13) == 206 then
     local id = string.sub(original, 39, 70)
     ids[#ids + 1] = id
     dropped = any_cancelled and redis.call('SREM', KEYS[5], id) == 1
-    local attempts = struct.unpack('>I4', original, 14)
+    local attempts, own_timeout = struct.unpack('>I4', original, 14),
+      struct.unpack('>I4', original, 30)
     reserved = string.sub(original, 1, 13) .. struct.pack('>I4', attempts + 1)
       .. string.sub(original, 18)
-    local own_timeout = struct.unpack('>I4', original, 30)
     if own_timeout > 0 then timeout = own_timeout end
   end
   if not dropped then  -- a task cancelled while pending leaves the queue here, unrun
-    redis.call('ZADD', KEYS[2], now + margin + timeout + grace, reserved)
+    scored[#scored + 1] = now + margin + timeout + grace
+    scored[#scored + 1] = reserved
     result[#result + 1] = original
     result[#result + 1] = reserved
   end
 end
+if #scored > 0 then redis.call('ZADD', KEYS[2], unpack(scored)) end
 if #ids > 0 then redis.call('SREM', KEYS[4], unpack(ids)) end
 if ready > #items then
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
