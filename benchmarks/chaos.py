@@ -49,8 +49,14 @@ HERE = Path(__file__).resolve().parent
 QUEUE = "chaos"
 DONE = "chaos:done"
 SCENARIOS = (
-    "kill-children", "kill-parent", "restart-redis", "freeze-redis", "lost-ack",
-    "clock-skew", "all", "soak",
+    "kill-children",
+    "kill-parent",
+    "restart-redis",
+    "freeze-redis",
+    "lost-ack",
+    "clock-skew",
+    "all",
+    "soak",
 )
 SKEW_ENV = "RQUEUE_CHAOS_CLOCK_SKEW"
 
@@ -193,8 +199,12 @@ class Result:
             rows.append(("lost-ack probes: runs each", sorted(self.probe_counts.values())))
         if self.parent_rss:
             first, last, peak, count = self.parent_rss
-            rows.append(("parent RSS first/last/max", f"{first:.1f} / {last:.1f} / {peak:.1f} MB "
-                                                       f"({count} samples)"))
+            rows.append(
+                (
+                    "parent RSS first/last/max",
+                    f"{first:.1f} / {last:.1f} / {peak:.1f} MB ({count} samples)",
+                )
+            )
         rows.append(("children killed for overrunning", self.deadline_kills))
         rows.append(("workers that exited by themselves (restarted)", self.worker_exits))
         rows.append(("tracebacks in worker logs", self.tracebacks))
@@ -210,8 +220,14 @@ class Result:
 class Worker:
     """One ``rqueue work`` parent, logging to a file."""
 
-    def __init__(self, redis_url: str, params: Params, log_dir: Path, index: int,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        params: Params,
+        log_dir: Path,
+        index: int,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.replaced = False
         self.log_path = log_dir / f"worker-{index}.log"
         self.log = self.log_path.open("w")
@@ -219,17 +235,33 @@ class Worker:
         # task of its batch: single-task batches keep those scenarios short.
         short_batches = params.scenario in ("lost-ack", "freeze-redis")
         args = [
-            sys.executable, "-m", "rqueue", "work", QUEUE,
-            "--concurrency", str(params.concurrency),
-            "--timeout", str(params.timeout if params.scenario != "freeze-redis"
-                             else max(params.timeout, params.freeze * 2)),
-            "--kill-grace", "1",
-            "--tries", str(params.tries),
-            "--prefetch", str(1 if short_batches else params.prefetch),
-            "--log-level", "WARNING",
+            sys.executable,
+            "-m",
+            "rqueue",
+            "work",
+            QUEUE,
+            "--concurrency",
+            str(params.concurrency),
+            "--timeout",
+            str(
+                params.timeout
+                if params.scenario != "freeze-redis"
+                else max(params.timeout, params.freeze * 2)
+            ),
+            "--kill-grace",
+            "1",
+            "--tries",
+            str(params.tries),
+            "--prefetch",
+            str(1 if short_batches else params.prefetch),
+            "--log-level",
+            "WARNING",
         ]
         self.process = subprocess.Popen(
-            args, cwd=HERE, stdout=subprocess.DEVNULL, stderr=self.log,
+            args,
+            cwd=HERE,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
             env={**os.environ, "REDIS_URL": redis_url, **(env or {})},
             start_new_session=True,
         )
@@ -280,8 +312,9 @@ class Chaos:
         self._orphans: list[tuple[int, float]] = []
         self.probes: set[int] = set()
         if params.scenario == "lost-ack":
-            self.probes = {params.tasks * k // (params.ack_probes + 1)
-                           for k in range(1, params.ack_probes + 1)}
+            self.probes = {
+                params.tasks * k // (params.ack_probes + 1) for k in range(1, params.ack_probes + 1)
+            }
 
     # -- set-up -----------------------------------------------------------------------
 
@@ -294,8 +327,10 @@ class Chaos:
         env: dict[str, str] = {}
         if skewed:
             (self.tmp / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-            env = {SKEW_ENV: "30", "PYTHONPATH": os.pathsep.join(
-                [str(self.tmp), os.environ.get("PYTHONPATH", "")])}
+            env = {
+                SKEW_ENV: "30",
+                "PYTHONPATH": os.pathsep.join([str(self.tmp), os.environ.get("PYTHONPATH", "")]),
+            }
         self._worker_count += 1
         worker = Worker(self.server.url, self.params, self.tmp, self._worker_count, env)
         self.workers.append(worker)
@@ -311,10 +346,12 @@ class Chaos:
         probe = chaos_ack_probe.using(connection=producer)
         for start in range(0, self.params.tasks, chunk):
             numbers = range(start, min(start + chunk, self.params.tasks))
-            bound.dispatch_many([
-                probe.pending(n) if n in self.probes else bound.pending(n, work_ms)
-                for n in numbers
-            ])
+            bound.dispatch_many(
+                [
+                    probe.pending(n) if n in self.probes else bound.pending(n, work_ms)
+                    for n in numbers
+                ]
+            )
             self.result.dispatched += len(numbers)
         producer.client.close()
 
@@ -375,7 +412,8 @@ class Chaos:
         except QueueConnectionError:
             self.result.outage_dispatch_errors += 1
         self.result.outage_dispatch_max = max(
-            self.result.outage_dispatch_max, time.monotonic() - started)
+            self.result.outage_dispatch_max, time.monotonic() - started
+        )
         producer.client.close()
         time.sleep(max(0.0, outage_end - time.monotonic()))
         self.server.start()
@@ -392,7 +430,8 @@ class Chaos:
         for pid, since in self._orphans:
             if _exited(pid):
                 self.result.orphan_exit_max = max(
-                    self.result.orphan_exit_max, time.monotonic() - since)
+                    self.result.orphan_exit_max, time.monotonic() - since
+                )
             else:
                 still.append((pid, since))
         self._orphans = still
@@ -476,7 +515,8 @@ class Chaos:
             if scenario in ("restart-redis", "all") and now >= next_redis:
                 self._restart_redis()
                 next_redis = time.monotonic() + params.restart_every * (
-                    1 if scenario == "restart-redis" else 5)
+                    1 if scenario == "restart-redis" else 5
+                )
             if scenario == "freeze-redis" and now >= next_redis:
                 self._freeze_redis()
                 next_redis = time.monotonic() + params.restart_every
@@ -507,8 +547,11 @@ class Chaos:
             try:
                 done = client.hlen(DONE)
                 failed = client.llen(f"queues:{QUEUE}:failed")
-                busy = (client.llen(f"queues:{QUEUE}") + client.zcard(f"queues:{QUEUE}:delayed")
-                        + client.zcard(f"queues:{QUEUE}:reserved"))
+                busy = (
+                    client.llen(f"queues:{QUEUE}")
+                    + client.zcard(f"queues:{QUEUE}:delayed")
+                    + client.zcard(f"queues:{QUEUE}:reserved")
+                )
             finally:
                 client.close()
         except Exception:
@@ -542,12 +585,15 @@ class Chaos:
             if job is not None and job.args and job.args[0] >= 0:
                 failed_numbers.add(int(job.args[0]))
                 self.result.failed_reasons[failed.exception] = (
-                    self.result.failed_reasons.get(failed.exception, 0) + 1)
+                    self.result.failed_reasons.get(failed.exception, 0) + 1
+                )
         pending: set[int] = set()
         keys = queue.keys(QUEUE)
-        waiting = [*queue.client.lrange(keys.ready, 0, -1),
-                   *queue.client.zrange(keys.delayed, 0, -1),
-                   *queue.client.zrange(keys.reserved, 0, -1)]
+        waiting = [
+            *queue.client.lrange(keys.ready, 0, -1),
+            *queue.client.zrange(keys.delayed, 0, -1),
+            *queue.client.zrange(keys.reserved, 0, -1),
+        ]
         for payload in waiting:
             with contextlib.suppress(Exception):
                 pending.add(int(decode(payload).args[0]))
@@ -556,8 +602,9 @@ class Chaos:
         result.completed = sum(1 for n in numbers if counts.get(n, 0) >= 1)
         result.failed = sum(1 for n in failed_numbers if counts.get(n, 0) == 0)
         result.pending = sum(
-            1 for n in pending if counts.get(n, 0) == 0 and n not in failed_numbers)
-        result.lost = (result.dispatched - result.completed - result.failed - result.pending)
+            1 for n in pending if counts.get(n, 0) == 0 and n not in failed_numbers
+        )
+        result.lost = result.dispatched - result.completed - result.failed - result.pending
         result.completed_twice = sum(1 for c in counts.values() if c >= 2)
         result.completed_thrice = sum(1 for c in counts.values() if c >= 3)
         result.extra_runs = sum(c - 1 for c in counts.values() if c >= 2)
@@ -582,27 +629,49 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", choices=SCENARIOS, default="kill-children")
     parser.add_argument("--tasks", type=int, default=20_000)
-    parser.add_argument("--duration", type=float, default=300.0,
-                        help="give up after this many seconds (default 300)")
-    parser.add_argument("--kill-rate", type=float, default=1 / 0.6,
-                        help="mean child kills per second (default 1.67: every 0.2 to 1 s)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=300.0,
+        help="give up after this many seconds (default 300)",
+    )
+    parser.add_argument(
+        "--kill-rate",
+        type=float,
+        default=1 / 0.6,
+        help="mean child kills per second (default 1.67: every 0.2 to 1 s)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="rqueue work parents")
     parser.add_argument("--concurrency", type=int, default=2, help="children per parent")
     parser.add_argument("--work-ms", type=float, default=0.0, help="each task sleeps this long")
-    parser.add_argument("--restart-every", type=float, default=4.0,
-                        help="seconds between Redis restarts/freezes")
-    parser.add_argument("--redis-faults", type=int, default=None,
-                        help="most Redis restarts/freezes (default: 2 freezes, no restart limit)")
+    parser.add_argument(
+        "--restart-every", type=float, default=4.0, help="seconds between Redis restarts/freezes"
+    )
+    parser.add_argument(
+        "--redis-faults",
+        type=int,
+        default=None,
+        help="most Redis restarts/freezes (default: 2 freezes, no restart limit)",
+    )
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.duration <= 0 or args.kill_rate <= 0:
         parser.error("--tasks, --duration and --kill-rate must be positive")
     params = Params(
-        scenario=args.scenario, tasks=args.tasks, duration=args.duration,
-        kill_rate=args.kill_rate, seed=args.seed, workers=args.workers,
-        concurrency=args.concurrency, work_ms=args.work_ms, restart_every=args.restart_every,
-        redis_faults=args.redis_faults if args.redis_faults is not None
-        else 2 if args.scenario == "freeze-redis" else 0,
+        scenario=args.scenario,
+        tasks=args.tasks,
+        duration=args.duration,
+        kill_rate=args.kill_rate,
+        seed=args.seed,
+        workers=args.workers,
+        concurrency=args.concurrency,
+        work_ms=args.work_ms,
+        restart_every=args.restart_every,
+        redis_faults=args.redis_faults
+        if args.redis_faults is not None
+        else 2
+        if args.scenario == "freeze-redis"
+        else 0,
     )
     result = run(params)
     print(result.table())

@@ -155,9 +155,21 @@ def rqueue_work(
     """Start the real ``rqueue work`` CLI, importing tasks from this folder."""
     env = {**os.environ, "REDIS_URL": redis_url, "PYTHONPATH": str(BENCH_DIR)}
     return subprocess.Popen(
-        [sys.executable, "-m", "rqueue", "work", queue, "--concurrency", str(concurrency),
-         "--log-level", "WARNING", *extra],
-        cwd=BENCH_DIR, env=env, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "rqueue",
+            "work",
+            queue,
+            "--concurrency",
+            str(concurrency),
+            "--log-level",
+            "WARNING",
+            *extra,
+        ],
+        cwd=BENCH_DIR,
+        env=env,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -201,9 +213,7 @@ def bare_incr_rate(url: str, tasks: int, processes: int) -> float:
     context = multiprocessing.get_context("fork")
     ready, go, done = context.Semaphore(0), context.Event(), context.Queue()
     share = [tasks // processes + (1 if i < tasks % processes else 0) for i in range(processes)]
-    workers = [
-        context.Process(target=_bare_incr, args=(url, n, ready, go, done)) for n in share
-    ]
+    workers = [context.Process(target=_bare_incr, args=(url, n, ready, go, done)) for n in share]
     for worker in workers:
         worker.start()
     for _ in workers:

@@ -59,8 +59,16 @@ def install(peer: Peer) -> None:
     print(f"installing {peer.name} into {VENVS / peer.name} ...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(VENVS / peer.name)], check=True)
     subprocess.run(
-        [str(python_of(peer)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         *peer.packages, "psutil"],
+        [
+            str(python_of(peer)),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            *peer.packages,
+            "psutil",
+        ],
         check=True,
     )
     marker.write_text(wanted)
@@ -72,9 +80,26 @@ def run_one(
     env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": str(BENCH_DIR)}
     try:
         finished = subprocess.run(
-            [python, "-m", f"peers.{module}", "--redis-url", url, "--tasks", str(tasks),
-             "--concurrency", str(concurrency), "--variant", variant, "--timeout", str(timeout)],
-            cwd=BENCH_DIR, env=env, capture_output=True, text=True, timeout=timeout + 300,
+            [
+                python,
+                "-m",
+                f"peers.{module}",
+                "--redis-url",
+                url,
+                "--tasks",
+                str(tasks),
+                "--concurrency",
+                str(concurrency),
+                "--variant",
+                variant,
+                "--timeout",
+                str(timeout),
+            ],
+            cwd=BENCH_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout + 300,
         )
     except subprocess.TimeoutExpired:
         print(f"  ! {module} {variant}: runner timed out", flush=True)
@@ -101,9 +126,13 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes per system")
     parser.add_argument("--only", default="", help="comma-separated: rqueue,rq,celery,...")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds of processing per system; a slower one is stopped and "
-                             "its rate taken over the tasks it ran")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds of processing per system; a slower one is stopped and "
+        "its rate taken over the tasks it ran",
+    )
     args = parser.parse_args()
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     peers = [p for p in PEERS if not only or p.name in only]
@@ -119,12 +148,16 @@ def main() -> None:
         runs = [(sys.executable, "rqueue", "default")] if not only or "rqueue" in only else []
         runs += [(str(python_of(p)), p.name, v) for p in peers for v in p.variants]
         for python, module, variant in runs:
-            result = run_one(python, module, server.url, args.tasks, args.concurrency, variant,
-                             args.timeout)
+            result = run_one(
+                python, module, server.url, args.tasks, args.concurrency, variant, args.timeout
+            )
             if result is not None:
                 results.append(result)
-                print(f"  {result['system']}: {result['steady']:,.0f} tasks/s "
-                      f"({result['done']:,} done)", flush=True)
+                print(
+                    f"  {result['system']}: {result['steady']:,.0f} tasks/s "
+                    f"({result['done']:,} done)",
+                    flush=True,
+                )
         client.flushall()
         bare = bare_incr_rate(server.url, args.tasks, args.concurrency)
 
@@ -132,22 +165,46 @@ def main() -> None:
     ours = next((r["steady"] for r in results if r["system"] == "rqueue"), 0.0)
     rows = [
         (
-            r["system"], r["versions"], r["settings"],
-            r["steady"], r["from_start"],
+            r["system"],
+            r["versions"],
+            r["settings"],
+            r["steady"],
+            r["from_start"],
             f"{r['steady'] / bare:.2f}",
             f"{ours / r['steady']:.1f}" if ours and r["steady"] else "-",
-            r["enqueue_rate"], f"{r['peak_rss_mb']:.0f}",
+            r["enqueue_rate"],
+            f"{r['peak_rss_mb']:.0f}",
             _note(r),
         )
         for r in results
     ]
-    rows.append((
-        f"bare INCR, {args.concurrency} processes", f"redis-py {redis.__version__}", "no queue",
-        bare, "-", "1.00", f"{ours / bare:.2f}" if ours else "-", "-", "-", "",
-    ))
+    rows.append(
+        (
+            f"bare INCR, {args.concurrency} processes",
+            f"redis-py {redis.__version__}",
+            "no queue",
+            bare,
+            "-",
+            "1.00",
+            f"{ours / bare:.2f}" if ours else "-",
+            "-",
+            "-",
+            "",
+        )
+    )
     table(
-        ("system", "versions", "workers", "tasks/s", "tasks/s incl. startup", "x bare INCR",
-         "rqueue is x faster", "enqueue/s", "peak RSS MB", "note"),
+        (
+            "system",
+            "versions",
+            "workers",
+            "tasks/s",
+            "tasks/s incl. startup",
+            "x bare INCR",
+            "rqueue is x faster",
+            "enqueue/s",
+            "peak RSS MB",
+            "note",
+        ),
         rows,
         f"{args.tasks:,} tasks each doing one Redis INCR, {args.concurrency} worker processes' "
         "worth of concurrency (tasks/s: first task started to last done)",

@@ -71,9 +71,13 @@ def main() -> None:
     parser.add_argument("--delayed", type=int, default=200, help="delayed tasks due together")
     parser.add_argument("--ahead", type=float, default=2.0, help="seconds until they are due")
     parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--hz", type=int, default=0,
-                        help="redis-server --hz (0: Redis's default, 10); it sets how "
-                             "precisely a blocking wait's timeout fires")
+    parser.add_argument(
+        "--hz",
+        type=int,
+        default=0,
+        help="redis-server --hz (0: Redis's default, 10); it sets how "
+        "precisely a blocking wait's timeout fires",
+    )
     args = parser.parse_args()
 
     extra = ("--hz", str(args.hz)) if args.hz else ()
@@ -92,14 +96,27 @@ def main() -> None:
         finally:
             stop_process(worker)
     rows = [
-        (f"dispatch to start, idle worker ({args.samples} samples)",
-         ms(min(idle)), ms(percentile(idle, 0.5)), ms(percentile(idle, 0.99)), ms(max(idle))),
-        (f"delayed task start after due time ({args.delayed} due together)",
-         ms(min(late)), ms(percentile(late, 0.5)), ms(percentile(late, 0.99)), ms(max(late))),
+        (
+            f"dispatch to start, idle worker ({args.samples} samples)",
+            ms(min(idle)),
+            ms(percentile(idle, 0.5)),
+            ms(percentile(idle, 0.99)),
+            ms(max(idle)),
+        ),
+        (
+            f"delayed task start after due time ({args.delayed} due together)",
+            ms(min(late)),
+            ms(percentile(late, 0.5)),
+            ms(percentile(late, 0.99)),
+            ms(max(late)),
+        ),
     ]
-    table(("measure", "min ms", "p50 ms", "p99 ms", "max ms"), rows,
-          f"Latency, `rqueue work --concurrency {args.concurrency}`"
-          + (f", redis-server --hz {args.hz}" if args.hz else ""))
+    table(
+        ("measure", "min ms", "p50 ms", "p99 ms", "max ms"),
+        rows,
+        f"Latency, `rqueue work --concurrency {args.concurrency}`"
+        + (f", redis-server --hz {args.hz}" if args.hz else ""),
+    )
 
 
 if __name__ == "__main__":

@@ -74,8 +74,19 @@ def main() -> int:
     env = {**os.environ, "REDIS_URL": url}
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "rqueue", "work", "--concurrency", str(options.concurrency),
-             "--log-level", "WARNING"], cwd=HERE, env=env, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "rqueue",
+                "work",
+                "--concurrency",
+                str(options.concurrency),
+                "--log-level",
+                "WARNING",
+            ],
+            cwd=HERE,
+            env=env,
+            start_new_session=True,
         )
         for _ in range(options.workers)
     ]
@@ -85,9 +96,13 @@ def main() -> int:
         start = (int(sec) + 2) * 1000
         end = start + (options.duration - 1) * 1000
         for i in range(options.schedules):
-            schedules.add(f"lateness-{i}", tick, every=1,
-                          start=datetime.fromtimestamp(start / 1000, timezone.utc),
-                          end=datetime.fromtimestamp(end / 1000, timezone.utc))
+            schedules.add(
+                f"lateness-{i}",
+                tick,
+                every=1,
+                start=datetime.fromtimestamp(start / 1000, timezone.utc),
+                end=datetime.fromtimestamp(end / 1000, timezone.utc),
+            )
         expected = options.schedules * options.duration
         deadline = time.monotonic() + options.duration + 60
         while queue.client.llen(RUNS) < expected and time.monotonic() < deadline:
@@ -103,15 +118,21 @@ def main() -> int:
             server.stop()
     enqueue = [float(r[0]) for r in rows]
     started = [float(r[1]) for r in rows]
-    print(f"{options.workers} worker parents x {options.concurrency} children, "
-          f"{options.schedules} schedules every 1 s for {options.duration} s")
-    print(f"runs {len(rows)} of {expected} expected; distinct triggers {len(counts)}; "
-          f"duplicated {sum(1 for c in counts if c > 1)}; missing {expected - len(counts)}")
+    print(
+        f"{options.workers} worker parents x {options.concurrency} children, "
+        f"{options.schedules} schedules every 1 s for {options.duration} s"
+    )
+    print(
+        f"runs {len(rows)} of {expected} expected; distinct triggers {len(counts)}; "
+        f"duplicated {sum(1 for c in counts if c > 1)}; missing {expected - len(counts)}"
+    )
     for label, values in (("enqueue lateness", enqueue), ("start lateness", started)):
         if values:
-            print(f"{label:17s} ms: p50 {percentile(values, 0.5):.0f}  "
-                  f"p99 {percentile(values, 0.99):.0f}  max {max(values):.0f}  "
-                  f"mean {statistics.mean(values):.1f}")
+            print(
+                f"{label:17s} ms: p50 {percentile(values, 0.5):.0f}  "
+                f"p99 {percentile(values, 0.99):.0f}  max {max(values):.0f}  "
+                f"mean {statistics.mean(values):.1f}"
+            )
     return 0 if len(counts) == expected and all(c == 1 for c in counts) else 1
 
 

@@ -99,7 +99,12 @@ def measure_dispatch(queue: RedisQueue, count: int) -> list[tuple[str, float, st
 
 
 def measure_processing(
-    queue: RedisQueue, url: str, task: Task[[], None], kind: str, count: int, concurrency: int,
+    queue: RedisQueue,
+    url: str,
+    task: Task[[], None],
+    kind: str,
+    count: int,
+    concurrency: int,
     worker_args: tuple[str, ...] = (),
 ) -> Run:
     client = queue.client
@@ -144,7 +149,9 @@ def measure_processing(
         print(f"  ! {kind} at concurrency {concurrency} did not finish (exit {worker.returncode})")
         done = exited
     return Run(
-        kind, concurrency, count,
+        kind,
+        concurrency,
+        count,
         from_start=count / (done - started),
         steady=count / (done - (first or started)),
         exit_after=exited - done,
@@ -165,8 +172,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=50_000, help="tasks per measurement")
     parser.add_argument("--concurrency", default="1,2,4", help="comma-separated (default 1,2,4)")
     parser.add_argument("--skip-dispatch", action="store_true")
-    parser.add_argument("--worker-args", default="",
-                        help='extra `rqueue work` options, e.g. "--prefetch 100"')
+    parser.add_argument(
+        "--worker-args", default="", help='extra `rqueue work` options, e.g. "--prefetch 100"'
+    )
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
 
@@ -191,11 +199,21 @@ def main() -> None:
         bare: dict[int, float] = {}
         for kind, task in (("empty", bench_tasks.empty), ("INCR", bench_tasks.incr)):
             for concurrency in levels:
-                run = measure_processing(queue, url, task, kind, args.tasks, concurrency,
-                                         tuple(shlex.split(args.worker_args)))
+                run = measure_processing(
+                    queue,
+                    url,
+                    task,
+                    kind,
+                    args.tasks,
+                    concurrency,
+                    tuple(shlex.split(args.worker_args)),
+                )
                 runs.append(run)
-                print(f"  {kind} c={concurrency}: {run.from_start:,.0f}/s from start, "
-                      f"{run.steady:,.0f}/s steady", flush=True)
+                print(
+                    f"  {kind} c={concurrency}: {run.from_start:,.0f}/s from start, "
+                    f"{run.steady:,.0f}/s steady",
+                    flush=True,
+                )
         for concurrency in levels:
             client.delete(bench_tasks.COUNTER)
             bare[concurrency] = bare_incr_rate(url, args.tasks, concurrency)
@@ -207,37 +225,63 @@ def main() -> None:
                 ratios = ("-", "-", f"{run.steady / bare[run.concurrency]:.2f}")
             else:
                 ratios = (
-                    f"{run.steady / reserve_one:.2f}", f"{run.steady / reserve_batch:.2f}", "-"
+                    f"{run.steady / reserve_one:.2f}",
+                    f"{run.steady / reserve_batch:.2f}",
+                    "-",
                 )
-            rows.append((
-                run.kind, run.concurrency, run.from_start, run.steady, *ratios,
-                f"{run.exit_after:.2f}",
-            ))
+            rows.append(
+                (
+                    run.kind,
+                    run.concurrency,
+                    run.from_start,
+                    run.steady,
+                    *ratios,
+                    f"{run.exit_after:.2f}",
+                )
+            )
         table(
-            ("task", "c", "tasks/s from worker start", "tasks/s steady",
-             "x reserve.lua 1/call", "x reserve.lua 20/call", "x bare INCR", "exit s after done"),
+            (
+                "task",
+                "c",
+                "tasks/s from worker start",
+                "tasks/s steady",
+                "x reserve.lua 1/call",
+                "x reserve.lua 20/call",
+                "x bare INCR",
+                "exit s after done",
+            ),
             rows,
             "Processing with `rqueue work --stop-when-empty` (steady: from the first task "
             "taken to the last acknowledged)",
         )
-        table(("processes", "bare INCR/s"), [(c, bare[c]) for c in levels],
-              "Bare Python processes doing only the INCR (the ceiling for INCR tasks)")
+        table(
+            ("processes", "bare INCR/s"),
+            [(c, bare[c]) for c in levels],
+            "Bare Python processes doing only the INCR (the ceiling for INCR tasks)",
+        )
 
         shown = ("evalsha", "zrem", "lpop", "zadd", "srem", "blpop", "incrby")
         table(
             ("task", "c", "round trips/task", *(f"{n}/task" for n in shown), "other/task"),
             [
-                (run.kind, run.concurrency, f"{round_trips(run):.3f}",
-                 *(f"{run.commands.get(n, 0) / run.tasks:.3f}" for n in shown),
-                 f"{sum(v for k, v in run.commands.items() if k not in shown) / run.tasks:.3f}")
+                (
+                    run.kind,
+                    run.concurrency,
+                    f"{round_trips(run):.3f}",
+                    *(f"{run.commands.get(n, 0) / run.tasks:.3f}" for n in shown),
+                    f"{sum(v for k, v in run.commands.items() if k not in shown) / run.tasks:.3f}",
+                )
                 for run in runs
             ],
             "Redis commands per task (INFO commandstats deltas, commands inside scripts counted "
             "too: zrem = ack calls, lpop = reserve calls that got tasks, zadd = reservations; "
             "a reserve and the previous batch's ack share one pipelined round trip)",
         )
-        table(("task", "c", "peak RSS"), [(r.kind, r.concurrency, r.memory) for r in runs],
-              "Peak RSS (sampled every 0.1 s)")
+        table(
+            ("task", "c", "peak RSS"),
+            [(r.kind, r.concurrency, r.memory) for r in runs],
+            "Peak RSS (sampled every 0.1 s)",
+        )
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ from rqueue import dispatch_many
 if __name__ == "__main__":
     tasks.greet.dispatch(1)
     tasks.send_reminder.later(timedelta(seconds=5), 42)
-    dispatch_many([
-        tasks.flaky_charge.pending(7),
-        tasks.always_fails.pending(8),
-        tasks.slow_report.pending(),
-    ])
+    dispatch_many(
+        [
+            tasks.flaky_charge.pending(7),
+            tasks.always_fails.pending(8),
+            tasks.slow_report.pending(),
+        ]
+    )
     print("dispatched 5 tasks; now run: rqueue work emails,default -A tasks")

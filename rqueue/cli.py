@@ -87,33 +87,89 @@ def main() -> None:
 
 @main.command()
 @click.argument("queues", default="default")
-@click.option("--timeout", type=click.FloatRange(min=0.001), default=60.0, show_default=True,
-              help="Seconds a task may run unless it sets its own timeout.")
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Child processes running tasks.")
-@click.option("--tries", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Attempts a task gets unless it sets its own tries.")
-@click.option("--sleep", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Seconds between polls when --block-for is 0.")
-@click.option("--block-for", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Seconds an idle child blocks waiting for a push (0: poll with --sleep).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.001),
+    default=60.0,
+    show_default=True,
+    help="Seconds a task may run unless it sets its own timeout.",
+)
+@click.option(
+    "-c",
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Child processes running tasks.",
+)
+@click.option(
+    "--tries",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Attempts a task gets unless it sets its own tries.",
+)
+@click.option(
+    "--sleep",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Seconds between polls when --block-for is 0.",
+)
+@click.option(
+    "--block-for",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Seconds an idle child blocks waiting for a push (0: poll with --sleep).",
+)
 @click.option("--once", is_flag=True, help="Process one task, then exit.")
 @click.option("--stop-when-empty", is_flag=True, help="Exit 0 once no task is ready or running.")
-@click.option("--max-jobs", type=click.IntRange(min=0), default=0, help="Stop after this many tasks.")
-@click.option("--max-time", type=click.FloatRange(min=0), default=0.0, help="Stop after this many seconds.")
-@click.option("--memory", type=click.IntRange(min=0), default=0,
-              help="Recycle a child whose RSS exceeds this many MB.")
-@click.option("--rest", type=click.FloatRange(min=0), default=0.0, help="Seconds to rest after each task.")
-@click.option("--prefetch", type=click.IntRange(1, 1000), default=100, show_default=True,
-              help="Most tasks a child reserves at once when the queue is deep.")
-@click.option("--kill-grace", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="Seconds past a task's timeout before its child is killed.")
+@click.option(
+    "--max-jobs", type=click.IntRange(min=0), default=0, help="Stop after this many tasks."
+)
+@click.option(
+    "--max-time", type=click.FloatRange(min=0), default=0.0, help="Stop after this many seconds."
+)
+@click.option(
+    "--memory",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Recycle a child whose RSS exceeds this many MB.",
+)
+@click.option(
+    "--rest", type=click.FloatRange(min=0), default=0.0, help="Seconds to rest after each task."
+)
+@click.option(
+    "--prefetch",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="Most tasks a child reserves at once when the queue is deep.",
+)
+@click.option(
+    "--kill-grace",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds past a task's timeout before its child is killed.",
+)
 @click.option("-A", "--app", "preload", multiple=True, help="Module to import in the parent first.")
-@click.option("--schedule/--no-schedule", default=True, show_default=True,
-              help="Fire due schedules of these queues from this worker's parent.")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              default="INFO", show_default=True)
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--schedule/--no-schedule",
+    default=True,
+    show_default=True,
+    help="Fire due schedules of these queues from this worker's parent.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @connection_options
 def work(config: Config, queues: str, log_level: str, log_format: str, **options: Any) -> None:
     """Run tasks from QUEUES (comma-separated, highest priority first)."""
@@ -175,7 +231,14 @@ def failed() -> None:
 def failed_list(config: Config, queues: tuple[str, ...]) -> None:
     """List failed tasks, oldest first."""
     rows = [
-        (f.id, f.queue, f.task or "-", f.attempts, _when(f.failed_at), _short(f"{f.exception}: {f.message}"))
+        (
+            f.id,
+            f.queue,
+            f.task or "-",
+            f.attempts,
+            _when(f.failed_at),
+            _short(f"{f.exception}: {f.message}"),
+        )
         for f in FailedTasks(RedisQueue(config)).list(queues or None)
     ]
     _table(("id", "queue", "task", "attempts", "failed at", "error"), rows)
@@ -197,7 +260,8 @@ def failed_show(config: Config, task_id: str) -> None:
         click.echo(f"payload:   {found.payload[:200]!r}")
     click.echo(
         f"attempts:  {found.attempts}\nfailed at: {_when(found.failed_at)}\n"
-        f"worker:    {found.host} pid {found.pid}\ntimed out: {'yes' if found.timed_out else 'no'}\n"
+        f"worker:    {found.host} pid {found.pid}\n"
+        f"timed out: {'yes' if found.timed_out else 'no'}\n"
         f"error:     {found.exception}: {found.message}"
     )
     if found.traceback:
@@ -209,7 +273,9 @@ def failed_show(config: Config, task_id: str) -> None:
 @click.option("--all", "retry_all", is_flag=True, help="Retry every failed task.")
 @click.option("--queue", "queues", multiple=True, help="With --all: only this queue.")
 @connection_options
-def failed_retry(config: Config, task_ids: tuple[str, ...], retry_all: bool, queues: tuple[str, ...]) -> None:
+def failed_retry(
+    config: Config, task_ids: tuple[str, ...], retry_all: bool, queues: tuple[str, ...]
+) -> None:
     """Push failed tasks back onto their queues with their attempts reset."""
     failed_tasks = FailedTasks(RedisQueue(config))
     if retry_all == bool(task_ids):
@@ -246,8 +312,14 @@ def failed_flush(config: Config, queues: tuple[str, ...]) -> None:
 
 @main.command()
 @click.option("--port", type=click.IntRange(1, 65535), default=6379, show_default=True)
-@click.option("--dir", "data_dir", type=click.Path(file_okay=False), default=".rqueue/redis",
-              show_default=True, help="Where Redis keeps its append-only file.")
+@click.option(
+    "--dir",
+    "data_dir",
+    type=click.Path(file_okay=False),
+    default=".rqueue/redis",
+    show_default=True,
+    help="Where Redis keeps its append-only file.",
+)
 def server(port: int, data_dir: str) -> None:
     """Run an embedded redis-server for development (Ctrl-C stops it)."""
     from rqueue.server import RedisServer, RedisServerError
@@ -274,8 +346,14 @@ def server(port: int, data_dir: str) -> None:
 
 
 @main.command()
-@click.option("--tasks", "count", type=click.IntRange(1, 100_000), default=200, show_default=True,
-              help="How many quick tasks to dispatch besides the showcase ones.")
+@click.option(
+    "--tasks",
+    "count",
+    type=click.IntRange(1, 100_000),
+    default=200,
+    show_default=True,
+    help="How many quick tasks to dispatch besides the showcase ones.",
+)
 @click.option("--concurrency", type=click.IntRange(min=1), default=2, show_default=True)
 def demo(count: int, concurrency: int) -> None:
     """Run the end-to-end demo (on an embedded Redis unless REDIS_URL is set)."""
@@ -296,7 +374,7 @@ def _table(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
     cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if not rows:
         click.echo("(none)")
 

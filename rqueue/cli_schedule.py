@@ -52,23 +52,41 @@ def _moment(ctx: click.Context, param: click.Parameter, value: str | None) -> An
 
 
 def _timing_options(command: Any) -> Any:
-    for option in reversed([
-        click.option("--cron", help='Cron, e.g. "*/5 * * * *" (6 fields: seconds first).'),
-        click.option("--every", type=float, help="Interval in seconds."),
-        click.option("--args", "args_json", callback=_json(list, "array"),
-                     help="JSON array of arguments."),
-        click.option("--kwargs", "kwargs_json", callback=_json(dict, "object"),
-                     help="JSON object of keyword arguments."),
-        click.option("--start", callback=_moment,
-                     help="ISO time of the first possible run ('' clears)."),
-        click.option("--end", callback=_moment,
-                     help="ISO time after which it never fires ('' clears)."),
-        click.option("--timezone", help="IANA time zone the cron is read in (default UTC)."),
-        click.option("--misfire", type=click.Choice(["skip", "all"]),
-                     help="After an outage: fire once (skip) or every missed trigger (all)."),
-        click.option("--misfire-grace", type=click.FloatRange(min=0),
-                     help="Seconds late a trigger may be and still count as on time."),
-    ]):
+    for option in reversed(
+        [
+            click.option("--cron", help='Cron, e.g. "*/5 * * * *" (6 fields: seconds first).'),
+            click.option("--every", type=float, help="Interval in seconds."),
+            click.option(
+                "--args",
+                "args_json",
+                callback=_json(list, "array"),
+                help="JSON array of arguments.",
+            ),
+            click.option(
+                "--kwargs",
+                "kwargs_json",
+                callback=_json(dict, "object"),
+                help="JSON object of keyword arguments.",
+            ),
+            click.option(
+                "--start", callback=_moment, help="ISO time of the first possible run ('' clears)."
+            ),
+            click.option(
+                "--end", callback=_moment, help="ISO time after which it never fires ('' clears)."
+            ),
+            click.option("--timezone", help="IANA time zone the cron is read in (default UTC)."),
+            click.option(
+                "--misfire",
+                type=click.Choice(["skip", "all"]),
+                help="After an outage: fire once (skip) or every missed trigger (all).",
+            ),
+            click.option(
+                "--misfire-grace",
+                type=click.FloatRange(min=0),
+                help="Seconds late a trigger may be and still count as on time.",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -92,9 +110,11 @@ def _window(schedule: Schedule) -> str:
 
 
 def _describe(schedule: Schedule) -> None:
-    click.echo(f"{schedule.name}: {schedule.task} on {schedule.queue}, {schedule.describe()}, "
-               f"{_state(schedule)}, next run "
-               f"{iso(schedule.next_ms) if schedule.next_ms is not None else '-'}")
+    click.echo(
+        f"{schedule.name}: {schedule.task} on {schedule.queue}, {schedule.describe()}, "
+        f"{_state(schedule)}, next run "
+        f"{iso(schedule.next_ms) if schedule.next_ms is not None else '-'}"
+    )
 
 
 @main.group("schedule")
@@ -107,9 +127,15 @@ def schedule_group() -> None:
 def schedule_list(config: Config) -> None:
     """List schedules: timing, window, next and last run, state."""
     rows = [
-        (s.name, s.task, s.describe(), _window(s),
-         iso(s.next_ms) if s.next_ms is not None else "-",
-         iso(s.last_ms) if s.last_ms is not None else "-", _state(s))
+        (
+            s.name,
+            s.task,
+            s.describe(),
+            _window(s),
+            iso(s.next_ms) if s.next_ms is not None else "-",
+            iso(s.last_ms) if s.last_ms is not None else "-",
+            _state(s),
+        )
         for s in _schedules(config).list()
     ]
     _table(("name", "task", "timing", "window", "next run", "last run", "state"), rows)
@@ -123,8 +149,10 @@ def schedule_show(config: Config, name: str, count: int) -> None:
     """Show one schedule and its next COUNT run times."""
     schedule = _schedules(config).get(name)
     _describe(schedule)
-    click.echo(f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}  "
-               f"window: {_window(schedule)}  misfire: {schedule.misfire}")
+    click.echo(
+        f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}  "
+        f"window: {_window(schedule)}  misfire: {schedule.misfire}"
+    )
     for moment in schedule.next_runs(count):
         click.echo(f"  {moment.isoformat()}")
 
@@ -136,18 +164,35 @@ def schedule_show(config: Config, name: str, count: int) -> None:
 @click.option("--queue", help="Queue to fire into (default: the task's).")
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @connection_options
-def schedule_add(config: Config, name: str, task_name: str, cron: str | None,
-                 every: float | None, args_json: list[Any] | None,
-                 kwargs_json: dict[str, Any] | None, start: Any, end: Any,
-                 timezone: str | None, misfire: str | None, misfire_grace: float | None,
-                 queue: str | None, paused: bool) -> None:
+def schedule_add(
+    config: Config,
+    name: str,
+    task_name: str,
+    cron: str | None,
+    every: float | None,
+    args_json: list[Any] | None,
+    kwargs_json: dict[str, Any] | None,
+    start: Any,
+    end: Any,
+    timezone: str | None,
+    misfire: str | None,
+    misfire_grace: float | None,
+    queue: str | None,
+    paused: bool,
+) -> None:
     """Add schedule NAME running TASK (module:function) by --cron or --every."""
     if (cron is None) == (every is None):
         raise click.UsageError("give exactly one of --cron or --every")
     options: dict[str, Any] = {
-        "cron": cron, "every": every, "args": args_json or [], "kwargs": kwargs_json or {},
-        "queue": queue, "timezone": timezone or "UTC", "misfire": misfire or "skip",
-        "start": None if start is UNSET else start, "end": None if end is UNSET else end,
+        "cron": cron,
+        "every": every,
+        "args": args_json or [],
+        "kwargs": kwargs_json or {},
+        "queue": queue,
+        "timezone": timezone or "UTC",
+        "misfire": misfire or "skip",
+        "start": None if start is UNSET else start,
+        "end": None if end is UNSET else end,
         "paused": paused,
     }
     if misfire_grace is not None:
@@ -160,16 +205,31 @@ def schedule_add(config: Config, name: str, task_name: str, cron: str | None,
 @_timing_options
 @click.option("--task", "task_name", help="Run this task (module:function) instead.")
 @connection_options
-def schedule_update(config: Config, name: str, cron: str | None, every: float | None,
-                    args_json: list[Any] | None, kwargs_json: dict[str, Any] | None,
-                    start: Any, end: Any, timezone: str | None, misfire: str | None,
-                    misfire_grace: float | None, task_name: str | None) -> None:
+def schedule_update(
+    config: Config,
+    name: str,
+    cron: str | None,
+    every: float | None,
+    args_json: list[Any] | None,
+    kwargs_json: dict[str, Any] | None,
+    start: Any,
+    end: Any,
+    timezone: str | None,
+    misfire: str | None,
+    misfire_grace: float | None,
+    task_name: str | None,
+) -> None:
     """Change schedule NAME; running workers use it from their next tick."""
     if cron is not None and every is not None:
         raise click.UsageError("give at most one of --cron or --every")
     given = {
-        "cron": cron, "every": every, "args": args_json, "kwargs": kwargs_json,
-        "timezone": timezone, "misfire": misfire, "misfire_grace": misfire_grace,
+        "cron": cron,
+        "every": every,
+        "args": args_json,
+        "kwargs": kwargs_json,
+        "timezone": timezone,
+        "misfire": misfire,
+        "misfire_grace": misfire_grace,
         "task": task_name,
     }
     changes = {k: v for k, v in given.items() if v is not None}

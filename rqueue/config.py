@@ -41,15 +41,13 @@ class Config:
         prefix: str | None = None,
         **overrides: Any,
     ) -> Config:
-        """Build a config from arguments, then ``REDIS_URL``/``RQUEUE_*`` env vars, then defaults."""
+        """Build a config from arguments, then ``REDIS_URL``/``RQUEUE_*``, then defaults."""
         env = os.environ
         config = cls(
             redis_url=redis_url or env.get("REDIS_URL") or DEFAULT_REDIS_URL,
             prefix=prefix if prefix is not None else env.get("RQUEUE_PREFIX", ""),
             cluster=env.get("RQUEUE_CLUSTER", "") in ("1", "true", "yes"),
-            max_payload_bytes=int(
-                env.get("RQUEUE_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
-            ),
+            max_payload_bytes=int(env.get("RQUEUE_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)),
             ssl_ca_certs=env.get("RQUEUE_SSL_CA_CERTS") or None,
             secret=env.get("RQUEUE_SECRET") or None,
             socket_timeout=float(env.get("RQUEUE_SOCKET_TIMEOUT") or 5.0),

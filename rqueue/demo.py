@@ -143,14 +143,28 @@ def _run(
 
     say(f"\nStarting a worker pool of {concurrency} in {examples}:")
     command = [
-        "rqueue", "work", ",".join(QUEUES), "--concurrency", str(concurrency), "-A", "tasks",
-        "--log-level", "WARNING", "--log-format", "json",
+        "rqueue",
+        "work",
+        ",".join(QUEUES),
+        "--concurrency",
+        str(concurrency),
+        "-A",
+        "tasks",
+        "--log-level",
+        "WARNING",
+        "--log-format",
+        "json",
     ]
     say("  " + " ".join(command))
     worker = subprocess.Popen(
-        [sys.executable, "-m", *command], cwd=examples, env=_worker_env(config),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        [sys.executable, "-m", *command],
+        cwd=examples,
+        env=_worker_env(config),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     relay = threading.Thread(target=_relay_log, args=(worker.stderr, say), daemon=True)
     relay.start()
@@ -269,8 +283,10 @@ def _report(queue: RedisQueue, counts: dict[str, int], say: Any) -> None:
     say("\nFailed tasks (what `rqueue failed list` shows):")
     for failed in FailedTasks(queue).list(QUEUES):
         kind = "timed out" if failed.timed_out else "raised"
-        say(f"  {failed.task:20s} {failed.attempts} attempt(s), {kind}: "
-            f"{failed.exception}: {failed.message}")
+        say(
+            f"  {failed.task:20s} {failed.attempts} attempt(s), {kind}: "
+            f"{failed.exception}: {failed.message}"
+        )
     raised = counts["failed"] - counts["timed_out"]
     say("\nSummary")
     say(f"  completed  {counts['completed']:5d}")

@@ -22,7 +22,7 @@ import msgpack
 from rqueue.errors import InvalidPayload, PayloadTooLarge, UnserializableArgument
 
 # 0xde + uint16 entry count, then three fixed entries.
-_HEADER = struct.Struct(">BH" "B8sBI" "B10sBI" "B2sBB32s")
+_HEADER = struct.Struct(">BHB8sBIB10sBIB2sBB32s")
 HEADER_SIZE = _HEADER.size  # 70
 ATTEMPTS_OFFSET = 13
 TIMEOUT_OFFSET = 29
@@ -85,10 +85,21 @@ def encode(job: Job, max_bytes: int | None = None) -> bytes:
     except (TypeError, ValueError, OverflowError) as exc:
         raise UnserializableArgument(_describe_unencodable(job, exc)) from None
     header = _HEADER.pack(
-        0xDE, _FIXED_ENTRIES + len(rest),
-        0xA8, b"attempts", 0xCE, job.attempts,
-        0xAA, b"timeout_ms", 0xCE, _timeout_ms(job.timeout),
-        0xA2, b"id", 0xD9, ID_LENGTH, job.id.encode("ascii"),
+        0xDE,
+        _FIXED_ENTRIES + len(rest),
+        0xA8,
+        b"attempts",
+        0xCE,
+        job.attempts,
+        0xAA,
+        b"timeout_ms",
+        0xCE,
+        _timeout_ms(job.timeout),
+        0xA2,
+        b"id",
+        0xD9,
+        ID_LENGTH,
+        job.id.encode("ascii"),
     )
     data = header + body
     if max_bytes is not None and len(data) > max_bytes:

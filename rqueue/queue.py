@@ -173,15 +173,15 @@ class RedisQueue:
         else:
             reply = self.scripts.reserve(self.client, reserve_keys, reserve_args)
         pairs = reply[1:]
-        tasks = [
-            Reserved(queue, pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)
-        ]
+        tasks = [Reserved(queue, pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)]
         return Reservation(int(reply[0]), tasks)
 
     def renew(self, queue: str, reserved: bytes, lasting: float) -> bool:
         """Make a reservation last ``lasting`` more seconds; False if it already ran out."""
         keys = self.keys(queue)
-        return bool(self.scripts.renew(self.client, (keys.reserved,), (reserved, int(lasting * 1000))))
+        return bool(
+            self.scripts.renew(self.client, (keys.reserved,), (reserved, int(lasting * 1000)))
+        )
 
     def ack(self, queue: str, reserved: Sequence[bytes]) -> int:
         if not reserved:
@@ -260,17 +260,22 @@ class RedisQueue:
             pipe.zcard(keys.reserved)
             pipe.llen(keys.failed)
         counts = pipe.execute()
-        return [
-            QueueSize(queue, *counts[4 * i : 4 * i + 4]) for i, queue in enumerate(queues)
-        ]
+        return [QueueSize(queue, *counts[4 * i : 4 * i + 4]) for i, queue in enumerate(queues)]
 
     def clear(self, queue: str) -> int:
         keys = self.keys(queue)
         return int(
             self.scripts.clear(
                 self.client,
-                (keys.ready, keys.delayed, keys.reserved, keys.notify, keys.timer,
-                 keys.pending_ids, keys.cancelled),
+                (
+                    keys.ready,
+                    keys.delayed,
+                    keys.reserved,
+                    keys.notify,
+                    keys.timer,
+                    keys.pending_ids,
+                    keys.cancelled,
+                ),
                 (),
             )
         )

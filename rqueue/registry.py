@@ -42,8 +42,7 @@ def lookup(name: str) -> Task[Any, Any]:
         importlib.import_module(module)
     except Exception as exc:
         raise TaskNotRegistered(
-            f"importing module {module!r} for task {name!r} failed: "
-            f"{type(exc).__name__}: {exc}"
+            f"importing module {module!r} for task {name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     found = _tasks.get(name)
     if found is None:

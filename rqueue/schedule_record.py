@@ -20,7 +20,6 @@ DEFAULT_MISFIRE_GRACE = 60.0
 """Seconds a trigger may be late and still count as on time (Quartz's misfireThreshold)."""
 
 
-
 class _Unset:
     def __repr__(self) -> str:
         return "UNSET"
@@ -60,8 +59,9 @@ class Schedule:
 
     @property
     def timing(self) -> Timing:
-        return Timing(self.cron, self.every_ms, self.timezone, self.start_ms, self.end_ms,
-                      self.anchor_ms)
+        return Timing(
+            self.cron, self.every_ms, self.timezone, self.start_ms, self.end_ms, self.anchor_ms
+        )
 
     @property
     def next_run(self) -> datetime | None:

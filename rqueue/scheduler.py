@@ -63,12 +63,22 @@ def plan(schedule: Schedule, score: int, now: int) -> tuple[list[int], int | Non
             late = timing.between(score, cutoff - 1, CATCH_UP_LIMIT + 1)
             if len(late) > CATCH_UP_LIMIT:
                 late = late[:CATCH_UP_LIMIT]
-                log.warning("schedule %s: more than %d missed triggers; enqueued the first %d "
-                            "and skipped the rest", schedule.name, CATCH_UP_LIMIT, CATCH_UP_LIMIT)
+                log.warning(
+                    "schedule %s: more than %d missed triggers; enqueued the first %d "
+                    "and skipped the rest",
+                    schedule.name,
+                    CATCH_UP_LIMIT,
+                    CATCH_UP_LIMIT,
+                )
         else:
             late = [score]
-        log.warning("schedule %s missed triggers since %s (workers down?); policy %s: "
-                    "enqueueing %d", schedule.name, iso(score), schedule.misfire, len(late))
+        log.warning(
+            "schedule %s missed triggers since %s (workers down?); policy %s: enqueueing %d",
+            schedule.name,
+            iso(score),
+            schedule.misfire,
+            len(late),
+        )
         first_on_time = timing.next_after(cutoff - 1)
     on_time: list[int] = []
     if first_on_time is not None and first_on_time <= now:
@@ -174,18 +184,24 @@ class Scheduler:
                 log.debug("schedule %s: enqueued %d trigger(s)", name, count)
         return soonest
 
-    def _fire_args(self, schedule: Schedule, member: bytes, score: int, data: bytes,
-                   now: int) -> list[Any]:
+    def _fire_args(
+        self, schedule: Schedule, member: bytes, score: int, data: bytes, now: int
+    ) -> list[Any]:
         triggers, next_ms = plan(schedule, score, now)
-        payloads = [
-            self._payload(schedule, t, now) for t in triggers
-        ]
+        payloads = [self._payload(schedule, t, now) for t in triggers]
         updated = replace(
-            schedule, last_ms=triggers[-1] if triggers else schedule.last_ms,
+            schedule,
+            last_ms=triggers[-1] if triggers else schedule.last_ms,
             finished=next_ms is None,
         )
-        return [member, score, data, -1 if next_ms is None else next_ms, updated.encode(),
-                *payloads]
+        return [
+            member,
+            score,
+            data,
+            -1 if next_ms is None else next_ms,
+            updated.encode(),
+            *payloads,
+        ]
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
         job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))

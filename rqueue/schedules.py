@@ -33,8 +33,18 @@ if TYPE_CHECKING:
     from rqueue.task import Task
 
 __all__ = [
-    "Schedule", "ScheduleExists", "ScheduleNotFound", "Schedules", "add", "get", "list",
-    "pause", "remove", "resume", "run_now", "update",
+    "Schedule",
+    "ScheduleExists",
+    "ScheduleNotFound",
+    "Schedules",
+    "add",
+    "get",
+    "list",
+    "pause",
+    "remove",
+    "resume",
+    "run_now",
+    "update",
 ]
 
 _SAVE_ATTEMPTS = 20
@@ -49,8 +59,11 @@ class ScheduleExists(InvalidSchedule):
 
 
 def _timing_fields(
-    cron: str | None, every: float | timedelta | None, timezone: str,
-    start: datetime | None, end: datetime | None,
+    cron: str | None,
+    every: float | timedelta | None,
+    timezone: str,
+    start: datetime | None,
+    end: datetime | None,
 ) -> dict[str, Any]:
     if every is not None:
         every_s = seconds(every)
@@ -100,12 +113,22 @@ class Schedules:
     # -- changing ----------------------------------------------------------------------
 
     def add(
-        self, name: str, task: Task[Any, Any] | str, *, cron: str | None = None,
-        every: float | timedelta | None = None, args: Sequence[Any] = (),
-        kwargs: dict[str, Any] | None = None, queue: str | None = None,
-        timezone: str = "UTC", start: datetime | None = None, end: datetime | None = None,
-        misfire: str = "skip", misfire_grace: float = DEFAULT_MISFIRE_GRACE,
-        paused: bool = False, declared: bool = False,
+        self,
+        name: str,
+        task: Task[Any, Any] | str,
+        *,
+        cron: str | None = None,
+        every: float | timedelta | None = None,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        queue: str | None = None,
+        timezone: str = "UTC",
+        start: datetime | None = None,
+        end: datetime | None = None,
+        misfire: str = "skip",
+        misfire_grace: float = DEFAULT_MISFIRE_GRACE,
+        paused: bool = False,
+        declared: bool = False,
     ) -> Schedule:
         """Create a schedule; ``ScheduleExists`` if the name is taken.
 
@@ -117,14 +140,25 @@ class Schedules:
         target = found.using(queue=queue) if queue else found
         now = self.now_ms()
         timing = _timing_fields(cron, every, timezone, start, end)
-        schedule = _check(Schedule(
-            name=name, task=found.name, queue=target.options.queue, args=tuple(args),
-            kwargs=dict(kwargs or {}), **timing,
-            anchor_ms=timing["start_ms"] if timing["start_ms"] is not None else now,
-            misfire=misfire, misfire_grace_ms=round(misfire_grace * 1000), paused=paused,
-            created_ms=now, tries=target.options.tries, timeout=target.options.timeout,
-            backoff=target.options.backoff, declared=declared,
-        ))
+        schedule = _check(
+            Schedule(
+                name=name,
+                task=found.name,
+                queue=target.options.queue,
+                args=tuple(args),
+                kwargs=dict(kwargs or {}),
+                **timing,
+                anchor_ms=timing["start_ms"] if timing["start_ms"] is not None else now,
+                misfire=misfire,
+                misfire_grace_ms=round(misfire_grace * 1000),
+                paused=paused,
+                created_ms=now,
+                tries=target.options.tries,
+                timeout=target.options.timeout,
+                backoff=target.options.backoff,
+                declared=declared,
+            )
+        )
         index = self.queue.global_keys.schedule_index
         if not self.client.hsetnx(index, name, schedule.queue):
             raise ScheduleExists(f"a schedule named {name!r} exists already; use update")
@@ -139,8 +173,18 @@ class Schedules:
     def update(self, name: str, **changes: Any) -> Schedule:
         """Change any of cron, every, args, kwargs, timezone, start, end, misfire,
         misfire_grace, task; the next fire time is recomputed from now."""
-        allowed = {"cron", "every", "args", "kwargs", "timezone", "start", "end", "misfire",
-                   "misfire_grace", "task"}
+        allowed = {
+            "cron",
+            "every",
+            "args",
+            "kwargs",
+            "timezone",
+            "start",
+            "end",
+            "misfire",
+            "misfire_grace",
+            "task",
+        }
         unknown = set(changes) - allowed
         if unknown:
             raise InvalidSchedule(f"cannot update {', '.join(sorted(unknown))} of a schedule")
@@ -170,8 +214,12 @@ class Schedules:
                 values["misfire_grace_ms"] = round(seconds(changes["misfire_grace"]) * 1000)
             if "task" in changes:
                 found = resolve_task(changes["task"])
-                values.update(task=found.name, tries=found.options.tries,
-                              timeout=found.options.timeout, backoff=found.options.backoff)
+                values.update(
+                    task=found.name,
+                    tries=found.options.tries,
+                    timeout=found.options.timeout,
+                    backoff=found.options.backoff,
+                )
             return _check(replace(current, **values, finished=False, declared=False))
 
         return self._change(name, change)
@@ -203,15 +251,15 @@ class Schedules:
         self.queue.push(job.queue, [encode(job, self.queue.config.max_payload_bytes)])
         return job.id
 
-    def declare(self, task: Task[Any, Any], cron: str | None, every: float | None,
-                timezone: str) -> None:
+    def declare(
+        self, task: Task[Any, Any], cron: str | None, every: float | None, timezone: str
+    ) -> None:
         """Make the schedule declared by ``@task(cron=...)`` match the code (idempotent)."""
         try:
             current = self.get(task.name)
         except ScheduleNotFound:
             with contextlib.suppress(ScheduleExists):  # another worker declared it first
-                self.add(task.name, task, cron=cron, every=every, timezone=timezone,
-                         declared=True)
+                self.add(task.name, task, cron=cron, every=every, timezone=timezone, declared=True)
             return
         every_ms = None if every is None else round(every * 1000)
         if (current.cron, current.every_ms, current.timezone) == (cron, every_ms, timezone):
@@ -280,7 +328,8 @@ class Schedules:
             schedule = replace(schedule, finished=True)
         keys = self.queue.keys(schedule.queue)
         saved = self.queue.scripts.save_schedule(
-            self.client, (keys.schedules, keys.schedule_defs, keys.timer),
+            self.client,
+            (keys.schedules, keys.schedule_defs, keys.timer),
             (schedule.name, read, schedule.encode(), -1 if next_ms is None else next_ms),
         )
         return bool(saved)
@@ -291,6 +340,7 @@ def _default() -> Schedules:
 
 
 # The module-level API, on the default connection (see ``rqueue.use``).
+
 
 def add(name: str, task: Task[Any, Any] | str, **options: Any) -> Schedule:
     return _default().add(name, task, **options)

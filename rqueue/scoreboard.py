@@ -62,7 +62,7 @@ class Scoreboard:
         # Under --max-jobs, children lock this around "how many may I take" + reserve
         # + hold, so that a limit counted over all children is never overshot. A POSIX
         # record lock, so a child killed while holding it cannot wedge its siblings.
-        self._claims = tempfile.TemporaryFile()
+        self._claims = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the board)
 
     def slot(self, index: int) -> Slot:
         return Slot(self, index)
@@ -146,7 +146,9 @@ class Slot:
         offset = self._offset + _HEADER.size
         self._begin()
         for entry in held:
-            _ENTRY.pack_into(self._memory, offset, entry.id.encode("ascii", "replace"), entry.attempts)
+            _ENTRY.pack_into(
+                self._memory, offset, entry.id.encode("ascii", "replace"), entry.attempts
+            )
             offset += _ENTRY.size
         self.queue_index, self.count, self.current = queue_index, len(held), 0
         self.state = State.HOLDING if held else State.WAITING

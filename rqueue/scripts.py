@@ -33,9 +33,7 @@ class LuaScript:
         source = (resources.files("rqueue") / "lua" / f"{name}.lua").read_text("utf-8")
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
-    def __call__(
-        self, client: redis.Redis, keys: Sequence[str], args: Sequence[KeyOrArg]
-    ) -> Any:
+    def __call__(self, client: redis.Redis, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Any:
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -85,7 +83,7 @@ def execute(pipe: Pipeline, scripts: Scripts) -> list[Any]:
             args, options = commands[i]
             pipe.execute_command(*args, **options)  # type: ignore[no-untyped-call]
         retried = pipe.execute(raise_on_error=False)[len(scripts.all()) :]
-        for i, result in zip(missing, retried):
+        for i, result in zip(missing, retried, strict=True):
             results[i] = result
     for result in results:
         if isinstance(result, Exception):

@@ -79,12 +79,18 @@ class RedisServer:
     def command(self) -> list[str]:
         args = [
             find_redis_server(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.data_dir),
-            "--daemonize", "no",
-            "--save", "",
-            "--logfile", "redis.log",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--daemonize",
+            "no",
+            "--save",
+            "",
+            "--logfile",
+            "redis.log",
         ]
         if self.persistent:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
@@ -95,8 +101,12 @@ class RedisServer:
     def start(self, timeout: float = 10.0) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            self.command(), cwd=self.data_dir, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            self.command(),
+            cwd=self.data_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         client = redis.Redis(port=self.port, password=self.password, socket_timeout=1)
         deadline = time.monotonic() + timeout
@@ -109,7 +119,8 @@ class RedisServer:
                     if self.process.poll() is not None or time.monotonic() > deadline:
                         self.stop()
                         raise RedisServerError(
-                            f"redis-server on port {self.port} did not start: {exc}\n{self.log_tail()}"
+                            f"redis-server on port {self.port} did not start: {exc}\n"
+                            + self.log_tail()
                         ) from None
                     time.sleep(0.02)
         finally:

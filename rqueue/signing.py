@@ -57,7 +57,7 @@ def verify(payload: bytes, secret: str) -> None:
         raise InvalidSignature(
             "payload is not signed, but this worker requires signed payloads (RQUEUE_SECRET)"
         )
-    unsigned, digest = payload[:-_DIGEST_SIZE - len(_TRAILER)], payload[-_DIGEST_SIZE:]
+    unsigned, digest = payload[: -_DIGEST_SIZE - len(_TRAILER)], payload[-_DIGEST_SIZE:]
     if not has_header(unsigned) or not hmac.compare_digest(digest, _mac(secret, unsigned)):
         raise InvalidSignature(
             "payload signature does not match: it was altered, or signed with another secret"

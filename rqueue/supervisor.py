@@ -8,6 +8,7 @@ earliest due time), and turns signals into warm or cold shutdown, reload or paus
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -74,7 +75,9 @@ class Supervisor:
         setproctitle(f"rqueue: master {','.join(self.options.queues)}")
         log.info(
             "worker started: queues %s, concurrency %d, pid %d",
-            ",".join(self.options.queues), self.options.effective_concurrency, os.getpid(),
+            ",".join(self.options.queues),
+            self.options.effective_concurrency,
+            os.getpid(),
         )
         for number in range(1, self.options.effective_concurrency + 1):
             if self.stopping:  # a stop signal arrived mid-way: start no child it missed
@@ -90,7 +93,9 @@ class Supervisor:
             except REDIS_ERRORS as exc:
                 failures += 1
                 if failures == 1:
-                    log.warning("Redis at %s unreachable (%s); retrying", self.config.redacted_url(), exc)
+                    log.warning(
+                        "Redis at %s unreachable (%s); retrying", self.config.redacted_url(), exc
+                    )
                 self._sleep(backoff_delay(failures))
         if self.reload:
             log.info("reloading: starting a fresh worker process")
@@ -146,7 +151,10 @@ class Supervisor:
         reason = ""
         if options.max_time and time.monotonic() - self._started >= options.max_time:
             reason = f"ran for --max-time {options.max_time:g} s"
-        elif options.effective_max_jobs and self.board.total_processed() >= options.effective_max_jobs:
+        elif (
+            options.effective_max_jobs
+            and self.board.total_processed() >= options.effective_max_jobs
+        ):
             reason = f"processed {self.board.total_processed()} tasks"
         elif options.stop_when_empty and self._all_empty():
             reason = "queues are empty"
@@ -211,8 +219,13 @@ class Supervisor:
             else:
                 how = f"exited with code {os.WEXITSTATUS(status)}"
             if not self.stopping or os.WIFSIGNALED(status):
-                log.log(logging.INFO if status == 0 else logging.WARNING,
-                        "worker %d (pid %d) %s", child.number, pid, how)
+                log.log(
+                    logging.INFO if status == 0 else logging.WARNING,
+                    "worker %d (pid %d) %s",
+                    child.number,
+                    pid,
+                    how,
+                )
             self._recover(child, how)
             self.board.retire(child.number - 1)
             if time.monotonic() - child.started < _RESPAWN_BACKOFF:
@@ -234,7 +247,9 @@ class Supervisor:
             if view.state in (State.RUNNING, State.REPORTING) and 0 < view.deadline < now:
                 log.warning(
                     "worker %d (pid %d) overran its deadline by %.1f s; killing it",
-                    child.number, pid, now - view.deadline,
+                    child.number,
+                    pid,
+                    now - view.deadline,
                 )
                 child.killed_for_timeout = view.state == State.RUNNING
                 os.kill(pid, signal.SIGKILL)
@@ -282,20 +297,26 @@ class Supervisor:
         tries = (job.tries if job else None) or self.options.tries
         if child.killed_for_timeout:
             timeout = (job.timeout if job else None) or self.options.timeout
-            kind, message = "TaskTimeout", (
-                f"task timed out after {timeout:g} s and did not stop; its worker was killed"
+            kind, message = (
+                "TaskTimeout",
+                (f"task timed out after {timeout:g} s and did not stop; its worker was killed"),
             )
         else:
             kind, message = "WorkerLost", f"the worker running the task was {how}"
         attempts = payload_attempts(member)
         if job is not None and attempts < tries:
-            log.warning("%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message)
+            log.warning(
+                "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
+            )
             delay = job.backoff_for(attempts)
             self._persist(lambda: self.queue.release(name, [member], delay))
         else:
-            log.error("%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message)
-            record = make_record(name, member, kind, message, job=job,
-                                 timed_out=child.killed_for_timeout)
+            log.error(
+                "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
+            )
+            record = make_record(
+                name, member, kind, message, job=job, timed_out=child.killed_for_timeout
+            )
             self._persist(lambda: self.queue.fail(name, member, record))
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
@@ -336,10 +357,8 @@ class Supervisor:
         interruptible, self._interruptible = self._interruptible, False
         try:
             for pid in list(self.children):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signum)
-                except ProcessLookupError:
-                    pass
         finally:
             self._interruptible = interruptible
 
@@ -386,4 +405,3 @@ class Supervisor:
     def _interrupt(self) -> None:
         if self._interruptible:
             raise Interrupted()
-

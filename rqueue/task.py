@@ -148,7 +148,9 @@ class Task(Generic[P, R]):
         ]
         return dispatch_many(pendings)
 
-    def make_job(self, args: Sequence[Any], kwargs: dict[str, Any], meta: dict[str, Any] | None = None) -> Job:
+    def make_job(
+        self, args: Sequence[Any], kwargs: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> Job:
         options = self.options
         return Job(
             id=new_id(),
@@ -300,9 +302,7 @@ def call_hook(hook: Hook, value: Any, job: Job) -> None:
     except (TypeError, ValueError):
         hook(value, job)
         return
-    positional = [
-        p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     takes_varargs = any(p.kind == p.VAR_POSITIONAL for p in parameters)
     if len(positional) >= 2 or takes_varargs:
         hook(value, job)

@@ -44,7 +44,12 @@ log = logging.getLogger("rqueue.worker")
 T = TypeVar("T")
 
 HANDLED_SIGNALS = {
-    signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2, signal.SIGCONT, signal.SIGCHLD,
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGUSR2,
+    signal.SIGCONT,
+    signal.SIGCHLD,
 }
 """The signals the parent handles; it blocks them across fork() until the child has its own."""
 _ACK_SAFETY = 1.0
@@ -219,8 +224,11 @@ class ChildWorker:
                     self.queue.renew, reserved.queue, reserved.reserved, margin + timeout + grace
                 )
                 if not self._persist(renew):
-                    log.warning("%s: a prefetched task's reservation ran out before it started; "
-                                "it went back to the queue and is left to another worker", reserved.queue)
+                    log.warning(
+                        "%s: a prefetched task's reservation ran out before it started; "
+                        "it went back to the queue and is left to another worker",
+                        reserved.queue,
+                    )
                     continue
             if worst_end >= self._ack_deadline:
                 self._persist(self._flush_acks)
@@ -230,7 +238,9 @@ class ChildWorker:
             # like the running one (to be retried or failed) if this child dies now.
             self.slot.set(State.HOLDING, index + 1)
             if memory_exceeded(self.options.memory):
-                log.info("worker %d: over %d MB of memory; recycling", self.number, self.options.memory)
+                log.info(
+                    "worker %d: over %d MB of memory; recycling", self.number, self.options.memory
+                )
                 self.recycle = True
             if self.options.rest:
                 time.sleep(self.options.rest)
@@ -288,7 +298,13 @@ class ChildWorker:
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
 
     def _failed(
-        self, index: int, reserved: Reserved, job: Job, tries: int, exc: BaseException, duration: float
+        self,
+        index: int,
+        reserved: Reserved,
+        job: Job,
+        tries: int,
+        exc: BaseException,
+        duration: float,
     ) -> None:
         timed_out = isinstance(exc, TaskTimeout)
         will_retry = job.attempts < tries
@@ -300,23 +316,38 @@ class ChildWorker:
             self._persist(lambda: self.queue.release(reserved.queue, [reserved.reserved], delay))
         else:
             record = make_record(
-                reserved.queue, reserved.reserved, type(exc).__name__, str(exc),
-                "".join(traceback.format_exception(exc)), job, timed_out,
+                reserved.queue,
+                reserved.reserved,
+                type(exc).__name__,
+                str(exc),
+                "".join(traceback.format_exception(exc)),
+                job,
+                timed_out,
             )
             self._persist(lambda: self.queue.fail(reserved.queue, reserved.reserved, record))
         self._reporting(index)
         outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
-        self._log(job, f"{outcome}; {'will retry' if will_retry else 'failed'}", duration,
-                  logging.WARNING if will_retry else logging.ERROR)
-        events.emit(TaskEvent("exception", job, exception=exc, will_retry=will_retry, duration=duration))
+        self._log(
+            job,
+            f"{outcome}; {'will retry' if will_retry else 'failed'}",
+            duration,
+            logging.WARNING if will_retry else logging.ERROR,
+        )
+        events.emit(
+            TaskEvent("exception", job, exception=exc, will_retry=will_retry, duration=duration)
+        )
         if not will_retry:
             self._final_failure(job, exc)
 
-    def _reject(self, index: int, reserved: Reserved, job: Job | None, kind: str, message: str) -> None:
+    def _reject(
+        self, index: int, reserved: Reserved, job: Job | None, kind: str, message: str
+    ) -> None:
         """Fail a payload that cannot run at all, without retrying it."""
         record = make_record(reserved.queue, reserved.reserved, kind, message, job=job)
         foreign = job is None
-        self._persist(lambda: self.queue.fail(reserved.queue, reserved.reserved, record, force=foreign))
+        self._persist(
+            lambda: self.queue.fail(reserved.queue, reserved.reserved, record, force=foreign)
+        )
         self._reporting(index)
         log.error("%s %s %s: %s", reserved.queue, job.task if job else "-", kind, message)
         if job is not None:
@@ -339,15 +370,29 @@ class ChildWorker:
         try:
             call_hook(hook, value, job)
         except Exception:
-            log.exception("hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id)
+            log.exception(
+                "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
+            )
 
     def _log(self, job: Job, outcome: str, duration: float, level: int = logging.INFO) -> None:
         if log.isEnabledFor(level):
             log.log(
-                level, "%s %s %s attempt %d: %s (%.1f ms)", job.queue, job.task, job.id,
-                job.attempts, outcome, duration * 1000,
-                extra={"queue": job.queue, "task": job.task, "task_id": job.id,
-                       "attempt": job.attempts, "outcome": outcome, "duration_ms": round(duration * 1000, 3)},
+                level,
+                "%s %s %s attempt %d: %s (%.1f ms)",
+                job.queue,
+                job.task,
+                job.id,
+                job.attempts,
+                outcome,
+                duration * 1000,
+                extra={
+                    "queue": job.queue,
+                    "task": job.task,
+                    "task_id": job.id,
+                    "attempt": job.attempts,
+                    "outcome": outcome,
+                    "duration_ms": round(duration * 1000, 3),
+                },
             )
 
     # -- giving back, acking, waiting ---------------------------------------------
@@ -386,7 +431,9 @@ class ChildWorker:
         if failures == 1 and exc is not None:
             log.warning(
                 "worker %d: Redis at %s unreachable (%s); retrying with backoff",
-                self.number, self.config.redacted_url(), exc,
+                self.number,
+                self.config.redacted_url(),
+                exc,
             )
         self._pause(backoff_delay(failures))
 

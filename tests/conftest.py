@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import Workers
 
 from rqueue import registry
 from rqueue.config import Config
 from rqueue.queue import RedisQueue
 from rqueue.server import RedisServer
-from support import Workers
 
 TESTS_DIR = Path(__file__).parent
 

@@ -37,8 +37,13 @@ def wait_for(condition: Callable[[], T], timeout: float = 10.0, message: str = "
         time.sleep(0.01)
 
 
-def cli(config: Config, *args: str, timeout: float = 30.0, cwd: Path | None = None,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    config: Config,
+    *args: str,
+    timeout: float = 30.0,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run ``rqueue ARGS`` against the test Redis and return the finished process."""
     full_env = {**os.environ, "REDIS_URL": config.redis_url, **(env or {})}
     return subprocess.run(
@@ -66,8 +71,11 @@ class WorkerProcess:
         return [c for c in found if title(c.pid).startswith("rqueue:")]
 
     def wait_for_children(self, count: int, timeout: float = 10.0) -> list[psutil.Process]:
-        return wait_for(lambda: len(self.children()) == count and self.children(), timeout,
-                        f"{count} worker children")
+        return wait_for(
+            lambda: len(self.children()) == count and self.children(),
+            timeout,
+            f"{count} worker children",
+        )
 
     def signal(self, signum: int) -> None:
         self.process.send_signal(signum)
@@ -90,15 +98,21 @@ class Workers:
     def start(self, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
         full_env = {**os.environ, "REDIS_URL": self.config.redis_url, **(env or {})}
         process = subprocess.Popen(
-            [*RQUEUE, "work", *args], cwd=self.cwd, env=full_env, text=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            [*RQUEUE, "work", *args],
+            cwd=self.cwd,
+            env=full_env,
+            text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
         worker = WorkerProcess(process)
         self.started.append(worker)
         return worker
 
-    def run(self, *args: str, timeout: float = 30.0,
-            env: dict[str, str] | None = None) -> tuple[int, str]:
+    def run(
+        self, *args: str, timeout: float = 30.0, env: dict[str, str] | None = None
+    ) -> tuple[int, str]:
         """Run a worker that exits by itself (``--stop-when-empty``, ``--once``)."""
         worker = self.start(*args, env=env)
         code = worker.wait(timeout)
@@ -132,8 +146,9 @@ def title(pid: int) -> str:
 
 def push_job(connection: RedisQueue, task: str, *args: Any, **fields: Any) -> Job:
     """Push a payload built by hand, as another producer (or an attacker) could."""
-    job = Job(id=new_id(), task=task, args=args, kwargs={}, queue=fields.pop("queue", "default"),
-              **fields)
+    job = Job(
+        id=new_id(), task=task, args=args, kwargs={}, queue=fields.pop("queue", "default"), **fields
+    )
     connection.push(job.queue, [encode(job)])
     return job
 

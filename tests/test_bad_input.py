@@ -143,8 +143,19 @@ def test_later_refuses_nan_infinite_and_absurd_times(queue: RedisQueue, when: An
     assert queue.client.keys("queues:*") == []
 
 
-BAD_QUEUE_NAMES = ["", " ", "two words", "tab\there", "{braced}", "a{b", "nul\x00", "bell\x07",
-                   "new\nline", "comma,list", "x" * 201]
+BAD_QUEUE_NAMES = [
+    "",
+    " ",
+    "two words",
+    "tab\there",
+    "{braced}",
+    "a{b",
+    "nul\x00",
+    "bell\x07",
+    "new\nline",
+    "comma,list",
+    "x" * 201,
+]
 
 
 @pytest.mark.parametrize("name", BAD_QUEUE_NAMES)
@@ -158,9 +169,7 @@ def test_bad_queue_names_are_refused_everywhere(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["two words", "{braced}", "bell\x07", "new\nline"])
-def test_bad_queue_names_on_the_command_line_are_usage_errors(
-    config: Config, name: str
-) -> None:
+def test_bad_queue_names_on_the_command_line_are_usage_errors(config: Config, name: str) -> None:
     for args in (("work", name), ("work", f"default,{name}"), ("size", name), ("clear", name)):
         result = cli(config, *args)
         assert result.returncode == 2, (args, result.stderr)

@@ -39,8 +39,14 @@ def test_cancelled_delayed_task_never_runs(queue: RedisQueue, workers: Workers) 
     assert drop.cancel()
     workers.start("--log-level", "WARNING")
     wait_for(lambda: done(queue) == ["late-keep"], 20, "the kept timer to run")
-    wait_for(lambda: queue.client.zcard("queues:default:delayed") == 0
-             and queue.client.llen("queues:default") == 0, 10, "the cancelled timer to be dropped")
+    wait_for(
+        lambda: (
+            queue.client.zcard("queues:default:delayed") == 0
+            and queue.client.llen("queues:default") == 0
+        ),
+        10,
+        "the cancelled timer to be dropped",
+    )
     assert done(queue) == ["late-keep"]
     assert queue.client.scard("queues:default:cancelled") == 0
 
@@ -63,8 +69,15 @@ def test_cancel_costs_constant_commands_whatever_the_queue_length(queue: RedisQu
     result = cancel_anywhere(queue, target.id)
     assert result.outcome is CancelOutcome.CANCELLED and result.queue == "default"
     stats = queue.client.info("commandstats")
-    scans = {"cmdstat_lrange", "cmdstat_lrem", "cmdstat_lpos", "cmdstat_zrange",
-             "cmdstat_zrangebyscore", "cmdstat_scan", "cmdstat_keys"}
+    scans = {
+        "cmdstat_lrange",
+        "cmdstat_lrem",
+        "cmdstat_lpos",
+        "cmdstat_zrange",
+        "cmdstat_zrangebyscore",
+        "cmdstat_scan",
+        "cmdstat_keys",
+    }
     assert not scans & set(stats), stats  # no read of any queue's contents
 
 

@@ -61,8 +61,14 @@ def test_a_killed_parents_children_exit_and_a_new_worker_finishes_everything() -
 
 
 def test_redis_restarts_lose_nothing_and_dispatch_fails_fast_during_the_outage() -> None:
-    result = _run(scenario="restart-redis", tasks=5000, work_ms=2, duration=60,
-                  restart_every=2.0, redis_faults=2)
+    result = _run(
+        scenario="restart-redis",
+        tasks=5000,
+        work_ms=2,
+        duration=60,
+        restart_every=2.0,
+        redis_faults=2,
+    )
     assert result.redis_restarts == 2
     assert result.outage_dispatch_errors == 2 and result.outage_dispatch_stored == 0
     assert result.outage_dispatch_max < 3.0
@@ -74,8 +80,15 @@ def test_redis_restarts_lose_nothing_and_dispatch_fails_fast_during_the_outage()
 
 def test_a_frozen_redis_makes_nothing_run_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RQUEUE_SOCKET_TIMEOUT", "1")  # shorter than the stall: timeouts fire
-    result = _run(scenario="freeze-redis", tasks=3000, work_ms=2, duration=60,
-                  restart_every=1.5, freeze=3.0, redis_faults=1)
+    result = _run(
+        scenario="freeze-redis",
+        tasks=3000,
+        work_ms=2,
+        duration=60,
+        restart_every=1.5,
+        freeze=3.0,
+        redis_faults=1,
+    )
     assert result.freezes == 1
     assert result.completed_twice == 0
     assert result.failed == 0
@@ -109,8 +122,11 @@ def test_idle_children_exit_promptly_when_their_parent_is_killed(
 ) -> None:
     worker = workers.start("-c", "2", "--block-for", "5")
     children = [c.pid for c in worker.wait_for_children(2)]
-    wait_for(lambda: all("waiting" in " ".join(psutil.Process(p).cmdline()) for p in children),
-             10, "children idle")
+    wait_for(
+        lambda: all("waiting" in " ".join(psutil.Process(p).cmdline()) for p in children),
+        10,
+        "children idle",
+    )
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
     started = time.monotonic()
@@ -154,8 +170,11 @@ def test_dispatch_to_a_dead_redis_raises_a_clear_error_within_the_retry_bound(
     bound.dispatch("before")
     server.kill()
     try:
-        for call in (lambda: bound.dispatch("x"), lambda: bound.later(5, "y"),
-                     lambda: bound.dispatch_many([("z",)])):
+        for call in (
+            lambda: bound.dispatch("x"),
+            lambda: bound.later(5, "y"),
+            lambda: bound.dispatch_many([("z",)]),
+        ):
             started = time.monotonic()
             with pytest.raises(QueueConnectionError, match="cannot reach Redis at redis://127"):
                 call()

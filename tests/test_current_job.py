@@ -12,7 +12,8 @@ def test_a_task_sees_its_own_job_id_and_attempt(queue: RedisQueue, workers: Work
     code, output = workers.run("--stop-when-empty")
     assert code == 0, output
     assert queue.client.lrange(apptasks.DONE, 0, -1) == [
-        f"{handle.id}:1".encode(), f"{handle.id}:2".encode()
+        f"{handle.id}:1".encode(),
+        f"{handle.id}:2".encode(),
     ]
 
 

@@ -50,7 +50,11 @@ def test_runnable_example(
     (tmp_path / filename).write_text(code)
 
     script = subprocess.run(
-        [sys.executable, filename], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [sys.executable, filename],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": "", "REDIS_URL": config.redis_url, "PYTHONPATH": str(ROOT)},
     )
     assert script.returncode == 0, f"{name} failed:\n{script.stdout}{script.stderr}"

@@ -21,8 +21,9 @@ def test_a_leaking_task_gets_its_child_recycled_and_rss_stays_bounded(
     queue: RedisQueue, workers: Any
 ) -> None:
     apptasks.leaks.dispatch_many([(LEAK_KB,) for _ in range(TASKS)])
-    worker = workers.start("-c", "2", "--memory", str(LIMIT_MB), "--stop-when-empty",
-                           "--log-level", "WARNING")
+    worker = workers.start(
+        "-c", "2", "--memory", str(LIMIT_MB), "--stop-when-empty", "--log-level", "WARNING"
+    )
     peak: dict[int, int] = {}
     done = threading.Event()
 
@@ -50,7 +51,8 @@ def test_a_leaking_task_gets_its_child_recycled_and_rss_stays_bounded(
     assert max(per_child) * LEAK_KB / 1024 < LIMIT_MB + 8
     assert peak, "no child was ever sampled"
     assert max(peak.values()) < (LIMIT_MB + 16) * 1024 * 1024, (
-        f"a child reached {max(peak.values()) / 2**20:.0f} MB RSS")
+        f"a child reached {max(peak.values()) / 2**20:.0f} MB RSS"
+    )
     sizes = queue.sizes(["default"])[0]
     assert (sizes.ready, sizes.reserved, sizes.failed) == (0, 0, 0)
     assert strings(queue.client, apptasks.DONE) == []

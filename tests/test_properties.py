@@ -28,18 +28,26 @@ from rqueue.signing import sign, verify
 # -- payload round trips ---------------------------------------------------------------
 
 aware_datetimes = st.datetimes(
-    min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1),
+    min_value=datetime(1970, 1, 2),
+    max_value=datetime(2200, 1, 1),
     timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30))]),
 )
 scalars = (
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()
-    | st.text(max_size=30) | st.binary(max_size=30) | aware_datetimes
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=30)
+    | st.binary(max_size=30)
+    | aware_datetimes
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.tuples(inner, inner)
-    | st.dictionaries(st.text(max_size=8) | st.integers(-5, 5), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=8) | st.integers(-5, 5), inner, max_size=4)
+    ),
     max_leaves=15,
 )
 queue_names = st.from_regex(r"[A-Za-z0-9_.\-:@/]{1,20}", fullmatch=True)
@@ -123,8 +131,13 @@ class QueueMachine(RuleBasedStateMachine):
     # -- producing -------------------------------------------------------------------
 
     def _job(self) -> Job:
-        return Job(id=new_id(), task="apptasks:record", args=(len(self.dispatched),),
-                   kwargs={}, queue=QUEUE)
+        return Job(
+            id=new_id(),
+            task="apptasks:record",
+            args=(len(self.dispatched),),
+            kwargs={},
+            queue=QUEUE,
+        )
 
     @rule(count=st.integers(1, 3))
     def dispatch(self, count: int) -> None:
@@ -163,8 +176,9 @@ class QueueMachine(RuleBasedStateMachine):
         if task is not None and self.queue.ack(QUEUE, [task.reserved]):
             self.done.add(payload_id(task.reserved) or "")
 
-    @rule(index=st.integers(0, 50), delay_ms=st.sampled_from([0, 5, 60_000]),
-          unstarted=st.booleans())
+    @rule(
+        index=st.integers(0, 50), delay_ms=st.sampled_from([0, 5, 60_000]), unstarted=st.booleans()
+    )
     def release(self, index: int, delay_ms: int, unstarted: bool) -> None:
         task = self._take(index)
         if task is not None:
@@ -174,8 +188,9 @@ class QueueMachine(RuleBasedStateMachine):
     def fail(self, index: int) -> None:
         task = self._take(index)
         if task is not None:
-            record = make_record(QUEUE, task.reserved, "ValueError", "failing on purpose",
-                                 job=decode(task.reserved))
+            record = make_record(
+                QUEUE, task.reserved, "ValueError", "failing on purpose", job=decode(task.reserved)
+            )
             self.queue.fail(QUEUE, task.reserved, record)
 
     @rule()
@@ -189,8 +204,10 @@ class QueueMachine(RuleBasedStateMachine):
             chosen = failed[index % len(failed)]
             assert FailedTasks(self.queue).retry(chosen)
             assert not FailedTasks(self.queue).retry(chosen)  # a second retry pushes nothing
-            assert payload_attempts(self.queue.client.lrange(
-                self.queue.keys(QUEUE).ready, -1, -1)[0]) == 0
+            assert (
+                payload_attempts(self.queue.client.lrange(self.queue.keys(QUEUE).ready, -1, -1)[0])
+                == 0
+            )
 
     # -- the invariant ---------------------------------------------------------------
 
@@ -229,8 +246,12 @@ def test_every_task_is_in_exactly_one_place_after_any_sequence(config: Config) -
     try:
         run_state_machine_as_test(
             QueueMachine,
-            settings=settings(max_examples=40, stateful_step_count=25, deadline=None,
-                              suppress_health_check=list(HealthCheck)),
+            settings=settings(
+                max_examples=40,
+                stateful_step_count=25,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+            ),
         )
     finally:
         connection.client.flushall()

@@ -27,7 +27,8 @@ def test_cron_walks_wall_clock_time_in_its_zone() -> None:
     timing = Timing(cron="0 3 * * *", timezone="Europe/Berlin")
     runs = timing.next_runs(ms(2027, 1, 10, 12, 0), 2)
     assert [local(r, BERLIN) for r in runs] == [
-        "2027-01-11T03:00:00+01:00", "2027-01-12T03:00:00+01:00"
+        "2027-01-11T03:00:00+01:00",
+        "2027-01-12T03:00:00+01:00",
     ]
 
 
@@ -83,7 +84,10 @@ def test_window_start_and_end_bound_the_triggers() -> None:
     start, end = ms(2027, 1, 1, 0, 0, 10), ms(2027, 1, 1, 0, 0, 13)
     timing = Timing(cron="* * * * * *", start_ms=start, end_ms=end, anchor_ms=start)
     assert timing.between(start - 60_000, end + 60_000, 100) == [
-        start, start + 1000, start + 2000, end
+        start,
+        start + 1000,
+        start + 2000,
+        end,
     ]
     assert timing.next_after(end) is None
     interval = Timing(every_ms=5000, start_ms=start, end_ms=start + 12_000, anchor_ms=start)
@@ -121,5 +125,6 @@ def test_every_second_cron_skips_the_repeated_hour_quickly() -> None:
     assert local(found or 0, BERLIN) == "2027-10-31T03:00:00+01:00"
     first_pass = ms(2027, 10, 31, 0, 59, 58)  # 02:59:58 CEST
     assert [local(r, BERLIN) for r in timing.next_runs(first_pass, 2)] == [
-        "2027-10-31T02:59:59+02:00", "2027-10-31T03:00:00+01:00"
+        "2027-10-31T02:59:59+02:00",
+        "2027-10-31T03:00:00+01:00",
     ]

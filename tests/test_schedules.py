@@ -54,10 +54,20 @@ def test_cluster_keys_share_the_queue_hash_slot() -> None:
     ("options", "error", "message"),
     [
         ({"cron": "not a cron"}, InvalidSchedule, "invalid cron expression"),
-        ({"cron": "0 3 * * *", "timezone": "Europe/Atlantis"}, InvalidSchedule,
-         "unknown time zone"),
-        ({"every": 60, "start": datetime(2027, 6, 1, tzinfo=UTC),
-          "end": datetime(2027, 1, 1, tzinfo=UTC)}, InvalidSchedule, "before start"),
+        (
+            {"cron": "0 3 * * *", "timezone": "Europe/Atlantis"},
+            InvalidSchedule,
+            "unknown time zone",
+        ),
+        (
+            {
+                "every": 60,
+                "start": datetime(2027, 6, 1, tzinfo=UTC),
+                "end": datetime(2027, 1, 1, tzinfo=UTC),
+            },
+            InvalidSchedule,
+            "before start",
+        ),
         ({"every": 60, "start": datetime(2027, 6, 1)}, InvalidSchedule, "naive"),
         ({"every": 60, "misfire": "sometimes"}, InvalidSchedule, "misfire"),
         ({"every": 60, "args": (object(),)}, UnserializableArgument, "args\\[0\\]"),
@@ -90,10 +100,13 @@ def test_duplicate_name_is_refused(queue: RedisQueue) -> None:
 def test_bad_update_changes_nothing(queue: RedisQueue) -> None:
     schedules.add("keep", apptasks.scheduled, cron="*/5 * * * *", args=("a",))
     before = (queue.client.hget(DEFS, "keep"), queue.client.zscore(SCHEDULES, "keep"))
-    for changes in ({"cron": "0 25 * * *"}, {"timezone": "Nowhere/Else"},
-                    {"end": datetime(2000, 1, 1, tzinfo=UTC),
-                     "start": datetime(2001, 1, 1, tzinfo=UTC)},
-                    {"task": "apptasks:missing"}, {"colour": "red"}):
+    for changes in (
+        {"cron": "0 25 * * *"},
+        {"timezone": "Nowhere/Else"},
+        {"end": datetime(2000, 1, 1, tzinfo=UTC), "start": datetime(2001, 1, 1, tzinfo=UTC)},
+        {"task": "apptasks:missing"},
+        {"colour": "red"},
+    ):
         with pytest.raises((InvalidSchedule, TaskNotRegistered)):
             schedules.update("keep", **changes)
     assert (queue.client.hget(DEFS, "keep"), queue.client.zscore(SCHEDULES, "keep")) == before
@@ -166,16 +179,30 @@ def test_misfire_skip_fires_once_for_an_outage(queue: RedisQueue) -> None:
 
 
 def test_misfire_all_fires_each_missed_trigger_up_to_the_limit(queue: RedisQueue) -> None:
-    schedules.add("few", apptasks.scheduled, every=60, start=DAY_AGO, args=("x",),
-                  misfire="all", misfire_grace=5)
+    schedules.add(
+        "few",
+        apptasks.scheduled,
+        every=60,
+        start=DAY_AGO,
+        args=("x",),
+        misfire="all",
+        misfire_grace=5,
+    )
     start = due_now(queue, "few", ago_ms=10 * 60_000)
     Scheduler(queue, ["default"]).tick()
     triggers = [j.meta["trigger_ms"] for j in ready_jobs(queue)]
     assert triggers == list(range(start, start + 60_000 * len(triggers), 60_000))
     assert 10 <= len(triggers) <= 11
     queue.client.delete("queues:default")
-    schedules.add("many", apptasks.scheduled, every=60, start=DAY_AGO, args=("y",),
-                  misfire="all", misfire_grace=5)
+    schedules.add(
+        "many",
+        apptasks.scheduled,
+        every=60,
+        start=DAY_AGO,
+        args=("y",),
+        misfire="all",
+        misfire_grace=5,
+    )
     due_now(queue, "many", ago_ms=5 * 3600_000)  # 300 missed triggers
     Scheduler(queue, ["default"]).tick()
     late = [j for j in ready_jobs(queue) if j.meta["trigger_ms"] < redis_now(queue) - 5000]
@@ -184,8 +211,9 @@ def test_misfire_all_fires_each_missed_trigger_up_to_the_limit(queue: RedisQueue
 
 
 def test_late_triggers_within_the_grace_all_fire(queue: RedisQueue) -> None:
-    schedules.add("grace", apptasks.scheduled, every=1, start=DAY_AGO, args=("x",),
-                  misfire_grace=60)
+    schedules.add(
+        "grace", apptasks.scheduled, every=1, start=DAY_AGO, args=("x",), misfire_grace=60
+    )
     start = due_now(queue, "grace", ago_ms=5000)
     Scheduler(queue, ["default"]).tick()
     triggers = [j.meta["trigger_ms"] for j in ready_jobs(queue)]
@@ -194,9 +222,14 @@ def test_late_triggers_within_the_grace_all_fire(queue: RedisQueue) -> None:
 
 def test_window_end_marks_the_schedule_finished(queue: RedisQueue) -> None:
     now = redis_now(queue)
-    schedules.add("short", apptasks.scheduled, every=1, args=("x",),
-                  start=datetime.fromtimestamp((now - 2000) / 1000, UTC),
-                  end=datetime.fromtimestamp((now - 1000) / 1000, UTC))
+    schedules.add(
+        "short",
+        apptasks.scheduled,
+        every=1,
+        args=("x",),
+        start=datetime.fromtimestamp((now - 2000) / 1000, UTC),
+        end=datetime.fromtimestamp((now - 1000) / 1000, UTC),
+    )
     added = schedules.get("short")
     assert added.finished and added.next_ms is None  # its window is already over
     assert Scheduler(queue, ["default"]).tick() >= 59 and ready_jobs(queue) == []
@@ -204,6 +237,7 @@ def test_window_end_marks_the_schedule_finished(queue: RedisQueue) -> None:
 
 def test_no_local_clock_is_consulted(queue: RedisQueue, monkeypatch: pytest.MonkeyPatch) -> None:
     """Adding and firing read Redis TIME only: a wrong local clock cannot matter."""
+
     def no_clock(*args: Any) -> float:
         raise AssertionError("the local wall clock was read")
 
@@ -242,6 +276,7 @@ def test_declaring_a_bad_cron_fails_at_import() -> None:
     from rqueue import task
 
     with pytest.raises(InvalidSchedule):
+
         @task(cron="every day")
         def broken() -> None: ...
 
@@ -258,7 +293,11 @@ def test_the_schedules_doc_example_runs(queue: RedisQueue, tmp_path: Any) -> Non
     (tmp_path / "manage.py").write_text(code)
     url = queue.config.redis_url
     done = subprocess.run(
-        [sys.executable, "manage.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [sys.executable, "manage.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": "", "REDIS_URL": url, "PYTHONPATH": str(root)},
     )
     assert done.returncode == 0, done.stderr

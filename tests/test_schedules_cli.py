@@ -23,17 +23,42 @@ def run(config: Config, *args: str):  # type: ignore[no-untyped-def]
 def test_add_list_show_update_pause_resume_run_now_remove(
     queue: RedisQueue, config: Config
 ) -> None:
-    added = run(config, "add", "nightly", "apptasks:scheduled", "--cron", "0 3 * * *",
-                "--timezone", "Europe/Berlin", "--args", '["n"]',
-                "--start", "2030-01-01T00:00:00Z", "--end", "2030-06-30T00:00:00+00:00")
+    added = run(
+        config,
+        "add",
+        "nightly",
+        "apptasks:scheduled",
+        "--cron",
+        "0 3 * * *",
+        "--timezone",
+        "Europe/Berlin",
+        "--args",
+        '["n"]',
+        "--start",
+        "2030-01-01T00:00:00Z",
+        "--end",
+        "2030-06-30T00:00:00+00:00",
+    )
     assert added.returncode == 0, added.stderr
     assert "nightly: apptasks:scheduled on default" in added.stdout
     assert "next run 2030-01-01T02:00:00.000Z" in added.stdout  # 03:00 in Berlin
     stored = schedules.get("nightly")
     assert stored.args == ("n",) and stored.timezone == "Europe/Berlin"
 
-    every = run(config, "add", "often", "apptasks:scheduled", "--every", "300",
-                "--kwargs", json.dumps({"label": "k"}), "--queue", "reports", "--misfire", "all")
+    every = run(
+        config,
+        "add",
+        "often",
+        "apptasks:scheduled",
+        "--every",
+        "300",
+        "--kwargs",
+        json.dumps({"label": "k"}),
+        "--queue",
+        "reports",
+        "--misfire",
+        "all",
+    )
     assert every.returncode == 0, every.stderr
     assert schedules.get("often").queue == "reports"
 
@@ -47,7 +72,9 @@ def test_add_list_show_update_pause_resume_run_now_remove(
     shown = run(config, "show", "nightly", "-n", "3")
     assert shown.returncode == 0
     assert shown.stdout.splitlines()[-3:] == [
-        "  2030-01-01T02:00:00+00:00", "  2030-01-02T02:00:00+00:00", "  2030-01-03T02:00:00+00:00"
+        "  2030-01-01T02:00:00+00:00",
+        "  2030-01-02T02:00:00+00:00",
+        "  2030-01-03T02:00:00+00:00",
     ]
 
     updated = run(config, "update", "often", "--cron", "*/10 * * * *", "--args", '["u"]')
@@ -72,18 +99,40 @@ def test_add_list_show_update_pause_resume_run_now_remove(
     ("args", "code", "message"),
     [
         (["add", "x", "apptasks:scheduled", "--cron", "99 * * * *"], 1, "invalid cron expression"),
-        (["add", "x", "apptasks:scheduled", "--cron", "* * * * *", "--timezone", "Moon/Base"],
-         1, "unknown time zone"),
-        (["add", "x", "apptasks:scheduled", "--every", "60", "--start", "2030-02-01T00:00:00Z",
-          "--end", "2030-01-01T00:00:00Z"], 1, "is before start"),
+        (
+            ["add", "x", "apptasks:scheduled", "--cron", "* * * * *", "--timezone", "Moon/Base"],
+            1,
+            "unknown time zone",
+        ),
+        (
+            [
+                "add",
+                "x",
+                "apptasks:scheduled",
+                "--every",
+                "60",
+                "--start",
+                "2030-02-01T00:00:00Z",
+                "--end",
+                "2030-01-01T00:00:00Z",
+            ],
+            1,
+            "is before start",
+        ),
         (["add", "x", "apptasks:nothing", "--every", "60"], 1, "not registered with @task"),
         (["add", "x", "apptasks:scheduled"], 2, "exactly one of --cron or --every"),
-        (["add", "x", "apptasks:scheduled", "--every", "60", "--cron", "* * * * *"], 2,
-         "exactly one of --cron or --every"),
+        (
+            ["add", "x", "apptasks:scheduled", "--every", "60", "--cron", "* * * * *"],
+            2,
+            "exactly one of --cron or --every",
+        ),
         (["add", "x", "apptasks:scheduled", "--every", "60", "--args", "{}"], 2, "JSON array"),
         (["add", "x", "apptasks:scheduled", "--every", "60", "--args", "[1"], 2, "not valid JSON"),
-        (["add", "x", "apptasks:scheduled", "--every", "60", "--start", "2030-01-01T00:00"], 2,
-         "no time zone"),
+        (
+            ["add", "x", "apptasks:scheduled", "--every", "60", "--start", "2030-01-01T00:00"],
+            2,
+            "no time zone",
+        ),
         (["add", "x", "apptasks:scheduled", "--every", "60", "--misfire", "never"], 2, "never"),
         (["update", "x", "--cron", "* * * * *"], 1, "no schedule named 'x'"),
         (["update", "x"], 2, "nothing to update"),

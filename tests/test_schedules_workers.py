@@ -64,16 +64,19 @@ def test_three_parents_race_on_50_schedules_each_trigger_once(
     end = start + 19_000  # inclusive: 20 triggers each
     for i in range(50):
         timing = {"cron": "* * * * * *"} if i % 2 else {"every": 1}
-        schedules.add(f"race-{i}", apptasks.scheduled, args=(f"r{i}",), start=at(start),
-                      end=at(end), **timing)
+        schedules.add(
+            f"race-{i}", apptasks.scheduled, args=(f"r{i}",), start=at(start), end=at(end), **timing
+        )
     wait_for(lambda: sum(triggers_ran(queue).values()) >= 1000, 60, "1000 scheduled runs")
     counts = triggers_ran(queue)
     expected = {f"race-{i}@{t}" for i in range(50) for t in range(start, end + 1, 1000)}
     assert set(counts) == expected  # every trigger, nothing outside the window
     assert set(counts.values()) == {1}  # each exactly once
     assert all(s.finished and s.next_ms is None for s in schedules.list())
-    print(f"race: {len(counts)} triggers, {sum(counts.values())} runs, "
-          f"max count {max(counts.values())}")
+    print(
+        f"race: {len(counts)} triggers, {sum(counts.values())} runs, "
+        f"max count {max(counts.values())}"
+    )
     for worker in (fast, slow, plain):
         assert worker.process.poll() is None  # none crashed
 
@@ -123,8 +126,15 @@ def test_misfire_policies_after_every_worker_was_stopped(
 ) -> None:
     start = at(now_ms(queue) - 3_600_000)
     for policy in ("skip", "all"):
-        schedules.add(policy, apptasks.scheduled, every=1, args=(policy,), start=start,
-                      misfire=policy, misfire_grace=1)
+        schedules.add(
+            policy,
+            apptasks.scheduled,
+            every=1,
+            args=(policy,),
+            start=start,
+            misfire=policy,
+            misfire_grace=1,
+        )
     first = workers.start("--log-level", "WARNING")
     wait_for(lambda: runs(queue, "skip") and runs(queue, "all"), 30, "both schedules running")
     first.signal(signal.SIGTERM)
@@ -135,8 +145,14 @@ def test_misfire_policies_after_every_worker_was_stopped(
     wait_for(lambda: now_ms(queue) > down + 4000, 10, "an outage of four seconds")
     up = now_ms(queue)
     workers.start("--log-level", "WARNING")
-    wait_for(lambda: any(t > up for t, _ in runs(queue, "skip")) and
-             any(t > up for t, _ in runs(queue, "all")), 30, "runs after the restart")
+    wait_for(
+        lambda: (
+            any(t > up for t, _ in runs(queue, "skip"))
+            and any(t > up for t, _ in runs(queue, "all"))
+        ),
+        30,
+        "runs after the restart",
+    )
 
     every = sorted(t for t, _ in runs(queue, "all"))
     assert every == list(range(every[0], every[-1] + 1, 1000))  # all: nothing missed

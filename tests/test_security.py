@@ -26,8 +26,16 @@ SECRET = "a-long-random-secret"
 
 
 def _job(task: str = "apptasks:record", *args: Any) -> Job:
-    return Job(id=new_id(), task=task, args=args, kwargs={"k": [1, 2]}, queue="default",
-               tries=3, timeout=5.0, backoff=(1.0,))
+    return Job(
+        id=new_id(),
+        task=task,
+        args=args,
+        kwargs={"k": [1, 2]},
+        queue="default",
+        tries=3,
+        timeout=5.0,
+        backoff=(1.0,),
+    )
 
 
 # -- signing, as bytes ---------------------------------------------------------------
@@ -103,8 +111,9 @@ def test_workers_with_a_secret_run_signed_tasks_and_refuse_the_rest_without_impo
     queue.push("default", [honest.replace(b"honest", b"HACKED")])  # tampered in Redis
     signed_record.dispatch("also signed")
 
-    worker = workers.start("--stop-when-empty",
-                           env={"RQUEUE_SECRET": SECRET, "PYTHONPATH": str(tmp_path)})
+    worker = workers.start(
+        "--stop-when-empty", env={"RQUEUE_SECRET": SECRET, "PYTHONPATH": str(tmp_path)}
+    )
     assert worker.wait(30) == 0, worker.output()
     assert strings(queue.client, apptasks.DONE) == ["signed", "also signed"]
     assert not marker.exists(), "a refused payload's module was imported"
@@ -168,7 +177,10 @@ def test_an_acl_user_limited_to_rqueues_keys_is_enough(workers: Any) -> None:
     with RedisServer() as server:
         admin = redis.Redis(port=server.port)
         admin.acl_setuser(
-            "rq", enabled=True, passwords=["+rq-pass"], keys=["queues:*", "rqueue:*"],
+            "rq",
+            enabled=True,
+            passwords=["+rq-pass"],
+            keys=["queues:*", "rqueue:*"],
             commands=["+@all", "-@dangerous"],
         )
         url = f"redis://rq:rq-pass@127.0.0.1:{server.port}/0"
@@ -185,7 +197,8 @@ def test_an_acl_user_limited_to_rqueues_keys_is_enough(workers: Any) -> None:
 def test_a_worker_with_the_wrong_acl_password_says_so_in_one_line(workers: Any) -> None:
     with RedisServer() as server:
         redis.Redis(port=server.port).acl_setuser(
-            "rq", enabled=True, passwords=["+rq-pass"], keys=["queues:*"], commands=["+@all"])
+            "rq", enabled=True, passwords=["+rq-pass"], keys=["queues:*"], commands=["+@all"]
+        )
         url = f"redis://rq:nope@127.0.0.1:{server.port}/0"
         worker = workers.start("--once", env={"REDIS_URL": url})
         assert worker.wait(20) == 1

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import apptasks
-from support import wait_for
 
 from rqueue.queue import RedisQueue
 

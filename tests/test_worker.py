@@ -615,9 +615,7 @@ def test_a_task_dispatched_from_a_script_run_as_main_resolves_by_its_file_name(
     assert done(queue) == ["hi script"] and failed(queue) == []
 
 
-def test_a_timed_out_attempt_is_retried_like_any_error(
-    queue: RedisQueue, workers: Workers
-) -> None:
+def test_a_timed_out_attempt_is_retried_like_any_error(queue: RedisQueue, workers: Workers) -> None:
     apptasks.sleeps.using(tries=2).dispatch(30)  # timeout=1
     workers.start(*FAST)
     (record,) = wait_for(lambda: failed(queue), 15, "both attempts to time out")

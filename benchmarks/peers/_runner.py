@@ -78,8 +78,15 @@ def run(
     log = open(LOG_DIR / f"{system.split()[0].lower()}-{args.variant}.log", "wb")  # noqa: SIM115
     started = time.perf_counter()
     workers = [
-        subprocess.Popen(command, cwd=BENCH_DIR, env=worker_env(), stdin=subprocess.DEVNULL,
-                         stdout=log, stderr=log, start_new_session=True)
+        subprocess.Popen(
+            command,
+            cwd=BENCH_DIR,
+            env=worker_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         for command in commands
     ]
     sampler = _RssSampler([w.pid for w in workers])

@@ -38,9 +38,14 @@ def main() -> None:
         await pool.aclose()
 
     command = [python_bin("arq"), "peers.arq.WorkerSettings"]
-    run("arq", version("arq", "redis"), f"{args.concurrency} x `arq` (max_jobs 10 each)",
+    run(
+        "arq",
+        version("arq", "redis"),
+        f"{args.concurrency} x `arq` (max_jobs 10 each)",
         lambda count: asyncio.run(enqueue_all(count)),
-        [command for _ in range(args.concurrency)], args)
+        [command for _ in range(args.concurrency)],
+        args,
+    )
 
 
 if __name__ == "__main__":

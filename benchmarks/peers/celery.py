@@ -35,12 +35,28 @@ def main() -> None:
                 incr.apply_async(producer=producer)
 
     command = [
-        python_bin("celery"), "-A", "peers.celery", "worker", "--pool", "prefork",
-        "--concurrency", str(args.concurrency), "--loglevel", "WARNING",
-        "--without-gossip", "--without-mingle", "--without-heartbeat",
+        python_bin("celery"),
+        "-A",
+        "peers.celery",
+        "worker",
+        "--pool",
+        "prefork",
+        "--concurrency",
+        str(args.concurrency),
+        "--loglevel",
+        "WARNING",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
     ]
-    run("Celery", version("celery", "kombu", "redis"),
-        f"1 worker, prefork pool of {args.concurrency}", enqueue, [command], args)
+    run(
+        "Celery",
+        version("celery", "kombu", "redis"),
+        f"1 worker, prefork pool of {args.concurrency}",
+        enqueue,
+        [command],
+        args,
+    )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,14 @@ def main() -> None:
             incr.send()
 
     command = [python_bin("dramatiq"), "peers.dramatiq", "--processes", str(args.concurrency)]
-    run("Dramatiq", version("dramatiq", "redis"),
-        f"--processes {args.concurrency} (8 threads each, the default)", enqueue, [command], args)
+    run(
+        "Dramatiq",
+        version("dramatiq", "redis"),
+        f"--processes {args.concurrency} (8 threads each, the default)",
+        enqueue,
+        [command],
+        args,
+    )
 
 
 if __name__ == "__main__":

@@ -26,10 +26,24 @@ def main() -> None:
         for _ in range(count):
             incr()
 
-    command = [python_bin("huey_consumer"), "peers.huey.huey", "-k", "process",
-               "-w", str(args.concurrency), "-n", "-q"]
-    run("Huey", version("huey", "redis"), f"-k process -w {args.concurrency}",
-        enqueue, [command], args)
+    command = [
+        python_bin("huey_consumer"),
+        "peers.huey.huey",
+        "-k",
+        "process",
+        "-w",
+        str(args.concurrency),
+        "-n",
+        "-q",
+    ]
+    run(
+        "Huey",
+        version("huey", "redis"),
+        f"-k process -w {args.concurrency}",
+        enqueue,
+        [command],
+        args,
+    )
 
 
 if __name__ == "__main__":

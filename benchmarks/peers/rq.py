@@ -31,8 +31,14 @@ def main() -> None:
     if args.variant == "simple":
         command += ["--worker-class", "rq.worker.SimpleWorker"]
     name = "RQ (SimpleWorker)" if args.variant == "simple" else "RQ (Worker, fork per job)"
-    run(name, version("rq", "redis"), f"{args.concurrency} x `rq worker --burst`",
-        enqueue, [[*command, QUEUE] for _ in range(args.concurrency)], args)
+    run(
+        name,
+        version("rq", "redis"),
+        f"{args.concurrency} x `rq worker --burst`",
+        enqueue,
+        [[*command, QUEUE] for _ in range(args.concurrency)],
+        args,
+    )
 
 
 if __name__ == "__main__":

@@ -25,10 +25,25 @@ def main() -> None:
         for start in range(0, count, 1000):
             bench_tasks.incr.dispatch_many([()] * min(1000, count - start))
 
-    command = [sys.executable, "-m", "rqueue", "work", "default",
-               "--concurrency", str(args.concurrency), "--log-level", "WARNING"]
-    run("rqueue", version("rqueue", "redis", "hiredis"),
-        f"`rqueue work --concurrency {args.concurrency}`", enqueue, [command], args)
+    command = [
+        sys.executable,
+        "-m",
+        "rqueue",
+        "work",
+        "default",
+        "--concurrency",
+        str(args.concurrency),
+        "--log-level",
+        "WARNING",
+    ]
+    run(
+        "rqueue",
+        version("rqueue", "redis", "hiredis"),
+        f"`rqueue work --concurrency {args.concurrency}`",
+        enqueue,
+        [command],
+        args,
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,14 @@ def main() -> None:
         await producer.disconnect()
 
     command = [python_bin("saq"), "peers.saq.settings", "--workers", str(args.concurrency)]
-    run("saq", version("saq", "redis"), f"--workers {args.concurrency} (concurrency 10 each)",
-        lambda count: asyncio.run(enqueue_all(count)), [command], args)
+    run(
+        "saq",
+        version("saq", "redis"),
+        f"--workers {args.concurrency} (concurrency 10 each)",
+        lambda count: asyncio.run(enqueue_all(count)),
+        [command],
+        args,
+    )
 
 
 if __name__ == "__main__":
