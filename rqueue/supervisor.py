@@ -38,6 +38,7 @@ log = logging.getLogger("rqueue.worker")
 T = TypeVar("T")
 
 _TICK = 1.0
+_REDIS_TIMEOUT_SLACK = 0.15
 _RESPAWN_BACKOFF = 1.0
 
 
@@ -131,9 +132,18 @@ class Supervisor:
     def _wait(self, seconds: float) -> None:
         if seconds <= 0:
             return
+        deadline = time.monotonic() + seconds
         self._interruptible = True
         try:
-            self.queue.wait_for_timer(self.options.queues, seconds)
+            # Redis times out a blocking pop on its next cron tick (up to 100 ms late at
+            # the default hz 10), so block only until shortly before the due time and
+            # sleep the rest here: delayed tasks start within milliseconds of it.
+            block = seconds - _REDIS_TIMEOUT_SLACK
+            if block > 0.01 and self.queue.wait_for_timer(self.options.queues, block):
+                return  # a push moved the earliest due time: recompute
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                time.sleep(remaining)
         finally:
             self._interruptible = False
 
@@ -184,6 +194,9 @@ class Supervisor:
         # Until the child has its own handlers, a signal would run the parent's copied
         # handlers in the child (and signal its siblings): hold signals across the fork.
         signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+        if self.stopping:  # a stop landed since the caller looked: it could not reach
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)  # a new child
+            return
         pid = os.fork()
         if pid == 0:  # the child
             code = 1

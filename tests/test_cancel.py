@@ -58,6 +58,8 @@ def test_cancel_of_a_running_task_says_it_is_running(queue: RedisQueue, workers:
     assert handle.cancel() is CancelOutcome.RUNNING
     queue.client.rpush("test:release", 1)
     wait_for(lambda: done(queue) == ["busy"], 20, "the task to finish")
+    # The worker acknowledges just after the task returns: wait for that, then ask.
+    wait_for(lambda: queue.client.zcard("queues:default:reserved") == 0, 10, "the ack")
     assert handle.cancel() is CancelOutcome.NOT_PENDING
 
 
