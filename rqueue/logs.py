@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from rqueue.payload import Job
+
 _STANDARD = set(vars(logging.makeLogRecord({})))
 
 
@@ -42,3 +44,28 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())
     logger.propagate = False
+
+
+def log_outcome(
+    logger: logging.Logger, job: Job, outcome: str, duration: float, level: int = logging.INFO
+) -> None:
+    """The one line per task: queue, task, id, attempt, outcome, duration (and as JSON fields)."""
+    if logger.isEnabledFor(level):
+        logger.log(
+            level,
+            "%s %s %s attempt %d: %s (%.1f ms)",
+            job.queue,
+            job.task,
+            job.id,
+            job.attempts,
+            outcome,
+            duration * 1000,
+            extra={
+                "queue": job.queue,
+                "task": job.task,
+                "task_id": job.id,
+                "attempt": job.attempts,
+                "outcome": outcome,
+                "duration_ms": round(duration * 1000, 3),
+            },
+        )

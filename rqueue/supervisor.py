@@ -23,14 +23,12 @@ from typing import TypeVar
 from setproctitle import setproctitle
 
 from rqueue.config import Config
-from rqueue.errors import InvalidPayload
-from rqueue.failed import make_record
 from rqueue.options import WorkerOptions
-from rqueue.payload import decode, payload_attempts, payload_id
 from rqueue.queue import RedisQueue
+from rqueue.recovery import Recovery
 from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.scheduler import Scheduler
-from rqueue.scoreboard import Held, Scoreboard, State
+from rqueue.scoreboard import Scoreboard, State
 from rqueue.worker import HANDLED_SIGNALS, ChildWorker, Interrupted
 
 log = logging.getLogger("rqueue.worker")
@@ -71,6 +69,7 @@ class Supervisor:
         self.scheduler = Scheduler(self.queue, self.options.queues, self.options.schedule)
         self._restart_marker = self.queue.restart_marker()
         self.board = Scoreboard(self.options.effective_concurrency, self.options.batch_limit)
+        self.recovery = Recovery(self.queue, self.options, self._persist)
         self._started = time.monotonic()
         self._install_signals()
         setproctitle(f"rqueue: master {','.join(self.options.queues)}")
@@ -239,7 +238,9 @@ class Supervisor:
                     pid,
                     how,
                 )
-            self._recover(child, how)
+            self.recovery.recover(
+                self.board.read(child.number - 1), how, child.killed_for_timeout, self.cold
+            )
             self.board.retire(child.number - 1)
             if time.monotonic() - child.started < _RESPAWN_BACKOFF:
                 self._respawn_after[child.number] = time.monotonic() + _RESPAWN_BACKOFF
@@ -274,69 +275,6 @@ class Supervisor:
             if v.state in (State.RUNNING, State.REPORTING) and v.deadline > 0
         ]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else _TICK
-
-    # -- recovering a dead child's tasks ----------------------------------------------------
-
-    def _recover(self, child: Child, how: str) -> None:
-        view = self.board.read(child.number - 1)
-        if not view.held or view.state in (State.WAITING, State.EMPTY, State.STARTING):
-            return
-        name = self.options.queues[view.queue_index]
-        running = view.held[view.current] if view.state == State.RUNNING else None
-        first_unstarted = view.current + (1 if running else 0)
-        members = self._reserved_by_key(name)
-
-        def exact(held: tuple[Held, ...]) -> list[bytes]:
-            return [m for h in held if (m := members.get((h.id, h.attempts))) is not None]
-
-        self._persist(lambda: self.queue.ack(name, exact(view.held[: view.current])))
-        self._persist(
-            lambda: self.queue.release(name, exact(view.held[first_unstarted:]), unstarted=True)
-        )
-        if running is not None:
-            member = members.get((running.id, running.attempts))
-            if member is not None:
-                self._settle_running(name, member, child, how)
-
-    def _settle_running(self, name: str, member: bytes, child: Child, how: str) -> None:
-        """A child died mid-task: retry or fail the task, as if it had raised."""
-        if self.cold:
-            self._persist(lambda: self.queue.release(name, [member], unstarted=True))
-            return
-        try:
-            job = decode(member)
-        except InvalidPayload:
-            job = None
-        tries = (job.tries if job else None) or self.options.tries
-        if child.killed_for_timeout:
-            timeout = (job.timeout if job else None) or self.options.timeout
-            kind, message = (
-                "TaskTimeout",
-                (f"task timed out after {timeout:g} s and did not stop; its worker was killed"),
-            )
-        else:
-            kind, message = "WorkerLost", f"the worker running the task was {how}"
-        attempts = payload_attempts(member)
-        if job is not None and attempts < tries:
-            log.warning(
-                "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
-            )
-            delay = job.backoff_for(attempts)
-            self._persist(lambda: self.queue.release(name, [member], delay))
-        else:
-            log.error(
-                "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
-            )
-            record = make_record(
-                name, member, kind, message, job=job, timed_out=child.killed_for_timeout
-            )
-            self._persist(lambda: self.queue.fail(name, member, record))
-
-    def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
-        members = self._persist(lambda: self.queue.reserved_payloads(name))
-        return {
-            (pid, payload_attempts(m)): m for m in members if (pid := payload_id(m)) is not None
-        }
 
     def _persist(self, call: Callable[[], T]) -> T:
         return persist(call, self._on_redis_error)

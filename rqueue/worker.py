@@ -13,9 +13,7 @@ import contextlib
 import functools
 import logging
 import os
-import resource
 import signal
-import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -25,11 +23,13 @@ from typing import Any, TypeVar
 from setproctitle import setproctitle
 
 from rqueue import events, registry
+from rqueue.child_process import memory_exceeded, parent_death_signal
 from rqueue.config import Config
 from rqueue.current import set_current_job
 from rqueue.errors import InvalidPayload, TaskNotRegistered, TaskTimeout
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
+from rqueue.logs import log_outcome
 from rqueue.options import WorkerOptions
 from rqueue.payload import Job, decode, header
 from rqueue.queue import RedisQueue, Reservation, Reserved
@@ -291,7 +291,7 @@ class ChildWorker:
         else:
             # Nothing more runs for this task: the next slot write records it as done.
             self.slot.count_processed()
-        self._log(job, "succeeded", duration)
+        log_outcome(log, job, "succeeded", duration)
         if task.options.after_succeeded is not None:
             self._hook(task.options.after_succeeded, result, job)
         if events.has_listeners("processed"):
@@ -327,7 +327,8 @@ class ChildWorker:
             self._persist(lambda: self.queue.fail(reserved.queue, reserved.reserved, record))
         self._reporting(index)
         outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
-        self._log(
+        log_outcome(
+            log,
             job,
             f"{outcome}; {'will retry' if will_retry else 'failed'}",
             duration,
@@ -372,27 +373,6 @@ class ChildWorker:
         except Exception:
             log.exception(
                 "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
-            )
-
-    def _log(self, job: Job, outcome: str, duration: float, level: int = logging.INFO) -> None:
-        if log.isEnabledFor(level):
-            log.log(
-                level,
-                "%s %s %s attempt %d: %s (%.1f ms)",
-                job.queue,
-                job.task,
-                job.id,
-                job.attempts,
-                outcome,
-                duration * 1000,
-                extra={
-                    "queue": job.queue,
-                    "task": job.task,
-                    "task_id": job.id,
-                    "attempt": job.attempts,
-                    "outcome": outcome,
-                    "duration_ms": round(duration * 1000, 3),
-                },
             )
 
     # -- giving back, acking, waiting ---------------------------------------------
@@ -460,22 +440,3 @@ class ChildWorker:
         self.stop_requested = True
         if self._interruptible:
             raise Interrupted()
-
-
-def parent_death_signal(signum: int) -> None:
-    """Ask Linux to send ``signum`` to this process when its parent dies.
-
-    ``prctl(PR_SET_PDEATHSIG)``; elsewhere (or if it fails) nothing happens and the
-    throttled ``getppid()`` check in the loop remains the fallback.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def memory_exceeded(limit_mb: int) -> bool:
-    """Peak RSS of this process above ``limit_mb`` (Linux reports ru_maxrss in KiB)."""
-    return bool(limit_mb) and resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > limit_mb * 1024

@@ -1,0 +1,97 @@
+"""Giving back the tasks of a child that died, from what its scoreboard slot says.
+
+The parent runs this once per dead child. Tasks the child finished are acknowledged,
+tasks it never started go back to the front of the queue with their attempt
+returned, and the task it was running is retried or failed as if it had raised:
+a timeout if the parent killed it for overrunning, ``WorkerLost`` otherwise.
+Reservations are matched by task id and attempt count against the reserved set, so
+only this child's exact reservations are touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from rqueue.errors import InvalidPayload
+from rqueue.failed import make_record
+from rqueue.options import WorkerOptions
+from rqueue.payload import decode, payload_attempts, payload_id
+from rqueue.queue import RedisQueue
+from rqueue.scoreboard import Held, SlotView, State
+
+log = logging.getLogger("rqueue.worker")
+
+T = TypeVar("T")
+
+
+class Persist(Protocol):
+    def __call__(self, call: Callable[[], T], /) -> T: ...
+
+
+class Recovery:
+    """Settles a dead child's tasks; ``persist`` retries each change until Redis takes it."""
+
+    def __init__(self, queue: RedisQueue, options: WorkerOptions, persist: Persist) -> None:
+        self.queue = queue
+        self.options = options
+        self.persist = persist
+
+    def recover(self, view: SlotView, how: str, killed_for_timeout: bool, cold: bool) -> None:
+        if not view.held or view.state in (State.WAITING, State.EMPTY, State.STARTING):
+            return
+        name = self.options.queues[view.queue_index]
+        running = view.held[view.current] if view.state == State.RUNNING else None
+        first_unstarted = view.current + (1 if running else 0)
+        members = self._reserved_by_key(name)
+
+        def exact(held: tuple[Held, ...]) -> list[bytes]:
+            return [m for h in held if (m := members.get((h.id, h.attempts))) is not None]
+
+        self.persist(lambda: self.queue.ack(name, exact(view.held[: view.current])))
+        self.persist(
+            lambda: self.queue.release(name, exact(view.held[first_unstarted:]), unstarted=True)
+        )
+        if running is not None:
+            member = members.get((running.id, running.attempts))
+            if member is not None:
+                self._settle_running(name, member, how, killed_for_timeout, cold)
+
+    def _settle_running(
+        self, name: str, member: bytes, how: str, killed_for_timeout: bool, cold: bool
+    ) -> None:
+        """A child died mid-task: retry or fail the task, as if it had raised."""
+        if cold:  # the operator stopped it: give the attempt back, run it again at once
+            self.persist(lambda: self.queue.release(name, [member], unstarted=True))
+            return
+        try:
+            job = decode(member)
+        except InvalidPayload:
+            job = None
+        tries = (job.tries if job else None) or self.options.tries
+        if killed_for_timeout:
+            timeout = (job.timeout if job else None) or self.options.timeout
+            kind = "TaskTimeout"
+            message = f"task timed out after {timeout:g} s and did not stop; its worker was killed"
+        else:
+            kind, message = "WorkerLost", f"the worker running the task was {how}"
+        attempts = payload_attempts(member)
+        if job is not None and attempts < tries:
+            log.warning(
+                "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
+            )
+            delay = job.backoff_for(attempts)
+            self.persist(lambda: self.queue.release(name, [member], delay))
+        else:
+            log.error(
+                "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
+            )
+            record = make_record(name, member, kind, message, job=job, timed_out=killed_for_timeout)
+            self.persist(lambda: self.queue.fail(name, member, record))
+
+    def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
+        members = self.persist(lambda: self.queue.reserved_payloads(name))
+        return {
+            (pid, payload_attempts(m)): m for m in members if (pid := payload_id(m)) is not None
+        }
