@@ -14,6 +14,7 @@ from rqueue.errors import (
     TaskNotRegistered,
     TaskTimeout,
     UnserializableArgument,
+    WorkerLost,
 )
 from rqueue.events import TaskEvent, on_exception, on_failed, on_processed, on_processing
 from rqueue.options import WorkerOptions
@@ -40,6 +41,7 @@ __all__ = [
     "TaskNotRegistered",
     "TaskTimeout",
     "UnserializableArgument",
+    "WorkerLost",
     "WorkerOptions",
     "current_job",
     "dispatch_many",

@@ -41,3 +41,7 @@ class TaskTimeout(BaseException):
     It derives from ``BaseException`` so that a task's own ``except Exception`` does
     not swallow it by accident; a task that swallows it anyway is killed by the parent.
     """
+
+
+class WorkerLost(RQueueError):
+    """The worker child running a task died (killed, out of memory, ``os._exit``)."""

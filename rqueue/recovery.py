@@ -14,10 +14,10 @@ import logging
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from rqueue.errors import InvalidPayload
+from rqueue.errors import InvalidPayload, QueueConnectionError
 from rqueue.failed import make_record
 from rqueue.options import WorkerOptions
-from rqueue.payload import decode, payload_attempts, payload_id
+from rqueue.payload import decode, encode, payload_attempts, payload_id
 from rqueue.queue import RedisQueue
 from rqueue.scoreboard import Held, SlotView, State
 
@@ -89,6 +89,20 @@ class Recovery:
             )
             record = make_record(name, member, kind, message, job=job, timed_out=killed_for_timeout)
             self.persist(lambda: self.queue.fail(name, member, record))
+            if job is not None:
+                self._report_to_hooks(name, member, kind, message)
+
+    def _report_to_hooks(self, name: str, member: bytes, kind: str, message: str) -> None:
+        """Queue the internal task that runs ``after_failed`` and listeners in a child."""
+        from rqueue import parent_failures
+
+        report = parent_failures.report.make_job((member, kind, message), {})
+        report.queue = name
+        encoded = encode(report, self.queue.config.max_payload_bytes)
+        try:
+            self.queue.push(name, [encoded])
+        except QueueConnectionError as exc:  # the failure itself is recorded; only hooks miss it
+            log.warning("could not queue after_failed for task %s: %s", payload_id(member), exc)
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
         members = self.persist(lambda: self.queue.reserved_payloads(name))

@@ -199,3 +199,19 @@ def reports_current_job(fail_first: bool) -> None:
     redis().rpush(DONE, f"{job.id}:{job.attempts}")
     if fail_first and job.attempts == 1:
         raise RuntimeError("first attempt fails")
+
+
+@task(timeout=1, tries=1, after_failed=_log_failure)
+def swallows_timeout_with_hook() -> None:
+    redis().rpush("test:started", os.getpid())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(60)
+        except TaskTimeout:
+            continue
+
+
+@task(tries=1, after_failed=_log_failure)
+def dies_with_hook() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
