@@ -173,16 +173,6 @@ def rqueue_work(
     )
 
 
-def stop_process(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.01) -> float:
     """Poll until ``condition`` holds; return the moment it did (``time.perf_counter``)."""
     deadline = time.perf_counter() + timeout

@@ -19,12 +19,12 @@ from datetime import datetime
 
 import bench_tasks
 import redis
-from common import machine_summary, percentile, rqueue_work, stop_process, table
+from common import machine_summary, percentile, rqueue_work, table
 
 from rqueue import registry
 from rqueue.config import Config
 from rqueue.queue import RedisQueue
-from rqueue.server import RedisServer
+from rqueue.server import RedisServer, stop_process
 
 IDLE_PAUSE = 0.005
 """Seconds between samples: enough for the child to go back to its blocking wait."""

@@ -32,7 +32,6 @@ from common import (
     command_delta,
     machine_summary,
     rqueue_work,
-    stop_process,
     table,
 )
 
@@ -40,7 +39,7 @@ from rqueue import registry
 from rqueue.config import Config
 from rqueue.payload import encode
 from rqueue.queue import RedisQueue
-from rqueue.server import RedisServer
+from rqueue.server import RedisServer, stop_process
 from rqueue.task import Task
 
 BULK = 1000

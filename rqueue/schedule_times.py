@@ -197,9 +197,5 @@ def _cron_after(expression: str, tz: ZoneInfo, after_ms: int) -> int | None:
     return None
 
 
-def local_repr(ms: int, tz_name: str) -> str:
-    return from_ms(ms).astimezone(zone(tz_name)).isoformat(timespec="seconds")
-
-
 def seconds(value: float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)

@@ -51,6 +51,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class RedisServer:
     """A redis-server child process on loopback; a context manager."""
 
@@ -128,14 +139,8 @@ class RedisServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            stop_process(process, timeout)
 
     def kill(self) -> None:
         """Stop abruptly, as a crash would (SIGKILL): only what the AOF holds survives."""

@@ -138,12 +138,11 @@ class ChildWorker:
             setproctitle(f"{self._title}: paused")
             self._pause(0.2)
             return
-        with self._claiming() as claiming:
+        with self._claiming():
             allowed = self._allowed()
             found = self._reserve(allowed) if allowed > 0 else None
-            if found is not None and claiming:
-                # Others must count what this child took before the claim is released.
-                self._hold(*found)
+            # Recorded inside the claim: under --max-jobs the other children count it.
+            headers = self._hold(*found) if found is not None else []
         if allowed <= 0:
             self._limit_reached()
             return
@@ -153,7 +152,7 @@ class ChildWorker:
             setproctitle(f"{self._title}: waiting")
             self._wait_for_work()
             return
-        self._run_batch(*found)
+        self._run_batch(found[1], headers)
         self.time_limit.stop()
 
     def _allowed(self) -> int:
@@ -172,17 +171,19 @@ class ChildWorker:
             self._pause(0.05)  # the rest of the limit is in other children's hands
 
     @contextlib.contextmanager
-    def _claiming(self) -> Iterator[bool]:
+    def _claiming(self) -> Iterator[None]:
         """Serialise taking tasks among children while ``--max-jobs`` counts them all."""
         if not self.options.effective_max_jobs or self.options.effective_concurrency == 1:
-            yield False
+            yield
             return
         with self.slot.board.claiming():
-            yield True
+            yield
 
-    def _hold(self, queue_index: int, reservation: Reservation) -> None:
+    def _hold(self, queue_index: int, reservation: Reservation) -> list[tuple[str, int, int]]:
+        """Write a new batch to the scoreboard; return each task's (id, attempts, timeout_ms)."""
         headers = [header(t.reserved) or ("-" * 32, 0, 0) for t in reservation.tasks]
         self.slot.hold(queue_index, [Held(task_id, attempts) for task_id, attempts, _ in headers])
+        return headers
 
     def _reserve(self, allowed: int) -> tuple[int, Reservation] | None:
         for index, name in enumerate(self.options.queues):
@@ -205,10 +206,8 @@ class ChildWorker:
                 return index, reservation
         return None
 
-    def _run_batch(self, queue_index: int, reservation: Reservation) -> None:
+    def _run_batch(self, reservation: Reservation, headers: list[tuple[str, int, int]]) -> None:
         tasks = reservation.tasks
-        headers = [header(t.reserved) or ("-" * 32, 0, 0) for t in tasks]
-        self.slot.hold(queue_index, [Held(task_id, attempts) for task_id, attempts, _ in headers])
         margin, grace = self.options.reservation_margin, self.options.kill_grace
         for index, reserved in enumerate(tasks):
             if self._should_exit():
