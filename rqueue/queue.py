@@ -10,7 +10,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import redis
 
@@ -19,29 +19,24 @@ from rqueue.errors import QueueConnectionError
 from rqueue.keys import GlobalKeys, QueueKeys
 from rqueue.scripts import Scripts, execute
 from rqueue.signing import sign
+from rqueue.wire import Wire
 
 # Lua's unpack() is limited to a few thousand values; bulk pushes are chunked below it.
 _PUSH_CHUNK = 1000
 _MIGRATE_LIMIT = 1000
 
 
-class Reserved(NamedTuple):
-    """A task a worker now holds: ``reserved`` is the key to ack, release or fail it by.
-
-    A named tuple, not a frozen dataclass: a worker builds one per task.
-    """
-
-    queue: str
-    original: bytes
-    reserved: bytes
-
-
 @dataclass(frozen=True)
 class Reservation:
-    """What one reserve call returned: Redis's clock at that moment and the tasks."""
+    """What one reserve call returned: Redis's clock at that moment, and the tasks.
+
+    ``payloads`` are the reserved bytes, the key to ack, release or fail each task by.
+    Plain bytes, not an object per task: a busy worker reserves thousands a second.
+    """
 
     now_ms: int
-    tasks: list[Reserved]
+    queue: str
+    payloads: list[bytes]
 
 
 @dataclass(frozen=True)
@@ -66,6 +61,7 @@ class RedisQueue:
     def __init__(self, config: Config, client: redis.Redis | None = None) -> None:
         self.config = config
         self.client = client if client is not None else config.connect()
+        self.wire = Wire(self.client)
         self.scripts = Scripts()
         self.global_keys = GlobalKeys.for_prefix(config.prefix)
         self._keys: dict[str, QueueKeys] = {}
@@ -87,7 +83,7 @@ class RedisQueue:
         keys = self.keys(queue)
         push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
         signed = self._signed(payloads)
-        self._dispatching(lambda: self.scripts.push(self.client, push_keys, (delay_ms, *signed)))
+        self._dispatching(lambda: self.scripts.push(self.wire, push_keys, (delay_ms, *signed)))
 
     def push_many(self, groups: Iterable[tuple[str, int, Sequence[bytes]]]) -> None:
         """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip."""
@@ -161,32 +157,26 @@ class RedisQueue:
         share: int = 1,
         ack: Sequence[bytes] = (),
     ) -> Reservation:
-        """Pop and reserve up to ``count`` tasks; first ack ``ack`` in the same round trip."""
+        """Pop and reserve up to ``count`` tasks; first ack ``ack``, in the same call."""
         keys = self.keys(queue)
-        reserve_keys = (keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled)
-        reserve_args = (count, default_timeout_ms, grace_ms, margin_ms, max(1, share))
-        if ack:
-            pipe = self.client.pipeline(transaction=False)
-            self.scripts.ack.queue(pipe, (keys.reserved,), ack)
-            self.scripts.reserve.queue(pipe, reserve_keys, reserve_args)
-            reply = execute(pipe, self.scripts)[1]
-        else:
-            reply = self.scripts.reserve(self.client, reserve_keys, reserve_args)
-        pairs = reply[1:]
-        tasks = [Reserved(queue, pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)]
-        return Reservation(int(reply[0]), tasks)
+        reply = self.scripts.reserve(
+            self.wire,
+            (keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled),
+            (count, default_timeout_ms, grace_ms, margin_ms, max(1, share), *ack),
+        )
+        return Reservation(int(reply[0]), queue, reply[1:])
 
     def renew(self, queue: str, reserved: bytes, lasting: float) -> bool:
         """Make a reservation last ``lasting`` more seconds; False if it already ran out."""
         keys = self.keys(queue)
         return bool(
-            self.scripts.renew(self.client, (keys.reserved,), (reserved, int(lasting * 1000)))
+            self.scripts.renew(self.wire, (keys.reserved,), (reserved, int(lasting * 1000)))
         )
 
     def ack(self, queue: str, reserved: Sequence[bytes]) -> int:
         if not reserved:
             return 0
-        return int(self.scripts.ack(self.client, (self.keys(queue).reserved,), reserved))
+        return int(self.scripts.ack(self.wire, (self.keys(queue).reserved,), reserved))
 
     def release(
         self, queue: str, reserved: Sequence[bytes], delay: float = 0.0, unstarted: bool = False
@@ -197,7 +187,7 @@ class RedisQueue:
         keys = self.keys(queue)
         return int(
             self.scripts.release(
-                self.client,
+                self.wire,
                 (keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer),
                 (int(delay * 1000), "1" if unstarted else "0", *reserved),
             )
@@ -207,7 +197,7 @@ class RedisQueue:
         keys = self.keys(queue)
         return bool(
             self.scripts.fail(
-                self.client, (keys.reserved, keys.failed), (reserved, record, "1" if force else "0")
+                self.wire, (keys.reserved, keys.failed), (reserved, record, "1" if force else "0")
             )
         )
 
@@ -231,7 +221,7 @@ class RedisQueue:
             keys = keys[:1]  # a blocking pop cannot span slots; the rest are polled
         if timeout <= 0:
             return False
-        return self.client.blpop(keys, timeout=max(0.01, round(timeout, 3))) is not None
+        return self.wire.call("BLPOP", *keys, max(0.01, round(timeout, 3))) is not None
 
     def reserved_payloads(self, queue: str) -> list[bytes]:
         """Every reservation of a queue: few (the tasks in flight), read only in recovery."""

@@ -13,7 +13,7 @@ import fcntl
 import mmap
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -48,6 +48,7 @@ class SlotView:
 _GLOBAL = struct.Struct("<Bxxxxxxxq")  # paused flag, tasks processed by exited children
 _HEADER = struct.Struct("<qiiiidq")  # seq, state, queue, count, current, deadline, processed
 _ENTRY = struct.Struct("<32sI")
+_SEQ = struct.Struct("<q")
 _GLOBAL_SIZE = _GLOBAL.size
 
 
@@ -141,17 +142,19 @@ class Slot:
         self.deadline = 0.0
         self.processed = 0
 
-    def hold(self, queue_index: int, held: list[Held]) -> None:
-        """Record a new batch of reserved tasks, none started."""
-        offset = self._offset + _HEADER.size
+    def hold(self, queue_index: int, headers: Sequence[tuple[str, int, int]]) -> None:
+        """Record a new batch of reserved tasks, none started.
+
+        ``headers`` are the tasks' ``(id, attempts, timeout_ms)`` as
+        :func:`rqueue.payload.header` reads them; the timeout is not kept.
+        """
+        memory, offset, pack_into = self._memory, self._offset + _HEADER.size, _ENTRY.pack_into
         self._begin()
-        for entry in held:
-            _ENTRY.pack_into(
-                self._memory, offset, entry.id.encode("ascii", "replace"), entry.attempts
-            )
+        for task_id, attempts, _ in headers:
+            pack_into(memory, offset, task_id.encode("ascii", "replace"), attempts)
             offset += _ENTRY.size
-        self.queue_index, self.count, self.current = queue_index, len(held), 0
-        self.state = State.HOLDING if held else State.WAITING
+        self.queue_index, self.count, self.current = queue_index, len(headers), 0
+        self.state = State.HOLDING if headers else State.WAITING
         self.deadline = 0.0
         self._end()
 
@@ -170,7 +173,7 @@ class Slot:
 
     def _begin(self) -> None:
         self._seq += 1
-        struct.pack_into("<q", self._memory, self._offset, self._seq)
+        _SEQ.pack_into(self._memory, self._offset, self._seq)
 
     def _end(self) -> None:
         _HEADER.pack_into(

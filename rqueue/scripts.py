@@ -11,13 +11,20 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
-import redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
-KeyOrArg = str | bytes | int | float
+from rqueue.wire import KeyOrArg
+
+
+class ScriptRunner(Protocol):
+    """A ``redis.Redis`` client, or a :class:`rqueue.wire.Wire` for the hot paths."""
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any: ...
+
+    def script_load(self, source: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ class LuaScript:
         source = (resources.files("rqueue") / "lua" / f"{name}.lua").read_text("utf-8")
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
-    def __call__(self, client: redis.Redis, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Any:
+    def __call__(self, client: ScriptRunner, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Any:
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:

@@ -7,37 +7,62 @@ parent (see ``supervisor.py``) once ``kill_grace`` more seconds have passed.
 
 from __future__ import annotations
 
+import math
 import signal
+import time
 from types import FrameType
 
 from rqueue.errors import TaskTimeout
 
+_EARLY = 0.0005
+"""Seconds before a deadline at which a firing timer counts as on time (clock rounding)."""
+
 
 class TimeLimit:
-    """Installed once per child; armed around each task."""
+    """Installed once per child; armed around each task.
+
+    Setting the interval timer is a system call, and a busy child starts thousands of
+    tasks a second, so the timer is only set when it would otherwise fire too late.
+    When it fires early (for an earlier task's deadline), the handler sets it again
+    for what is left of the running task's time. Either way the task is interrupted
+    at its own deadline and never before.
+    """
 
     def __init__(self) -> None:
-        self._armed_for: float | None = None
+        self._seconds = 0.0
+        self._deadline: float | None = None  # the running task's, on the monotonic clock
+        self._fires_at = math.inf
         signal.signal(signal.SIGALRM, self._expired)
 
     def arm(self, seconds: float) -> None:
-        signal.setitimer(signal.ITIMER_REAL, seconds)  # replaces any earlier timer
-        self._armed_for = seconds
+        deadline = time.monotonic() + seconds
+        self._seconds, self._deadline = seconds, deadline
+        if self._fires_at > deadline:
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            self._fires_at = deadline
 
     def disarm(self) -> None:
         """Called in a ``finally`` right after the task: no context manager on the hot path.
 
-        Only the flag is cleared, so an alarm that still fires is ignored; the next
-        ``arm`` resets the timer. That saves a system call per task; :meth:`stop`
-        really cancels the timer once a batch is done.
+        Only the deadline is cleared: a timer that still fires finds no task and is
+        ignored. :meth:`stop` really cancels the timer once a batch is done.
         """
-        self._armed_for = None
+        self._deadline = None
 
     def stop(self) -> None:
-        self._armed_for = None
+        self._deadline = None
+        self._fires_at = math.inf
         signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _expired(self, signum: int, frame: FrameType | None) -> None:
-        if self._armed_for is not None:
-            seconds, self._armed_for = self._armed_for, None
-            raise TaskTimeout(f"task timed out after {seconds:g} s")
+        deadline = self._deadline
+        if deadline is None:
+            self._fires_at = math.inf
+            return
+        left = deadline - time.monotonic()
+        if left > _EARLY:
+            signal.setitimer(signal.ITIMER_REAL, left)
+            self._fires_at = deadline
+            return
+        self._deadline = None
+        raise TaskTimeout(f"task timed out after {self._seconds:g} s")

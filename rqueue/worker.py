@@ -32,9 +32,9 @@ from rqueue.failed import make_record
 from rqueue.logs import log_outcome
 from rqueue.options import WorkerOptions
 from rqueue.payload import Job, decode, header
-from rqueue.queue import RedisQueue, Reservation, Reserved
+from rqueue.queue import RedisQueue, Reservation
 from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
-from rqueue.scoreboard import Held, Slot, State
+from rqueue.scoreboard import Slot, State
 from rqueue.signing import verify
 from rqueue.task import call_hook
 from rqueue.timeouts import TimeLimit
@@ -53,6 +53,7 @@ HANDLED_SIGNALS = {
 }
 """The signals the parent handles; it blocks them across fork() until the child has its own."""
 _ACK_SAFETY = 1.0
+_NO_HEADER = ("-" * 32, 0, 0)
 
 
 class Interrupted(Exception):
@@ -181,8 +182,8 @@ class ChildWorker:
 
     def _hold(self, queue_index: int, reservation: Reservation) -> list[tuple[str, int, int]]:
         """Write a new batch to the scoreboard; return each task's (id, attempts, timeout_ms)."""
-        headers = [header(t.reserved) or ("-" * 32, 0, 0) for t in reservation.tasks]
-        self.slot.hold(queue_index, [Held(task_id, attempts) for task_id, attempts, _ in headers])
+        headers = [header(payload) or _NO_HEADER for payload in reservation.payloads]
+        self.slot.hold(queue_index, headers)
         return headers
 
     def _reserve(self, allowed: int) -> tuple[int, Reservation] | None:
@@ -201,17 +202,17 @@ class ChildWorker:
             if acks:
                 del self._pending_acks[name]
                 self._ack_deadline_reset()
-            if reservation.tasks:
+            if reservation.payloads:
                 self._batch_sent_at = sent_at
                 return index, reservation
         return None
 
     def _run_batch(self, reservation: Reservation, headers: list[tuple[str, int, int]]) -> None:
-        tasks = reservation.tasks
+        queue, payloads = reservation.queue, reservation.payloads
         margin, grace = self.options.reservation_margin, self.options.kill_grace
-        for index, reserved in enumerate(tasks):
+        for index, payload in enumerate(payloads):
             if self._should_exit():
-                self._give_back(tasks[index:])
+                self._give_back(queue, payloads[index:])
                 return
             timeout = headers[index][2] / 1000 or self.options.timeout
             # When this task's reservation runs out (reserve.lua), on our clock and early.
@@ -220,18 +221,18 @@ class ChildWorker:
             if worst_end >= expires_at:
                 expires_at = time.monotonic() + margin + timeout + grace
                 renew = functools.partial(
-                    self.queue.renew, reserved.queue, reserved.reserved, margin + timeout + grace
+                    self.queue.renew, queue, payload, margin + timeout + grace
                 )
                 if not self._persist(renew):
                     log.warning(
                         "%s: a prefetched task's reservation ran out before it started; "
                         "it went back to the queue and is left to another worker",
-                        reserved.queue,
+                        queue,
                     )
                     continue
             if worst_end >= self._ack_deadline:
                 self._persist(self._flush_acks)
-            self._process(index, reserved, expires_at)
+            self._process(index, queue, payload, expires_at)
             # Between tasks, with no deadline: resting, or importing the next task's
             # module, is not this task overrunning, and a finished task must never look
             # like the running one (to be retried or failed) if this child dies now.
@@ -243,27 +244,27 @@ class ChildWorker:
                 self.recycle = True
             if self.options.rest:
                 time.sleep(self.options.rest)
-        self.slot.set(State.HOLDING, len(tasks))
+        self.slot.set(State.HOLDING, len(payloads))
 
     # -- one task -----------------------------------------------------------------
 
-    def _process(self, index: int, reserved: Reserved, expires_at: float) -> None:
+    def _process(self, index: int, queue: str, payload: bytes, expires_at: float) -> None:
         try:
             if self.config.secret:  # before decoding: never look up an unsigned task
-                verify(reserved.reserved, self.config.secret)
-            job = decode(reserved.reserved)
+                verify(payload, self.config.secret)
+            job = decode(payload)
         except InvalidPayload as exc:  # InvalidSignature included
-            self._reject(index, reserved, None, type(exc).__name__, str(exc))
+            self._reject(index, queue, payload, None, type(exc).__name__, str(exc))
             return
         try:
             task = registry.lookup(job.task)
         except TaskNotRegistered as exc:
-            self._reject(index, reserved, job, "TaskNotRegistered", str(exc))
+            self._reject(index, queue, payload, job, "TaskNotRegistered", str(exc))
             return
         tries = job.tries or self.options.tries
         if job.attempts > tries:
             message = f"attempted {job.attempts} times, more than its {tries} tries"
-            self._reject(index, reserved, job, "MaxAttemptsExceeded", message)
+            self._reject(index, queue, payload, job, "MaxAttemptsExceeded", message)
             return
         timeout = job.timeout or self.options.timeout
         started = time.monotonic()
@@ -280,10 +281,10 @@ class ChildWorker:
                 self.time_limit.disarm()
         except (Exception, TaskTimeout) as exc:
             duration = time.monotonic() - started
-            self._failed(index, reserved, job, tries, exc, duration)
+            self._failed(index, queue, payload, job, tries, exc, duration)
             return
         duration = time.monotonic() - started
-        self._pending_acks.setdefault(reserved.queue, []).append(reserved.reserved)
+        self._pending_acks.setdefault(queue, []).append(payload)
         self._ack_deadline = min(self._ack_deadline, expires_at)
         if task.options.after_succeeded is not None or events.has_listeners("processed"):
             self._reporting(index)
@@ -299,7 +300,8 @@ class ChildWorker:
     def _failed(
         self,
         index: int,
-        reserved: Reserved,
+        queue: str,
+        payload: bytes,
         job: Job,
         tries: int,
         exc: BaseException,
@@ -312,18 +314,18 @@ class ChildWorker:
         self.slot.set(State.RUNNING, index)
         if will_retry:
             delay = job.backoff_for(job.attempts)
-            self._persist(lambda: self.queue.release(reserved.queue, [reserved.reserved], delay))
+            self._persist(lambda: self.queue.release(queue, [payload], delay))
         else:
             record = make_record(
-                reserved.queue,
-                reserved.reserved,
+                queue,
+                payload,
                 type(exc).__name__,
                 str(exc),
                 "".join(traceback.format_exception(exc)),
                 job,
                 timed_out,
             )
-            self._persist(lambda: self.queue.fail(reserved.queue, reserved.reserved, record))
+            self._persist(lambda: self.queue.fail(queue, payload, record))
         self._reporting(index)
         outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
         log_outcome(
@@ -340,16 +342,14 @@ class ChildWorker:
             self._final_failure(job, exc)
 
     def _reject(
-        self, index: int, reserved: Reserved, job: Job | None, kind: str, message: str
+        self, index: int, queue: str, payload: bytes, job: Job | None, kind: str, message: str
     ) -> None:
         """Fail a payload that cannot run at all, without retrying it."""
-        record = make_record(reserved.queue, reserved.reserved, kind, message, job=job)
+        record = make_record(queue, payload, kind, message, job=job)
         foreign = job is None
-        self._persist(
-            lambda: self.queue.fail(reserved.queue, reserved.reserved, record, force=foreign)
-        )
+        self._persist(lambda: self.queue.fail(queue, payload, record, force=foreign))
         self._reporting(index)
-        log.error("%s %s %s: %s", reserved.queue, job.task if job else "-", kind, message)
+        log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
             self._final_failure(job, None)
 
@@ -376,16 +376,12 @@ class ChildWorker:
 
     # -- giving back, acking, waiting ---------------------------------------------
 
-    def _give_back(self, unstarted: list[Reserved]) -> None:
+    def _give_back(self, queue: str, unstarted: list[bytes]) -> None:
         """Release tasks this child will not run, attempts returned, at the queue's front."""
         # Forget them in the slot first: if we die in between, they wait for their
         # reservation to expire rather than being released twice.
         self.slot.set(State.WAITING)
-        by_queue: dict[str, list[bytes]] = {}
-        for reserved in unstarted:
-            by_queue.setdefault(reserved.queue, []).append(reserved.reserved)
-        for name, payloads in by_queue.items():
-            self._persist(functools.partial(self.queue.release, name, payloads, unstarted=True))
+        self._persist(functools.partial(self.queue.release, queue, unstarted, unstarted=True))
 
     def _flush_acks(self) -> None:
         for name in list(self._pending_acks):

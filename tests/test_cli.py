@@ -54,8 +54,8 @@ def test_size_shows_ready_delayed_reserved_and_failed(queue: RedisQueue, config:
     apptasks.record.later(60, 3)
     queue.reserve("default", 1, 60_000, 0, 0)
     apptasks.always_fails.dispatch("x")
-    (reserved,) = queue.reserve("emails", 1, 60_000, 0, 0).tasks
-    queue.fail("emails", reserved.reserved, make_record("emails", reserved.reserved, "E", "m"))
+    (reserved,) = queue.reserve("emails", 1, 60_000, 0, 0).payloads
+    queue.fail("emails", reserved, make_record("emails", reserved, "E", "m"))
     result = cli(config, "size")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[0].split() == [

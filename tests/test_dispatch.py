@@ -302,7 +302,7 @@ def test_cluster_mode_hash_tags_the_queue_name(config: Config) -> None:
     clustered.client.flushall()
     apptasks.record.using(connection=clustered).dispatch(1)
     reservation = clustered.reserve("default", 5, 1000, 0, 0)
-    assert len(reservation.tasks) == 1
+    assert len(reservation.payloads) == 1
     assert clustered.client.zcard("queues:{default}:reserved") == 1
     clustered.client.close()
 

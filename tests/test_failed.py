@@ -18,16 +18,16 @@ TESTS_DIR = Path(__file__).parent
 def fail_by_hand(queue: RedisQueue, value: object, name: str = "default") -> str:
     """Put a ``record`` call straight into ``name``'s failed list, as a worker would."""
     job = push_job(queue, "apptasks:record", value, queue=name, tries=1)
-    (reserved,) = queue.reserve(name, 1, 60_000, 0, 0).tasks
+    (reserved,) = queue.reserve(name, 1, 60_000, 0, 0).payloads
     record = make_record(
         name,
-        reserved.reserved,
+        reserved,
         "ValueError",
         f"bad value {value}",
         "Traceback: here",
-        decode(reserved.reserved),
+        decode(reserved),
     )
-    assert queue.fail(name, reserved.reserved, record)
+    assert queue.fail(name, reserved, record)
     return job.id
 
 
@@ -77,11 +77,11 @@ def test_list_filters_by_queue_and_says_when_there_is_nothing(
 
 def test_show_a_payload_that_never_decoded(queue: RedisQueue, config: Config) -> None:
     queue.client.rpush("queues:default", b"\x00garbage")
-    (reserved,) = queue.reserve("default", 1, 60_000, 0, 0).tasks
+    (reserved,) = queue.reserve("default", 1, 60_000, 0, 0).payloads
     queue.fail(
         "default",
-        reserved.reserved,
-        make_record("default", reserved.reserved, "InvalidPayload", "nope"),
+        reserved,
+        make_record("default", reserved, "InvalidPayload", "nope"),
     )
     queue.remember_queues(["default"])
     (found,) = FailedTasks(queue).list()

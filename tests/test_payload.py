@@ -65,17 +65,16 @@ def test_reserve_script_increments_attempts_in_place(queue: RedisQueue) -> None:
     original = encode(make_job(attempts=0xFF, timeout=3))
     queue.push("default", [original])
     reservation = queue.reserve("default", 1, 60_000, 0, 0)
-    (reserved,) = reservation.tasks
-    assert reserved.original == original
-    assert reserved.reserved == with_attempts(original, 0x100)
-    assert payload_attempts(reserved.reserved) == 0x100
-    assert payload_id(reserved.reserved) == payload_id(original)
+    (reserved,) = reservation.payloads
+    assert reserved == with_attempts(original, 0x100)
+    assert payload_attempts(reserved) == 0x100
+    assert payload_id(reserved) == payload_id(original)
     # Only the four attempt bytes differ.
-    diff = [i for i, (a, b) in enumerate(zip(original, reserved.reserved, strict=True)) if a != b]
+    diff = [i for i, (a, b) in enumerate(zip(original, reserved, strict=True)) if a != b]
     assert diff and all(ATTEMPTS_OFFSET <= i < ATTEMPTS_OFFSET + 4 for i in diff)
-    assert decode(reserved.reserved) == replace(decode(original), attempts=0x100)
+    assert decode(reserved) == replace(decode(original), attempts=0x100)
     # The reservation expiry used the timeout read at TIMEOUT_OFFSET (3 s), not the default.
-    score = queue.client.zscore(queue.keys("default").reserved, reserved.reserved)
+    score = queue.client.zscore(queue.keys("default").reserved, reserved)
     assert score == reservation.now_ms + 3000
 
 

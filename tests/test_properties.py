@@ -21,8 +21,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from rqueue.config import Config
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import Job, decode, encode, new_id, payload_attempts, payload_id
-from rqueue.queue import RedisQueue, Reserved
+from rqueue.payload import Job, decode, encode, new_id, payload_attempts, payload_id, with_attempts
+from rqueue.queue import RedisQueue
 from rqueue.signing import sign, verify
 
 # -- payload round trips ---------------------------------------------------------------
@@ -126,7 +126,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.queue.client.flushall()
         self.dispatched: set[str] = set()
         self.done: set[str] = set()
-        self.holding: dict[bytes, Reserved] = {}
+        self.holding: set[bytes] = set()
 
     # -- producing -------------------------------------------------------------------
 
@@ -156,25 +156,26 @@ class QueueMachine(RuleBasedStateMachine):
     # holds, used modulo its size), so hypothesis can replay a sequence even though
     # expiries and due times follow Redis's clock.
 
-    def _take(self, index: int) -> Reserved | None:
+    def _take(self, index: int) -> bytes | None:
         if not self.holding:
             return None
-        key = sorted(self.holding)[index % len(self.holding)]
-        return self.holding.pop(key)
+        payload = sorted(self.holding)[index % len(self.holding)]
+        self.holding.remove(payload)
+        return payload
 
     @rule(count=st.integers(1, 4), timeout_ms=st.sampled_from([1, 30, 60_000]))
     def pop(self, count: int, timeout_ms: int) -> None:
+        ready = self.queue.client.lrange(self.queue.keys(QUEUE).ready, 0, count - 1)
         reservation = self.queue.reserve(QUEUE, count, timeout_ms, 0, 0)
-        for task in reservation.tasks:
-            assert payload_attempts(task.reserved) == payload_attempts(task.original) + 1
-            assert payload_id(task.reserved) == payload_id(task.original)
-            self.holding[task.reserved] = task
+        # The head of the list, in order, each with one more attempt and no other change.
+        assert reservation.payloads == [with_attempts(p, payload_attempts(p) + 1) for p in ready]
+        self.holding.update(reservation.payloads)
 
     @rule(index=st.integers(0, 50))
     def ack(self, index: int) -> None:
         task = self._take(index)
-        if task is not None and self.queue.ack(QUEUE, [task.reserved]):
-            self.done.add(payload_id(task.reserved) or "")
+        if task is not None and self.queue.ack(QUEUE, [task]):
+            self.done.add(payload_id(task) or "")
 
     @rule(
         index=st.integers(0, 50), delay_ms=st.sampled_from([0, 5, 60_000]), unstarted=st.booleans()
@@ -182,16 +183,14 @@ class QueueMachine(RuleBasedStateMachine):
     def release(self, index: int, delay_ms: int, unstarted: bool) -> None:
         task = self._take(index)
         if task is not None:
-            self.queue.release(QUEUE, [task.reserved], delay_ms / 1000, unstarted=unstarted)
+            self.queue.release(QUEUE, [task], delay_ms / 1000, unstarted=unstarted)
 
     @rule(index=st.integers(0, 50))
     def fail(self, index: int) -> None:
         task = self._take(index)
         if task is not None:
-            record = make_record(
-                QUEUE, task.reserved, "ValueError", "failing on purpose", job=decode(task.reserved)
-            )
-            self.queue.fail(QUEUE, task.reserved, record)
+            record = make_record(QUEUE, task, "ValueError", "failing on purpose", job=decode(task))
+            self.queue.fail(QUEUE, task, record)
 
     @rule()
     def migrate(self) -> None:

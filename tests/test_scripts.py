@@ -41,7 +41,7 @@ def redis_now_ms(queue: RedisQueue) -> int:
 
 
 def reserve_all(queue: RedisQueue, count: int = 100) -> list[bytes]:
-    return [t.reserved for t in queue.reserve(Q, count, 60_000, 0, 0).tasks]
+    return queue.reserve(Q, count, 60_000, 0, 0).payloads
 
 
 # -- reserve ---------------------------------------------------------------------------
@@ -51,9 +51,8 @@ def test_reserve_moves_tasks_from_the_list_to_the_reserved_set(queue: RedisQueue
     pushed = [payload(i) for i in range(3)]
     queue.push(Q, pushed)
     reservation = queue.reserve(Q, 2, 60_000, 0, 0)
-    assert [t.original for t in reservation.tasks] == pushed[:2]
-    assert [t.reserved for t in reservation.tasks] == [with_attempts(p, 1) for p in pushed[:2]]
-    assert all(t.queue == Q for t in reservation.tasks)
+    assert reservation.payloads == [with_attempts(p, 1) for p in pushed[:2]]
+    assert reservation.queue == Q
     assert ready(queue) == pushed[2:]
     assert queue.client.type(RESERVED) == b"zset"
     assert set(zset(queue, RESERVED)) == {with_attempts(p, 1) for p in pushed[:2]}
@@ -82,49 +81,49 @@ def test_reservation_expiry_comes_from_each_tasks_own_timeout(queue: RedisQueue)
         now + margin_ms + default_ms + grace_ms,
         now + margin_ms + 500 + grace_ms,
     ]
-    assert [scores[t.reserved] for t in reservation.tasks] == expected
+    assert [scores[p] for p in reservation.payloads] == expected
 
 
 def test_renew_extends_a_live_reservation_and_never_revives_an_expired_one(
     queue: RedisQueue,
 ) -> None:
     queue.push(Q, [payload(1), payload(2)])
-    first, second = queue.reserve(Q, 2, 1_000, 0, 0).tasks
-    assert queue.renew(Q, first.reserved, 120) is True
-    assert zset(queue, RESERVED)[first.reserved] >= redis_now_ms(queue) + 119_000
-    queue.client.zadd(RESERVED, {second.reserved: 0})  # its reservation ran out...
+    first, second = queue.reserve(Q, 2, 1_000, 0, 0).payloads
+    assert queue.renew(Q, first, 120) is True
+    assert zset(queue, RESERVED)[first] >= redis_now_ms(queue) + 119_000
+    queue.client.zadd(RESERVED, {second: 0})  # its reservation ran out...
     assert queue.migrate(Q).moved == 1  # ...and it went back to the ready list
-    assert queue.renew(Q, second.reserved, 120) is False
-    assert second.reserved not in zset(queue, RESERVED)
+    assert queue.renew(Q, second, 120) is False
+    assert second not in zset(queue, RESERVED)
 
 
 def test_reserve_takes_a_fair_share_of_a_short_queue(queue: RedisQueue) -> None:
     queue.push(Q, [payload(i) for i in range(5)])
-    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=2).tasks) == 3  # ceil(5 / 2)
-    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=4).tasks) == 1  # ceil(2 / 4)
-    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=4).tasks) == 1
-    assert queue.reserve(Q, 20, 1000, 0, 0, share=4).tasks == []
+    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=2).payloads) == 3  # ceil(5 / 2)
+    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=4).payloads) == 1  # ceil(2 / 4)
+    assert len(queue.reserve(Q, 20, 1000, 0, 0, share=4).payloads) == 1
+    assert queue.reserve(Q, 20, 1000, 0, 0, share=4).payloads == []
 
 
 def test_reserve_on_an_empty_queue_returns_the_redis_time_only(queue: RedisQueue) -> None:
     queue.client.rpush(NOTIFY, 1)
     reservation = queue.reserve(Q, 10, 1000, 0, 0)
-    assert reservation.tasks == [] and reservation.now_ms > 0
+    assert reservation.payloads == [] and reservation.now_ms > 0
     assert queue.client.exists(NOTIFY) == 0  # a stale wake-up is cleared
 
 
 def test_foreign_bytes_are_reserved_unchanged_with_the_default_timeout(queue: RedisQueue) -> None:
     queue.client.rpush(READY, b"not a payload at all")
     reservation = queue.reserve(Q, 1, 4000, 100, 0)
-    (task,) = reservation.tasks
-    assert task.original == task.reserved == b"not a payload at all"
-    assert zset(queue, RESERVED) == {task.reserved: reservation.now_ms + 4100}
+    (task,) = reservation.payloads
+    assert task == b"not a payload at all"
+    assert zset(queue, RESERVED) == {task: reservation.now_ms + 4100}
 
 
 def test_reserve_acks_piggybacked_in_the_same_round_trip(queue: RedisQueue) -> None:
     queue.push(Q, [payload(1), payload(2)])
-    (first,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0).tasks]
-    (second,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0, ack=[first]).tasks]
+    (first,) = queue.reserve(Q, 1, 1000, 0, 0).payloads
+    (second,) = queue.reserve(Q, 1, 1000, 0, 0, ack=[first]).payloads
     assert set(zset(queue, RESERVED)) == {second}
 
 
@@ -156,7 +155,7 @@ def test_release_with_backoff_moves_to_the_delayed_set(queue: RedisQueue) -> Non
 
 def test_release_without_delay_goes_to_the_back_of_the_list(queue: RedisQueue) -> None:
     queue.push(Q, [payload(1), payload(2)])
-    (first,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0).tasks]
+    (first,) = queue.reserve(Q, 1, 1000, 0, 0).payloads
     queue.client.delete(NOTIFY)
     assert queue.release(Q, [first]) == 1
     assert ready(queue)[-1] == first and payload_attempts(ready(queue)[-1]) == 1
@@ -168,7 +167,7 @@ def test_unstarted_release_gives_the_attempt_back_at_the_front_in_order(
 ) -> None:
     pushed = [payload(i, attempts=2) for i in range(4)]
     queue.push(Q, pushed)
-    reserved = [t.reserved for t in queue.reserve(Q, 3, 1000, 0, 0).tasks]
+    reserved = queue.reserve(Q, 3, 1000, 0, 0).payloads
     assert [payload_attempts(r) for r in reserved] == [3, 3, 3]
     assert queue.release(Q, reserved, unstarted=True) == 3
     assert ready(queue) == pushed
@@ -304,9 +303,9 @@ def test_scripts_are_reloaded_after_a_script_flush(queue: RedisQueue) -> None:
     queue.push_many([(Q, 0, [payload(2)]), ("other", 0, [payload(3)])])  # pipelined
     queue.client.script_flush()
     queue.push(Q, [payload(4)])
-    (first,) = [t.reserved for t in queue.reserve(Q, 1, 1000, 0, 0).tasks]
+    (first,) = queue.reserve(Q, 1, 1000, 0, 0).payloads
     queue.client.script_flush()
-    assert len(queue.reserve(Q, 10, 1000, 0, 0, ack=[first]).tasks) == 2  # pipelined with ack
+    assert len(queue.reserve(Q, 10, 1000, 0, 0, ack=[first]).payloads) == 2  # pipelined with ack
     assert queue.client.llen("queues:other") == 1
     assert queue.client.zcard(RESERVED) == 2
 

@@ -1,4 +1,5 @@
--- reserve.lua: pop up to N ready tasks and reserve each one, in one step.
+-- reserve.lua: acknowledge finished tasks, then pop up to N ready tasks and
+-- reserve each one, in one step (so a busy worker pays one round trip per batch).
 -- KEYS[1] ready list   KEYS[2] reserved zset   KEYS[3] notify list
 -- KEYS[4] pending-ids set: the popped tasks' ids leave it (one SREM per call)
 -- KEYS[5] cancelled set: a popped task whose id is in it is dropped, not reserved
@@ -9,7 +10,9 @@
 -- ARGV[4] margin in ms (slack for the worker to start the task and report back)
 -- ARGV[5] how many workers share the queue: take at most a fair share of what is
 --         ready, so a short queue is spread over idle children instead of hoarded
--- Returns {now_ms, original_1, reserved_1, original_2, reserved_2, ...}
+-- ARGV[6..] reserved payloads of tasks that completed: removed first, as ack.lua does
+-- Returns {now_ms, reserved_1, reserved_2, ...}: only the reserved bytes, which the
+-- worker acks, releases or fails by (the original differs in the attempt counter only)
 -- Invariant: a popped task is in the reserved set before the script ends, its
 -- attempt counter (4 bytes at offset 14, see payload.py) one higher than in the list.
 -- Each reservation lasts margin + the task's own timeout + grace. A worker runs a
@@ -18,6 +21,7 @@
 -- already went back to the queue. So no task can be handed to a second worker while
 -- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
+if #ARGV > 5 then redis.call('ZREM', KEYS[2], unpack(ARGV, 6)) end
 local ready = redis.call('LLEN', KEYS[1])
 local take = math.min(tonumber(ARGV[1]), math.ceil(ready / tonumber(ARGV[5])))
 local items = false
@@ -54,7 +58,6 @@ for _, original in ipairs(items) do
   if not dropped then  -- a task cancelled while pending leaves the queue here, unrun
     scored[#scored + 1] = now + margin + timeout + grace
     scored[#scored + 1] = reserved
-    result[#result + 1] = original
     result[#result + 1] = reserved
   end
 end
