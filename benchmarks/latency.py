@@ -5,7 +5,12 @@
   idle again, repeat. Reports p50/p99/max over the samples.
 - Delayed: schedule many tasks with ``later()`` for one instant and report how late
   each started after that instant (p50/p99/max). All of them are due together, so the
-  tail also includes waiting behind the others.
+  tail also includes waiting behind the others. These tasks append their start time
+  to a file rather than RPUSH it, so that recording a start costs no round trip.
+- The floor: the same wake-up with no queue at all. One plain redis-py process blocks
+  in BLPOP; another pushes to it; the woken process makes one more round trip (as a
+  worker must, to reserve the task) and reports the time. No design that wakes a
+  blocked process through Redis can start a task sooner on the machine.
 
     python benchmarks/latency.py
     python benchmarks/latency.py --samples 200 --delayed 50   # a quick check
@@ -14,8 +19,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 from datetime import datetime
+from pathlib import Path
 
 import bench_tasks
 import redis
@@ -50,15 +58,48 @@ def dispatch_to_start(client: redis.Redis, samples: int) -> list[float]:
     return latencies
 
 
-def delayed_lateness(client: redis.Redis, count: int, ahead: float) -> list[float]:
+def delayed_lateness(client: redis.Redis, log: Path, count: int, ahead: float) -> list[float]:
     due = time.time() + ahead
     when = datetime.fromtimestamp(due).astimezone()
     for _ in range(count):
-        bench_tasks.record_start.later(when, due)
+        bench_tasks.log_start.later(when, due)
     sent = time.time()
     if sent > due - 0.2:
         print(f"  ! scheduling took too long ({sent - due + ahead:.2f} s); raise --ahead")
-    return [started - due for started, _ in (wait_start(client, ahead + 30) for _ in range(count))]
+    deadline = due + 30
+    while len(lines := log.read_text().splitlines()) < count:
+        if time.time() > deadline:
+            raise TimeoutError(f"only {len(lines)} of {count} delayed tasks started")
+        time.sleep(0.05)
+    return [float(started) - float(due_at) for started, due_at in map(str.split, lines)]
+
+
+def wake_floor(url: str, samples: int) -> list[float]:
+    """Push to a process blocked in BLPOP; it makes one round trip more and reports."""
+    pid = os.fork()
+    if pid == 0:  # the woken side: plain redis-py, no queue
+        woken = redis.Redis.from_url(url)
+        try:
+            while woken.blpop(["floor:go"], timeout=10) is not None:
+                woken.ping()
+                woken.rpush("floor:back", repr(time.time()))
+        finally:
+            os._exit(0)
+    client = redis.Redis.from_url(url)
+    latencies = []
+    try:
+        for _ in range(samples):
+            time.sleep(IDLE_PAUSE)
+            sent = time.time()
+            client.rpush("floor:go", 1)
+            popped = client.blpop(["floor:back"], timeout=10)
+            if popped is None:
+                raise TimeoutError("the floor process did not answer")
+            latencies.append(float(popped[1]) - sent)
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    return latencies
 
 
 def ms(seconds: float) -> str:
@@ -81,6 +122,9 @@ def main() -> None:
     args = parser.parse_args()
 
     extra = ("--hz", str(args.hz)) if args.hz else ()
+    log = Path(tempfile.mkdtemp(prefix="rqueue-latency-")) / "starts.log"
+    log.touch()
+    os.environ["START_LOG"] = str(log)  # the worker's children inherit it
     with RedisServer(extra_args=extra) as server:
         queue = RedisQueue(Config(redis_url=server.url))
         registry.use(queue)
@@ -92,9 +136,10 @@ def main() -> None:
             wait_start(client, timeout=30)
             time.sleep(0.5)
             idle = dispatch_to_start(client, args.samples)
-            late = delayed_lateness(client, args.delayed, args.ahead)
+            late = delayed_lateness(client, log, args.delayed, args.ahead)
         finally:
             stop_process(worker)
+        floor = wake_floor(server.url, args.samples)
     rows = [
         (
             f"dispatch to start, idle worker ({args.samples} samples)",
@@ -102,6 +147,13 @@ def main() -> None:
             ms(percentile(idle, 0.5)),
             ms(percentile(idle, 0.99)),
             ms(max(idle)),
+        ),
+        (
+            f"floor: BLPOP wake-up + 1 round trip, no queue ({args.samples} samples)",
+            ms(min(floor)),
+            ms(percentile(floor, 0.5)),
+            ms(percentile(floor, 0.99)),
+            ms(max(floor)),
         ),
         (
             f"delayed task start after due time ({args.delayed} due together)",

@@ -112,8 +112,8 @@ class Supervisor:
         # blocking wait starts would otherwise cost a whole tick.
         wait = 0.05 if self.stopping else _TICK / 4 if self.options.stop_when_empty else _TICK
         if not self.stopping:
+            wait = min(wait, self._migrate())  # first: due tasks are what we woke up for
             self._check_limits()
-            wait = min(wait, self._migrate())
             wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
             self._respawn()
         if self.children or not self.stopping:

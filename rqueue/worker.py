@@ -54,6 +54,7 @@ HANDLED_SIGNALS = {
 """The signals the parent handles; it blocks them across fork() until the child has its own."""
 _ACK_SAFETY = 1.0
 _NO_HEADER = ("-" * 32, 0, 0)
+_BATCH_GROWTH = 4
 
 
 class Interrupted(Exception):
@@ -78,6 +79,7 @@ class ChildWorker:
         self._pending_acks: dict[str, list[bytes]] = {}
         self._parent_checked_at = 0.0
         self._ack_deadline = float("inf")
+        self._batch_size = 1
         self._title = (
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
         )
@@ -141,18 +143,22 @@ class ChildWorker:
             return
         with self._claiming():
             allowed = self._allowed()
-            found = self._reserve(allowed) if allowed > 0 else None
+            found = self._reserve(min(allowed, self._batch_size)) if allowed > 0 else None
             # Recorded inside the claim: under --max-jobs the other children count it.
             headers = self._hold(*found) if found is not None else []
         if allowed <= 0:
             self._limit_reached()
             return
         if found is None:
+            self._batch_size = 1
             self._flush_acks()
             self.slot.set(State.EMPTY)
             setproctitle(f"{self._title}: waiting")
             self._wait_for_work()
             return
+        # Batches start small after an idle spell and grow while the queue stays deep:
+        # the first task of a burst starts without waiting for a hundred reservations.
+        self._batch_size = min(self._batch_size * _BATCH_GROWTH, self.options.batch_limit)
         self._run_batch(found[1], headers)
         self.time_limit.stop()
 

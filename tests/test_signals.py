@@ -45,9 +45,10 @@ def test_warm_shutdown_finishes_the_running_task_and_loses_nothing(
     worker = workers.start(*FAST)
     log = follow_log(worker)
     (child,) = worker.wait_for_children(1)
-    # One push, so the child reserves all four in one batch.
+    # One push: the child's first batch is "first" alone, its second the other four.
     dispatch_many(
-        [apptasks.blocks_until_released.pending("w")]
+        [apptasks.record.pending("first")]
+        + [apptasks.blocks_until_released.pending("w")]
         + [apptasks.record.pending(i) for i in range(3)]
     )
     wait_for(lambda: started(queue) == [f"{child.pid}:w"], 10, "the task to start")
@@ -57,7 +58,7 @@ def test_warm_shutdown_finishes_the_running_task_and_loses_nothing(
     assert queue.sizes(["default"])[0].reserved == 4
     queue.client.rpush("test:release", "go")
     assert worker.wait(15) == 0, "".join(log)
-    assert done(queue) == ["w"]
+    assert done(queue) == ["first", "w"]
     # Tasks the child had prefetched but not started are back, attempts returned.
     remaining = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
     assert [(j.args, j.attempts) for j in remaining] == [((i,), 0) for i in range(3)]
@@ -203,8 +204,10 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
 ) -> None:
     worker = workers.start(*FAST)
     (child,) = worker.wait_for_children(1)
+    # The first batch is "first" alone; the second holds the other four.
     dispatch_many(
-        [apptasks.blocks_until_released.pending("orphan")]
+        [apptasks.record.pending("first")]
+        + [apptasks.blocks_until_released.pending("orphan")]
         + [apptasks.record.pending(i) for i in range(3)]
     )
     wait_for(lambda: started(queue), 10, "the task to start")
@@ -218,7 +221,7 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
     time.sleep(max(0.0, 0.6 - (time.monotonic() - began)))
     queue.client.rpush("test:release", "go")
     child.wait(10)
-    assert done(queue) == ["orphan"]
+    assert done(queue) == ["first", "orphan"]
     size = queue.sizes(["default"])[0]
     assert (size.ready, size.reserved) == (3, 0)  # acknowledged, and the rest given back
     assert [payload_attempts(p) for p in queue.client.lrange("queues:default", 0, -1)] == [0] * 3

@@ -533,8 +533,10 @@ def test_a_finished_task_is_never_taken_for_an_overrun_while_the_next_one_loads(
     queue: RedisQueue, workers: Workers, tmp_path: Path
 ) -> None:
     (tmp_path / "slow_import_tasks.py").write_text(SLOW_IMPORT)
-    # One push, so both land in one batch: a task that uses most of its 1 s timeout,
-    # then one whose module takes longer than that to import.
+    # One push, so both land in the child's second batch (its first is one task): a
+    # task that uses most of its 1 s timeout, then one whose module takes longer than
+    # that to import.
+    warm_up = apptasks.record.make_job(("first",), {})
     first = apptasks.sleeps.make_job((0.7,), {})
     second = Job(
         id=new_id(),
@@ -544,12 +546,12 @@ def test_a_finished_task_is_never_taken_for_an_overrun_while_the_next_one_loads(
         queue="default",
         timeout=5,
     )
-    queue.push("default", [encode(first), encode(second)])
+    queue.push("default", [encode(warm_up), encode(first), encode(second)])
     code, output = workers.run(
         "--stop-when-empty", "--kill-grace", "0.3", env={"PYTHONPATH": str(tmp_path)}
     )
     assert code == 0, output
-    assert done(queue) == ["slept", "hello x"]
+    assert done(queue) == ["first", "slept", "hello x"]
     assert failed(queue) == [] and settled(queue)
     assert "overran" not in output
 
@@ -568,20 +570,22 @@ def test_a_short_queue_is_spread_over_idle_children_not_hoarded(
     wait_for(lambda: sorted(done(queue)) == ["a", "b"], 10)
 
 
-@pytest.mark.parametrize(("prefetch", "held"), [("1", 1), ("20", 3)])
-def test_prefetch_bounds_how_many_tasks_a_child_holds(
+@pytest.mark.parametrize(("prefetch", "held"), [("1", 1), ("3", 3), ("20", 4)])
+def test_batches_start_at_one_grow_fourfold_and_stop_at_prefetch(
     queue: RedisQueue, workers: Workers, prefetch: str, held: int
 ) -> None:
+    # The first reserve takes one task; the next takes up to four, at most --prefetch.
     dispatch_many(
-        [apptasks.blocks_until_released.pending("first")]
-        + [apptasks.record.pending(i) for i in range(2)]
+        [apptasks.record.pending("first")]
+        + [apptasks.blocks_until_released.pending("second")]
+        + [apptasks.record.pending(i) for i in range(6)]
     )
     workers.start("--prefetch", prefetch, *FAST)
-    wait_for(lambda: strings(queue.client, "test:started"), 10, "the first task to start")
+    wait_for(lambda: strings(queue.client, "test:started"), 10, "the second task to start")
     size = queue.sizes(["default"])[0]
-    assert (size.reserved, size.ready) == (held, 3 - held)
+    assert (size.reserved, size.ready) == (held, 7 - held)
     queue.client.rpush("test:release", "go")
-    wait_for(lambda: len(done(queue)) == 3, 10)
+    wait_for(lambda: len(done(queue)) == 8, 10)
 
 
 MAIN_SCRIPT = """
