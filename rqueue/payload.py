@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import os
 import struct
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +33,9 @@ _FIXED_ENTRIES = 3
 # The header's variable parts alone (attempts, timeout_ms, id), read in one unpack.
 _VARIABLE = struct.Struct(">13xI12xI5x32s")
 _MARKERS = b"\xa8attempts\xce"
+_ARGS = b"\xa4args"  # msgpack strings: the keys of the two entries every call packs
+_KWARGS = b"\xa6kwargs"
+_EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
 
 
 @dataclass(slots=True)
@@ -69,48 +73,88 @@ def new_id() -> str:
     return os.urandom(16).hex()
 
 
+def new_ids(count: int) -> list[str]:
+    """``count`` ids from one read of the system's random source."""
+    digits = os.urandom(16 * count).hex()
+    return [digits[i : i + ID_LENGTH] for i in range(0, len(digits), ID_LENGTH)]
+
+
+class PayloadTemplate:
+    """The bytes that every payload of one task, dispatched at one moment, shares.
+
+    ``dispatch_many`` encodes thousands of calls of the same task, and only each call's
+    id, args and kwargs differ. So the header (but its id) and the task's other entries
+    are encoded once here, and :meth:`encode` packs just the args and kwargs. The map
+    holds the fixed entries first, then the shared ones, then ``args`` and ``kwargs``.
+    """
+
+    __slots__ = ("_prefix", "_shared", "job")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        shared: dict[str, Any] = {
+            "task": job.task,
+            "queue": job.queue,
+            "tries": job.tries,
+            "backoff": list(job.backoff),
+            "dispatched_at": job.dispatched_at,
+        }
+        if job.meta:
+            shared["meta"] = job.meta
+        try:
+            # The entries without their map's one-byte fixmap header (< 16 entries).
+            self._shared = _pack(shared)[1:]
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise UnserializableArgument(_describe_unencodable(job, exc)) from None
+        self._prefix = _HEADER.pack(
+            0xDE,
+            _FIXED_ENTRIES + len(shared) + 2,
+            0xA8,
+            b"attempts",
+            0xCE,
+            job.attempts,
+            0xAA,
+            b"timeout_ms",
+            0xCE,
+            _timeout_ms(job.timeout),
+            0xA2,
+            b"id",
+            0xD9,
+            ID_LENGTH,
+            b"",
+        )[:ID_OFFSET]
+
+    def encode(
+        self,
+        task_id: str,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        max_bytes: int | None = None,
+    ) -> bytes:
+        """One call's payload, naming the argument at fault if msgpack cannot encode it."""
+        raw_id = task_id.encode("ascii")
+        if len(raw_id) != ID_LENGTH:
+            raise ValueError(f"a task id is {ID_LENGTH} ASCII characters, got {task_id!r}")
+        try:
+            packed_args = _pack(args) if args else _EMPTY_ARRAY
+            packed_kwargs = _pack(kwargs) if kwargs else _EMPTY_MAP
+            data = b"".join(
+                (self._prefix, raw_id, self._shared, _ARGS, packed_args, _KWARGS, packed_kwargs)
+            )
+        except (TypeError, ValueError, OverflowError) as exc:
+            job = replace(self.job, id=task_id, args=tuple(args), kwargs=kwargs)
+            raise UnserializableArgument(_describe_unencodable(job, exc)) from None
+        if max_bytes is not None and len(data) > max_bytes:
+            raise PayloadTooLarge(
+                f"task {self.job.task} encodes to {len(data)} bytes, over the limit of "
+                f"{max_bytes}; pass a reference (an id or a URL) instead of the data itself"
+            )
+        return data
+
+
 def encode(job: Job, max_bytes: int | None = None) -> bytes:
     """Encode a job, naming the argument at fault if msgpack cannot encode it."""
-    rest: dict[str, Any] = {
-        "task": job.task,
-        "args": list(job.args),
-        "kwargs": job.kwargs,
-        "queue": job.queue,
-        "tries": job.tries,
-        "backoff": list(job.backoff),
-        "dispatched_at": job.dispatched_at,
-    }
-    if job.meta:
-        rest["meta"] = job.meta
-    try:
-        # One packb call for the whole map, minus its one-byte fixmap header (< 16 entries).
-        body = _pack(rest)[1:]
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise UnserializableArgument(_describe_unencodable(job, exc)) from None
-    header = _HEADER.pack(
-        0xDE,
-        _FIXED_ENTRIES + len(rest),
-        0xA8,
-        b"attempts",
-        0xCE,
-        job.attempts,
-        0xAA,
-        b"timeout_ms",
-        0xCE,
-        _timeout_ms(job.timeout),
-        0xA2,
-        b"id",
-        0xD9,
-        ID_LENGTH,
-        job.id.encode("ascii"),
-    )
-    data = header + body
-    if max_bytes is not None and len(data) > max_bytes:
-        raise PayloadTooLarge(
-            f"task {job.task} encodes to {len(data)} bytes, over the limit of {max_bytes}; "
-            "pass a reference (an id or a URL) instead of the data itself"
-        )
-    return data
+    return PayloadTemplate(job).encode(job.id, job.args, job.kwargs, max_bytes)
 
 
 def decode(data: bytes) -> Job:

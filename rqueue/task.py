@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
 from rqueue import registry
 from rqueue.errors import InvalidSchedule
 from rqueue.keys import validate_queue_name
-from rqueue.payload import Job, encode, new_id
+from rqueue.payload import Job, PayloadTemplate, encode, new_id, new_ids
 
 if TYPE_CHECKING:
     from rqueue.cancel import CancelOutcome
@@ -56,14 +56,16 @@ class TaskOptions:
             raise ValueError(f"backoff must be non-negative seconds, got {self.backoff!r}")
 
 
-@dataclass(frozen=True)
-class Dispatched:
-    """A handle on a dispatched task."""
+class Dispatched(NamedTuple):
+    """A handle on a dispatched task (a named tuple: ``dispatch_many`` makes thousands)."""
 
     id: str
     task: str
     queue: str
-    connection: RedisQueue | None = field(default=None, compare=False, repr=False)
+    connection: RedisQueue | None = None
+
+    def __repr__(self) -> str:
+        return f"Dispatched(id={self.id!r}, task={self.task!r}, queue={self.queue!r})"
 
     def cancel(self) -> CancelOutcome:
         """Cancel the task if it has not started; the outcome says what happened."""
@@ -72,8 +74,7 @@ class Dispatched:
         return cancel(self.connection or registry.default_queue(), self.id, self.queue)
 
 
-@dataclass(frozen=True)
-class PendingDispatch:
+class PendingDispatch(NamedTuple):
     """One call of a task, ready to be dispatched alone or in bulk."""
 
     task: Task[Any, Any]
@@ -149,7 +150,11 @@ class Task(Generic[P, R]):
         return dispatch_many(pendings)
 
     def make_job(
-        self, args: Sequence[Any], kwargs: dict[str, Any], meta: dict[str, Any] | None = None
+        self,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+        dispatched_at: float | None = None,
     ) -> Job:
         options = self.options
         return Job(
@@ -161,7 +166,7 @@ class Task(Generic[P, R]):
             tries=options.tries,
             timeout=options.timeout,
             backoff=options.backoff,
-            dispatched_at=time.time(),
+            dispatched_at=time.time() if dispatched_at is None else dispatched_at,
             meta=meta or {},
         )
 
@@ -176,15 +181,32 @@ class Task(Generic[P, R]):
 
 
 def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
-    """Queue calls of any tasks, grouped per connection, one round trip per connection."""
+    """Queue calls of any tasks, grouped per connection, one round trip per connection.
+
+    Each distinct task (with its options) is encoded once as a template; each call
+    then packs only its id, args and kwargs (see ``PayloadTemplate``).
+    """
+    calls = list(calls)
+    ids = new_ids(len(calls))
     by_connection: dict[int, tuple[RedisQueue, dict[str, list[bytes]]]] = {}
+    # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
+    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate, list[bytes]]] = {}
+    now = time.time()
     handles: list[Dispatched] = []
-    for call in calls:
-        queue = call.task.connection()
-        job = call.task.make_job(call.args, call.kwargs)
-        groups = by_connection.setdefault(id(queue), (queue, {}))[1]
-        groups.setdefault(job.queue, []).append(encode(job, queue.config.max_payload_bytes))
-        handles.append(Dispatched(job.id, job.task, job.queue, queue))
+    for call, task_id in zip(calls, ids, strict=True):
+        entry = templates.get(id(call.task))
+        if entry is None:
+            task = call.task
+            queue = task.connection()
+            groups = by_connection.setdefault(id(queue), (queue, {}))[1]
+            template = PayloadTemplate(task.make_job((), {}, dispatched_at=now))
+            payloads = groups.setdefault(task.options.queue, [])
+            entry = templates[id(task)] = (task, queue, template, payloads)
+        task, queue, template, payloads = entry
+        payloads.append(
+            template.encode(task_id, call.args, call.kwargs, queue.config.max_payload_bytes)
+        )
+        handles.append(Dispatched(task_id, task.name, task.options.queue, queue))
     for queue, groups in by_connection.values():
         queue.push_many((name, 0, payloads) for name, payloads in groups.items())
     return handles
