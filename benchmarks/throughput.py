@@ -162,8 +162,8 @@ def measure_processing(
 def round_trips(run: Run) -> float:
     """Estimated queue round trips per task: acks ride with the next reserve."""
     c = run.commands
-    # Every EVALSHA is a call; an ack (ZREM) pipelined with a reserve shares its trip.
-    return (c.get("evalsha", 0) - c.get("zrem", 0) + c.get("blpop", 0)) / run.tasks
+    # Every EVALSHA and BLPOP is one round trip; acks ride inside the next reserve call.
+    return (c.get("evalsha", 0) + c.get("blpop", 0)) / run.tasks
 
 
 def main() -> None:
@@ -273,8 +273,8 @@ def main() -> None:
                 for run in runs
             ],
             "Redis commands per task (INFO commandstats deltas, commands inside scripts counted "
-            "too: zrem = ack calls, lpop = reserve calls that got tasks, zadd = reservations; "
-            "a reserve and the previous batch's ack share one pipelined round trip)",
+            "too: zrem = acks (inside reserve.lua, or ack.lua before going idle), lpop = "
+            "reserve calls that got tasks, zadd = reservations)",
         )
         table(
             ("task", "c", "peak RSS"),
