@@ -46,6 +46,13 @@ class QueueKeys:
     schedule_defs: str
     """Their definitions: hash of name -> msgpack map."""
 
+    def claims(self, token: str) -> str:
+        """What one worker child reserved last from this queue (see reserve.lua).
+
+        Beside the ready list, so in the queue's hash slot on Redis Cluster.
+        """
+        return f"{self.ready}:claims:{token}"
+
     @classmethod
     def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:
         validate_queue_name(name)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
 import redis
 
 from rqueue.config import Config
@@ -37,6 +38,8 @@ class Reservation:
     now_ms: int
     queue: str
     payloads: list[bytes]
+    still_ready: int = 0
+    """How many tasks were left in the list after this call took its own."""
 
 
 @dataclass(frozen=True)
@@ -156,15 +159,55 @@ class RedisQueue:
         margin_ms: int,
         share: int = 1,
         ack: Sequence[bytes] = (),
+        claims: str | None = None,
     ) -> Reservation:
-        """Pop and reserve up to ``count`` tasks; first ack ``ack``, in the same call."""
+        """Pop and reserve up to ``count`` tasks; first ack ``ack``, in the same call.
+
+        ``claims`` is a worker child's token: the batch is also recorded under it
+        (reserve.lua), so the child's parent can give it back if the child dies.
+        """
+        return self.send_reserve(
+            queue, count, default_timeout_ms, grace_ms, margin_ms, share, ack, claims
+        )()
+
+    def send_reserve(
+        self,
+        queue: str,
+        count: int,
+        default_timeout_ms: int,
+        grace_ms: int,
+        margin_ms: int,
+        share: int = 1,
+        ack: Sequence[bytes] = (),
+        claims: str | None = None,
+    ) -> Callable[[], Reservation]:
+        """Send a reserve call now; the returned call reads its reservation (Wire.send)."""
         keys = self.keys(queue)
-        reply = self.scripts.reserve(
+        script_keys = [keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled]
+        if claims is not None:
+            script_keys.append(keys.claims(claims))
+        reply = self.scripts.reserve.send(
             self.wire,
-            (keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled),
+            script_keys,
             (count, default_timeout_ms, grace_ms, margin_ms, max(1, share), *ack),
         )
-        return Reservation(int(reply[0]), queue, reply[1:])
+
+        def reservation() -> Reservation:
+            raw = reply()
+            return Reservation(int(raw[0]), queue, raw[2:], int(raw[1]))
+
+        return reservation
+
+    def claimed(self, queue: str, claims: str) -> list[bytes]:
+        """The tasks a worker child's last reserve call took (none once it expired)."""
+        packed: bytes | None = self.client.get(self.keys(queue).claims(claims))  # type: ignore[assignment]
+        if packed is None:
+            return []
+        reply: list[bytes] = msgpack.unpackb(packed, raw=True)
+        return reply[2:]  # after Redis's clock and the ready count, as in the reply
+
+    def drop_claims(self, queue: str, claims: str) -> None:
+        self.client.delete(self.keys(queue).claims(claims))
 
     def renew(self, queue: str, reserved: bytes, lasting: float) -> bool:
         """Make a reservation last ``lasting`` more seconds; False if it already ran out."""
@@ -179,17 +222,26 @@ class RedisQueue:
         return int(self.scripts.ack(self.wire, (self.keys(queue).reserved,), reserved))
 
     def release(
-        self, queue: str, reserved: Sequence[bytes], delay: float = 0.0, unstarted: bool = False
+        self,
+        queue: str,
+        reserved: Sequence[bytes],
+        delay: float = 0.0,
+        unstarted: bool = False,
+        claims: str | None = None,
     ) -> int:
-        """Put tasks back: after ``delay`` seconds, or at the front if they never started."""
-        if not reserved:
-            return 0
+        """Put tasks back: after ``delay`` seconds, or at the front if they never started.
+
+        With ``claims`` (a child's token) the child's claims key goes in the same step.
+        """
         keys = self.keys(queue)
+        script_keys = [keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer]
+        if claims is not None:
+            script_keys.append(keys.claims(claims))
+        elif not reserved:
+            return 0
         return int(
             self.scripts.release(
-                self.wire,
-                (keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer),
-                (int(delay * 1000), "1" if unstarted else "0", *reserved),
+                self.wire, script_keys, (int(delay * 1000), "1" if unstarted else "0", *reserved)
             )
         )
 

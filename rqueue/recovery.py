@@ -10,6 +10,7 @@ only this child's exact reservations are touched.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -38,7 +39,36 @@ class Recovery:
         self.options = options
         self.persist = persist
 
-    def recover(self, view: SlotView, how: str, killed_for_timeout: bool, cold: bool) -> None:
+    def recover(
+        self, view: SlotView, claims: str, how: str, killed_for_timeout: bool, cold: bool
+    ) -> None:
+        self._settle_slot(view, how, killed_for_timeout, cold)
+        self._give_back_claims(view, claims)
+
+    def _give_back_claims(self, view: SlotView, claims: str) -> None:
+        """Give back a batch the child had reserved but not taken into its slot yet.
+
+        The child reserves its next batch while it runs the current one (batches.py),
+        and every reserve call records its batch under the child's claims key. Tasks
+        there that the slot does not hold never started; release.lua moves only those
+        still reserved with these exact bytes, and deletes the key in the same step.
+        """
+        held = set(view.held)
+        for name in self.options.queues:
+            claimed = self.persist(functools.partial(self.queue.claimed, name, claims))
+            if not claimed:
+                continue
+            unstarted = [
+                p for p in claimed if Held(payload_id(p) or "", payload_attempts(p)) not in held
+            ]
+            release = functools.partial(
+                self.queue.release, name, unstarted, unstarted=True, claims=claims
+            )
+            self.persist(release)
+
+    def _settle_slot(self, view: SlotView, how: str, killed_for_timeout: bool, cold: bool) -> None:
+        """Acknowledge what the child finished, give back what it never started, settle
+        the task it was running."""
         if not view.held or view.state in (State.WAITING, State.EMPTY, State.STARTING):
             return
         name = self.options.queues[view.queue_index]

@@ -8,7 +8,7 @@ when Redis answers NOSCRIPT (after a restart or ``SCRIPT FLUSH``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
-from rqueue.wire import KeyOrArg
+from rqueue.wire import KeyOrArg, Wire
 
 
 class ScriptRunner(Protocol):
@@ -46,6 +46,21 @@ class LuaScript:
         except NoScriptError:
             client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
+
+    def send(self, wire: Wire, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Callable[[], Any]:
+        """Run the script now and return the call that reads its reply."""
+        finish = wire.send("EVALSHA", self.sha, len(keys), *keys, *args)
+        if finish is None:  # the connection is busy in another thread: run it in full now
+            done = self(wire.client, keys, args)
+            return lambda: done
+
+        def read() -> Any:
+            try:
+                return finish()
+            except NoScriptError:  # it did not run: load it and run it now
+                return self(wire, keys, args)
+
+        return read
 
     def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[KeyOrArg]) -> None:
         """Add a call to a pipeline; run it with :func:`execute`."""

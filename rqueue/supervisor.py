@@ -24,6 +24,7 @@ from setproctitle import setproctitle
 
 from rqueue.config import Config
 from rqueue.options import WorkerOptions
+from rqueue.payload import new_id
 from rqueue.queue import RedisQueue
 from rqueue.recovery import Recovery
 from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
@@ -44,6 +45,8 @@ _RESPAWN_BACKOFF = 1.0
 class Child:
     number: int
     started: float
+    claims: str
+    """The child's claims token (batches.py): unique to this child process."""
     killed_for_timeout: bool = False
 
 
@@ -196,6 +199,7 @@ class Supervisor:
         if self.stopping:  # a stop landed since the caller looked: it could not reach
             signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)  # a new child
             return
+        claims = new_id()
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
@@ -203,7 +207,7 @@ class Supervisor:
                 for restored in (signal.SIGCHLD, signal.SIGCONT):
                     signal.signal(restored, signal.SIG_DFL)
                 worker = ChildWorker(
-                    self.options, self.config, self.board.slot(number - 1), number, parent
+                    self.options, self.config, self.board.slot(number - 1), number, parent, claims
                 )
                 code = worker.run()
             except BaseException:
@@ -211,7 +215,7 @@ class Supervisor:
             finally:
                 logging.shutdown()
                 os._exit(code)
-        self.children[pid] = Child(number, time.monotonic())
+        self.children[pid] = Child(number, time.monotonic(), claims)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
     def _reap(self) -> None:
@@ -239,7 +243,11 @@ class Supervisor:
                     how,
                 )
             self.recovery.recover(
-                self.board.read(child.number - 1), how, child.killed_for_timeout, self.cold
+                self.board.read(child.number - 1),
+                child.claims,
+                how,
+                child.killed_for_timeout,
+                self.cold,
             )
             self.board.retire(child.number - 1)
             if time.monotonic() - child.started < _RESPAWN_BACKOFF:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -36,8 +37,20 @@ class Wire:
 
     def call(self, *args: KeyOrArg) -> Any:
         """Send one command and return Redis's raw reply (an error reply raises)."""
-        if not self._lock.acquire(blocking=False):
+        finish = self.send(*args)
+        if finish is None:
             return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
+        return finish()
+
+    def send(self, *args: KeyOrArg) -> Callable[[], Any] | None:
+        """Send one command now; the returned call reads its reply (None: busy, not sent).
+
+        Between the two the connection stays this caller's: a worker child sends its
+        next reserve call, runs its current tasks, then reads the reply. It must read
+        it, even to throw it away, before anything else can use the connection.
+        """
+        if not self._lock.acquire(blocking=False):
+            return None
         try:
             connection = self._connection
             if connection is None or self._pid != os.getpid():
@@ -45,9 +58,17 @@ class Wire:
                 self._pid = os.getpid()
             packed = connection.pack_command(*args)  # type: ignore[no-untyped-call]
             connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
-            return connection.read_response()
-        finally:
+        except BaseException:
             self._lock.release()
+            raise
+
+        def finish() -> Any:
+            try:
+                return connection.read_response()
+            finally:
+                self._lock.release()
+
+        return finish
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any:
         return self.call("EVALSHA", sha, numkeys, *keys_and_args)

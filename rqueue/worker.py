@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from setproctitle import setproctitle
 
 from rqueue import events, registry
+from rqueue.batches import Batch, Batches
 from rqueue.child_process import memory_exceeded, parent_death_signal
 from rqueue.config import Config
 from rqueue.current import set_current_job
@@ -32,7 +33,7 @@ from rqueue.failed import make_record
 from rqueue.logs import log_outcome
 from rqueue.options import WorkerOptions
 from rqueue.payload import Job, decode, header
-from rqueue.queue import RedisQueue, Reservation
+from rqueue.queue import RedisQueue
 from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.scoreboard import Slot, State
 from rqueue.signing import verify
@@ -54,7 +55,6 @@ HANDLED_SIGNALS = {
 """The signals the parent handles; it blocks them across fork() until the child has its own."""
 _ACK_SAFETY = 1.0
 _NO_HEADER = ("-" * 32, 0, 0)
-_BATCH_GROWTH = 4
 
 
 class Interrupted(Exception):
@@ -65,7 +65,13 @@ class ChildWorker:
     """One forked child of ``rqueue work``."""
 
     def __init__(
-        self, options: WorkerOptions, config: Config, slot: Slot, number: int, parent_pid: int
+        self,
+        options: WorkerOptions,
+        config: Config,
+        slot: Slot,
+        number: int,
+        parent_pid: int,
+        claims: str,
     ) -> None:
         self.options = options
         self.config = config
@@ -73,19 +79,14 @@ class ChildWorker:
         self.number = number
         self.parent_pid = parent_pid
         self.queue = RedisQueue(config)
+        self.batches = Batches(self.queue, options, claims)
         self.stop_requested = False
         self.recycle = False
         self._interruptible = False
-        self._pending_acks: dict[str, list[bytes]] = {}
         self._parent_checked_at = 0.0
-        self._ack_deadline = float("inf")
-        self._batch_size = 1
         self._title = (
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
         )
-        self._default_timeout_ms = int(options.timeout * 1000)
-        self._grace_ms = int(options.kill_grace * 1000)
-        self._margin_ms = int(options.reservation_margin * 1000)
 
     # -- the loop -----------------------------------------------------------------
 
@@ -116,7 +117,8 @@ class ChildWorker:
                 failures += 1
                 log.exception("worker %d: unexpected error; backing off", self.number)
                 self._backoff(failures, None)
-        self._persist(self._flush_acks)
+        self._give_back_read_ahead()
+        self._persist(self.batches.flush)
         self.slot.set(State.WAITING)
         return 0
 
@@ -136,30 +138,33 @@ class ChildWorker:
 
     def _step(self) -> None:
         if self.slot.board.paused:
-            self._flush_acks()
+            self._give_back_read_ahead()
+            self.batches.flush()
             self.slot.set(State.WAITING)
             setproctitle(f"{self._title}: paused")
             self._pause(0.2)
             return
         with self._claiming():
             allowed = self._allowed()
-            found = self._reserve(min(allowed, self._batch_size)) if allowed > 0 else None
+            batch = self.batches.take(allowed) if allowed > 0 else None
             # Recorded inside the claim: under --max-jobs the other children count it.
-            headers = self._hold(*found) if found is not None else []
+            headers = self._hold(batch) if batch is not None else []
         if allowed <= 0:
             self._limit_reached()
             return
-        if found is None:
-            self._batch_size = 1
-            self._flush_acks()
+        if batch is None:
+            self.batches.flush()
             self.slot.set(State.EMPTY)
             setproctitle(f"{self._title}: waiting")
             self._wait_for_work()
             return
-        # Batches start small after an idle spell and grow while the queue stays deep:
-        # the first task of a burst starts without waiting for a hundred reservations.
-        self._batch_size = min(self._batch_size * _BATCH_GROWTH, self.options.batch_limit)
-        self._run_batch(found[1], headers)
+        if not self.options.effective_max_jobs and not self._should_exit():
+            self.batches.read_ahead(batch)  # a limit counted over all children reads none
+        if self.batches.acks_pending():
+            # No reserve call carried them, and the batch they belong to has left our
+            # slot: if we died now, the parent could not tell those tasks had finished.
+            self._persist(self.batches.flush)
+        self._run_batch(batch, headers)
         self.time_limit.stop()
 
     def _allowed(self) -> int:
@@ -186,43 +191,23 @@ class ChildWorker:
         with self.slot.board.claiming():
             yield
 
-    def _hold(self, queue_index: int, reservation: Reservation) -> list[tuple[str, int, int]]:
+    def _hold(self, batch: Batch) -> list[tuple[str, int, int]]:
         """Write a new batch to the scoreboard; return each task's (id, attempts, timeout_ms)."""
-        headers = [header(payload) or _NO_HEADER for payload in reservation.payloads]
-        self.slot.hold(queue_index, headers)
+        headers = [header(payload) or _NO_HEADER for payload in batch.reservation.payloads]
+        self.slot.hold(batch.queue_index, headers)
         return headers
 
-    def _reserve(self, allowed: int) -> tuple[int, Reservation] | None:
-        for index, name in enumerate(self.options.queues):
-            acks = self._pending_acks.get(name, [])
-            sent_at = time.monotonic()
-            reservation = self.queue.reserve(
-                name,
-                allowed,
-                self._default_timeout_ms,
-                self._grace_ms,
-                self._margin_ms,
-                share=self.options.effective_concurrency,
-                ack=acks,
-            )
-            if acks:
-                del self._pending_acks[name]
-                self._ack_deadline_reset()
-            if reservation.payloads:
-                self._batch_sent_at = sent_at
-                return index, reservation
-        return None
-
-    def _run_batch(self, reservation: Reservation, headers: list[tuple[str, int, int]]) -> None:
-        queue, payloads = reservation.queue, reservation.payloads
+    def _run_batch(self, batch: Batch, headers: list[tuple[str, int, int]]) -> None:
+        queue, payloads = batch.reservation.queue, batch.reservation.payloads
         margin, grace = self.options.reservation_margin, self.options.kill_grace
         for index, payload in enumerate(payloads):
             if self._should_exit():
+                self._give_back_read_ahead()
                 self._give_back(queue, payloads[index:])
                 return
             timeout = headers[index][2] / 1000 or self.options.timeout
             # When this task's reservation runs out (reserve.lua), on our clock and early.
-            expires_at = self._batch_sent_at + margin + timeout + grace
+            expires_at = batch.sent_at + margin + timeout + grace
             worst_end = time.monotonic() + timeout + grace + _ACK_SAFETY
             if worst_end >= expires_at:
                 expires_at = time.monotonic() + margin + timeout + grace
@@ -236,8 +221,8 @@ class ChildWorker:
                         queue,
                     )
                     continue
-            if worst_end >= self._ack_deadline:
-                self._persist(self._flush_acks)
+            if self.batches.acks_due_by(worst_end):
+                self._persist(self.batches.flush)
             self._process(index, queue, payload, expires_at)
             # Between tasks, with no deadline: resting, or importing the next task's
             # module, is not this task overrunning, and a finished task must never look
@@ -290,8 +275,7 @@ class ChildWorker:
             self._failed(index, queue, payload, job, tries, exc, duration)
             return
         duration = time.monotonic() - started
-        self._pending_acks.setdefault(queue, []).append(payload)
-        self._ack_deadline = min(self._ack_deadline, expires_at)
+        self.batches.acknowledge(queue, payload, expires_at)
         if task.options.after_succeeded is not None or events.has_listeners("processed"):
             self._reporting(index)
         else:
@@ -383,21 +367,24 @@ class ChildWorker:
     # -- giving back, acking, waiting ---------------------------------------------
 
     def _give_back(self, queue: str, unstarted: list[bytes]) -> None:
-        """Release tasks this child will not run, attempts returned, at the queue's front."""
+        """Release tasks this child will not run, attempts returned, at the queue's front.
+
+        The child's claims key goes in the same step: once another worker holds them,
+        nothing may give these tasks back again.
+        """
         # Forget them in the slot first: if we die in between, they wait for their
         # reservation to expire rather than being released twice.
         self.slot.set(State.WAITING)
-        self._persist(functools.partial(self.queue.release, queue, unstarted, unstarted=True))
+        release = functools.partial(
+            self.queue.release, queue, unstarted, unstarted=True, claims=self.batches.claims
+        )
+        self._persist(release)
 
-    def _flush_acks(self) -> None:
-        for name in list(self._pending_acks):
-            self.queue.ack(name, self._pending_acks[name])
-            del self._pending_acks[name]
-        self._ack_deadline_reset()
-
-    def _ack_deadline_reset(self) -> None:
-        if not self._pending_acks:
-            self._ack_deadline = float("inf")
+    def _give_back_read_ahead(self) -> None:
+        """A child that stops or pauses gives back the batch it had reserved ahead."""
+        ahead = self._persist(self.batches.settle)
+        if ahead is not None and ahead.reservation.payloads:
+            self._give_back(ahead.reservation.queue, ahead.reservation.payloads)
 
     def _persist(self, call: Callable[[], T]) -> T:
         """Retry a state change until Redis takes it: an outcome must never be dropped."""

@@ -190,6 +190,33 @@ def test_a_child_killed_mid_task_gets_its_task_back_and_nothing_is_lost(
     wait_for(lambda: settled(queue), 5, "nothing left reserved")
 
 
+def test_a_child_killed_with_a_batch_reserved_ahead_gets_all_of_it_back_at_once(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    worker = workers.start(*FAST)
+    (child,) = worker.wait_for_children(1)
+    # Batches of 1, 4, 16: while "b" blocks in the second, the third is reserved ahead.
+    dispatch_many(
+        [apptasks.record.pending("first")]
+        + [apptasks.blocks_until_released.pending("b")]
+        + [apptasks.record.pending(i) for i in range(30)]
+    )
+    wait_for(lambda: queue.client.llen("test:started") == 1, 10, "the task to start")
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 20, 10, "the batch read ahead")
+    child.kill()
+    # The dead child's blocking pop could take a release sent at once: wait for the rerun.
+    wait_for(lambda: queue.client.llen("test:started") == 2, 10, "the task to run again")
+    queue.client.rpush("test:release", "go")
+    # A reservation lasts 15 s + the 60 s timeout: everything done well before that
+    # means the parent gave back the batch the child had not even read.
+    wait_for(lambda: len(done(queue)) == 32, 10, "every task to complete")
+    assert sorted(done(queue)) == sorted(["first", "b", *map(str, range(30))])
+    assert failed(queue) == []
+    wait_for(lambda: settled(queue), 5, "nothing left reserved")
+    claims = "queues:default:claims:*"
+    wait_for(lambda: queue.client.keys(claims) == [], 5, "the claims keys to be gone")
+
+
 def test_garbage_pushed_by_hand_goes_to_failed_and_the_worker_goes_on(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -570,11 +597,15 @@ def test_a_short_queue_is_spread_over_idle_children_not_hoarded(
     wait_for(lambda: sorted(done(queue)) == ["a", "b"], 10)
 
 
-@pytest.mark.parametrize(("prefetch", "held"), [("1", 1), ("3", 3), ("20", 4)])
-def test_batches_start_at_one_grow_fourfold_and_stop_at_prefetch(
+@pytest.mark.parametrize(("prefetch", "held"), [("1", 1), ("3", 6), ("20", 4)])
+def test_batches_grow_from_one_to_prefetch_and_a_deep_queue_is_read_ahead(
     queue: RedisQueue, workers: Workers, prefetch: str, held: int
 ) -> None:
-    # The first reserve takes one task; the next takes up to four, at most --prefetch.
+    # The first reserve takes one task; the next up to four, at most --prefetch. While
+    # enough tasks are left for another batch, the child reserves it before running
+    # the current one (batches.py): with --prefetch 3 it holds "second" and two more,
+    # plus three reserved ahead; with 20, the four it holds leave too few to read
+    # ahead; with 1, it never reads ahead.
     dispatch_many(
         [apptasks.record.pending("first")]
         + [apptasks.blocks_until_released.pending("second")]

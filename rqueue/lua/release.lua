@@ -1,6 +1,8 @@
 -- release.lua: give reserved tasks back, now or after a backoff.
 -- KEYS[1] reserved zset   KEYS[2] delayed zset   KEYS[3] ready list
 -- KEYS[4] notify list     KEYS[5] timer list
+-- KEYS[6] (optional) a child's claims key (reserve.lua), deleted: what a child gives
+--         back must not be given back again from there once another worker has it
 -- ARGV[1] delay in ms (0: ready at once)
 -- ARGV[2] '1' if the tasks never started (prefetched, or a worker stopping): their
 --         attempt is given back and they go to the front of the list, in order
@@ -8,6 +10,7 @@
 -- Returns how many tasks were moved.
 -- Invariant: only tasks still reserved move, so a task whose reservation already
 -- expired and was handed to another worker is never duplicated by a late release.
+if KEYS[6] then redis.call('DEL', KEYS[6]) end
 local delay = tonumber(ARGV[1])
 local unstarted = ARGV[2] == '1'
 local time = redis.call('TIME')

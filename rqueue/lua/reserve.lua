@@ -4,6 +4,11 @@
 -- KEYS[4] pending-ids set: the popped tasks' ids leave it (one SREM per call)
 -- KEYS[5] cancelled set: a popped task whose id is in it is dropped, not reserved
 --         (one SCARD per call; one SREM per task only while cancellations wait)
+-- KEYS[6] (optional) the calling child's claims key: set to this call's reply as a
+--         msgpack array, expiring with the batch's longest reservation, or
+--         deleted if nothing was reserved. A child may reserve its next batch while
+--         it runs this one; if it dies before reading the reply, its parent finds
+--         those tasks here and gives them back at once (recovery.py).
 -- ARGV[1] how many tasks at most
 -- ARGV[2] timeout in ms for tasks without their own
 -- ARGV[3] grace in ms (the parent's kill delay after a timeout)
@@ -11,8 +16,10 @@
 -- ARGV[5] how many workers share the queue: take at most a fair share of what is
 --         ready, so a short queue is spread over idle children instead of hoarded
 -- ARGV[6..] reserved payloads of tasks that completed: removed first, as ack.lua does
--- Returns {now_ms, reserved_1, reserved_2, ...}: only the reserved bytes, which the
--- worker acks, releases or fails by (the original differs in the attempt counter only)
+-- Returns {now_ms, still_ready, reserved_1, reserved_2, ...}: how many tasks are left
+-- in the list (a worker reserves its next batch early only from a deep queue), then
+-- only the reserved bytes, which the worker acks, releases or fails by (the
+-- original differs in the attempt counter only)
 -- Invariant: a popped task is in the reserved set before the script ends, its
 -- attempt counter (4 bytes at offset 14, see payload.py) one higher than in the list.
 -- Each reservation lasts margin + the task's own timeout + grace. A worker runs a
@@ -28,9 +35,10 @@ local items = false
 if take > 0 then items = redis.call('LPOP', KEYS[1], take) end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local result = {now}
+local result = {now, ready - take}
 if not items then
   redis.call('DEL', KEYS[3])
+  if KEYS[6] then redis.call('DEL', KEYS[6]) end
   return result
 end
 local default_timeout = tonumber(ARGV[2])
@@ -39,6 +47,7 @@ local margin = tonumber(ARGV[4])
 local any_cancelled = redis.call('SCARD', KEYS[5]) > 0
 local ids = {}
 local scored = {}  -- score, member pairs: one ZADD for the whole batch
+local longest = 0
 for _, original in ipairs(items) do
   local reserved = original
   local timeout = default_timeout
@@ -59,9 +68,15 @@ for _, original in ipairs(items) do
     scored[#scored + 1] = now + margin + timeout + grace
     scored[#scored + 1] = reserved
     result[#result + 1] = reserved
+    if timeout > longest then longest = timeout end
   end
 end
 if #scored > 0 then redis.call('ZADD', KEYS[2], unpack(scored)) end
+if KEYS[6] and #result > 2 then
+  redis.call('SET', KEYS[6], cmsgpack.pack(result), 'PX', margin + longest + grace)
+elseif KEYS[6] then
+  redis.call('DEL', KEYS[6])
+end
 if #ids > 0 then redis.call('SREM', KEYS[4], unpack(ids)) end
 if ready > #items then
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end

@@ -1,0 +1,147 @@
+"""Where a worker child's batches come from, and where its acknowledgements go.
+
+A child reserves tasks in batches (``reserve.lua``) and hands the acknowledgements of
+finished tasks to its next reserve call, so a busy child makes well under one round
+trip per task. Two refinements live here:
+
+- Batches start at one task after an idle spell and grow fourfold up to
+  ``--prefetch``: the first task of a burst starts at once, and a long first task
+  leaves the rest of the burst to the other children.
+- Reading ahead: when a batch came from the first (highest-priority) queue and enough
+  tasks are left there for every child's next batch, the child sends its next reserve
+  call before running the batch and reads the reply after it. Redis reserves the next
+  batch while the child works, instead of the child waiting for it between batches.
+  Every reserve call also records its batch under the child's claims key, so if the
+  child dies with a batch reserved but unread, its parent still gives those tasks
+  back at once (``recovery.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rqueue.options import WorkerOptions
+from rqueue.queue import RedisQueue, Reservation
+
+_GROWTH = 4
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Reserved tasks of one queue; ``sent_at`` is when the reserve call left (monotonic)."""
+
+    queue_index: int
+    reservation: Reservation
+    sent_at: float
+
+
+@dataclass(frozen=True)
+class _ReadAhead:
+    sent_at: float
+    reply: Callable[[], Reservation]
+    acks: list[bytes]
+
+
+class Batches:
+    """Reserves a child's batches and carries its acknowledgements."""
+
+    def __init__(self, queue: RedisQueue, options: WorkerOptions, claims: str) -> None:
+        self.queue = queue
+        self.options = options
+        self.claims = claims
+        self._acks: dict[str, list[bytes]] = {}
+        self._ack_deadline = float("inf")
+        self._size = 1
+        self._ahead: _ReadAhead | None = None
+
+    def take(self, allowed: int) -> Batch | None:
+        """The next batch: the one read ahead if it has tasks, else reserve now."""
+        batch = self.settle()
+        if batch is not None and batch.reservation.payloads:
+            return self._grown(batch)
+        count = min(allowed, self._size)
+        for index, name in enumerate(self.options.queues):
+            acks = self._acks.get(name, [])
+            sent_at = time.monotonic()
+            reservation = self._reserve(name, count, acks)()
+            if acks:
+                del self._acks[name]
+                self._reset_ack_deadline()
+            if reservation.payloads:
+                return self._grown(Batch(index, reservation, sent_at))
+        self._size = 1
+        return None
+
+    def read_ahead(self, batch: Batch) -> None:
+        """Send the next reserve call now if the first queue is deep (see the module doc).
+
+        Never with ``--prefetch 1``, whose promise is one task held at a time; and a
+        short queue is left to the idle children rather than reserved ahead by one.
+        """
+        deep = self._size * self.options.effective_concurrency
+        if self._size == 1 or batch.queue_index != 0 or batch.reservation.still_ready < deep:
+            return
+        name = self.options.queues[0]
+        acks = self._acks.pop(name, [])
+        self._reset_ack_deadline()
+        self._ahead = _ReadAhead(time.monotonic(), self._reserve(name, self._size, acks), acks)
+
+    def settle(self) -> Batch | None:
+        """Read the reply of a call read ahead, if one is on its way.
+
+        A stopping child calls this too, and gives back what it holds.
+        """
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        try:
+            reservation = ahead.reply()
+        except BaseException:
+            # Whether the acks landed is unknown: send them again (ZREM is idempotent),
+            # before the next task starts.
+            self._acks.setdefault(self.options.queues[0], [])[:0] = ahead.acks
+            self._ack_deadline = 0.0
+            raise
+        return Batch(0, reservation, ahead.sent_at)
+
+    def acknowledge(self, queue: str, payload: bytes, expires_at: float) -> None:
+        """Remember a success, to go with the next reserve call for its queue."""
+        self._acks.setdefault(queue, []).append(payload)
+        self._ack_deadline = min(self._ack_deadline, expires_at)
+
+    def acks_pending(self) -> bool:
+        return bool(self._acks)
+
+    def acks_due_by(self, moment: float) -> bool:
+        """True if a pending ack's reservation could run out by ``moment``: flush first."""
+        return moment >= self._ack_deadline
+
+    def flush(self) -> None:
+        """Send the pending acks now (``ack.lua``), with no reserve call to carry them."""
+        for name in list(self._acks):
+            self.queue.ack(name, self._acks[name])
+            del self._acks[name]
+        self._reset_ack_deadline()
+
+    def _reserve(self, name: str, count: int, acks: list[bytes]) -> Callable[[], Reservation]:
+        options = self.options
+        return self.queue.send_reserve(
+            name,
+            count,
+            int(options.timeout * 1000),
+            int(options.kill_grace * 1000),
+            int(options.reservation_margin * 1000),
+            share=options.effective_concurrency,
+            ack=acks,
+            claims=self.claims,
+        )
+
+    def _grown(self, batch: Batch) -> Batch:
+        self._size = min(self._size * _GROWTH, self.options.batch_limit)
+        return batch
+
+    def _reset_ack_deadline(self) -> None:
+        if not self._acks:
+            self._ack_deadline = float("inf")
