@@ -55,9 +55,12 @@ class Batches:
         self._ack_deadline = float("inf")
         self._size = 1
         self._ahead: _ReadAhead | None = None
+        self._reply_lost = False
 
     def take(self, allowed: int) -> Batch | None:
         """The next batch: the one read ahead if it has tasks, else reserve now."""
+        if self._reply_lost:
+            self._reclaim()
         batch = self.settle()
         if batch is not None and batch.reservation.payloads:
             return self._grown(batch)
@@ -65,7 +68,11 @@ class Batches:
         for index, name in enumerate(self.options.queues):
             acks = self._acks.get(name, [])
             sent_at = time.monotonic()
-            reservation = self._reserve(name, count, acks)()
+            try:
+                reservation = self._reserve(name, count, acks)()
+            except BaseException:
+                self._reply_lost = True
+                raise
             if acks:
                 del self._acks[name]
                 self._reset_ack_deadline()
@@ -103,6 +110,7 @@ class Batches:
             # before the next task starts.
             self._acks.setdefault(self.options.queues[0], [])[:0] = ahead.acks
             self._ack_deadline = 0.0
+            self._reply_lost = True
             raise
         return Batch(0, reservation, ahead.sent_at)
 
@@ -124,6 +132,20 @@ class Batches:
             self.queue.ack(name, self._acks[name])
             del self._acks[name]
         self._reset_ack_deadline()
+
+    def _reclaim(self) -> None:
+        """Give back what a reserve call whose reply was lost may have reserved.
+
+        Redis may have run the call (a timeout, a connection cut after the request
+        left). If it did, its batch is under our claims key, and nobody else would
+        give it back before the reservations expire. Tasks we finished (acks still
+        pending) stay; release.lua moves only what is still reserved with these bytes.
+        """
+        for name in self.options.queues:
+            finished = set(self._acks.get(name, ()))
+            unstarted = [p for p in self.queue.claimed(name, self.claims) if p not in finished]
+            self.queue.release(name, unstarted, unstarted=True, claims=self.claims)
+        self._reply_lost = False
 
     def _reserve(self, name: str, count: int, acks: list[bytes]) -> Callable[[], Reservation]:
         options = self.options

@@ -17,10 +17,14 @@ from typing import Any
 import apptasks
 import psutil
 import pytest
+import redis
 from support import strings, wait_for
 
+from rqueue.batches import Batches
 from rqueue.config import Config
 from rqueue.errors import QueueConnectionError
+from rqueue.options import WorkerOptions
+from rqueue.payload import payload_attempts
 from rqueue.queue import RedisQueue
 from rqueue.server import RedisServer
 
@@ -208,6 +212,31 @@ def test_dispatch_to_a_frozen_redis_times_out_instead_of_retrying_blindly() -> N
         # Not re-sent: the stalled push landed once, after the thaw.
         wait_for(lambda: producer.sizes(["default"])[0].ready == 3, 5, "the stalled push")
         producer.client.close()
+
+
+def test_a_reserve_whose_reply_was_lost_is_given_back_by_the_next_call() -> None:
+    with RedisServer() as server:
+        queue = RedisQueue(Config(redis_url=server.url, socket_timeout=0.5))
+        apptasks.record.using(connection=queue).dispatch_many([(i,) for i in range(5)])
+        batches = Batches(queue, WorkerOptions(), claims="test")
+        queue.wire.call("PING")  # connected before the freeze: the request leaves
+        server.freeze()
+        try:
+            with pytest.raises(redis.TimeoutError):
+                batches.take(100)
+        finally:
+            server.thaw()
+        # Redis ran the call once it woke: one task reserved, and its reply lost.
+        wait_for(lambda: queue.sizes(["default"])[0].reserved == 1, 5, "the stalled reserve")
+        (stranded,) = queue.reserved_payloads("default")
+        batch = batches.take(100)
+        assert batch is not None
+        # Given back (its attempt returned) before reserving again, so it is not left
+        # reserved by nobody until its reservation expires: it is simply taken again.
+        (taken,) = batch.reservation.payloads
+        assert taken == stranded and payload_attempts(taken) == 1
+        assert queue.sizes(["default"])[0].reserved == 1
+        queue.client.close()
 
 
 _SITECUSTOMIZE = """
