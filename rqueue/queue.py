@@ -150,25 +150,9 @@ class RedisQueue:
 
     # -- consuming --------------------------------------------------------------
 
-    def reserve(
-        self,
-        queue: str,
-        count: int,
-        default_timeout_ms: int,
-        grace_ms: int,
-        margin_ms: int,
-        share: int = 1,
-        ack: Sequence[bytes] = (),
-        claims: str | None = None,
-    ) -> Reservation:
-        """Pop and reserve up to ``count`` tasks; first ack ``ack``, in the same call.
-
-        ``claims`` is a worker child's token: the batch is also recorded under it
-        (reserve.lua), so the child's parent can give it back if the child dies.
-        """
-        return self.send_reserve(
-            queue, count, default_timeout_ms, grace_ms, margin_ms, share, ack, claims
-        )()
+    def reserve(self, *args: Any, **kwargs: Any) -> Reservation:
+        """:meth:`send_reserve`, then wait for its reservation."""
+        return self.send_reserve(*args, **kwargs)()
 
     def send_reserve(
         self,
@@ -181,7 +165,13 @@ class RedisQueue:
         ack: Sequence[bytes] = (),
         claims: str | None = None,
     ) -> Callable[[], Reservation]:
-        """Send a reserve call now; the returned call reads its reservation (Wire.send)."""
+        """Pop and reserve up to ``count`` tasks, first acking ``ack``, in one call.
+
+        Sent now; the returned call reads the reservation (see ``Wire.send``), so a
+        worker child can run its current batch meanwhile. ``claims`` is a child's
+        token: the batch is also recorded under it (reserve.lua), so the child's
+        parent can give it back if the child dies before reading the reply.
+        """
         keys = self.keys(queue)
         script_keys = [keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled]
         if claims is not None:

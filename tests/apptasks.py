@@ -11,7 +11,7 @@ import signal
 import time
 from typing import Any
 
-from rqueue import Job, registry, task
+from rqueue import Job, dispatch_many, registry, task
 from rqueue.errors import TaskTimeout
 
 DONE = "test:done"
@@ -213,3 +213,18 @@ def swallows_timeout_with_hook() -> None:
 @task(tries=1, after_failed=_log_failure)
 def dies_with_hook() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def dispatch_first_then_blocking(blocking: str, then: int) -> None:
+    """In one push: ``record("first")``, ``blocks_until_released(blocking)``, then
+    ``record(0..then-1)``.
+
+    A child's first batch after an idle spell is one task and its second up to four
+    (worker.py), so while the blocking task runs, the child holds it and the next
+    three; with a deep enough queue it has also reserved the batch after that.
+    """
+    dispatch_many(
+        [record.pending("first")]
+        + [blocks_until_released.pending(blocking)]
+        + [record.pending(i) for i in range(then)]
+    )

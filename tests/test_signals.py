@@ -12,7 +12,6 @@ import psutil
 import pytest
 from support import WorkerProcess, Workers, cli, follow_log, logged, strings, title, wait_for
 
-from rqueue import dispatch_many
 from rqueue.config import Config
 from rqueue.payload import decode, payload_attempts
 from rqueue.queue import RedisQueue
@@ -46,11 +45,7 @@ def test_warm_shutdown_finishes_the_running_task_and_loses_nothing(
     log = follow_log(worker)
     (child,) = worker.wait_for_children(1)
     # One push: the child's first batch is "first" alone, its second the other four.
-    dispatch_many(
-        [apptasks.record.pending("first")]
-        + [apptasks.blocks_until_released.pending("w")]
-        + [apptasks.record.pending(i) for i in range(3)]
-    )
+    apptasks.dispatch_first_then_blocking("w", 3)
     wait_for(lambda: started(queue) == [f"{child.pid}:w"], 10, "the task to start")
     worker.signal(signum)
     wait_for(lambda: logged(log, "warm shutdown"), 10, "the worker to begin stopping")
@@ -205,11 +200,7 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
     worker = workers.start(*FAST)
     (child,) = worker.wait_for_children(1)
     # The first batch is "first" alone; the second holds the other four.
-    dispatch_many(
-        [apptasks.record.pending("first")]
-        + [apptasks.blocks_until_released.pending("orphan")]
-        + [apptasks.record.pending(i) for i in range(3)]
-    )
+    apptasks.dispatch_first_then_blocking("orphan", 3)
     wait_for(lambda: started(queue), 10, "the task to start")
     began = time.monotonic()
     assert queue.sizes(["default"])[0].reserved == 4  # the child prefetched them all

@@ -196,11 +196,7 @@ def test_a_child_killed_with_a_batch_reserved_ahead_gets_all_of_it_back_at_once(
     worker = workers.start(*FAST)
     (child,) = worker.wait_for_children(1)
     # Batches of 1, 4, 16: while "b" blocks in the second, the third is reserved ahead.
-    dispatch_many(
-        [apptasks.record.pending("first")]
-        + [apptasks.blocks_until_released.pending("b")]
-        + [apptasks.record.pending(i) for i in range(30)]
-    )
+    apptasks.dispatch_first_then_blocking("b", 30)
     wait_for(lambda: queue.client.llen("test:started") == 1, 10, "the task to start")
     wait_for(lambda: queue.sizes(["default"])[0].reserved == 20, 10, "the batch read ahead")
     child.kill()
@@ -606,11 +602,7 @@ def test_batches_grow_from_one_to_prefetch_and_a_deep_queue_is_read_ahead(
     # the current one (batches.py): with --prefetch 3 it holds "second" and two more,
     # plus three reserved ahead; with 20, the four it holds leave too few to read
     # ahead; with 1, it never reads ahead.
-    dispatch_many(
-        [apptasks.record.pending("first")]
-        + [apptasks.blocks_until_released.pending("second")]
-        + [apptasks.record.pending(i) for i in range(6)]
-    )
+    apptasks.dispatch_first_then_blocking("second", 6)
     workers.start("--prefetch", prefetch, *FAST)
     wait_for(lambda: strings(queue.client, "test:started"), 10, "the second task to start")
     size = queue.sizes(["default"])[0]
