@@ -24,6 +24,8 @@ from rqueue.server import RedisServer
 from rqueue.task import Task, TaskOptions
 
 PIPELINE = 100
+BATCH = 100
+"""Tasks per reserve call in the batched row: a busy worker's default --prefetch."""
 
 
 def _payloads(count: int) -> list[bytes]:
@@ -54,12 +56,16 @@ class _Recorder:
     def queue(self, pipe: Any, keys: Sequence[Any], args: Sequence[Any]) -> None:
         self(pipe, keys, args)
 
+    def send(self, wire: Any, keys: Sequence[Any], args: Sequence[Any]) -> Callable[[], Any]:
+        reply = self(wire, keys, args)
+        return lambda: reply
+
 
 def _script_calls(queue: RedisQueue, payload: bytes) -> tuple[_Recorder, _Recorder]:
     """The exact push and reserve calls rqueue makes, so the ceiling follows the code."""
     scripts = queue.scripts
     real_push, real_reserve = scripts.push, scripts.reserve
-    push, reserve = _Recorder(1), _Recorder([0])
+    push, reserve = _Recorder(1), _Recorder([0, 0])
     try:
         scripts.push, scripts.reserve = push, reserve  # type: ignore[assignment]
         queue.push("limit", [payload])
@@ -128,7 +134,7 @@ def measure(url: str, calls: int) -> list[tuple[str, float, float]]:
 
         return run
 
-    for batch, pipelined in ((1, False), (1, True), (20, False)):
+    for batch, pipelined in ((1, False), (1, True), (BATCH, False)):
         clear()
         client.rpush(reserve_keys[0], *payloads)
         rate = _rate(calls, reserve(batch, pipelined))

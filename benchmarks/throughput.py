@@ -217,7 +217,7 @@ def main() -> None:
             client.delete(bench_tasks.COUNTER)
             bare[concurrency] = bare_incr_rate(url, args.tasks, concurrency)
 
-        reserve_batch = rates["EVALSHA reserve.lua, 20 tasks per call"]
+        reserve_batch = rates[f"EVALSHA reserve.lua, {redis_limit.BATCH} tasks per call"]
         rows = []
         for run in runs:
             if run.kind == "INCR":
@@ -245,7 +245,7 @@ def main() -> None:
                 "tasks/s from worker start",
                 "tasks/s steady",
                 "x reserve.lua 1/call",
-                "x reserve.lua 20/call",
+                f"x reserve.lua {redis_limit.BATCH}/call",
                 "x bare INCR",
                 "exit s after done",
             ),
