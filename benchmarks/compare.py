@@ -4,6 +4,9 @@ Each peer (RQ, Celery, Dramatiq, arq, Huey, saq) is installed from PyPI into its
 virtualenv under ``benchmarks/.venvs/`` (gitignored; rqueue never depends on them),
 then ``benchmarks/peers/<name>.py`` enqueues the tasks, starts the peer's documented
 worker with the same total concurrency and counts the INCRs until all have run.
+Right before each system, two plain redis-py processes doing only the INCR measure
+the ceiling again, and each system is quoted as a fraction of its own ceiling: this
+machine's speed drifts over the minutes a run takes.
 
     python benchmarks/compare.py                        # 20,000 tasks, concurrency 2
     python benchmarks/compare.py --tasks 2000 --only rqueue,huey
@@ -148,50 +151,24 @@ def main() -> None:
         runs = [(sys.executable, "rqueue", "default")] if not only or "rqueue" in only else []
         runs += [(str(python_of(p)), p.name, v) for p in peers for v in p.variants]
         for python, module, variant in runs:
+            # The ceiling is measured again right before each system: this machine's
+            # speed drifts over a run of minutes, and a ratio should not carry that.
+            client.flushall()
+            bare = bare_incr_rate(server.url, args.tasks, args.concurrency)
             result = run_one(
                 python, module, server.url, args.tasks, args.concurrency, variant, args.timeout
             )
             if result is not None:
+                result["bare"] = bare
                 results.append(result)
                 print(
                     f"  {result['system']}: {result['steady']:,.0f} tasks/s "
-                    f"({result['done']:,} done)",
+                    f"({result['done']:,} done; bare INCR just before: {bare:,.0f}/s)",
                     flush=True,
                 )
-        client.flushall()
-        bare = bare_incr_rate(server.url, args.tasks, args.concurrency)
 
     results.sort(key=lambda r: r["steady"], reverse=True)
-    ours = next((r["steady"] for r in results if r["system"] == "rqueue"), 0.0)
-    rows = [
-        (
-            r["system"],
-            r["versions"],
-            r["settings"],
-            r["steady"],
-            r["from_start"],
-            f"{r['steady'] / bare:.2f}",
-            f"{ours / r['steady']:.1f}" if ours and r["steady"] else "-",
-            r["enqueue_rate"],
-            f"{r['peak_rss_mb']:.0f}",
-            _note(r),
-        )
-        for r in results
-    ]
-    rows.append(
-        (
-            f"bare INCR, {args.concurrency} processes",
-            f"redis-py {redis.__version__}",
-            "no queue",
-            bare,
-            "-",
-            "1.00",
-            f"{ours / bare:.2f}" if ours else "-",
-            "-",
-            "-",
-            "",
-        )
-    )
+    ours = next((r for r in results if r["system"] == "rqueue"), None)
     table(
         (
             "system",
@@ -199,15 +176,42 @@ def main() -> None:
             "workers",
             "tasks/s",
             "tasks/s incl. startup",
+            "bare INCR/s just before",
             "x bare INCR",
             "rqueue is x faster",
+            "same, x bare INCR ratios",
             "enqueue/s",
             "peak RSS MB",
             "note",
         ),
-        rows,
+        [_row(r, ours) for r in results],
         f"{args.tasks:,} tasks each doing one Redis INCR, {args.concurrency} worker processes' "
-        "worth of concurrency (tasks/s: first task started to last done)",
+        "worth of concurrency (tasks/s: first task started to last done; bare INCR: "
+        f"{args.concurrency} plain redis-py processes doing only the INCR, measured right "
+        "before each system)",
+    )
+
+
+def _row(result: dict[str, Any], ours: dict[str, Any] | None) -> tuple[Any, ...]:
+    """One system's row; the last ratio compares each side's fraction of its own ceiling."""
+    steady, bare = result["steady"], result["bare"]
+    faster = corrected = "-"
+    if ours is not None and steady:
+        faster = f"{ours['steady'] / steady:.1f}"
+        corrected = f"{(ours['steady'] / ours['bare']) / (steady / bare):.1f}"
+    return (
+        result["system"],
+        result["versions"],
+        result["settings"],
+        steady,
+        result["from_start"],
+        bare,
+        f"{steady / bare:.2f}",
+        faster,
+        corrected,
+        result["enqueue_rate"],
+        f"{result['peak_rss_mb']:.0f}",
+        _note(result),
     )
 
 

@@ -1,6 +1,6 @@
 """rqueue itself, through the same runner as the peers: ``rqueue work --concurrency N``.
 
-Settings: the defaults (prefetch 20), ``--log-level WARNING`` as the peers run quiet.
+Settings: the defaults (``--prefetch 100``), ``--log-level WARNING`` as the peers run quiet.
 Runs in the project's own environment, not a separate virtualenv.
 """
 

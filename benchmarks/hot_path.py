@@ -1,0 +1,66 @@
+"""The worker child's loop alone, in this process: CPU and wall time per empty task.
+
+No parent, no fork, no other child: one ``ChildWorker`` takes batches from a queue
+filled beforehand and runs them, and this script reads the CPU time it used. It is
+the figure to watch when changing the hot path (worker.py, batches.py, queue.py,
+payload.py, reserve.lua), because it leaves out what ``throughput.py`` adds on top
+(process start-up, the parent, the scheduler sharing two cores).
+
+    python benchmarks/hot_path.py              # 30,000 tasks, 3 rounds
+    python benchmarks/hot_path.py --prefetch 1 # one task per reserve call
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+
+import bench_tasks
+from common import machine_summary, table
+
+from rqueue import registry
+from rqueue.config import Config
+from rqueue.options import WorkerOptions
+from rqueue.scoreboard import Scoreboard
+from rqueue.server import RedisServer
+from rqueue.timeouts import TimeLimit
+from rqueue.worker import ChildWorker
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=30_000, help="tasks per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--prefetch", type=int, default=100)
+    args = parser.parse_args()
+    logging.getLogger("rqueue").setLevel(logging.WARNING)
+    with RedisServer() as server:
+        os.environ["REDIS_URL"] = server.url
+        options = WorkerOptions(prefetch=args.prefetch)
+        board = Scoreboard(1, options.batch_limit)
+        worker = ChildWorker(
+            options, Config.resolve(redis_url=server.url), board.slot(0), 1, os.getppid(), "hot"
+        )
+        registry.use(worker.queue)
+        worker.time_limit = TimeLimit()
+        print(machine_summary(worker.queue.client))
+        rows = []
+        for round_number in range(1, args.rounds + 1):
+            for start in range(0, args.tasks, 1000):
+                bench_tasks.empty.dispatch_many([()] * min(1000, args.tasks - start))
+            cpu, wall = time.process_time(), time.perf_counter()
+            while worker.slot.processed < args.tasks * round_number:
+                worker._step()
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            rows.append((round_number, args.tasks, cpu / args.tasks * 1e6, args.tasks / wall))
+    table(
+        ("round", "tasks", "child CPU us/task", "tasks/s"),
+        rows,
+        f"One worker child in-process, empty tasks, --prefetch {args.prefetch}",
+    )
+
+
+if __name__ == "__main__":
+    main()
