@@ -88,7 +88,11 @@ class Batches:
         short queue is left to the idle children rather than reserved ahead by one.
         """
         deep = self._size * self.options.effective_concurrency
-        if self._size == 1 or batch.queue_index != 0 or batch.reservation.still_ready < deep:
+        if (
+            self.options.batch_limit == 1
+            or batch.queue_index != 0
+            or batch.reservation.still_ready < deep
+        ):
             return
         name = self.options.queues[0]
         acks = self._acks.pop(name, [])

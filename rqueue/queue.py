@@ -38,7 +38,7 @@ class Reservation:
     now_ms: int
     queue: str
     payloads: list[bytes]
-    still_ready: int = 0
+    still_ready: int
     """How many tasks were left in the list after this call took its own."""
 
 
@@ -195,9 +195,6 @@ class RedisQueue:
             return []
         reply: list[bytes] = msgpack.unpackb(packed, raw=True)
         return reply[2:]  # after Redis's clock and the ready count, as in the reply
-
-    def drop_claims(self, queue: str, claims: str) -> None:
-        self.client.delete(self.keys(queue).claims(claims))
 
     def renew(self, queue: str, reserved: bytes, lasting: float) -> bool:
         """Make a reservation last ``lasting`` more seconds; False if it already ran out."""
