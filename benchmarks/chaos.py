@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rqueue import registry, task
+from rqueue import task
+from rqueue.store.default import default_queue
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "chaos"
@@ -81,8 +82,9 @@ def _results() -> Any:
     client = _clients.get(os.getpid())
     if client is None:
         from rqueue.config import Config
+        from rqueue.store.connect import connect
 
-        client = Config.resolve(socket_timeout=30.0).connect()
+        client = connect(Config.resolve(socket_timeout=30.0))
         _clients.clear()
         _clients[os.getpid()] = client
     return client
@@ -110,7 +112,7 @@ def chaos_ack_probe(number: int) -> None:
 @task(queue=QUEUE)
 def chaos_clock() -> None:
     """Record this worker's idea of the time (shows that a skew took effect)."""
-    registry.default_queue().client.rpush("chaos:clock", repr(time.time()))
+    default_queue().client.rpush("chaos:clock", repr(time.time()))
 
 
 # -- the harness (runs in the driving process only) ----------------------------------
@@ -337,7 +339,7 @@ class Chaos:
         return worker
 
     def _dispatch_all(self) -> None:
-        from rqueue.queue import RedisQueue
+        from rqueue.store.queue import RedisQueue
 
         producer = RedisQueue(self._config())
         bound = chaos_task.using(connection=producer)
@@ -400,7 +402,7 @@ class Chaos:
 
     def _restart_redis(self) -> None:
         from rqueue.errors import QueueConnectionError
-        from rqueue.queue import RedisQueue
+        from rqueue.store.queue import RedisQueue
 
         self.server.kill()
         outage_end = time.monotonic() + self.params.outage
@@ -462,7 +464,7 @@ class Chaos:
         """No faults: dispatch at a steady pace over ``duration``, sampling parents' RSS."""
         import psutil
 
-        from rqueue.queue import RedisQueue
+        from rqueue.store.queue import RedisQueue
 
         for _ in range(self.params.workers):
             self._start_worker()
@@ -524,7 +526,7 @@ class Chaos:
 
     def _measure_skew(self) -> None:
         """Dispatch clock probes until a skewed worker has run one (bounded)."""
-        from rqueue.queue import RedisQueue
+        from rqueue.store.queue import RedisQueue
 
         producer = RedisQueue(self._config())
         deadline = time.monotonic() + 20
@@ -539,7 +541,9 @@ class Chaos:
         producer.client.close()
 
     def _client(self) -> Any:
-        return self._config().connect()
+        from rqueue.store.connect import connect
+
+        return connect(self._config())
 
     def _all_done(self) -> bool:
         try:
@@ -561,7 +565,7 @@ class Chaos:
     def _finish(self) -> None:
         from rqueue.failed import FailedTasks
         from rqueue.payload import decode
-        from rqueue.queue import RedisQueue
+        from rqueue.store.queue import RedisQueue
 
         if self.server.process is None:
             self.server.start()

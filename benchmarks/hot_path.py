@@ -20,13 +20,13 @@ import time
 import bench_tasks
 from common import machine_summary, table
 
-from rqueue import registry
 from rqueue.config import Config
-from rqueue.options import WorkerOptions
-from rqueue.scoreboard import Scoreboard
 from rqueue.server import RedisServer
-from rqueue.timeouts import TimeLimit
-from rqueue.worker import ChildWorker
+from rqueue.store.default import use
+from rqueue.worker.child import ChildWorker
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.scoreboard import Scoreboard
+from rqueue.worker.timeouts import TimeLimit
 
 
 def main() -> None:
@@ -43,7 +43,7 @@ def main() -> None:
         worker = ChildWorker(
             options, Config.resolve(redis_url=server.url), board.slot(0), 1, os.getppid(), "hot"
         )
-        registry.use(worker.queue)
+        use(worker.queue)
         worker.time_limit = TimeLimit()
         print(machine_summary(worker.queue.client))
         rows = []

@@ -29,10 +29,10 @@ import bench_tasks
 import redis
 from common import machine_summary, percentile, rqueue_work, table
 
-from rqueue import registry
 from rqueue.config import Config
-from rqueue.queue import RedisQueue
 from rqueue.server import RedisServer, stop_process
+from rqueue.store.default import use
+from rqueue.store.queue import RedisQueue
 
 IDLE_PAUSE = 0.005
 """Seconds between samples: enough for the child to go back to its blocking wait."""
@@ -127,7 +127,7 @@ def main() -> None:
     os.environ["START_LOG"] = str(log)  # the worker's children inherit it
     with RedisServer(extra_args=extra) as server:
         queue = RedisQueue(Config(redis_url=server.url))
-        registry.use(queue)
+        use(queue)
         client = redis.Redis.from_url(server.url)
         print(machine_summary(client))
         worker = rqueue_work(server.url, args.concurrency)

@@ -19,8 +19,8 @@ from common import machine_summary, table
 
 from rqueue.config import Config
 from rqueue.payload import encode
-from rqueue.queue import RedisQueue
 from rqueue.server import RedisServer
+from rqueue.store.queue import RedisQueue
 from rqueue.task import Task, TaskOptions
 
 PIPELINE = 100

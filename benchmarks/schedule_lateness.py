@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rqueue import Job, registry, task
+from rqueue import Job, task
+from rqueue.store.default import default_queue, use
 
 HERE = Path(__file__).resolve().parent
 RUNS = "bench:schedule-runs"
@@ -34,7 +35,7 @@ COUNTS = "bench:schedule-counts"
 
 
 def _record(result: Any, job: Job) -> None:
-    client = registry.default_queue().client
+    client = default_queue().client
     sec, micro = client.time()
     started = int(sec) * 1000 + int(micro) // 1000
     trigger = int(job.meta["trigger_ms"])
@@ -70,7 +71,7 @@ def main() -> int:
     url = os.environ.get("REDIS_URL") or (server.url if server else "")
     queue = RedisQueue(Config.resolve(redis_url=url))
     queue.client.flushdb()
-    registry.use(queue)
+    use(queue)
     env = {**os.environ, "REDIS_URL": url}
     workers = [
         subprocess.Popen(

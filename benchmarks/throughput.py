@@ -35,11 +35,11 @@ from common import (
     table,
 )
 
-from rqueue import registry
 from rqueue.config import Config
 from rqueue.payload import encode
-from rqueue.queue import RedisQueue
 from rqueue.server import RedisServer, stop_process
+from rqueue.store.default import use
+from rqueue.store.queue import RedisQueue
 from rqueue.task import Task
 
 BULK = 1000
@@ -180,7 +180,7 @@ def main() -> None:
     with RedisServer() as server:
         url = server.url
         queue = RedisQueue(Config(redis_url=url))
-        registry.use(queue)
+        use(queue)
         client = redis.Redis.from_url(url)
         print(machine_summary(client))
         print(f"{args.tasks:,} tasks per measurement", flush=True)

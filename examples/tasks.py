@@ -16,16 +16,8 @@ from typing import Any
 
 import redis
 
-from rqueue import (
-    Job,
-    TaskEvent,
-    TaskTimeout,
-    on_exception,
-    on_failed,
-    on_processed,
-    registry,
-    task,
-)
+from rqueue import Job, TaskEvent, TaskTimeout, on_exception, on_failed, on_processed, task
+from rqueue.store.default import default_queue
 
 log = logging.getLogger("rqueue.examples")
 
@@ -35,7 +27,7 @@ STATS = "demo:stats"
 
 def connection() -> tuple[redis.Redis, str]:
     """This process's Redis client and key prefix (a worker child's own connection)."""
-    queue = registry.default_queue()
+    queue = default_queue()
     return queue.client, queue.config.prefix
 
 

@@ -1,7 +1,6 @@
 """rqueue: a Laravel-style task queue for Python on Redis."""
 
 from rqueue import schedules
-from rqueue.cancel import CancelOutcome
 from rqueue.config import Config
 from rqueue.current import current_job
 from rqueue.errors import (
@@ -17,11 +16,12 @@ from rqueue.errors import (
     WorkerLost,
 )
 from rqueue.events import TaskEvent, on_exception, on_failed, on_processed, on_processing
-from rqueue.options import WorkerOptions
 from rqueue.payload import Job
-from rqueue.queue import RedisQueue
-from rqueue.registry import use
+from rqueue.store.cancel import CancelOutcome
+from rqueue.store.default import use
+from rqueue.store.queue import RedisQueue
 from rqueue.task import Dispatched, PendingDispatch, Task, dispatch_many, task
+from rqueue.worker.options import WorkerOptions
 
 __all__ = [
     "CancelOutcome",

@@ -11,10 +11,6 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
@@ -53,20 +49,6 @@ class Config:
             socket_timeout=float(env.get("RQUEUE_SOCKET_TIMEOUT") or 5.0),
         )
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
-
-    def connect(self) -> redis.Redis:
-        """Open a client; bytes in, bytes out, since payloads are msgpack."""
-        options: dict[str, Any] = {
-            "socket_timeout": self.socket_timeout,
-            "socket_connect_timeout": self.socket_timeout,
-            "health_check_interval": 0,
-            # No silent retries inside redis-py: re-sending a push or a reserve after a
-            # timeout can run it twice. rqueue retries where it knows that is safe.
-            "retry": Retry(NoBackoff(), 0),
-        }
-        if self.redis_url.startswith("rediss://") and self.ssl_ca_certs:
-            options["ssl_ca_certs"] = self.ssl_ca_certs
-        return redis.Redis.from_url(self.redis_url, **options)
 
     def redacted_url(self) -> str:
         """The URL with any password hidden, fit for logs and error messages."""

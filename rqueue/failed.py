@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import msgpack
 
 from rqueue.errors import InvalidPayload
-from rqueue.payload import Job, decode, new_id, payload_id, with_attempts
-from rqueue.queue import RedisQueue
+from rqueue.payload import Job, decode, new_id
+from rqueue.store.header import payload_id, with_attempts
+from rqueue.store.queue import RedisQueue
 
 
 @dataclass(frozen=True)

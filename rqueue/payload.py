@@ -1,18 +1,14 @@
 """Payload encoding: a task call as msgpack bytes, and back.
 
 A payload is an ordinary msgpack map, so any msgpack library can read it. Its first
-three entries (``attempts``, ``timeout_ms`` and ``id``) are always written with fixed
-widths at fixed offsets. That lets the Lua scripts read the timeout, read the id and
-increment the attempt count by patching four bytes, instead of decoding and
-re-encoding the whole map in Lua (which would lose floats, bytes and big integers).
-The offsets below are mirrored in ``lua/*.lua``; ``tests/test_payload.py`` pins them.
+three entries are a fixed-width header that the Lua scripts read and patch in place;
+that layout lives in :mod:`rqueue.store.header`, and this module writes it.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -21,18 +17,8 @@ from typing import Any
 import msgpack
 
 from rqueue.errors import InvalidPayload, PayloadTooLarge, UnserializableArgument
+from rqueue.store.header import FIXED_ENTRIES, HEADER, ID_LENGTH, ID_OFFSET, has_header
 
-# 0xde + uint16 entry count, then three fixed entries.
-_HEADER = struct.Struct(">BHB8sBIB10sBIB2sBB32s")
-HEADER_SIZE = _HEADER.size  # 70
-ATTEMPTS_OFFSET = 13
-TIMEOUT_OFFSET = 29
-ID_OFFSET = 38
-ID_LENGTH = 32
-_FIXED_ENTRIES = 3
-# The header's variable parts alone (attempts, timeout_ms, id), read in one unpack.
-_VARIABLE = struct.Struct(">13xI12xI5x32s")
-_MARKERS = b"\xa8attempts\xce"
 _ARGS = b"\xa4args"  # msgpack strings: the keys of the two entries every call packs
 _KWARGS = b"\xa6kwargs"
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
@@ -106,9 +92,9 @@ class PayloadTemplate:
             self._shared = _pack(shared)[1:]
         except (TypeError, ValueError, OverflowError) as exc:
             raise UnserializableArgument(_describe_unencodable(job, exc)) from None
-        self._prefix = _HEADER.pack(
+        self._prefix = HEADER.pack(
             0xDE,
-            _FIXED_ENTRIES + len(shared) + 2,
+            FIXED_ENTRIES + len(shared) + 2,
             0xA8,
             b"attempts",
             0xCE,
@@ -194,39 +180,6 @@ def decode(data: bytes) -> Job:
         raise InvalidPayload(f"payload has the wrong shape: {exc!r}") from None
 
 
-def has_header(data: bytes) -> bool:
-    return (
-        len(data) > HEADER_SIZE
-        and data[0] == 0xDE
-        and data[3:13] == _MARKERS
-        and data[36:38] == b"\xd9\x20"
-    )
-
-
-def header(data: bytes) -> tuple[str, int, int] | None:
-    """``(id, attempts, timeout_ms)`` read straight from the fixed header, or None.
-
-    A worker reads this for every task it reserves, so it costs one unpack.
-    """
-    if not has_header(data):
-        return None
-    attempts, timeout_ms, raw_id = _VARIABLE.unpack_from(data)
-    return raw_id.decode("ascii", "replace"), attempts, timeout_ms
-
-
-def payload_id(data: bytes) -> str | None:
-    """The task id read straight from the fixed header, without decoding the rest."""
-    fields = header(data)
-    return fields[0] if fields else None
-
-
-def with_attempts(data: bytes, attempts: int) -> bytes:
-    """The same payload with its attempt counter set, every other byte untouched."""
-    if not has_header(data):
-        return data
-    return data[:ATTEMPTS_OFFSET] + struct.pack(">I", attempts) + data[ATTEMPTS_OFFSET + 4 :]
-
-
 def _timeout_ms(timeout: float | None) -> int:
     if timeout is None:
         return 0
@@ -289,9 +242,3 @@ def _walk(value: Any, path: str) -> tuple[str | None, Any]:
     except (TypeError, ValueError, OverflowError):
         return path, value
     return None, None
-
-
-def payload_attempts(data: bytes) -> int:
-    """The attempt counter read straight from the fixed header (0 for foreign bytes)."""
-    fields = header(data)
-    return fields[1] if fields else 0

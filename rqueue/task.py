@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
-from rqueue import registry
 from rqueue.errors import InvalidSchedule
-from rqueue.keys import validate_queue_name
 from rqueue.payload import Job, PayloadTemplate, encode, new_id, new_ids
+from rqueue.store.cancel import CancelOutcome, cancel
+from rqueue.store.default import default_queue
+from rqueue.store.keys import validate_queue_name
+from rqueue.timing import Timing, seconds
 
 if TYPE_CHECKING:
-    from rqueue.cancel import CancelOutcome
-    from rqueue.queue import RedisQueue
+    from rqueue.store.queue import RedisQueue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,6 +35,10 @@ MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
 
 Hook = Callable[..., Any]
 When = datetime | timedelta | float | int
+
+_registered: dict[str, Task[Any, Any]] = {}
+"""Every ``@task`` of this process by name: the only process-wide state besides the
+default connection. Workers look payload names up here (:mod:`rqueue.registry`)."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +76,7 @@ class Dispatched(NamedTuple):
 
     def cancel(self) -> CancelOutcome:
         """Cancel the task if it has not started; the outcome says what happened."""
-        from rqueue.cancel import cancel
-
-        return cancel(self.connection or registry.default_queue(), self.id, self.queue)
+        return cancel(self.connection or default_queue(), self.id, self.queue)
 
 
 class PendingDispatch(NamedTuple):
@@ -91,7 +96,7 @@ class Task(Generic[P, R]):
     def __init__(self, fn: Callable[P, R], options: TaskOptions, name: str | None = None):
         self.fn = fn
         self.options = options
-        self.name = name or f"{registry.module_name(fn.__module__)}:{fn.__qualname__}"
+        self.name = name or f"{module_name(fn.__module__)}:{fn.__qualname__}"
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
         self.__wrapped__ = fn
@@ -171,7 +176,7 @@ class Task(Generic[P, R]):
         )
 
     def connection(self) -> RedisQueue:
-        return self.options.connection or registry.default_queue()
+        return self.options.connection or default_queue()
 
     def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> Dispatched:
         queue = self.connection()
@@ -298,7 +303,7 @@ def task(
                 raise TypeError(f"hooks must be callable, got {hook!r}")
         created = Task(function, options, name)
         created.schedule = schedule
-        registry.register(created)
+        _registered[created.name] = created
         return created
 
     return decorate(fn) if fn is not None else decorate
@@ -310,8 +315,6 @@ def _declared_schedule(
     """Validate a declared schedule at import time: a typo fails loudly, not silently."""
     if cron is None and every is None:
         return None
-    from rqueue.schedule_times import Timing, seconds
-
     every_s = None if every is None else seconds(every)
     Timing(cron, None if every_s is None else round(every_s * 1000), timezone)
     return (cron, every_s, timezone)
@@ -330,3 +333,24 @@ def call_hook(hook: Hook, value: Any, job: Job) -> None:
         hook(value, job)
     else:
         hook(value)
+
+
+def registered() -> dict[str, Task[Any, Any]]:
+    """A copy of every task defined with ``@task`` in this process, by name."""
+    return dict(_registered)
+
+
+def registered_task(name: str) -> Task[Any, Any] | None:
+    return _registered.get(name)
+
+
+def module_name(module: str) -> str:
+    """The importable name of a module, even when it runs as ``__main__``."""
+    if module != "__main__":
+        return module
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        return str(spec.name)
+    path = getattr(main, "__file__", None)
+    return os.path.splitext(os.path.basename(path))[0] if path else module

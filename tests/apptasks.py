@@ -11,15 +11,16 @@ import signal
 import time
 from typing import Any
 
-from rqueue import Job, dispatch_many, registry, task
+from rqueue import Job, dispatch_many, task
 from rqueue.errors import TaskTimeout
+from rqueue.store.default import default_queue
 
 DONE = "test:done"
 HOOKS = "test:hooks"
 
 
 def redis():  # type: ignore[no-untyped-def]
-    return registry.default_queue().client
+    return default_queue().client
 
 
 @task

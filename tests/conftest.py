@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from support import Workers
 
-from rqueue import registry
 from rqueue.config import Config
-from rqueue.queue import RedisQueue
 from rqueue.server import RedisServer
+from rqueue.store.default import use
+from rqueue.store.queue import RedisQueue
 
 TESTS_DIR = Path(__file__).parent
 
@@ -38,7 +38,7 @@ def queue(config: Config) -> Iterator[RedisQueue]:
     """A clean Redis, made the default connection of this test process."""
     connection = RedisQueue(config)
     connection.client.flushall()
-    registry.use(connection)
+    use(connection)
     yield connection
     connection.client.close()
 

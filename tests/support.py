@@ -18,7 +18,7 @@ import redis
 
 from rqueue.config import Config
 from rqueue.payload import Job, encode, new_id
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 T = TypeVar("T")
 

@@ -25,10 +25,11 @@ from rqueue.errors import (
     UnserializableArgument,
 )
 from rqueue.failed import FailedTasks
-from rqueue.options import WorkerOptions
-from rqueue.payload import Job, encode, new_id, with_attempts
-from rqueue.queue import RedisQueue
+from rqueue.payload import Job, encode, new_id
 from rqueue.server import RedisServer
+from rqueue.store.header import with_attempts
+from rqueue.store.queue import RedisQueue
+from rqueue.worker.options import WorkerOptions
 
 
 def _job(task_name: str, *args: Any) -> Job:

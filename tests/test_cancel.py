@@ -8,9 +8,9 @@ import apptasks
 from support import Workers, cli, wait_for
 
 from rqueue import CancelOutcome
-from rqueue.cancel import cancel_anywhere
 from rqueue.config import Config
-from rqueue.queue import RedisQueue
+from rqueue.store.cancel import cancel_anywhere
+from rqueue.store.queue import RedisQueue
 
 
 def done(queue: RedisQueue) -> list[str]:

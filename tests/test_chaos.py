@@ -20,13 +20,13 @@ import pytest
 import redis
 from support import strings, wait_for
 
-from rqueue.batches import Batches
 from rqueue.config import Config
 from rqueue.errors import QueueConnectionError
-from rqueue.options import WorkerOptions
-from rqueue.payload import payload_attempts
-from rqueue.queue import RedisQueue
 from rqueue.server import RedisServer
+from rqueue.store.header import payload_attempts
+from rqueue.store.queue import RedisQueue
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.reservations import Batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import chaos

@@ -16,7 +16,7 @@ from support import RQUEUE, cli, strings
 
 from rqueue.config import Config
 from rqueue.failed import make_record
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 TESTS_DIR = Path(__file__).parent
 UNREACHABLE = "redis://127.0.0.1:1/0"

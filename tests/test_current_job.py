@@ -4,7 +4,7 @@ import apptasks
 from support import Workers
 
 from rqueue import current_job
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 
 def test_a_task_sees_its_own_job_id_and_attempt(queue: RedisQueue, workers: Workers) -> None:

@@ -9,7 +9,7 @@ import subprocess
 from support import RQUEUE
 
 from rqueue.config import Config
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 
 def run_demo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

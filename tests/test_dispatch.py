@@ -11,12 +11,14 @@ from typing import Any
 import apptasks
 import pytest
 
+import rqueue.store.default
 from rqueue import dispatch_many, registry, task
 from rqueue.config import Config
 from rqueue.errors import InvalidQueueName, InvalidSchedule
-from rqueue.keys import QueueKeys
 from rqueue.payload import Job, decode
-from rqueue.queue import RedisQueue
+from rqueue.store.default import default_queue
+from rqueue.store.keys import QueueKeys
+from rqueue.store.queue import RedisQueue
 
 
 def redis_now_ms(queue: RedisQueue) -> float:
@@ -311,9 +313,9 @@ def test_dispatch_uses_the_connection_from_redis_url(
     config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # No explicit connection: the default one is opened lazily from REDIS_URL.
-    monkeypatch.setattr(registry, "_default_queue", [])
+    monkeypatch.setattr(rqueue.store.default, "_default_queue", [])
     handle = apptasks.record.dispatch("env")
-    default = registry.default_queue()
+    default = default_queue()
     assert default.config.redis_url == config.redis_url
     assert decode(default.client.lindex("queues:default", -1)).id == handle.id
     default.client.flushall()

@@ -17,7 +17,7 @@ import pytest
 from support import cli
 
 from rqueue.config import Config
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 ROOT = Path(__file__).parent.parent
 DOCUMENTS = ("README.md", "docs/tasks.md")

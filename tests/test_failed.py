@@ -9,8 +9,9 @@ from support import Workers, cli, push_job, strings, wait_for
 
 from rqueue.config import Config
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import decode, payload_attempts
-from rqueue.queue import RedisQueue
+from rqueue.payload import decode
+from rqueue.store.header import payload_attempts
+from rqueue.store.queue import RedisQueue
 
 TESTS_DIR = Path(__file__).parent
 

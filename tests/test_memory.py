@@ -10,7 +10,7 @@ import apptasks
 import psutil
 from support import strings
 
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 LIMIT_MB = 64
 LEAK_KB = 64

@@ -5,7 +5,7 @@ from __future__ import annotations
 import apptasks
 from support import Workers, wait_for
 
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 
 def test_after_failed_runs_for_a_task_killed_for_swallowing_its_timeout(

@@ -14,22 +14,19 @@ from hypothesis import strategies as st
 
 from rqueue.config import Config
 from rqueue.errors import InvalidPayload, PayloadTooLarge, UnserializableArgument
-from rqueue.payload import (
+from rqueue.payload import Job, decode, encode, new_id
+from rqueue.store.header import (
     ATTEMPTS_OFFSET,
     HEADER_SIZE,
     ID_LENGTH,
     ID_OFFSET,
     TIMEOUT_OFFSET,
-    Job,
-    decode,
-    encode,
     has_header,
-    new_id,
     payload_attempts,
     payload_id,
     with_attempts,
 )
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 
 def make_job(**changes: object) -> Job:

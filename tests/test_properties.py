@@ -21,9 +21,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from rqueue.config import Config
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import Job, decode, encode, new_id, payload_attempts, payload_id, with_attempts
-from rqueue.queue import RedisQueue
-from rqueue.signing import sign, verify
+from rqueue.payload import Job, decode, encode, new_id
+from rqueue.store.header import payload_attempts, payload_id, with_attempts
+from rqueue.store.queue import RedisQueue
+from rqueue.store.signing import sign, verify
 
 # -- payload round trips ---------------------------------------------------------------
 
@@ -169,6 +170,9 @@ class QueueMachine(RuleBasedStateMachine):
         reservation = self.queue.reserve(QUEUE, count, timeout_ms, 0, 0)
         # The head of the list, in order, each with one more attempt and no other change.
         assert reservation.payloads == [with_attempts(p, payload_attempts(p) + 1) for p in ready]
+        # A task reserved again had its earlier reservation expire: that copy is stale.
+        taken = {payload_id(p) for p in reservation.payloads}
+        self.holding = {p for p in self.holding if payload_id(p) not in taken}
         self.holding.update(reservation.payloads)
 
     @rule(index=st.integers(0, 50))

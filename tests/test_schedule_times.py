@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from rqueue.errors import InvalidSchedule
-from rqueue.schedule_times import Timing, from_ms, to_ms
+from rqueue.timing import Timing, from_ms, to_ms
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

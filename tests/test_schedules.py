@@ -12,11 +12,11 @@ import pytest
 
 from rqueue import schedules
 from rqueue.errors import InvalidSchedule, TaskNotRegistered, UnserializableArgument
-from rqueue.keys import QueueKeys
 from rqueue.payload import decode
-from rqueue.queue import RedisQueue
-from rqueue.scheduler import CATCH_UP_LIMIT, PRECISE_WAIT, Scheduler, trigger_id
-from rqueue.schedules import ScheduleExists, ScheduleNotFound, Schedules
+from rqueue.schedules.api import ScheduleExists, ScheduleNotFound, Schedules
+from rqueue.schedules.scheduler import CATCH_UP_LIMIT, PRECISE_WAIT, Scheduler, trigger_id
+from rqueue.store.keys import QueueKeys
+from rqueue.store.queue import RedisQueue
 
 UTC = timezone.utc
 SCHEDULES = "queues:default:schedules"
@@ -307,7 +307,7 @@ def test_the_schedules_doc_example_runs(queue: RedisQueue, tmp_path: Any) -> Non
 
 @pytest.mark.parametrize("name", ["fire_schedule", "save_schedule", "remove_schedule", "cancel"])
 def test_new_scripts_document_themselves_and_take_every_key_in_keys(name: str) -> None:
-    from rqueue.scripts import Scripts
+    from rqueue.store.scripts import Scripts
 
     source = getattr(Scripts(), name).source
     header = "\n".join(line for line in source.splitlines() if line.startswith("--"))

@@ -10,8 +10,8 @@ from support import cli
 
 from rqueue import schedules
 from rqueue.config import Config
-from rqueue.queue import RedisQueue
-from rqueue.schedules import Schedules
+from rqueue.schedules.api import Schedules
+from rqueue.store.queue import RedisQueue
 
 TESTS_DIR = Path(__file__).parent
 
@@ -175,7 +175,7 @@ def test_a_failed_scheduled_run_shows_its_schedule_and_trigger(
 ) -> None:
     from datetime import datetime, timedelta, timezone
 
-    from rqueue.scheduler import Scheduler, trigger_id
+    from rqueue.schedules.scheduler import Scheduler, trigger_id
 
     start = datetime.now(timezone.utc) - timedelta(days=1)
     schedules.add("failing", "apptasks:always_raises", every=60, args=["boom"], start=start)

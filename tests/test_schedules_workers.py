@@ -13,8 +13,8 @@ import apptasks
 from support import Workers, wait_for
 
 from rqueue import schedules
-from rqueue.queue import RedisQueue
-from rqueue.schedules import Schedules
+from rqueue.schedules.api import Schedules
+from rqueue.store.queue import RedisQueue
 
 UTC = timezone.utc
 SKEWED = str(Path(__file__).parent / "skewed_clock")

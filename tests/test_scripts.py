@@ -8,9 +8,10 @@ import msgpack
 import pytest
 
 from rqueue.failed import FailedTasks, decode_record, make_record
-from rqueue.payload import Job, decode, encode, new_id, payload_attempts, with_attempts
-from rqueue.queue import RedisQueue
-from rqueue.scripts import Scripts
+from rqueue.payload import Job, decode, encode, new_id
+from rqueue.store.header import payload_attempts, with_attempts
+from rqueue.store.queue import RedisQueue
+from rqueue.store.scripts import Scripts
 
 Q = "default"
 READY, DELAYED, RESERVED, FAILED = (

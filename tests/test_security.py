@@ -17,10 +17,12 @@ from support import cli, strings, wait_for
 
 from rqueue.config import Config
 from rqueue.failed import FailedTasks
-from rqueue.payload import Job, decode, encode, new_id, with_attempts
-from rqueue.queue import RedisQueue
+from rqueue.payload import Job, decode, encode, new_id
 from rqueue.server import RedisServer
-from rqueue.signing import InvalidSignature, sign, verify
+from rqueue.store.connect import connect
+from rqueue.store.header import with_attempts
+from rqueue.store.queue import RedisQueue
+from rqueue.store.signing import InvalidSignature, sign, verify
 
 SECRET = "a-long-random-secret"
 
@@ -217,13 +219,13 @@ def test_rediss_urls_use_tls_with_the_configured_ca_file(
     ca.write_text("not used: no connection is opened")
     monkeypatch.setenv("RQUEUE_SSL_CA_CERTS", str(ca))
     config = Config.resolve(redis_url="rediss://user:pw@redis.example:6380/0")
-    client = config.connect()
+    client = connect(config)
     kwargs = client.connection_pool.connection_kwargs
     assert client.connection_pool.connection_class is redis.SSLConnection
     assert kwargs["ssl_ca_certs"] == str(ca)
     assert kwargs.get("ssl_cert_reqs", "required") == "required"
     assert config.redacted_url() == "rediss://user:***@redis.example:6380/0"
-    plain = Config(redis_url="redis://127.0.0.1:6379/0", ssl_ca_certs=str(ca)).connect()
+    plain = connect(Config(redis_url="redis://127.0.0.1:6379/0", ssl_ca_certs=str(ca)))
     assert plain.connection_pool.connection_class is redis.Connection
 
 

@@ -13,8 +13,9 @@ import pytest
 from support import WorkerProcess, Workers, cli, follow_log, logged, strings, title, wait_for
 
 from rqueue.config import Config
-from rqueue.payload import decode, payload_attempts
-from rqueue.queue import RedisQueue
+from rqueue.payload import decode
+from rqueue.store.header import payload_attempts
+from rqueue.store.queue import RedisQueue
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 

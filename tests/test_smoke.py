@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import apptasks
 
-from rqueue.queue import RedisQueue
+from rqueue.store.queue import RedisQueue
 
 
 def test_dispatched_tasks_complete_under_a_real_worker(queue: RedisQueue, workers) -> None:  # type: ignore[no-untyped-def]

@@ -19,8 +19,9 @@ from support import Workers, push_job, strings, title, wait_for
 from rqueue import dispatch_many
 from rqueue.config import Config
 from rqueue.failed import FailedTask, FailedTasks
-from rqueue.payload import Job, decode, encode, new_id, with_attempts
-from rqueue.queue import RedisQueue
+from rqueue.payload import Job, decode, encode, new_id
+from rqueue.store.header import with_attempts
+from rqueue.store.queue import RedisQueue
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 
@@ -285,12 +286,13 @@ def test_a_raising_hook_is_logged_and_the_task_neither_lost_nor_rerun(
 
 
 LISTENERS = """
-from rqueue import on_exception, on_failed, on_processed, on_processing, registry
+from rqueue import on_exception, on_failed, on_processed, on_processing
+from rqueue.store.default import default_queue
 
 
 def _record(event):
     error = type(event.exception).__name__ if event.exception else "-"
-    registry.default_queue().client.rpush(
+    default_queue().client.rpush(
         "test:events",
         f"{event.name}:{event.job.args[0]}:{event.job.attempts}:{event.will_retry}:{error}:{event.result}",
     )
@@ -498,11 +500,12 @@ def test_the_workers_working_directory_is_importable(
     (tmp_path / "cwd_tasks.py").write_text(
         textwrap.dedent(
             """
-            from rqueue import registry, task
+            from rqueue import task
+            from rqueue.store.default import default_queue
 
             @task
             def hello(name):
-                registry.default_queue().client.rpush("test:done", f"hello {name}")
+                default_queue().client.rpush("test:done", f"hello {name}")
             """
         )
     )
@@ -541,14 +544,15 @@ def test_rest_longer_than_the_timeout_never_kills_a_finished_task(
 SLOW_IMPORT = """
 import time
 
-from rqueue import registry, task
+from rqueue import task
+from rqueue.store.default import default_queue
 
 time.sleep(2.5)  # a heavy module: the first task of it pays the import
 
 
 @task(timeout=5)
 def hello(name):
-    registry.default_queue().client.rpush("test:done", f"hello {name}")
+    default_queue().client.rpush("test:done", f"hello {name}")
 """
 
 
@@ -612,12 +616,13 @@ def test_batches_grow_from_one_to_prefetch_and_a_deep_queue_is_read_ahead(
 
 
 MAIN_SCRIPT = """
-from rqueue import registry, task
+from rqueue import task
+from rqueue.store.default import default_queue
 
 
 @task
 def greet(name):
-    registry.default_queue().client.rpush("test:done", f"hi {name}")
+    default_queue().client.rpush("test:done", f"hi {name}")
 
 
 if __name__ == "__main__":

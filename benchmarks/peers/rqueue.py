@@ -15,11 +15,11 @@ def main() -> None:
     args = arguments()
     import bench_tasks
 
-    from rqueue import registry
     from rqueue.config import Config
-    from rqueue.queue import RedisQueue
+    from rqueue.store.default import use
+    from rqueue.store.queue import RedisQueue
 
-    registry.use(RedisQueue(Config(redis_url=args.redis_url)))
+    use(RedisQueue(Config(redis_url=args.redis_url)))
 
     def enqueue(count: int) -> None:
         for start in range(0, count, 1000):

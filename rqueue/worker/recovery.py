@@ -17,10 +17,12 @@ from typing import Protocol, TypeVar
 
 from rqueue.errors import InvalidPayload, QueueConnectionError
 from rqueue.failed import make_record
-from rqueue.options import WorkerOptions
-from rqueue.payload import decode, encode, payload_attempts, payload_id
-from rqueue.queue import RedisQueue
-from rqueue.scoreboard import Held, SlotView, State
+from rqueue.payload import decode, encode
+from rqueue.store.header import payload_attempts, payload_id
+from rqueue.store.queue import RedisQueue
+from rqueue.worker import parent_failures
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.scoreboard import Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
 
@@ -124,8 +126,6 @@ class Recovery:
 
     def _report_to_hooks(self, name: str, member: bytes, kind: str, message: str) -> None:
         """Queue the internal task that runs ``after_failed`` and listeners in a child."""
-        from rqueue import parent_failures
-
         report = parent_failures.report.make_job((member, kind, message), {})
         report.queue = name
         encoded = encode(report, self.queue.config.max_payload_bytes)

@@ -24,14 +24,14 @@ from typing import Any
 
 import redis
 
-from rqueue import registry
 from rqueue.errors import RQueueError
 from rqueue.payload import encode
-from rqueue.queue import RedisQueue
-from rqueue.schedule_record import Schedule
-from rqueue.schedule_times import iso
-from rqueue.schedules import Schedules
-from rqueue.scripts import execute
+from rqueue.schedules.api import Schedules
+from rqueue.schedules.record import Schedule
+from rqueue.store.queue import RedisQueue
+from rqueue.store.scripts import execute
+from rqueue.task import registered
+from rqueue.timing import iso
 
 log = logging.getLogger("rqueue.scheduler")
 
@@ -208,14 +208,14 @@ class Scheduler:
         data = encode(job, self.queue.config.max_payload_bytes)
         secret = getattr(self.queue.config, "secret", None)
         if secret:
-            from rqueue.signing import sign
+            from rqueue.store.signing import sign
 
             data = sign(data, secret)
         return data
 
     def _declare(self) -> None:
         """Keep schedules declared with ``@task(cron=...)`` in line with the imported code."""
-        for name, found in registry.registered().items():
+        for name, found in registered().items():
             declared = getattr(found, "schedule", None)
             if declared is None or name in self._declared:
                 continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rqueue.keys import validate_queue_name
+from rqueue.store.keys import validate_queue_name
 
 
 @dataclass(frozen=True)

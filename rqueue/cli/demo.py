@@ -27,10 +27,10 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any, TextIO
 
-from rqueue import registry
 from rqueue.config import Config
 from rqueue.failed import FailedTasks
-from rqueue.queue import RedisQueue
+from rqueue.store.default import use
+from rqueue.store.queue import RedisQueue
 from rqueue.task import PendingDispatch, dispatch_many
 
 QUEUES = ("emails", "default")
@@ -137,7 +137,7 @@ def _run(
     config: Config, examples: Path, count: int, concurrency: int, say: Any, started: float
 ) -> Summary:
     queue = RedisQueue(config)
-    registry.use(queue)
+    use(queue)
     tasks = _import_examples(examples)
     total = _dispatch(tasks, count, say)
 

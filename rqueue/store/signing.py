@@ -19,7 +19,7 @@ import hmac
 import struct
 
 from rqueue.errors import InvalidPayload
-from rqueue.payload import ATTEMPTS_OFFSET, has_header
+from rqueue.store.header import ATTEMPTS_OFFSET, has_header
 
 _ENTRY_COUNT = struct.Struct(">H")
 _ENTRY_COUNT_OFFSET = 1

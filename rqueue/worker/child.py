@@ -23,22 +23,25 @@ from typing import Any, TypeVar
 from setproctitle import setproctitle
 
 from rqueue import events, registry
-from rqueue.batches import Batch, Batches
-from rqueue.child_process import memory_exceeded, parent_death_signal
 from rqueue.config import Config
 from rqueue.current import set_current_job
 from rqueue.errors import InvalidPayload, TaskNotRegistered, TaskTimeout
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
-from rqueue.logs import log_outcome
-from rqueue.options import WorkerOptions
-from rqueue.payload import Job, decode, header
-from rqueue.queue import RedisQueue
-from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
-from rqueue.scoreboard import Slot, State
-from rqueue.signing import verify
+from rqueue.payload import Job, decode
+from rqueue.store.default import use
+from rqueue.store.header import header
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
+from rqueue.store.signing import verify
 from rqueue.task import call_hook
-from rqueue.timeouts import TimeLimit
+from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
+from rqueue.worker.logs import log_outcome
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.process import memory_exceeded, parent_death_signal
+from rqueue.worker.reservations import Batch, Batches
+from rqueue.worker.scoreboard import Slot, State
+from rqueue.worker.timeouts import TimeLimit
 
 log = logging.getLogger("rqueue.worker")
 
@@ -91,7 +94,7 @@ class ChildWorker:
     # -- the loop -----------------------------------------------------------------
 
     def run(self) -> int:
-        registry.use(self.queue)
+        use(self.queue)
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)

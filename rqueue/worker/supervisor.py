@@ -23,14 +23,14 @@ from typing import TypeVar
 from setproctitle import setproctitle
 
 from rqueue.config import Config
-from rqueue.options import WorkerOptions
 from rqueue.payload import new_id
-from rqueue.queue import RedisQueue
-from rqueue.recovery import Recovery
-from rqueue.retry import REDIS_ERRORS, backoff_delay, persist
-from rqueue.scheduler import Scheduler
-from rqueue.scoreboard import Scoreboard, State
-from rqueue.worker import HANDLED_SIGNALS, ChildWorker, Interrupted
+from rqueue.schedules.scheduler import Scheduler
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
+from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker, Interrupted
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.recovery import Recovery
+from rqueue.worker.scoreboard import Scoreboard, State
 
 log = logging.getLogger("rqueue.worker")
 

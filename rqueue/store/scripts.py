@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
-from rqueue.wire import KeyOrArg, Wire
+from rqueue.store.wire import KeyOrArg, Wire
 
 
 class ScriptRunner(Protocol):
@@ -37,7 +37,7 @@ class LuaScript:
 
     @classmethod
     def load(cls, name: str) -> LuaScript:
-        source = (resources.files("rqueue") / "lua" / f"{name}.lua").read_text("utf-8")
+        source = (resources.files("rqueue.store") / "lua" / f"{name}.lua").read_text("utf-8")
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
     def __call__(self, client: ScriptRunner, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Any:

@@ -21,15 +21,17 @@ from typing import TYPE_CHECKING, Any
 from rqueue import registry
 from rqueue.errors import InvalidSchedule, RQueueError, TaskNotRegistered
 from rqueue.payload import encode
-from rqueue.schedule_record import (
+from rqueue.schedules.record import (
     DEFAULT_MISFIRE_GRACE,
     MISFIRE_POLICIES,
     Schedule,
 )
-from rqueue.schedule_times import seconds, to_ms, validate
+from rqueue.store.default import default_queue
+from rqueue.task import registered
+from rqueue.timing import seconds, to_ms, validate
 
 if TYPE_CHECKING:
-    from rqueue.queue import RedisQueue
+    from rqueue.store.queue import RedisQueue
     from rqueue.task import Task
 
 __all__ = [
@@ -93,7 +95,7 @@ def _check(schedule: Schedule) -> Schedule:
 def resolve_task(target: Task[Any, Any] | str) -> Task[Any, Any]:
     if isinstance(target, str):
         return registry.lookup(target)
-    if getattr(target, "name", None) and registry.registered().get(target.name) is not None:
+    if getattr(target, "name", None) and registered().get(target.name) is not None:
         return target
     raise TaskNotRegistered(f"{target!r} is not a task registered with @task")
 
@@ -336,7 +338,7 @@ class Schedules:
 
 
 def _default() -> Schedules:
-    return Schedules(registry.default_queue())
+    return Schedules(default_queue())
 
 
 # The module-level API, on the default connection (see ``rqueue.use``).

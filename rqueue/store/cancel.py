@@ -15,8 +15,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rqueue.payload import payload_id
-from rqueue.queue import RedisQueue
+from rqueue.store.header import payload_id
+from rqueue.store.queue import RedisQueue
 
 
 class CancelOutcome(enum.Enum):

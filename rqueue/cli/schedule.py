@@ -13,13 +13,13 @@ from typing import Any
 
 import click
 
-from rqueue.cancel import CancelOutcome, cancel_anywhere
-from rqueue.cli import _die, _table, connection_options, main
+from rqueue.cli.group import _die, _table, connection_options, main
 from rqueue.config import Config
-from rqueue.queue import RedisQueue
-from rqueue.schedule_record import UNSET, Schedule
-from rqueue.schedule_times import iso
-from rqueue.schedules import Schedules
+from rqueue.schedules.api import Schedules
+from rqueue.schedules.record import UNSET, Schedule
+from rqueue.store.cancel import CancelOutcome, cancel_anywhere
+from rqueue.store.queue import RedisQueue
+from rqueue.timing import iso
 
 
 def _json(kind: type, what: str) -> Any:

@@ -19,7 +19,13 @@ from rqueue.task import call_hook, task
 log = logging.getLogger("rqueue.worker")
 
 
-@task(tries=1)
+REPORT_TASK = "rqueue.parent_failures:report"
+"""Its name from before the worker/ folder existed: payloads already queued by a
+parent of an older version still find it. Registered by importing this module, which
+:mod:`rqueue.worker.child` does."""
+
+
+@task(tries=1, name=REPORT_TASK)
 def report(payload: bytes, kind: str, message: str) -> None:
     """Call the failed task's ``after_failed`` hook and the ``failed`` listeners."""
     job = decode(payload)

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rqueue.options import WorkerOptions
-from rqueue.queue import RedisQueue, Reservation
+from rqueue.store.queue import RedisQueue, Reservation
+from rqueue.worker.options import WorkerOptions
 
 _GROWTH = 4
 

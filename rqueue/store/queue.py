@@ -1,7 +1,8 @@
 """The Redis queue operations: every state change of a task, as one script call each.
 
-This is the only module that knows the Redis layout (through :mod:`rqueue.keys`)
-and calls the scripts. Producers, workers and the CLI all go through it.
+Producers, workers and the CLI all go through :class:`RedisQueue` to change a task's
+state; it names keys through :mod:`rqueue.store.keys` and runs the scripts of
+:mod:`rqueue.store.scripts`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import redis
 
 from rqueue.config import Config
 from rqueue.errors import QueueConnectionError
-from rqueue.keys import GlobalKeys, QueueKeys
-from rqueue.scripts import Scripts, execute
-from rqueue.signing import sign
-from rqueue.wire import Wire
+from rqueue.store.connect import connect
+from rqueue.store.keys import GlobalKeys, QueueKeys
+from rqueue.store.scripts import Scripts, execute
+from rqueue.store.signing import sign
+from rqueue.store.wire import Wire
 
 # Lua's unpack() is limited to a few thousand values; bulk pushes are chunked below it.
 _PUSH_CHUNK = 1000
@@ -63,7 +65,7 @@ class RedisQueue:
 
     def __init__(self, config: Config, client: redis.Redis | None = None) -> None:
         self.config = config
-        self.client = client if client is not None else config.connect()
+        self.client = client if client is not None else connect(config)
         self.wire = Wire(self.client)
         self.scripts = Scripts()
         self.global_keys = GlobalKeys.for_prefix(config.prefix)

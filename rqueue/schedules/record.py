@@ -1,7 +1,7 @@
 """One schedule as stored in Redis: its definition, timing and the call it makes.
 
-A plain record; reading and writing it in Redis is :mod:`rqueue.schedules`, firing
-it is :mod:`rqueue.scheduler`.
+A plain record; reading and writing it in Redis is :mod:`rqueue.schedules.api`, firing
+it is :mod:`rqueue.schedules.scheduler`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 
 from rqueue.payload import Job, new_id
-from rqueue.schedule_times import Timing, from_ms, iso
+from rqueue.timing import Timing, from_ms, iso
 
 MISFIRE_POLICIES = ("skip", "all")
 DEFAULT_MISFIRE_GRACE = 60.0

@@ -20,13 +20,13 @@ from typing import Any, TypeVar
 import click
 import redis
 
-from rqueue import logs
 from rqueue.config import Config
 from rqueue.errors import InvalidQueueName, RQueueError
 from rqueue.failed import FailedTask, FailedTasks
-from rqueue.keys import validate_queue_name
-from rqueue.options import WorkerOptions
-from rqueue.queue import RedisQueue
+from rqueue.store.keys import validate_queue_name
+from rqueue.store.queue import RedisQueue
+from rqueue.worker import logs
+from rqueue.worker.options import WorkerOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -173,7 +173,7 @@ def main() -> None:
 @connection_options
 def work(config: Config, queues: str, log_level: str, log_format: str, **options: Any) -> None:
     """Run tasks from QUEUES (comma-separated, highest priority first)."""
-    from rqueue.supervisor import Supervisor
+    from rqueue.worker.supervisor import Supervisor
 
     try:
         worker_options = WorkerOptions(queues=_queue_list(queues), **options)
@@ -357,7 +357,7 @@ def server(port: int, data_dir: str) -> None:
 @click.option("--concurrency", type=click.IntRange(min=1), default=2, show_default=True)
 def demo(count: int, concurrency: int) -> None:
     """Run the end-to-end demo (on an embedded Redis unless REDIS_URL is set)."""
-    from rqueue.demo import run_demo
+    from rqueue.cli.demo import run_demo
 
     sys.exit(run_demo(count, concurrency))
 
@@ -388,4 +388,4 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-import rqueue.cli_schedule  # noqa: E402, F401  (registers `schedule ...` and `cancel`)
+import rqueue.cli.schedule  # noqa: E402, F401  (registers `schedule ...` and `cancel`)

@@ -1,0 +1,16 @@
+"""The store: the only part that knows Redis keys, Lua scripts and connections.
+
+- ``keys``: every key name, per queue and global, in one place.
+- ``lua/*.lua`` and ``scripts``: each state change of a task as one script, run by SHA.
+- ``queue``: :class:`RedisQueue`, the operations everyone else calls.
+- ``wire``: the lean connection the hot path (dispatch, reserve, ack) uses.
+- ``connect``: opening a client from a :class:`~rqueue.config.Config`;
+  ``default``: the process's default connection.
+- ``header``: the payload's fixed header, the bytes the scripts read and patch.
+- ``signing``: the HMAC every pushed payload carries when a secret is set, applied
+  here because every path that queues a task passes through the store.
+- ``cancel``: cancelling a pending task by id; ``retry``: riding out a Redis outage.
+
+May import: ``rqueue.config``, ``rqueue.errors``, redis-py and msgpack. Nothing here
+imports from ``task``, ``worker``, ``schedules`` or ``cli``: those sit above and call in.
+"""
