@@ -34,20 +34,6 @@ if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
     from rqueue.task import Task
 
-__all__ = [
-    "Schedule",
-    "ScheduleExists",
-    "ScheduleNotFound",
-    "Schedules",
-    "add",
-    "get",
-    "list",
-    "pause",
-    "remove",
-    "resume",
-    "run_now",
-    "update",
-]
 
 _SAVE_ATTEMPTS = 20
 
