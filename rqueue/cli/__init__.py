@@ -1,5 +1,37 @@
-"""The `rqueue` command (see group.py); placeholder while the CLI is split."""
+"""The ``rqueue`` command: a thin layer over the Python API, one module per command.
 
-from rqueue.cli.group import main
+- ``common``: the :data:`main` group and what every command shares
+  (``--redis-url``/``--prefix``, errors as exit codes, tables).
+- ``work``: ``rqueue work``, a worker pool.
+- ``queues``: ``size``, ``clear``, ``restart`` and ``cancel``.
+- ``failed``: ``rqueue failed ...`` (list, show, retry, forget, flush).
+- ``schedule``: ``rqueue schedule ...`` (list, show, add, update, pause, resume,
+  remove, run-now).
+- ``server``: ``rqueue server``, an embedded redis-server for development.
+- ``demo``: ``rqueue demo``; ``demo_runner``: the end-to-end run behind it.
+
+The CLI sits at the top: it may import anything in rqueue (``worker``, ``schedules``,
+``failed``, ``store``, ``task``, ``config``), and nothing in rqueue imports it. The
+command modules import ``common`` and not each other; this file adds them to
+:data:`main`. Commands needing a heavy module only when run (the supervisor, the
+embedded server, the demo runner) import it inside the command, so ``rqueue --help``
+stays fast.
+"""
+
+from rqueue.cli import demo, failed, queues, schedule, server, work
+from rqueue.cli.common import main
+
+for _command in (
+    work.work,
+    queues.size,
+    queues.clear,
+    queues.restart,
+    queues.cancel,
+    failed.failed,
+    schedule.schedule_group,
+    server.server,
+    demo.demo,
+):
+    main.add_command(_command)
 
 __all__ = ["main"]

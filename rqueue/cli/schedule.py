@@ -1,23 +1,22 @@
-"""``rqueue schedule ...`` and ``rqueue cancel``: thin commands over the Python API.
-
-Registered on the main group by one import at the end of cli.py.
-"""
+"""``rqueue schedule ...``: list, add and change recurring schedules, over :class:`Schedules`."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import click
 
-from rqueue.cli.group import _die, _table, connection_options, main
+from rqueue.cli.common import connection_options, table
 from rqueue.config import Config
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import UNSET, Schedule
-from rqueue.store.cancel import CancelOutcome, cancel_anywhere
 from rqueue.store.queue import RedisQueue
 from rqueue.timing import iso
 
@@ -51,7 +50,33 @@ def _moment(ctx: click.Context, param: click.Parameter, value: str | None) -> An
     return parsed
 
 
-def _timing_options(command: Any) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _Timing:
+    """The options ``schedule add`` and ``schedule update`` share, as given.
+
+    None where an option was not given, except ``start`` and ``end``: UNSET when not
+    given, None when given as '' (clear it), else the time.
+    """
+
+    cron: str | None
+    every: float | None
+    args_json: list[Any] | None
+    kwargs_json: dict[str, Any] | None
+    start: Any
+    end: Any
+    timezone: str | None
+    misfire: str | None
+    misfire_grace: float | None
+
+
+def _timing_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the options of :class:`_Timing` and hand their values to COMMAND as ``timing``."""
+
+    @functools.wraps(command)
+    def with_timing(**values: Any) -> None:
+        given = {field.name: values.pop(field.name) for field in dataclasses.fields(_Timing)}
+        command(timing=_Timing(**given), **values)
+
     for option in reversed(
         [
             click.option("--cron", help='Cron, e.g. "*/5 * * * *" (6 fields: seconds first).'),
@@ -87,8 +112,8 @@ def _timing_options(command: Any) -> Any:
             ),
         ]
     ):
-        command = option(command)
-    return command
+        with_timing = option(with_timing)
+    return with_timing
 
 
 def _schedules(config: Config) -> Schedules:
@@ -117,7 +142,7 @@ def _describe(schedule: Schedule) -> None:
     )
 
 
-@main.group("schedule")
+@click.group("schedule")
 def schedule_group() -> None:
     """List, add and change recurring schedules (every worker fires them, each once)."""
 
@@ -138,7 +163,7 @@ def schedule_list(config: Config) -> None:
         )
         for s in _schedules(config).list()
     ]
-    _table(("name", "task", "timing", "window", "next run", "last run", "state"), rows)
+    table(("name", "task", "timing", "window", "next run", "last run", "state"), rows)
 
 
 @schedule_group.command("show")
@@ -165,38 +190,25 @@ def schedule_show(config: Config, name: str, count: int) -> None:
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @connection_options
 def schedule_add(
-    config: Config,
-    name: str,
-    task_name: str,
-    cron: str | None,
-    every: float | None,
-    args_json: list[Any] | None,
-    kwargs_json: dict[str, Any] | None,
-    start: Any,
-    end: Any,
-    timezone: str | None,
-    misfire: str | None,
-    misfire_grace: float | None,
-    queue: str | None,
-    paused: bool,
+    config: Config, name: str, task_name: str, timing: _Timing, queue: str | None, paused: bool
 ) -> None:
     """Add schedule NAME running TASK (module:function) by --cron or --every."""
-    if (cron is None) == (every is None):
+    if (timing.cron is None) == (timing.every is None):
         raise click.UsageError("give exactly one of --cron or --every")
     options: dict[str, Any] = {
-        "cron": cron,
-        "every": every,
-        "args": args_json or [],
-        "kwargs": kwargs_json or {},
+        "cron": timing.cron,
+        "every": timing.every,
+        "args": timing.args_json or [],
+        "kwargs": timing.kwargs_json or {},
         "queue": queue,
-        "timezone": timezone or "UTC",
-        "misfire": misfire or "skip",
-        "start": None if start is UNSET else start,
-        "end": None if end is UNSET else end,
+        "timezone": timing.timezone or "UTC",
+        "misfire": timing.misfire or "skip",
+        "start": None if timing.start is UNSET else timing.start,
+        "end": None if timing.end is UNSET else timing.end,
         "paused": paused,
     }
-    if misfire_grace is not None:
-        options["misfire_grace"] = misfire_grace
+    if timing.misfire_grace is not None:
+        options["misfire_grace"] = timing.misfire_grace
     _describe(_schedules(config).add(name, task_name, **options))
 
 
@@ -205,35 +217,23 @@ def schedule_add(
 @_timing_options
 @click.option("--task", "task_name", help="Run this task (module:function) instead.")
 @connection_options
-def schedule_update(
-    config: Config,
-    name: str,
-    cron: str | None,
-    every: float | None,
-    args_json: list[Any] | None,
-    kwargs_json: dict[str, Any] | None,
-    start: Any,
-    end: Any,
-    timezone: str | None,
-    misfire: str | None,
-    misfire_grace: float | None,
-    task_name: str | None,
-) -> None:
+def schedule_update(config: Config, name: str, timing: _Timing, task_name: str | None) -> None:
     """Change schedule NAME; running workers use it from their next tick."""
-    if cron is not None and every is not None:
+    if timing.cron is not None and timing.every is not None:
         raise click.UsageError("give at most one of --cron or --every")
     given = {
-        "cron": cron,
-        "every": every,
-        "args": args_json,
-        "kwargs": kwargs_json,
-        "timezone": timezone,
-        "misfire": misfire,
-        "misfire_grace": misfire_grace,
+        "cron": timing.cron,
+        "every": timing.every,
+        "args": timing.args_json,
+        "kwargs": timing.kwargs_json,
+        "timezone": timing.timezone,
+        "misfire": timing.misfire,
+        "misfire_grace": timing.misfire_grace,
         "task": task_name,
     }
     changes = {k: v for k, v in given.items() if v is not None}
-    changes.update({k: v for k, v in (("start", start), ("end", end)) if v is not UNSET})
+    start_end = (("start", timing.start), ("end", timing.end))
+    changes.update({k: v for k, v in start_end if v is not UNSET})
     if not changes:
         raise click.UsageError("nothing to update: give at least one option")
     _describe(_schedules(config).update(name, **changes))
@@ -271,18 +271,3 @@ def schedule_run_now(config: Config, name: str) -> None:
     """Enqueue one run of NAME now, outside its timeline."""
     task_id = _schedules(config).run_now(name)
     click.echo(f"Enqueued {name} now as task {task_id}.")
-
-
-@main.command("cancel")
-@click.argument("task_id")
-@click.option("--queue", "queues", multiple=True, help="Look only in this queue (repeatable).")
-@connection_options
-def cancel_command(config: Config, task_id: str, queues: tuple[str, ...]) -> None:
-    """Cancel a ready or delayed task that has not started (exit 1 if it was not cancelled)."""
-    result = cancel_anywhere(RedisQueue(config), task_id, queues or None)
-    where = f" on queue {result.queue}" if result.queue else ""
-    message = f"task {task_id}{where} {result.outcome.message}"
-    if result.outcome is CancelOutcome.CANCELLED:
-        click.echo(f"Task {task_id}{where} cancelled; it will not run.")
-        return
-    _die(message)
