@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import redis
 
@@ -20,6 +20,12 @@ REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 def backoff_delay(failures: int) -> float:
     """Seconds to wait after ``failures`` failures in a row: 0.1 s doubling up to 5 s, jittered."""
     return min(5.0, 0.1 * 2.0 ** min(failures, 6)) * random.uniform(0.5, 1.0)
+
+
+class Persist(Protocol):
+    """A process's own way of retrying a state change until Redis takes it (see persist)."""
+
+    def __call__(self, call: Callable[[], T], /) -> T: ...
 
 
 def persist(call: Callable[[], T], on_error: Callable[[int, Exception], None]) -> T:

@@ -9,6 +9,7 @@
 - ``recovery``: giving back or failing what a dead child held;
   ``parent_failures``: the internal task that runs hooks for tasks the parent failed.
 - ``timeouts``: per-task time limits; ``process``: a child's OS-level guards;
+  ``interrupts``: the idle waits a signal may cut short, in the parent and the child;
   ``options``: :class:`WorkerOptions`; ``logs``: log set-up and the per-task log line.
 
 May import: the task layer (``task``, ``registry``, ``payload``, ``events``,

@@ -1,10 +1,10 @@
-"""The worker child: reserve tasks, run each under its time limit, report the outcome.
+"""The worker child: reserve tasks, run each under its time limit, hand on the outcome.
 
 A child reserves a batch of tasks in one round trip when the queue is deep, runs
 them one after another and acknowledges successes together with its next reserve
 call, so the hot path costs well under one round trip per task. Failures are
-reported at once. Everything the parent needs to recover the child's tasks if it
-dies is kept in its scoreboard slot.
+reported at once; ``outcomes.py`` holds the rules for both. Everything the parent
+needs to recover the child's tasks if it dies is kept in its scoreboard slot.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import logging
 import os
 import signal
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from setproctitle import setproctitle
 
@@ -27,17 +26,16 @@ from rqueue.config import Config
 from rqueue.current import set_current_job
 from rqueue.errors import InvalidPayload, TaskNotRegistered, TaskTimeout
 from rqueue.events import TaskEvent
-from rqueue.failed import make_record
-from rqueue.payload import Job, decode
+from rqueue.payload import decode
 from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.store.signing import verify
-from rqueue.task import call_hook
 from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
-from rqueue.worker.logs import log_outcome
+from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
+from rqueue.worker.outcomes import Outcomes
 from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Batch, Batches
 from rqueue.worker.scoreboard import Slot, State
@@ -60,11 +58,7 @@ _ACK_SAFETY = 1.0
 _NO_HEADER = ("-" * 32, 0, 0)
 
 
-class Interrupted(Exception):
-    """Raised by the stop signal to cut an idle wait short (never while a task runs)."""
-
-
-class ChildWorker:
+class ChildWorker(InterruptibleWaits):
     """One forked child of ``rqueue work``."""
 
     def __init__(
@@ -83,9 +77,9 @@ class ChildWorker:
         self.parent_pid = parent_pid
         self.queue = RedisQueue(config)
         self.batches = Batches(self.queue, options, claims)
+        self.outcomes = Outcomes(self.queue, options, slot, self.batches, self._persist)
         self.stop_requested = False
         self.recycle = False
-        self._interruptible = False
         self._parent_checked_at = 0.0
         self._title = (
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
@@ -145,7 +139,7 @@ class ChildWorker:
             self.batches.flush()
             self.slot.set(State.WAITING)
             setproctitle(f"{self._title}: paused")
-            self._pause(0.2)
+            self._sleep(0.2)
             return
         with self._claiming():
             allowed = self._allowed()
@@ -183,7 +177,7 @@ class ChildWorker:
         if self.slot.board.total_processed() >= self.options.effective_max_jobs:
             self.recycle = True
         else:
-            self._pause(0.05)  # the rest of the limit is in other children's hands
+            self._sleep(0.05)  # the rest of the limit is in other children's hands
 
     @contextlib.contextmanager
     def _claiming(self) -> Iterator[None]:
@@ -248,17 +242,17 @@ class ChildWorker:
                 verify(payload, self.config.secret)
             job = decode(payload)
         except InvalidPayload as exc:  # InvalidSignature included
-            self._reject(index, queue, payload, None, type(exc).__name__, str(exc))
+            self.outcomes.rejected(index, queue, payload, None, type(exc).__name__, str(exc))
             return
         try:
             task = registry.lookup(job.task)
         except TaskNotRegistered as exc:
-            self._reject(index, queue, payload, job, "TaskNotRegistered", str(exc))
+            self.outcomes.rejected(index, queue, payload, job, "TaskNotRegistered", str(exc))
             return
         tries = job.tries or self.options.tries
         if job.attempts > tries:
             message = f"attempted {job.attempts} times, more than its {tries} tries"
-            self._reject(index, queue, payload, job, "MaxAttemptsExceeded", message)
+            self.outcomes.rejected(index, queue, payload, job, "MaxAttemptsExceeded", message)
             return
         timeout = job.timeout or self.options.timeout
         started = time.monotonic()
@@ -275,97 +269,10 @@ class ChildWorker:
                 self.time_limit.disarm()
         except (Exception, TaskTimeout) as exc:
             duration = time.monotonic() - started
-            self._failed(index, queue, payload, job, tries, exc, duration)
+            self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
             return
         duration = time.monotonic() - started
-        self.batches.acknowledge(queue, payload, expires_at)
-        if task.options.after_succeeded is not None or events.has_listeners("processed"):
-            self._reporting(index)
-        else:
-            # Nothing more runs for this task: the next slot write records it as done.
-            self.slot.count_processed()
-        log_outcome(log, job, "succeeded", duration)
-        if task.options.after_succeeded is not None:
-            self._hook(task.options.after_succeeded, result, job)
-        if events.has_listeners("processed"):
-            events.emit(TaskEvent("processed", job, result=result, duration=duration))
-
-    def _failed(
-        self,
-        index: int,
-        queue: str,
-        payload: bytes,
-        job: Job,
-        tries: int,
-        exc: BaseException,
-        duration: float,
-    ) -> None:
-        timed_out = isinstance(exc, TaskTimeout)
-        will_retry = job.attempts < tries
-        # The task has stopped: no kill deadline while Redis is slow to take its outcome
-        # (still RUNNING, so a death here is settled by the parent as a crash).
-        self.slot.set(State.RUNNING, index)
-        if will_retry:
-            delay = job.backoff_for(job.attempts)
-            self._persist(lambda: self.queue.release(queue, [payload], delay))
-        else:
-            record = make_record(
-                queue,
-                payload,
-                type(exc).__name__,
-                str(exc),
-                "".join(traceback.format_exception(exc)),
-                job,
-                timed_out,
-            )
-            self._persist(lambda: self.queue.fail(queue, payload, record))
-        self._reporting(index)
-        outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
-        log_outcome(
-            log,
-            job,
-            f"{outcome}; {'will retry' if will_retry else 'failed'}",
-            duration,
-            logging.WARNING if will_retry else logging.ERROR,
-        )
-        events.emit(
-            TaskEvent("exception", job, exception=exc, will_retry=will_retry, duration=duration)
-        )
-        if not will_retry:
-            self._final_failure(job, exc)
-
-    def _reject(
-        self, index: int, queue: str, payload: bytes, job: Job | None, kind: str, message: str
-    ) -> None:
-        """Fail a payload that cannot run at all, without retrying it."""
-        record = make_record(queue, payload, kind, message, job=job)
-        foreign = job is None
-        self._persist(lambda: self.queue.fail(queue, payload, record, force=foreign))
-        self._reporting(index)
-        log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
-        if job is not None:
-            self._final_failure(job, None)
-
-    def _final_failure(self, job: Job, exc: BaseException | None) -> None:
-        try:
-            task = registry.lookup(job.task)
-        except TaskNotRegistered:
-            task = None
-        if task is not None and exc is not None and task.options.after_failed is not None:
-            self._hook(task.options.after_failed, exc, job)
-        events.emit(TaskEvent("failed", job, exception=exc))
-
-    def _reporting(self, index: int) -> None:
-        self.slot.count_processed()
-        self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
-
-    def _hook(self, hook: Any, value: Any, job: Job) -> None:
-        try:
-            call_hook(hook, value, job)
-        except Exception:
-            log.exception(
-                "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
-            )
+        self.outcomes.succeeded(index, queue, payload, expires_at, job, task, result, duration)
 
     # -- giving back, acking, waiting ---------------------------------------------
 
@@ -406,7 +313,7 @@ class ChildWorker:
                 self.config.redacted_url(),
                 exc,
             )
-        self._pause(backoff_delay(failures))
+        self._sleep(backoff_delay(failures))
 
     def _wait_for_work(self) -> None:
         if self.options.block_for > 0:
@@ -416,18 +323,8 @@ class ChildWorker:
             finally:
                 self._interruptible = False
         else:
-            self._pause(self.options.sleep)
-
-    def _pause(self, seconds: float) -> None:
-        self._interruptible = True
-        try:
-            time.sleep(seconds)
-        except Interrupted:
-            pass
-        finally:
-            self._interruptible = False
+            self._sleep(self.options.sleep)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requested = True
-        if self._interruptible:
-            raise Interrupted()
+        self._interrupt()

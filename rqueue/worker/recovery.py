@@ -12,25 +12,18 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
-from typing import Protocol, TypeVar
 
 from rqueue.errors import InvalidPayload, QueueConnectionError
 from rqueue.failed import make_record
 from rqueue.payload import decode, encode
 from rqueue.store.header import payload_attempts, payload_id
 from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import Persist
 from rqueue.worker import parent_failures
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
-
-T = TypeVar("T")
-
-
-class Persist(Protocol):
-    def __call__(self, call: Callable[[], T], /) -> T: ...
 
 
 class Recovery:
@@ -50,7 +43,7 @@ class Recovery:
     def _give_back_claims(self, view: SlotView, claims: str) -> None:
         """Give back a batch the child had reserved but not taken into its slot yet.
 
-        The child reserves its next batch while it runs the current one (batches.py),
+        The child reserves its next batch while it runs the current one (reservations.py),
         and every reserve call records its batch under the child's claims key. Tasks
         there that the slot does not hold never started; release.lua moves only those
         still reserved with these exact bytes, and deletes the key in the same step.

@@ -27,7 +27,8 @@ from rqueue.payload import new_id
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
-from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker, Interrupted
+from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
+from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.recovery import Recovery
 from rqueue.worker.scoreboard import Scoreboard, State
@@ -46,11 +47,11 @@ class Child:
     number: int
     started: float
     claims: str
-    """The child's claims token (batches.py): unique to this child process."""
+    """The child's claims token (reservations.py): unique to this child process."""
     killed_for_timeout: bool = False
 
 
-class Supervisor:
+class Supervisor(InterruptibleWaits):
     """``rqueue work``: one parent, ``concurrency`` forked children."""
 
     def __init__(self, options: WorkerOptions, config: Config) -> None:
@@ -60,7 +61,6 @@ class Supervisor:
         self.stopping = False
         self.cold = False
         self.reload = False
-        self._interruptible = False
         self._respawn_after: dict[int, float] = {}
 
     def run(self) -> int:
@@ -146,15 +146,6 @@ class Supervisor:
             remaining = deadline - time.monotonic()
             if remaining > 0:
                 time.sleep(remaining)
-        finally:
-            self._interruptible = False
-
-    def _sleep(self, seconds: float) -> None:
-        self._interruptible = True
-        try:
-            time.sleep(seconds)
-        except Interrupted:
-            pass
         finally:
             self._interruptible = False
 
@@ -360,7 +351,3 @@ class Supervisor:
 
     def _on_child(self, signum: int, frame: FrameType | None) -> None:
         self._interrupt()
-
-    def _interrupt(self) -> None:
-        if self._interruptible:
-            raise Interrupted()

@@ -1,0 +1,159 @@
+"""What becomes of a task once it has run (or could not run): queue, scoreboard, log, hooks.
+
+The child's loop decides what runs and when; the rules here decide what an outcome
+means, and they are many: a success is acked with the child's next reserve call, a
+failure is released for a retry or moved to the failed list at once, a payload that
+cannot run at all is failed without a retry, the scoreboard is told first so the
+parent settles a child that dies half way through correctly, and only then do the
+task's hooks and the app's listeners run, none of them able to change the outcome.
+Kept apart so the loop stays short enough to read and every such rule has one home.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import Any
+
+from rqueue import events, registry
+from rqueue.errors import TaskNotRegistered, TaskTimeout
+from rqueue.events import TaskEvent
+from rqueue.failed import make_record
+from rqueue.payload import Job
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import Persist
+from rqueue.task import Hook, Task, call_hook
+from rqueue.worker.logs import log_outcome
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.reservations import Batches
+from rqueue.worker.scoreboard import Slot, State
+
+log = logging.getLogger("rqueue.worker")
+
+
+class Outcomes:
+    """Reports one child's outcomes; built once, when the child starts.
+
+    ``index`` is the task's place in the batch the child's slot holds; ``persist``
+    is the child's: it retries a change until Redis takes it, backing off as the
+    child does.
+    """
+
+    def __init__(
+        self,
+        queue: RedisQueue,
+        options: WorkerOptions,
+        slot: Slot,
+        batches: Batches,
+        persist: Persist,
+    ) -> None:
+        self.queue = queue
+        self.options = options
+        self.slot = slot
+        self.batches = batches
+        self.persist = persist
+
+    def succeeded(
+        self,
+        index: int,
+        queue: str,
+        payload: bytes,
+        expires_at: float,
+        job: Job,
+        task: Task[Any, Any],
+        result: Any,
+        duration: float,
+    ) -> None:
+        """The ack waits for the child's next reserve call: a success costs no round trip."""
+        self.batches.acknowledge(queue, payload, expires_at)
+        hook = task.options.after_succeeded
+        if hook is not None or events.has_listeners("processed"):
+            self._reporting(index)
+        else:
+            # Nothing more runs for this task: the next slot write records it as done.
+            self.slot.count_processed()
+        log_outcome(log, job, "succeeded", duration)
+        if hook is not None:
+            self._hook(hook, result, job)
+        if events.has_listeners("processed"):
+            events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def failed(
+        self,
+        index: int,
+        queue: str,
+        payload: bytes,
+        job: Job,
+        tries: int,
+        exc: BaseException,
+        duration: float,
+    ) -> None:
+        """An attempt raised (or timed out): retry it later, or fail it if none are left."""
+        timed_out = isinstance(exc, TaskTimeout)
+        will_retry = job.attempts < tries
+        # The task has stopped: no kill deadline while Redis is slow to take its outcome
+        # (still RUNNING, so a death here is settled by the parent as a crash).
+        self.slot.set(State.RUNNING, index)
+        if will_retry:
+            delay = job.backoff_for(job.attempts)
+            self.persist(lambda: self.queue.release(queue, [payload], delay))
+        else:
+            record = make_record(
+                queue,
+                payload,
+                type(exc).__name__,
+                str(exc),
+                "".join(traceback.format_exception(exc)),
+                job,
+                timed_out,
+            )
+            self.persist(lambda: self.queue.fail(queue, payload, record))
+        self._reporting(index)
+        outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
+        log_outcome(
+            log,
+            job,
+            f"{outcome}; {'will retry' if will_retry else 'failed'}",
+            duration,
+            logging.WARNING if will_retry else logging.ERROR,
+        )
+        events.emit(
+            TaskEvent("exception", job, exception=exc, will_retry=will_retry, duration=duration)
+        )
+        if not will_retry:
+            self._final_failure(job, exc)
+
+    def rejected(
+        self, index: int, queue: str, payload: bytes, job: Job | None, kind: str, message: str
+    ) -> None:
+        """Fail a payload that cannot run at all, without retrying it."""
+        record = make_record(queue, payload, kind, message, job=job)
+        foreign = job is None
+        self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign))
+        self._reporting(index)
+        log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
+        if job is not None:
+            self._final_failure(job, None)
+
+    def _final_failure(self, job: Job, exc: BaseException | None) -> None:
+        try:
+            task = registry.lookup(job.task)
+        except TaskNotRegistered:
+            task = None
+        if task is not None and exc is not None and task.options.after_failed is not None:
+            self._hook(task.options.after_failed, exc, job)
+        events.emit(TaskEvent("failed", job, exception=exc))
+
+    def _reporting(self, index: int) -> None:
+        """Counted as processed; its hooks and listeners get the default timeout to run."""
+        self.slot.count_processed()
+        self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
+
+    def _hook(self, hook: Hook, value: Any, job: Job) -> None:
+        try:
+            call_hook(hook, value, job)
+        except Exception:
+            log.exception(
+                "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
+            )
