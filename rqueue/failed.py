@@ -16,6 +16,7 @@ import msgpack
 
 from rqueue.errors import InvalidPayload
 from rqueue.payload import Job, decode, new_id
+from rqueue.store.failed_store import FailedStore
 from rqueue.store.header import payload_id, with_attempts
 from rqueue.store.queue import RedisQueue
 
@@ -99,14 +100,13 @@ class FailedTasks:
 
     def __init__(self, queue: RedisQueue) -> None:
         self.queue = queue
+        self.store = FailedStore(queue)
 
     def list(self, queues: Iterable[str] | None = None) -> list[FailedTask]:
         names = list(queues) if queues else self.queue.known_queues()
-        client = self.queue.client
         found: list[FailedTask] = []
         for name in names:
-            records: list[bytes] = client.lrange(self.queue.keys(name).failed, 0, -1)  # type: ignore[assignment]
-            for raw in records:
+            for raw in self.store.records(name):
                 try:
                     found.append(decode_record(raw))
                 except InvalidPayload:
@@ -118,28 +118,13 @@ class FailedTasks:
 
     def retry(self, failed: FailedTask) -> bool:
         """Push the task back with attempts reset; False if someone retried it already."""
-        keys = self.queue.keys(failed.queue)
-        return bool(
-            self.queue.scripts.retry_failed(
-                self.queue.client,
-                (keys.failed, keys.ready, keys.notify),
-                (failed.raw, with_attempts(failed.payload, 0)),
-            )
-        )
+        return self.store.retry(failed.queue, failed.raw, with_attempts(failed.payload, 0))
 
     def retry_all(self, queues: Iterable[str] | None = None) -> int:
         return sum(self.retry(f) for f in self.list(queues))
 
     def forget(self, failed: FailedTask) -> bool:
-        key = self.queue.keys(failed.queue).failed
-        return bool(self.queue.client.lrem(key, 1, failed.raw))  # type: ignore[arg-type]
+        return self.store.forget(failed.queue, failed.raw)
 
     def flush(self, queues: Iterable[str] | None = None) -> int:
-        names = list(queues) if queues else self.queue.known_queues()
-        client = self.queue.client
-        pipe = client.pipeline(transaction=False)
-        for name in names:
-            pipe.llen(self.queue.keys(name).failed)
-            pipe.delete(self.queue.keys(name).failed)
-        results = pipe.execute()
-        return sum(int(n) for n in results[0::2])
+        return self.store.flush(list(queues) if queues else self.queue.known_queues())

@@ -19,7 +19,7 @@ Intervals (``every=``) are plain elapsed time from an anchor and ignore time zon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -45,9 +45,18 @@ class Timing:
     end_ms: int | None = None
     anchor_ms: int = 0
     """Interval triggers are ``anchor_ms + k * every_ms``: the start, else creation."""
+    check: InitVar[bool] = True
+    """False for a timing read back from Redis: it is checked by :meth:`checked` when
+    used, so a stored schedule that this version refuses can still be read."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, check: bool) -> None:
+        if check:
+            validate(self)
+
+    def checked(self) -> Timing:
+        """This timing, once :func:`validate` accepts it (for one built with ``check=False``)."""
         validate(self)
+        return self
 
     def next_after(self, after_ms: int) -> int | None:
         """The first trigger strictly after ``after_ms`` inside the window, or None."""

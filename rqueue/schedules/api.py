@@ -1,12 +1,11 @@
 """Schedules: recurring tasks kept in Redis, fired by every worker, each trigger once.
 
 ``from rqueue import schedules`` then ``schedules.add("cleanup", cleanup, every=300)``.
-A schedule lives beside the queue it fires into (``queues:<name>:schedules``, a zset
-of name -> next fire time, and ``queues:<name>:schedule-defs``, their definitions),
-so its scripts touch one hash slot; a global hash maps each name to its queue.
-Every change is a compare-and-set script and wakes the parents blocked on the
-queue's timer list, so running workers see it at their next tick. Time is Redis
-``TIME``; nothing here reads this machine's clock. Firing lives in scheduler.py.
+Here a change is validated, its next fire time computed and its definition encoded;
+:class:`~rqueue.store.schedule_store.ScheduleStore` keeps it in Redis, as a
+compare-and-set that wakes the queue's workers, so they see it at their next tick.
+Time is Redis ``TIME``; nothing here reads this machine's clock. Firing lives in
+scheduler.py.
 """
 
 from __future__ import annotations
@@ -27,8 +26,9 @@ from rqueue.schedules.record import (
     Schedule,
 )
 from rqueue.store.default import default_queue
+from rqueue.store.schedule_store import ScheduleStore
 from rqueue.task import registered
-from rqueue.timing import seconds, to_ms, validate
+from rqueue.timing import Timing, seconds, to_ms
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
@@ -67,7 +67,7 @@ def _timing_fields(
 
 
 def _check(schedule: Schedule) -> Schedule:
-    validate(schedule.timing)
+    """Refuse what the timing cannot: it was checked when built, before this is called."""
     if schedule.misfire not in MISFIRE_POLICIES:
         raise InvalidSchedule(
             f"misfire must be one of {MISFIRE_POLICIES}, got {schedule.misfire!r}"
@@ -91,12 +91,11 @@ class Schedules:
 
     def __init__(self, queue: RedisQueue) -> None:
         self.queue = queue
-        self.client = queue.client
+        self.store = ScheduleStore(queue)
 
     def now_ms(self) -> int:
         """Redis's clock, the only one rqueue trusts."""
-        sec, micro = self.client.time()
-        return int(sec) * 1000 + int(micro) // 1000
+        return self.store.now_ms()
 
     # -- changing ----------------------------------------------------------------------
 
@@ -127,7 +126,7 @@ class Schedules:
         found = resolve_task(task)
         target = found.using(queue=queue) if queue else found
         now = self.now_ms()
-        timing = _timing_fields(cron, every, timezone, start, end)
+        given = _timing_fields(cron, every, timezone, start, end)
         schedule = _check(
             Schedule(
                 name=name,
@@ -135,8 +134,9 @@ class Schedules:
                 queue=target.options.queue,
                 args=tuple(args),
                 kwargs=dict(kwargs or {}),
-                **timing,
-                anchor_ms=timing["start_ms"] if timing["start_ms"] is not None else now,
+                timing=Timing(
+                    **given, anchor_ms=given["start_ms"] if given["start_ms"] is not None else now
+                ),
                 misfire=misfire,
                 misfire_grace_ms=round(misfire_grace * 1000),
                 paused=paused,
@@ -147,14 +147,13 @@ class Schedules:
                 declared=declared,
             )
         )
-        index = self.queue.global_keys.schedule_index
-        if not self.client.hsetnx(index, name, schedule.queue):
+        if not self.store.claim_name(name, schedule.queue):
             raise ScheduleExists(f"a schedule named {name!r} exists already; use update")
         try:
             if not self._save(schedule, b"", now):
                 raise ScheduleExists(f"a schedule named {name!r} exists already; use update")
         except BaseException:
-            self.client.hdel(index, name)
+            self.store.release_name(name)
             raise
         return self.get(name)
 
@@ -178,22 +177,24 @@ class Schedules:
             raise InvalidSchedule(f"cannot update {', '.join(sorted(unknown))} of a schedule")
 
         def change(current: Schedule, now: int) -> Schedule:
-            values: dict[str, Any] = {}
+            timing: dict[str, Any] = {}
             if "cron" in changes and changes["cron"] is not None:
-                values.update(cron=changes["cron"], every_ms=None)
+                timing.update(cron=changes["cron"], every_ms=None)
             if "every" in changes and changes["every"] is not None:
-                values.update(_timing_fields(None, changes["every"], "UTC", None, None))
-                values = {k: values[k] for k in ("cron", "every_ms")}
-                values["anchor_ms"] = current.start_ms if current.start_ms is not None else now
-            for key in ("timezone", "misfire"):
-                if key in changes:
-                    values[key] = changes[key]
+                every = _timing_fields(None, changes["every"], "UTC", None, None)
+                timing = {"cron": None, "every_ms": every["every_ms"]}
+                timing["anchor_ms"] = current.start_ms if current.start_ms is not None else now
+            if "timezone" in changes:
+                timing["timezone"] = changes["timezone"]
             for key in ("start", "end"):
                 if key in changes:
                     moment = changes[key]
-                    values[f"{key}_ms"] = None if moment is None else to_ms(moment)
-            if "start" in changes and values.get("start_ms") is not None:
-                values["anchor_ms"] = values["start_ms"]
+                    timing[f"{key}_ms"] = None if moment is None else to_ms(moment)
+            if "start" in changes and timing.get("start_ms") is not None:
+                timing["anchor_ms"] = timing["start_ms"]
+            values: dict[str, Any] = {}
+            if "misfire" in changes:
+                values["misfire"] = changes["misfire"]
             if "args" in changes:
                 values["args"] = tuple(changes["args"])
             if "kwargs" in changes:
@@ -208,7 +209,15 @@ class Schedules:
                     timeout=found.options.timeout,
                     backoff=found.options.backoff,
                 )
-            return _check(replace(current, **values, finished=False, declared=False))
+            return _check(
+                replace(
+                    current,
+                    **values,
+                    timing=replace(current.timing, **timing),
+                    finished=False,
+                    declared=False,
+                )
+            )
 
         return self._change(name, change)
 
@@ -221,15 +230,8 @@ class Schedules:
 
     def remove(self, name: str) -> None:
         """Delete a schedule (also one half-written by a crashed ``add``)."""
-        index = self.queue.global_keys.schedule_index
-        queue_name: bytes | None = self.client.hget(index, name)  # type: ignore[assignment]
-        if queue_name is None:
+        if not self.store.remove(name):
             raise ScheduleNotFound(f"no schedule named {name!r}")
-        keys = self.queue.keys(queue_name.decode())
-        self.queue.scripts.remove_schedule(
-            self.client, (keys.schedules, keys.schedule_defs), (name,)
-        )
-        self.client.hdel(index, name)
 
     def run_now(self, name: str) -> str:
         """Enqueue one run at once, outside the timeline; returns the task id."""
@@ -259,37 +261,13 @@ class Schedules:
     # -- reading -----------------------------------------------------------------------
 
     def get(self, name: str) -> Schedule:
-        queue_name: bytes | None = self.client.hget(  # type: ignore[assignment]
-            self.queue.global_keys.schedule_index, name
-        )
-        if queue_name is None:
+        stored = self.store.get(name)
+        if stored is None:
             raise ScheduleNotFound(f"no schedule named {name!r}")
-        keys = self.queue.keys(queue_name.decode())
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hget(keys.schedule_defs, name)
-        pipe.zscore(keys.schedules, name)
-        data, score = pipe.execute()
-        if data is None:
-            raise ScheduleNotFound(f"no schedule named {name!r}")
-        return Schedule.decode(data, None if score is None else int(score))
+        return Schedule.decode(stored.definition, stored.next_ms)
 
     def list(self) -> builtins.list[Schedule]:
-        index: dict[bytes, bytes] = self.client.hgetall(  # type: ignore[assignment]
-            self.queue.global_keys.schedule_index
-        )
-        queues = sorted({q.decode() for q in index.values()})
-        pipe = self.client.pipeline(transaction=False)
-        for name in queues:
-            keys = self.queue.keys(name)
-            pipe.hgetall(keys.schedule_defs)
-            pipe.zrange(keys.schedules, 0, -1, withscores=True)
-        replies = pipe.execute()
-        found: builtins.list[Schedule] = []
-        for i in range(len(queues)):
-            defs, scores = replies[2 * i], dict(replies[2 * i + 1])
-            for member, data in defs.items():
-                score = scores.get(member)
-                found.append(Schedule.decode(data, None if score is None else int(score)))
+        found = [Schedule.decode(s.definition, s.next_ms) for s in self.store.all()]
         return sorted(found, key=lambda s: s.name)
 
     # -- saving ------------------------------------------------------------------------
@@ -297,10 +275,7 @@ class Schedules:
     def _change(self, name: str, change: Callable[[Schedule, int], Schedule]) -> Schedule:
         for _ in range(_SAVE_ATTEMPTS):
             current = self.get(name)
-            keys = self.queue.keys(current.queue)
-            read: bytes | None = self.client.hget(  # type: ignore[assignment]
-                keys.schedule_defs, name
-            )
+            read = self.store.definition(current.queue, name)
             if read is None:
                 raise ScheduleNotFound(f"no schedule named {name!r}")
             current = Schedule.decode(read, current.next_ms)
@@ -311,16 +286,10 @@ class Schedules:
 
     def _save(self, schedule: Schedule, read: bytes, now: int) -> bool:
         """Store a definition and its next fire time if nobody changed it since ``read``."""
-        next_ms = None if schedule.paused else schedule.timing.next_after(now)
+        next_ms = None if schedule.paused else schedule.timing.checked().next_after(now)
         if next_ms is None and not schedule.paused:
             schedule = replace(schedule, finished=True)
-        keys = self.queue.keys(schedule.queue)
-        saved = self.queue.scripts.save_schedule(
-            self.client,
-            (keys.schedules, keys.schedule_defs, keys.timer),
-            (schedule.name, read, schedule.encode(), -1 if next_ms is None else next_ms),
-        )
-        return bool(saved)
+        return self.store.save(schedule.queue, schedule.name, read, schedule.encode(), next_ms)
 
 
 def _default() -> Schedules:

@@ -6,7 +6,7 @@ it is :mod:`rqueue.schedules.scheduler`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -37,12 +37,9 @@ class Schedule:
     queue: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
-    cron: str | None = None
-    every_ms: int | None = None
-    timezone: str = "UTC"
-    start_ms: int | None = None
-    end_ms: int | None = None
-    anchor_ms: int = 0
+    timing: Timing = field(kw_only=True)
+    """When it fires. Declared here, between kwargs and misfire, because its fields are
+    stored in this place of the definition's map (see :meth:`encode`)."""
     misfire: str = "skip"
     misfire_grace_ms: int = int(DEFAULT_MISFIRE_GRACE * 1000)
     paused: bool = False
@@ -57,11 +54,31 @@ class Schedule:
     next_ms: int | None = None
     """Read from the timeline (not stored in the definition): None if paused or finished."""
 
+    # The timing's fields, read where they always were (``schedule.cron``).
+
     @property
-    def timing(self) -> Timing:
-        return Timing(
-            self.cron, self.every_ms, self.timezone, self.start_ms, self.end_ms, self.anchor_ms
-        )
+    def cron(self) -> str | None:
+        return self.timing.cron
+
+    @property
+    def every_ms(self) -> int | None:
+        return self.timing.every_ms
+
+    @property
+    def timezone(self) -> str:
+        return self.timing.timezone
+
+    @property
+    def start_ms(self) -> int | None:
+        return self.timing.start_ms
+
+    @property
+    def end_ms(self) -> int | None:
+        return self.timing.end_ms
+
+    @property
+    def anchor_ms(self) -> int:
+        return self.timing.anchor_ms
 
     @property
     def next_run(self) -> datetime | None:
@@ -75,12 +92,13 @@ class Schedule:
         """The next ``count`` fire times (UTC datetimes) from the next scheduled one."""
         if self.finished or count <= 0:
             return []
+        timing = self.timing.checked()
         first = self.next_ms
         if first is None:
-            first = self.timing.next_after(self.created_ms)
+            first = timing.next_after(self.created_ms)
         if first is None:
             return []
-        return [from_ms(first)] + [from_ms(t) for t in self.timing.next_runs(first, count - 1)]
+        return [from_ms(first)] + [from_ms(t) for t in timing.next_runs(first, count - 1)]
 
     def describe(self) -> str:
         if self.cron:
@@ -103,15 +121,28 @@ class Schedule:
         )
 
     def encode(self) -> bytes:
-        fields = {k: v for k, v in vars(self).items() if k != "next_ms"}
-        fields["args"] = list(self.args)
-        fields["backoff"] = list(self.backoff)
-        return msgpack.packb(fields, use_bin_type=True)  # type: ignore[no-any-return]
+        stored: dict[str, Any] = {}
+        for name in _STORED:
+            if name == "timing":
+                stored.update((f, getattr(self.timing, f)) for f in _TIMING_FIELDS)
+            else:
+                stored[name] = getattr(self, name)
+        stored["args"] = list(self.args)
+        stored["backoff"] = list(self.backoff)
+        return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
 
     @classmethod
     def decode(cls, data: bytes, next_ms: int | None = None) -> Schedule:
-        fields = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        known = {k: v for k, v in fields.items() if k in cls.__dataclass_fields__}
+        """Read a stored definition. Its timing is checked when used, not here, so a
+        schedule this version would refuse still lists, pauses and is removed."""
+        stored = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        known = {k: v for k, v in stored.items() if k in _STORED and k != "timing"}
         known["args"] = tuple(known.get("args") or ())
         known["backoff"] = tuple(known.get("backoff") or ())
-        return cls(**known, next_ms=next_ms)
+        timing = Timing(**{k: v for k, v in stored.items() if k in _TIMING_FIELDS}, check=False)
+        return cls(**known, timing=timing, next_ms=next_ms)
+
+
+_STORED = tuple(f.name for f in fields(Schedule) if f.name != "next_ms")
+"""The definition's map, in its stored order: the timing's fields take its place."""
+_TIMING_FIELDS = tuple(f.name for f in fields(Timing))

@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import redis
 
@@ -29,7 +28,7 @@ from rqueue.payload import encode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
-from rqueue.store.scripts import execute
+from rqueue.store.schedule_store import Firing, ScheduleStore
 from rqueue.task import registered
 from rqueue.timing import iso
 
@@ -54,7 +53,7 @@ def trigger_id(name: str, trigger_ms: int) -> str:
 
 def plan(schedule: Schedule, score: int, now: int) -> tuple[list[int], int | None]:
     """The triggers to enqueue now and the next fire time (None: finished)."""
-    timing = schedule.timing
+    timing = schedule.timing.checked()
     cutoff = now - schedule.misfire_grace_ms
     late: list[int] = []
     first_on_time: int | None = score
@@ -96,6 +95,7 @@ class Scheduler:
         self.queues = list(queues)
         self.enabled = enabled
         self.schedules = Schedules(queue)
+        self.store = ScheduleStore(queue)
         self._declared: set[str] = set()
 
     def tick(self) -> float:
@@ -124,17 +124,10 @@ class Scheduler:
 
     def _tick(self) -> float:
         self._declare()
-        client = self.queue.client
-        pipe = client.pipeline(transaction=False)
-        pipe.time()
-        for name in self.queues:
-            pipe.zrange(self.queue.keys(name).schedules, 0, BATCH - 1, withscores=True)
-        replies = pipe.execute()
-        sec, micro = replies[0]
-        now = int(sec) * 1000 + int(micro) // 1000
+        now, earliest = self.store.earliest(self.queues, BATCH)
         wait = IDLE
         due: list[tuple[str, bytes, int]] = []
-        for name, entries in zip(self.queues, replies[1:], strict=True):
+        for name, entries in zip(self.queues, earliest, strict=True):
             for member, score in entries:
                 if score <= now:
                     due.append((name, member, int(score)))
@@ -152,41 +145,34 @@ class Scheduler:
 
     def _fire(self, due: list[tuple[str, bytes, int]], now: int) -> int | None:
         """Fire each due schedule; return the earliest next fire time among them."""
-        client = self.queue.client
-        pipe = client.pipeline(transaction=False)
-        for queue_name, member, _ in due:
-            pipe.hget(self.queue.keys(queue_name).schedule_defs, member)
-        definitions = pipe.execute()
-        pipe = client.pipeline(transaction=False)
-        fired: list[tuple[str, int]] = []
+        definitions = self.store.definitions(
+            [(queue_name, member) for queue_name, member, _ in due]
+        )
+        firings: list[Firing] = []
         soonest: int | None = None
         for (queue_name, member, score), data in zip(due, definitions, strict=True):
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:
-                args = self._fire_args(Schedule.decode(data, score), member, score, data, now)
+                schedule = Schedule.decode(data, score)
+                firing = self._firing(queue_name, schedule, member, score, data, now)
             except (RQueueError, ValueError, TypeError) as exc:
                 log.error("schedule %s cannot fire: %s", member.decode(errors="replace"), exc)
                 continue
-            if args[3] >= 0 and (soonest is None or args[3] < soonest):
-                soonest = args[3]
-            keys = self.queue.keys(queue_name)
-            self.queue.scripts.fire_schedule.queue(
-                pipe,
-                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
-                args,
-            )
-            fired.append((member.decode(errors="replace"), len(args) - 5))
-        if not fired:
+            if firing.next_ms is not None and (soonest is None or firing.next_ms < soonest):
+                soonest = firing.next_ms
+            firings.append(firing)
+        if not firings:
             return soonest
-        for (name, count), won in zip(fired, execute(pipe, self.queue.scripts), strict=True):
-            if won and count:
-                log.debug("schedule %s: enqueued %d trigger(s)", name, count)
+        for firing, won in zip(firings, self.store.fire(firings), strict=True):
+            if won and firing.payloads:
+                name = firing.name.decode(errors="replace")
+                log.debug("schedule %s: enqueued %d trigger(s)", name, len(firing.payloads))
         return soonest
 
-    def _fire_args(
-        self, schedule: Schedule, member: bytes, score: int, data: bytes, now: int
-    ) -> list[Any]:
+    def _firing(
+        self, queue_name: str, schedule: Schedule, member: bytes, score: int, data: bytes, now: int
+    ) -> Firing:
         triggers, next_ms = plan(schedule, score, now)
         payloads = [self._payload(schedule, t, now) for t in triggers]
         updated = replace(
@@ -194,24 +180,19 @@ class Scheduler:
             last_ms=triggers[-1] if triggers else schedule.last_ms,
             finished=next_ms is None,
         )
-        return [
-            member,
-            score,
-            data,
-            -1 if next_ms is None else next_ms,
-            updated.encode(),
-            *payloads,
-        ]
+        return Firing(
+            queue=queue_name,
+            name=member,
+            read_ms=score,
+            read=data,
+            next_ms=next_ms,
+            definition=updated.encode(),
+            payloads=payloads,
+        )
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
         job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))
-        data = encode(job, self.queue.config.max_payload_bytes)
-        secret = getattr(self.queue.config, "secret", None)
-        if secret:
-            from rqueue.store.signing import sign
-
-            data = sign(data, secret)
-        return data
+        return encode(job, self.queue.config.max_payload_bytes)
 
     def _declare(self) -> None:
         """Keep schedules declared with ``@task(cron=...)`` in line with the imported code."""

@@ -10,6 +10,9 @@
 - ``signing``: the HMAC every pushed payload carries when a secret is set, applied
   here because every path that queues a task passes through the store.
 - ``cancel``: cancelling a pending task by id; ``retry``: riding out a Redis outage.
+- ``failed_store`` and ``schedule_store``: the Redis side of :mod:`rqueue.failed` and
+  :mod:`rqueue.schedules`, as named operations on bytes, so those modules never name
+  a key or a script.
 
 May import: ``rqueue.config``, ``rqueue.errors``, redis-py and msgpack. Nothing here
 imports from ``task``, ``worker``, ``schedules`` or ``cli``: those sit above and call in.

@@ -68,22 +68,26 @@ class LuaScript:
 
 
 class Scripts:
-    """Every script rqueue runs; see each file's header for KEYS, ARGV and invariants."""
+    """Every script rqueue runs, each attribute loaded from the ``lua/<name>.lua`` it is
+    named for; see each file's header for KEYS, ARGV and invariants."""
+
+    push: LuaScript
+    reserve: LuaScript
+    ack: LuaScript
+    renew: LuaScript
+    release: LuaScript
+    fail: LuaScript
+    migrate: LuaScript
+    retry_failed: LuaScript
+    clear: LuaScript
+    cancel: LuaScript
+    fire_schedule: LuaScript
+    save_schedule: LuaScript
+    remove_schedule: LuaScript
 
     def __init__(self) -> None:
-        self.push = LuaScript.load("push")
-        self.reserve = LuaScript.load("reserve")
-        self.ack = LuaScript.load("ack")
-        self.renew = LuaScript.load("renew")
-        self.release = LuaScript.load("release")
-        self.fail = LuaScript.load("fail")
-        self.migrate = LuaScript.load("migrate")
-        self.retry_failed = LuaScript.load("retry_failed")
-        self.clear = LuaScript.load("clear")
-        self.cancel = LuaScript.load("cancel")
-        self.fire_schedule = LuaScript.load("fire_schedule")
-        self.save_schedule = LuaScript.load("save_schedule")
-        self.remove_schedule = LuaScript.load("remove_schedule")
+        for name in Scripts.__annotations__:
+            setattr(self, name, LuaScript.load(name))
 
     def all(self) -> list[LuaScript]:
         return [v for v in vars(self).values() if isinstance(v, LuaScript)]
