@@ -108,16 +108,13 @@ def redis_for_demo(say: Any) -> Iterator[Config]:
         say(f"Using the Redis at {config.redacted_url()} (REDIS_URL), keys under {config.prefix}*")
         queue = RedisQueue(config)
         try:
-            queue.client.ping()
+            queue.ping()
         except Exception as exc:
             raise DemoError(f"cannot reach Redis at {config.redacted_url()}: {exc}") from None
         try:
             yield config
         finally:
-            doomed = list(queue.client.scan_iter(match=f"{config.prefix}*", count=1000))
-            if doomed:
-                queue.client.delete(*doomed)
-            say(f"Cleaned up: deleted the demo's {len(doomed)} key(s).")
+            say(f"Cleaned up: deleted the demo's {queue.delete_everything()} key(s).")
         return
     from rqueue.server import RedisServer, RedisServerError
 

@@ -311,6 +311,20 @@ class RedisQueue:
             )
         )
 
+    def ping(self) -> None:
+        """Raise redis-py's error now if Redis cannot be reached or refuses us."""
+        self.client.ping()
+
+    def delete_everything(self) -> int:
+        """Delete every key under this config's prefix, by SCAN (never KEYS); how many.
+
+        For a throwaway prefix such as the demo's: with no prefix it empties the database.
+        """
+        doomed = list(self.client.scan_iter(match=f"{self.config.prefix}*", count=1000))
+        if doomed:
+            self.client.delete(*doomed)
+        return len(doomed)
+
     def request_restart(self, at: float) -> None:
         self.client.set(self.global_keys.restart, repr(at))
 

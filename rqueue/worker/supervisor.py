@@ -67,7 +67,7 @@ class Supervisor(InterruptibleWaits):
         for module in self.options.preload:
             importlib.import_module(module)
         self.queue = RedisQueue(self.config)
-        self.queue.client.ping()
+        self.queue.ping()
         self.queue.remember_queues(self.options.queues)
         self.scheduler = Scheduler(self.queue, self.options.queues, self.options.schedule)
         self._restart_marker = self.queue.restart_marker()
