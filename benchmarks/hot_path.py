@@ -2,9 +2,10 @@
 
 No parent, no fork, no other child: one ``ChildWorker`` takes batches from a queue
 filled beforehand and runs them, and this script reads the CPU time it used. It is
-the figure to watch when changing the hot path (worker.py, batches.py, queue.py,
-payload.py, reserve.lua), because it leaves out what ``throughput.py`` adds on top
-(process start-up, the parent, the scheduler sharing two cores).
+the figure to watch when changing the hot path (worker/child.py, worker/outcomes.py,
+worker/reservations.py, store/queue.py, payload.py, reserve.lua), because it leaves
+out what ``throughput.py`` adds on top (process start-up, the parent, the scheduler
+sharing two cores).
 
     python benchmarks/hot_path.py              # 30,000 tasks, 3 rounds
     python benchmarks/hot_path.py --prefetch 1 # one task per reserve call

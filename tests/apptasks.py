@@ -221,7 +221,7 @@ def dispatch_first_then_blocking(blocking: str, then: int) -> None:
     ``record(0..then-1)``.
 
     A child's first batch after an idle spell is one task and its second up to four
-    (worker.py), so while the blocking task runs, the child holds it and the next
+    (worker/child.py), so while the blocking task runs, the child holds it and the next
     three; with a deep enough queue it has also reserved the batch after that.
     """
     dispatch_many(

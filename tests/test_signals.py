@@ -209,7 +209,7 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
     worker.wait(10)
     assert child.is_running()
     wait_for(lambda: child.ppid() != worker.pid, 10, "the child to be orphaned")
-    # A child asks the kernel for its parent at most twice a second (worker.py).
+    # A child asks the kernel for its parent at most twice a second (worker/child.py).
     time.sleep(max(0.0, 0.6 - (time.monotonic() - began)))
     queue.client.rpush("test:release", "go")
     child.wait(10)

@@ -603,7 +603,7 @@ def test_batches_grow_from_one_to_prefetch_and_a_deep_queue_is_read_ahead(
 ) -> None:
     # The first reserve takes one task; the next up to four, at most --prefetch. While
     # enough tasks are left for another batch, the child reserves it before running
-    # the current one (batches.py): with --prefetch 3 it holds "second" and two more,
+    # the current one (worker/reservations.py): with --prefetch 3 it holds "second" and two more,
     # plus three reserved ahead; with 20, the four it holds leave too few to read
     # ahead; with 1, it never reads ahead.
     apptasks.dispatch_first_then_blocking("second", 6)
