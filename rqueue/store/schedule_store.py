@@ -12,24 +12,21 @@ bytes as they were read, which is what makes concurrent changes and firings safe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
 from rqueue.store.signing import sign
 
 
-@dataclass(frozen=True)
-class StoredSchedule:
+class StoredSchedule(NamedTuple):
     """A definition as stored, and its place on the timeline (None: paused or finished)."""
 
     definition: bytes
     next_ms: int | None
 
 
-@dataclass(frozen=True)
-class Firing:
+class Firing(NamedTuple):
     """One fire_schedule.lua call: what a worker read, and what it writes if still so."""
 
     queue: str
