@@ -11,7 +11,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import redis
@@ -29,8 +29,7 @@ _PUSH_CHUNK = 1000
 _MIGRATE_LIMIT = 1000
 
 
-@dataclass(frozen=True)
-class Reservation:
+class Reservation(NamedTuple):
     """What one reserve call returned: Redis's clock at that moment, and the tasks.
 
     ``payloads`` are the reserved bytes, the key to ack, release or fail each task by.
@@ -53,8 +52,9 @@ class QueueSize:
     failed: int
 
 
-@dataclass(frozen=True)
-class Migration:
+class Migration(NamedTuple):
+    """What one migrate call did, and when the next delayed task is due (Redis's clock)."""
+
     moved: int
     next_due_ms: int | None
     now_ms: int
