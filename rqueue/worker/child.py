@@ -2,8 +2,9 @@
 
 A child reserves a batch of tasks in one round trip when the queue is deep, runs
 them one after another and acknowledges successes together with its next reserve
-call, so the hot path costs well under one round trip per task. Failures are
-reported at once; ``outcomes.py`` holds the rules for both. Everything the parent
+call, so the hot path costs well under one round trip per task; a success is
+settled here, inline, for that reason. Failures are reported at once, by the rules
+in ``outcomes.py``. Everything the parent
 needs to recover the child's tasks if it dies is kept in its scoreboard slot.
 """
 
@@ -34,6 +35,7 @@ from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.store.signing import verify
 from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
+from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import Outcomes
 from rqueue.worker.process import memory_exceeded, parent_death_signal
@@ -77,7 +79,7 @@ class ChildWorker(InterruptibleWaits):
         self.parent_pid = parent_pid
         self.queue = RedisQueue(config)
         self.batches = Batches(self.queue, options, claims)
-        self.outcomes = Outcomes(self.queue, options, slot, self.batches, self._persist)
+        self.outcomes = Outcomes(self.queue, options, slot, self._persist)
         self.stop_requested = False
         self.recycle = False
         self._parent_checked_at = 0.0
@@ -272,7 +274,19 @@ class ChildWorker(InterruptibleWaits):
             self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
             return
         duration = time.monotonic() - started
-        self.outcomes.succeeded(index, queue, payload, expires_at, job, task, result, duration)
+        # A success is the hot path, so it is settled here: the ack waits for the next
+        # reserve call, and nothing else happens unless a hook or a listener waits for it.
+        self.batches.acknowledge(queue, payload, expires_at)
+        if task.options.after_succeeded is not None or events.has_listeners("processed"):
+            self.outcomes.reporting(index)
+        else:
+            # Nothing more runs for this task: the next slot write records it as done.
+            self.slot.count_processed()
+        log_outcome(log, job, "succeeded", duration)
+        if task.options.after_succeeded is not None:
+            self.outcomes.run_hook(task.options.after_succeeded, result, job)
+        if events.has_listeners("processed"):
+            events.emit(TaskEvent("processed", job, result=result, duration=duration))
 
     # -- giving back, acking, waiting ---------------------------------------------
 

@@ -1,12 +1,13 @@
-"""What becomes of a task once it has run (or could not run): queue, scoreboard, log, hooks.
+"""What becomes of a task that failed or could not run: queue, scoreboard, log, hooks.
 
-The child's loop decides what runs and when; the rules here decide what an outcome
-means, and they are many: a success is acked with the child's next reserve call, a
-failure is released for a retry or moved to the failed list at once, a payload that
-cannot run at all is failed without a retry, the scoreboard is told first so the
-parent settles a child that dies half way through correctly, and only then do the
-task's hooks and the app's listeners run, none of them able to change the outcome.
-Kept apart so the loop stays short enough to read and every such rule has one home.
+The child's loop decides what runs and when, and settles a success itself (the hot
+path: its ack rides on the next reserve call). The rules here decide what every
+other outcome means, and they are many: a failure is released for a retry or moved
+to the failed list at once, a payload that cannot run at all is failed without a
+retry, the scoreboard is told first so the parent settles a child that dies half way
+through correctly, and only then do the task's hooks and the app's listeners run,
+none of them able to change the outcome. Kept apart so the loop stays short enough
+to read and every such rule has one home.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from rqueue.failed import make_record
 from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.task import Hook, Task, call_hook
+from rqueue.task import Hook, call_hook
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.reservations import Batches
 from rqueue.worker.scoreboard import Slot, State
 
 log = logging.getLogger("rqueue.worker")
@@ -45,39 +45,12 @@ class Outcomes:
         queue: RedisQueue,
         options: WorkerOptions,
         slot: Slot,
-        batches: Batches,
         persist: Persist,
     ) -> None:
         self.queue = queue
         self.options = options
         self.slot = slot
-        self.batches = batches
         self.persist = persist
-
-    def succeeded(
-        self,
-        index: int,
-        queue: str,
-        payload: bytes,
-        expires_at: float,
-        job: Job,
-        task: Task[Any, Any],
-        result: Any,
-        duration: float,
-    ) -> None:
-        """The ack waits for the child's next reserve call: a success costs no round trip."""
-        self.batches.acknowledge(queue, payload, expires_at)
-        hook = task.options.after_succeeded
-        if hook is not None or events.has_listeners("processed"):
-            self._reporting(index)
-        else:
-            # Nothing more runs for this task: the next slot write records it as done.
-            self.slot.count_processed()
-        log_outcome(log, job, "succeeded", duration)
-        if hook is not None:
-            self._hook(hook, result, job)
-        if events.has_listeners("processed"):
-            events.emit(TaskEvent("processed", job, result=result, duration=duration))
 
     def failed(
         self,
@@ -109,7 +82,7 @@ class Outcomes:
                 timed_out,
             )
             self.persist(lambda: self.queue.fail(queue, payload, record))
-        self._reporting(index)
+        self.reporting(index)
         outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
         log_outcome(
             log,
@@ -131,7 +104,7 @@ class Outcomes:
         record = make_record(queue, payload, kind, message, job=job)
         foreign = job is None
         self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign))
-        self._reporting(index)
+        self.reporting(index)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
             self._final_failure(job, None)
@@ -142,15 +115,15 @@ class Outcomes:
         except TaskNotRegistered:
             task = None
         if task is not None and exc is not None and task.options.after_failed is not None:
-            self._hook(task.options.after_failed, exc, job)
+            self.run_hook(task.options.after_failed, exc, job)
         events.emit(TaskEvent("failed", job, exception=exc))
 
-    def _reporting(self, index: int) -> None:
+    def reporting(self, index: int) -> None:
         """Counted as processed; its hooks and listeners get the default timeout to run."""
         self.slot.count_processed()
         self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
 
-    def _hook(self, hook: Hook, value: Any, job: Job) -> None:
+    def run_hook(self, hook: Hook, value: Any, job: Job) -> None:
         try:
             call_hook(hook, value, job)
         except Exception:
