@@ -3,7 +3,7 @@
 - ``supervisor``: the parent (``rqueue work``): spawns and reaps children, moves due
   delayed tasks, fires schedules, enforces deadlines, handles signals.
 - ``child``: one child's loop: reserve a batch, run each task, report its outcome;
-  ``outcomes``: acking, retrying or failing a task, and calling its hooks.
+  ``outcomes``: retrying or failing a task, and calling its hooks.
 - ``reservations``: batches of reserved tasks, reading ahead and acking in the next call.
 - ``scoreboard``: shared memory where each child says what it runs, for the parent.
 - ``recovery``: giving back or failing what a dead child held;
