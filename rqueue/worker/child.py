@@ -4,8 +4,8 @@ A child reserves a batch of tasks in one round trip when the queue is deep, runs
 them one after another and acknowledges successes together with its next reserve
 call, so the hot path costs well under one round trip per task; a success is
 settled here, inline, for that reason. Failures are reported at once, by the rules
-in ``outcomes.py``. Everything the parent
-needs to recover the child's tasks if it dies is kept in its scoreboard slot.
+in ``outcomes.py``. Everything the parent needs to recover the child's tasks if it
+dies is kept in its scoreboard slot.
 """
 
 from __future__ import annotations
