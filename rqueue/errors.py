@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class RQueueError(Exception):
     """Base of every error rqueue raises on purpose."""
@@ -23,12 +25,29 @@ class InvalidSchedule(RQueueError, ValueError):
     """A ``later()`` time, delay or option that makes no sense."""
 
 
+class InvalidTaskOption(RQueueError, ValueError, TypeError):
+    """A ``@task``/``using()`` option (tries, timeout, backoff, name, a hook) that cannot work.
+
+    Raised when the task is defined, or when ``using()`` is called, so a mistake fails
+    where it is written and never reaches a worker. It is both a ``ValueError`` and a
+    ``TypeError``, the two errors these checks raised before it existed.
+    """
+
+
 class InvalidPayload(RQueueError):
     """Bytes in a queue that are not a task rqueue can run; they go to ``:failed``."""
 
 
 class TaskNotRegistered(RQueueError):
     """A payload names a callable that is not registered with ``@task``."""
+
+
+class TaskImportFailed(TaskNotRegistered):
+    """Importing the module a task name points at failed (missing, or it raised).
+
+    Unlike the other lookup failures it is retried within the task's tries: a deploy
+    in progress (code not there yet, a setting not set yet) is its usual cause.
+    """
 
 
 class QueueConnectionError(RQueueError, ConnectionError):
@@ -45,3 +64,42 @@ class TaskTimeout(BaseException):
 
 class WorkerLost(RQueueError):
     """The worker child running a task died (killed, out of memory, ``os._exit``)."""
+
+
+def describe(exc: BaseException) -> tuple[str, str]:
+    """``(type name, message)`` of any exception, never raising.
+
+    Reporting an outcome must not fail because of the exception being reported: a
+    ``__str__`` (or ``__repr__``) may raise or return a non-string, and a metaclass may
+    make the type's name anything. Each falls back to something plainer, and the text
+    is made valid UTF-8 (a lone surrogate would make the failed record unencodable).
+    """
+    cls = type(exc)
+    name = _text(lambda: cls.__name__) or type.__dict__["__name__"].__get__(cls)
+    message = _text(lambda: str(exc))
+    if message is None:
+        shown = _text(lambda: repr(exc)) or object.__repr__(exc)
+        message = f"{shown} (its str() failed)"
+    return utf8(name), utf8(message)
+
+
+def utf8(text: str) -> str:
+    """``text`` with anything UTF-8 cannot encode (lone surrogates) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _text(make: Callable[[], object]) -> str | None:
+    try:
+        value = make()
+    except BaseException:  # user code: whatever it raises, fall back
+        return None
+    return value if isinstance(value, str) else None
+
+
+class DispatchRefused(QueueConnectionError):
+    """Redis was reached but refused a dispatch, and kept refusing for the retry time.
+
+    Out of memory (``OOM``: raise ``maxmemory`` or let workers drain the queues), a
+    read-only replica after a failover, a key of the queue holding the wrong type. The
+    message gives Redis's own reason; the tasks it names were not queued.
+    """

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rqueue.payload import Job
+from rqueue.task import check_callable
 
 EventName = Literal["processing", "processed", "exception", "failed"]
 
@@ -46,6 +47,7 @@ _listeners: dict[str, list[Listener]] = {
 
 
 def listen(event: EventName, listener: Listener) -> Listener:
+    check_callable(listener, "listener")
     _listeners[event].append(listener)
     return listener
 
@@ -81,5 +83,5 @@ def emit(event: TaskEvent) -> None:
     for listener in _listeners[event.name]:
         try:
             listener(event)
-        except Exception:
+        except BaseException:  # sys.exit() in a listener must not end the worker child
             log.exception("listener %r for %s raised", listener, event.name)

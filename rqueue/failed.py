@@ -14,11 +14,14 @@ from dataclasses import dataclass
 
 import msgpack
 
-from rqueue.errors import InvalidPayload
+from rqueue.errors import InvalidPayload, InvalidQueueName
 from rqueue.payload import Job, decode, new_id
 from rqueue.store.failed_store import FailedStore
 from rqueue.store.header import payload_id, with_attempts
 from rqueue.store.queue import RedisQueue
+
+RECENT = 10_000
+"""How far back from the newest record :meth:`FailedTasks.holds` looks."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,19 @@ class FailedTasks:
                 except InvalidPayload:
                     continue
         return sorted(found, key=lambda f: f.failed_at)
+
+    def holds(self, failed: FailedTask) -> bool:
+        """True if ``failed``'s exact record is among the newest ``RECENT`` of its queue.
+
+        How a worker checks a claim that a task failed (``parent_failures.py``) without
+        reading the whole list: a parent's record is one of the newest when it asks.
+        """
+        try:
+            failed_list = self.queue.keys(failed.queue).failed
+        except InvalidQueueName:  # a record written by hand, naming no queue there can be
+            return False
+        found = self.queue.client.lpos(failed_list, failed.raw, rank=-1, maxlen=RECENT)  # type: ignore[arg-type]
+        return found is not None
 
     def find(self, task_id: str) -> FailedTask | None:
         return next((f for f in self.list() if f.id == task_id), None)

@@ -9,19 +9,36 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import msgpack
 
-from rqueue.errors import InvalidPayload, PayloadTooLarge, UnserializableArgument
-from rqueue.store.header import FIXED_ENTRIES, HEADER, ID_LENGTH, ID_OFFSET, has_header
+from rqueue.errors import (
+    InvalidPayload,
+    InvalidTaskOption,
+    PayloadTooLarge,
+    UnserializableArgument,
+    describe,
+)
+from rqueue.store.header import FIXED_ENTRIES, HEADER, ID_LENGTH, ID_OFFSET, header
 
 _ARGS = b"\xa4args"  # msgpack strings: the keys of the two entries every call packs
 _KWARGS = b"\xa6kwargs"
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
+
+MAX_TRIES = 1_000_000
+"""More tries than this is taken for a mistake; the attempt counter itself is 32 bits."""
+MAX_TIMEOUT_SECONDS = (2**32 - 1) / 1000
+"""The payload holds a timeout as 32-bit milliseconds (about 49.7 days)."""
+MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
+"""A delay (``later()``, a backoff) over ten years is taken for a mistake (milliseconds
+given as seconds, a wrong year)."""
+MAX_NESTING = 500
+"""Deepest an argument may nest; msgpack decodes at most 1,024 levels, and the payload's
+own map and lists take some of them."""
 
 
 @dataclass(slots=True)
@@ -77,6 +94,7 @@ class PayloadTemplate:
     __slots__ = ("_prefix", "_shared", "job")
 
     def __init__(self, job: Job) -> None:
+        _check_fields(job)
         self.job = job
         shared: dict[str, Any] = {
             "task": job.task,
@@ -121,6 +139,7 @@ class PayloadTemplate:
         raw_id = task_id.encode("ascii")
         if len(raw_id) != ID_LENGTH:
             raise ValueError(f"a task id is {ID_LENGTH} ASCII characters, got {task_id!r}")
+        _check_arguments(self.job.task, args, kwargs)
         try:
             packed_args = _pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = _pack(kwargs) if kwargs else _EMPTY_MAP
@@ -144,40 +163,129 @@ def encode(job: Job, max_bytes: int | None = None) -> bytes:
 
 
 def decode(data: bytes) -> Job:
-    """Decode payload bytes; anything that is not a well-formed task raises InvalidPayload."""
-    if not has_header(data):
+    """Decode payload bytes; anything that is not a well-formed task raises InvalidPayload.
+
+    The bytes come from Redis, so nothing is trusted: every field is checked for its
+    type and range, and the fields the scripts read from the fixed header must agree
+    with the decoded ones (a later duplicate key must not smuggle in another value).
+    Nothing but InvalidPayload ever leaves this function.
+    """
+    fixed = header(data)
+    if fixed is None:
         raise InvalidPayload("not an rqueue payload (missing the fixed header)")
     try:
         fields = msgpack.unpackb(data, raw=False, strict_map_key=False, timestamp=3)
     except Exception as exc:
-        raise InvalidPayload(f"payload is not valid msgpack: {exc}") from None
+        raise InvalidPayload(f"payload is not valid msgpack: {describe(exc)[1]}") from None
     try:
-        task_id, task, queue = fields["id"], fields["task"], fields["queue"]
-        args, kwargs = fields["args"], fields["kwargs"]
-        if type(args) is not list or type(kwargs) is not dict:
-            raise TypeError("args must be a list and kwargs a map")
-        if type(task) is not str or type(queue) is not str or type(task_id) is not str:
-            raise TypeError("id, task and queue must be strings")
-        for key in kwargs:
-            if type(key) is not str:
-                raise TypeError("kwargs keys must be strings")
-        tries, backoff, meta = fields.get("tries"), fields.get("backoff"), fields.get("meta")
-        timeout_ms = int(fields["timeout_ms"])
-        return Job(
-            task_id,
-            task,
-            tuple(args),
-            kwargs,
-            queue,
-            int(fields["attempts"]),
-            None if tries is None else int(tries),
-            timeout_ms / 1000 if timeout_ms else None,
-            tuple(map(float, backoff)) if backoff else (),
-            float(fields.get("dispatched_at") or 0.0),
-            dict(meta) if meta else {},
+        return _job(fields, fixed)
+    except Exception as exc:
+        raise InvalidPayload(f"payload has the wrong shape: {describe(exc)[1]}") from None
+
+
+def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
+    task_id, task, queue = fields["id"], fields["task"], fields["queue"]
+    args, kwargs = fields["args"], fields["kwargs"]
+    attempts, timeout_ms = fields["attempts"], fields["timeout_ms"]
+    if type(args) is not list or type(kwargs) is not dict:
+        raise TypeError("args must be a list and kwargs a map")
+    if type(task) is not str or type(queue) is not str or type(task_id) is not str:
+        raise TypeError("id, task and queue must be strings")
+    if type(attempts) is not int or type(timeout_ms) is not int:
+        raise TypeError("attempts and timeout_ms must be integers")
+    if (task_id, attempts, timeout_ms) != fixed:
+        raise ValueError("id, attempts or timeout_ms differ from the fixed header")
+    if kwargs and not _STRINGS.issuperset(map(type, kwargs)):
+        raise TypeError("kwargs keys must be strings")
+    tries, backoff, meta = fields.get("tries"), fields.get("backoff"), fields.get("meta")
+    return Job(
+        task_id,
+        task,
+        tuple(args),
+        kwargs,
+        queue,
+        attempts,
+        None if tries is None else checked_tries(tries),
+        timeout_ms / 1000 if timeout_ms else None,
+        checked_backoff(backoff) if backoff else (),
+        _checked_moment(fields.get("dispatched_at") or 0.0),
+        _checked_meta(meta) if meta else {},
+    )
+
+
+def _check_fields(job: Job) -> None:
+    """What decode would refuse is refused here too, naming the field: whatever encode
+    accepts, decode gives back (a hand-built ``Job`` does not pass ``@task``'s checks)."""
+    try:
+        if type(job.task) is not str or type(job.queue) is not str:
+            raise TypeError("task and queue must be strings")
+        if type(job.attempts) is not int or not 0 <= job.attempts < 2**32:
+            raise ValueError(
+                f"attempts must be an integer from 0 to 2**32 - 1, got {job.attempts!r}"
+            )
+        if job.tries is not None:
+            checked_tries(job.tries)
+        if job.timeout is not None:
+            checked_timeout(job.timeout)
+        checked_backoff(job.backoff)
+        _checked_moment(job.dispatched_at)
+        _checked_meta(job.meta)
+    except (TypeError, ValueError) as exc:
+        raise InvalidTaskOption(f"task {job.task!r}: {exc}") from None
+
+
+# -- the ranges of a task's options: checked at @task and again when decoding ------------
+
+
+def checked_tries(tries: object) -> int:
+    """``tries`` if it is an integer from 1 to MAX_TRIES, else ValueError naming it."""
+    if type(tries) is not int or not 1 <= tries <= MAX_TRIES:
+        raise ValueError(f"tries must be an integer from 1 to {MAX_TRIES:,}, got {tries!r}")
+    return tries
+
+
+def checked_timeout(timeout: object) -> float:
+    """``timeout`` in seconds if the payload's millisecond field can hold it, else ValueError."""
+    if not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:  # type: ignore[operator]
+        raise ValueError(
+            f"timeout must be a number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT_SECONDS:,.3f}, got {timeout!r}"
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidPayload(f"payload has the wrong shape: {exc!r}") from None
+    return float(timeout)  # type: ignore[arg-type]
+
+
+def checked_backoff(backoff: object) -> tuple[float, ...]:
+    """Seconds before each retry, from a number or a list of numbers, else ValueError.
+
+    A string is refused rather than read as a sequence: ``backoff="30"`` once became
+    ``(3.0, 0.0)``.
+    """
+    delays = [backoff] if _is_number(backoff) else backoff
+    if not isinstance(delays, (list, tuple)) or not all(
+        _is_number(d) and 0 <= d <= MAX_DELAY_SECONDS for d in delays
+    ):
+        raise ValueError(
+            "backoff must be a number of seconds or a list of them, each from 0 to "
+            f"{MAX_DELAY_SECONDS:,} (ten years), got {backoff!r}"
+        )
+    return tuple(float(d) for d in delays)
+
+
+def _checked_moment(moment: object) -> float:
+    if not _is_number(moment):
+        raise ValueError(f"dispatched_at must be a finite number, got {moment!r}")
+    return float(moment)  # type: ignore[arg-type]
+
+
+def _checked_meta(meta: object) -> dict[str, Any]:
+    if type(meta) is not dict or (meta and not _STRINGS.issuperset(map(type, meta))):
+        raise TypeError("meta must be a map with string keys")
+    return meta
+
+
+def _is_number(value: object) -> bool:
+    """An int or a finite float; not a bool, which is an int only by accident."""
+    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def _timeout_ms(timeout: float | None) -> int:
@@ -190,16 +298,48 @@ def _pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
 
 
+# -- arguments: what a worker can get back, and naming the one it cannot ------------------
+
+
+def _check_arguments(task: str, args: Any, kwargs: Any) -> None:
+    """Refuse what msgpack would encode but a worker could not decode as it was given.
+
+    The rule is that whatever encode accepts, decode gives back: so ``args`` must be a
+    list or tuple and ``kwargs`` a dict with string keys, no dict key may be a list,
+    tuple or dict (it comes back as a list, which cannot be a key) or NaN (it never
+    equals itself), and nothing may nest deeper than MAX_NESTING. Plain scalars, the
+    usual arguments, are let through without a walk.
+    """
+    if not isinstance(args, (list, tuple)):
+        raise UnserializableArgument(
+            f"the args of task {task} must be a list or tuple, got {type(args).__name__}"
+        )
+    if not isinstance(kwargs, dict) or (kwargs and not _STRINGS.issuperset(map(type, kwargs))):
+        raise UnserializableArgument(f"the kwargs of task {task} must be a dict with string keys")
+    if _SCALARS.issuperset(map(type, args)) and (
+        not kwargs or _SCALARS.issuperset(map(type, kwargs.values()))
+    ):
+        return
+    found = _find(args, kwargs, _returnable)
+    if found is not None:
+        raise UnserializableArgument(
+            f"cannot encode argument {found[0]} of task {task}: {found[2]}"
+        )
+
+
 def _describe_unencodable(job: Job, exc: Exception) -> str:
-    path, value = _find_unencodable(job.args, job.kwargs)
-    if path is None:
+    found = _find(job.args, job.kwargs, _encodable)
+    if found is None:
         return f"cannot encode the arguments of task {job.task}: {exc}"
+    path, value, _ = found
     kind = type(value).__name__
     hint = ""
     if isinstance(value, datetime) and value.tzinfo is None:
         hint = " (naive datetimes are refused: attach a timezone)"
     elif isinstance(value, int):
         hint = " (integers must fit in 64 bits)"
+    elif isinstance(value, str):
+        hint = " (it holds a lone surrogate, which UTF-8 cannot encode)"
     return (
         f"cannot encode argument {path} of task {job.task}: {kind} value is not supported "
         f"by msgpack{hint}; pass None, bool, int, float, str, bytes, lists, dicts "
@@ -207,38 +347,77 @@ def _describe_unencodable(job: Job, exc: Exception) -> str:
     )
 
 
-def _find_unencodable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | None, Any]:
-    for index, value in enumerate(args):
-        found = _walk(value, f"args[{index}]")
-        if found[0] is not None:
-            return found
-    for key, value in kwargs.items():
-        found = _walk(value, f"kwargs[{key!r}]")
-        if found[0] is not None:
-            return found
-    return None, None
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+_STRINGS = frozenset({str})
+_Link = tuple["_Link | None", str]
+"""A path as a chain of (parent, step): the text is built only for the value at fault."""
 
 
-def _walk(value: Any, path: str) -> tuple[str | None, Any]:
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            found = _walk(item, f"{path}[{index}]")
-            if found[0] is not None:
-                return found
-        return None, None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            key_found = _walk(key, f"{path} key {key!r}")
-            if key_found[0] is not None:
-                return key_found
-            found = _walk(item, f"{path}[{key!r}]")
-            if found[0] is not None:
-                return found
-        return None, None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None, None
+def _find(
+    args: Sequence[Any], kwargs: dict[str, Any], fault: Callable[[Any, bool], str | None]
+) -> tuple[str, Any, str] | None:
+    """``(path, value, why)`` of the first value ``fault`` objects to, walking depth first.
+
+    Iterative, so arguments nested thousands deep get a clear answer, not a
+    RecursionError. ``fault(value, is_key)`` sees every value and every dict key.
+    """
+    roots: list[tuple[Any, _Link]] = [(v, (None, f"args[{i}]")) for i, v in enumerate(args)]
+    roots += [(v, (None, f"kwargs[{k!r}]")) for k, v in kwargs.items()]
+    stack = [(value, link, 1, False) for value, link in reversed(roots)]
+    while stack:
+        value, link, depth, is_key = stack.pop()
+        why = fault(value, is_key)
+        if why is not None:
+            return _path(link), value, why
+        if isinstance(value, (list, tuple, dict)) and depth > MAX_NESTING:
+            return _root(link), value, f"it nests deeper than {MAX_NESTING} levels"
+        if isinstance(value, (list, tuple)):
+            if not _SCALARS.issuperset(map(type, value)):
+                children = [(v, (link, f"[{i}]"), depth + 1, False) for i, v in enumerate(value)]
+                stack.extend(reversed(children))
+        elif isinstance(value, dict):
+            entries: list[tuple[Any, _Link, int, bool]] = []
+            for key, item in value.items():
+                entries.append((key, (link, f" key {key!r}"), depth + 1, True))
+                entries.append((item, (link, f"[{key!r}]"), depth + 1, False))
+            stack.extend(reversed(entries))
+    return None
+
+
+def _returnable(value: Any, is_key: bool) -> str | None:
+    if not is_key:
+        return None
+    if isinstance(value, (list, tuple, dict)):
+        return (
+            f"a dict key that is a {type(value).__name__} would reach the worker as a list, "
+            "which cannot be a key; use a string or a number"
+        )
+    if isinstance(value, float) and math.isnan(value):
+        return "a NaN dict key never equals itself, so the worker could not look it up"
+    return None
+
+
+def _encodable(value: Any, is_key: bool) -> str | None:
+    if isinstance(value, (list, tuple, dict, float)):
+        return None
     try:
         _pack(value)
     except (TypeError, ValueError, OverflowError):
-        return path, value
-    return None, None
+        return "not supported by msgpack"
+    return None
+
+
+def _path(link: _Link) -> str:
+    steps: list[str] = []
+    current: _Link | None = link
+    while current is not None:
+        current, step = current
+        steps.append(step)
+    return "".join(reversed(steps))
+
+
+def _root(link: _Link) -> str:
+    current = link
+    while current[0] is not None:
+        current = current[0]
+    return current[1]

@@ -19,8 +19,14 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from rqueue.errors import RQueueError
+
+_LOG = "redis.log"
+_OUTPUT = "redis-server.out"
+"""redis-server's own output, beside its log in the data folder."""
 
 
 class RedisServerError(RQueueError):
@@ -30,7 +36,12 @@ class RedisServerError(RQueueError):
 def find_redis_server() -> str:
     explicit = os.environ.get("RQUEUE_REDIS_SERVER")
     if explicit:
-        return explicit
+        found = shutil.which(explicit)  # a path, or a name looked up on PATH
+        if found is None:
+            raise RedisServerError(
+                f"RQUEUE_REDIS_SERVER={explicit!r} is not an executable redis-server"
+            )
+        return found
     on_path = shutil.which("redis-server")
     if on_path:
         return on_path
@@ -76,11 +87,15 @@ class RedisServer:
     ) -> None:
         self.port = port or free_port()
         self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="rqueue-redis-"))
+        # Absolute: redis-server runs in this folder, where a relative --dir would be
+        # looked up again (inside itself) and fail.
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="rqueue-redis-")).absolute()
         self.persistent = persistent
         self.extra_args = extra_args
         self.password = password
         self.process: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
+        """Where this run's lines begin in ``redis.log``, which a data folder keeps."""
 
     @property
     def url(self) -> str:
@@ -101,7 +116,7 @@ class RedisServer:
             "--save",
             "",
             "--logfile",
-            "redis.log",
+            _LOG,
         ]
         if self.persistent:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
@@ -110,32 +125,66 @@ class RedisServer:
         return args + list(self.extra_args)
 
     def start(self, timeout: float = 10.0) -> RedisServer:
+        """Start redis-server and return once it answers, or raise with its own words."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            self.command(),
-            cwd=self.data_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+        command = self.command()
+        log = self.data_dir / _LOG
+        self._log_start = log.stat().st_size if log.exists() else 0
+        # What it prints itself (errors before its log file is open) is kept for a failure.
+        with open(self.data_dir / _OUTPUT, "wb") as output:
+            try:
+                self.process = subprocess.Popen(
+                    command,
+                    cwd=self.data_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise RedisServerError(f"cannot run {command[0]}: {exc}") from None
+        # No retries inside redis-py: each would back off for seconds while we poll.
+        client = redis.Redis(
+            port=self.port, password=self.password, socket_timeout=1, retry=Retry(NoBackoff(), 0)
         )
-        client = redis.Redis(port=self.port, password=self.password, socket_timeout=1)
         deadline = time.monotonic() + timeout
         try:
-            while True:
-                try:
-                    client.ping()
-                    return self
-                except redis.ConnectionError as exc:
-                    if self.process.poll() is not None or time.monotonic() > deadline:
-                        self.stop()
-                        raise RedisServerError(
-                            f"redis-server on port {self.port} did not start: {exc}\n"
-                            + self.log_tail()
-                        ) from None
-                    time.sleep(0.02)
+            while not self._answering(client, self.process.pid):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    failure = self._start_failure(timeout)
+                    self.stop()
+                    raise RedisServerError(failure)
+                time.sleep(0.02)
         finally:
             client.close()
+        return self
+
+    @staticmethod
+    def _answering(client: redis.Redis, pid: int) -> bool:
+        """Whether the redis-server of ``pid`` answers: a ping alone could be answered by
+        another server already on the port, while ours fails to bind it and exits."""
+        try:
+            client.ping()  # refused until it listens, an error while it loads its data
+            return int(client.info("server")["process_id"]) == pid
+        except redis.RedisError:  # not up yet, or another server that wants a password
+            return False
+
+    def _start_failure(self, timeout: float) -> str:
+        """Why it did not start, in redis-server's own words (its output and log)."""
+        assert self.process is not None
+        code = self.process.poll()
+        if code is None:
+            reason = f"it did not answer within {timeout:g} s"
+        else:
+            reason = f"it exited with code {code}"
+            with socket.socket() as probe:  # it is gone: whoever answers is another process
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    reason = f"port {self.port} is already in use by another process"
+        printed = (self.data_dir / _OUTPUT).read_text(errors="replace").strip()
+        said = "\n".join(part for part in (printed, self.log_tail(5)) if part)
+        return f"redis-server on port {self.port} did not start: {reason}" + (
+            f"\nredis-server said:\n{said}" if said else ""
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         process, self.process = self.process, None
@@ -162,10 +211,14 @@ class RedisServer:
         self.process.send_signal(signal.SIGCONT)
 
     def log_tail(self, lines: int = 20) -> str:
-        log = self.data_dir / "redis.log"
+        """The last ``lines`` this run (the last start) wrote to its log."""
+        log = self.data_dir / _LOG
         if not log.exists():
             return ""
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        with open(log, "rb") as opened:
+            opened.seek(self._log_start)
+            text = opened.read().decode(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
 
     def cleanup(self) -> None:
         self.stop()

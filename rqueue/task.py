@@ -17,8 +17,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
-from rqueue.errors import InvalidSchedule
-from rqueue.payload import Job, PayloadTemplate, encode, new_id, new_ids
+from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
+from rqueue.payload import (
+    MAX_DELAY_SECONDS,
+    Job,
+    PayloadTemplate,
+    checked_backoff,
+    checked_timeout,
+    checked_tries,
+    encode,
+    new_id,
+    new_ids,
+)
 from rqueue.store.cancel import CancelOutcome, cancel
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
@@ -29,9 +39,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
-"""Later than ten years is taken for a mistake (a timestamp in ms, a wrong year)."""
+T = TypeVar("T")
 
 Hook = Callable[..., Any]
 When = datetime | timedelta | float | int
@@ -54,13 +62,44 @@ class TaskOptions:
     connection: RedisQueue | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        """The same ranges a worker checks when it decodes a payload (payload.py)."""
         validate_queue_name(self.queue)
-        if self.tries is not None and (not isinstance(self.tries, int) or self.tries < 1):
-            raise ValueError(f"tries must be a positive integer, got {self.tries!r}")
-        if self.timeout is not None and not (0 < self.timeout < 2**32 / 1000):
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
-        if any(not math.isfinite(b) or b < 0 for b in self.backoff):
-            raise ValueError(f"backoff must be non-negative seconds, got {self.backoff!r}")
+        if self.tries is not None:
+            _option(checked_tries, self.tries)
+        if self.timeout is not None:
+            _option(checked_timeout, self.timeout)
+        _option(checked_backoff, self.backoff)
+        for label, hook in (
+            ("after_succeeded", self.after_succeeded),
+            ("after_failed", self.after_failed),
+        ):
+            if hook is not None:
+                check_callable(hook, label)
+
+
+def _option(check: Callable[[object], T], value: object) -> T:
+    """``check(value)``, its ValueError raised as rqueue's own error (it names the option)."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise InvalidTaskOption(str(exc)) from None
+
+
+def check_callable(fn: object, what: str) -> None:
+    """Refuse what a worker would call and get nothing done: a coroutine or generator
+    function runs none of its body when called, and the call would count as a success."""
+    if not callable(fn):
+        raise InvalidTaskOption(f"{what} must be callable, got {fn!r}")
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise InvalidTaskOption(
+            f"{what} {getattr(fn, '__qualname__', fn)!r} is an async function; workers do not "
+            "run async code yet: make it a plain def (call asyncio.run() inside if needed)"
+        )
+    if inspect.isgeneratorfunction(fn):
+        raise InvalidTaskOption(
+            f"{what} {getattr(fn, '__qualname__', fn)!r} is a generator function: calling it "
+            "only creates a generator and runs none of its body; return a value instead"
+        )
 
 
 class Dispatched(NamedTuple):
@@ -94,9 +133,17 @@ class Task(Generic[P, R]):
     """A function registered with ``@task``."""
 
     def __init__(self, fn: Callable[P, R], options: TaskOptions, name: str | None = None):
+        check_callable(fn, "@task")
         self.fn = fn
         self.options = options
         self.name = name or f"{module_name(fn.__module__)}:{fn.__qualname__}"
+        if is_internal(self.name) and not is_internal(getattr(fn, "__module__", "") or ""):
+            raise InvalidTaskOption(
+                f"task name {self.name!r} is in the {INTERNAL_PREFIX!r} namespace, which is "
+                "rqueue's own (workers run it only from a worker parent); choose another"
+            )
+        self._unimportable = unimportable_module(self.name.partition(":")[0])
+        """Why no worker could import this task's module, or None: refused at dispatch."""
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
         self.__wrapped__ = fn
@@ -154,6 +201,11 @@ class Task(Generic[P, R]):
         ]
         return dispatch_many(pendings)
 
+    def check_dispatchable(self) -> None:
+        """Refuse to queue a task no worker could find (one defined in ``__main__``)."""
+        if self._unimportable is not None:
+            raise TaskNotRegistered(f"cannot dispatch task {self.name}: {self._unimportable}")
+
     def make_job(
         self,
         args: Sequence[Any],
@@ -179,6 +231,7 @@ class Task(Generic[P, R]):
         return self.options.connection or default_queue()
 
     def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> Dispatched:
+        self.check_dispatchable()
         queue = self.connection()
         job = self.make_job(args, kwargs)
         queue.push(job.queue, [encode(job, queue.config.max_payload_bytes)], int(delay * 1000))
@@ -202,6 +255,7 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
         entry = templates.get(id(call.task))
         if entry is None:
             task = call.task
+            task.check_dispatchable()
             queue = task.connection()
             groups = by_connection.setdefault(id(queue), (queue, {}))[1]
             template = PayloadTemplate(task.make_job((), {}, dispatched_at=now))
@@ -218,33 +272,37 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
 
 
 def delay_until(when: When) -> float:
-    """Seconds from now until ``when``; the past means now."""
-    if isinstance(when, bool):
-        raise InvalidSchedule(f"later() needs a datetime, timedelta or seconds, not {when!r}")
-    if isinstance(when, datetime):
-        target = when if when.tzinfo is not None else when.astimezone()
-        seconds = target.timestamp() - time.time()
-    elif isinstance(when, timedelta):
-        seconds = when.total_seconds()
-    elif isinstance(when, (int, float)):
-        seconds = float(when)
-    else:
+    """Seconds from now until ``when``; the past means now.
+
+    Every conversion that can overflow (an int too big for a float, a naive datetime
+    outside what the local time zone can express) is inside the check, so a bad
+    ``when`` is always an InvalidSchedule that names it, never an OverflowError.
+    """
+    if isinstance(when, bool) or not isinstance(when, (datetime, timedelta, int, float)):
         raise InvalidSchedule(
-            f"later() needs a datetime, timedelta or seconds, not {type(when).__name__}"
+            f"later(when) needs a datetime, timedelta or seconds, not {type(when).__name__}"
         )
+    try:
+        if isinstance(when, datetime):
+            target = when if when.tzinfo is not None else when.astimezone()
+            seconds = target.timestamp() - time.time()
+        elif isinstance(when, timedelta):
+            seconds = when.total_seconds()
+        else:
+            seconds = float(when)
+    except (OverflowError, ValueError, OSError) as exc:
+        raise InvalidSchedule(f"later(when) cannot use {when!r}: {exc}") from None
     if not math.isfinite(seconds):
-        raise InvalidSchedule(f"later() needs a finite time, got {when!r}")
+        raise InvalidSchedule(f"later(when) needs a finite time, got {when!r}")
     if seconds > MAX_DELAY_SECONDS:
         raise InvalidSchedule(
-            f"later() time {when!r} is more than ten years away; is it in milliseconds?"
+            f"later(when) time {when!r} is more than ten years away; is it in milliseconds?"
         )
     return max(0.0, seconds)
 
 
-def _backoff_tuple(backoff: float | Sequence[float]) -> tuple[float, ...]:
-    if isinstance(backoff, (int, float)):
-        return (float(backoff),)
-    return tuple(float(b) for b in backoff)
+def _backoff_tuple(backoff: object) -> tuple[float, ...]:
+    return _option(checked_backoff, backoff)
 
 
 @overload
@@ -288,6 +346,8 @@ def task(
     task; worker parents serving its queue create or update it (see docs/schedules.md).
     """
     schedule = _declared_schedule(cron, every, timezone)
+    if name is not None:
+        _check_name(name)
     options = TaskOptions(
         queue=queue,
         tries=tries,
@@ -298,9 +358,6 @@ def task(
     )
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:
-        for hook in (after_succeeded, after_failed):
-            if hook is not None and not callable(hook):
-                raise TypeError(f"hooks must be callable, got {hook!r}")
         created = Task(function, options, name)
         created.schedule = schedule
         _registered[created.name] = created
@@ -315,7 +372,7 @@ def _declared_schedule(
     """Validate a declared schedule at import time: a typo fails loudly, not silently."""
     if cron is None and every is None:
         return None
-    every_s = None if every is None else seconds(every)
+    every_s = None if every is None else seconds(every, "every=")
     Timing(cron, None if every_s is None else round(every_s * 1000), timezone)
     return (cron, every_s, timezone)
 
@@ -342,6 +399,58 @@ def registered() -> dict[str, Task[Any, Any]]:
 
 def registered_task(name: str) -> Task[Any, Any] | None:
     return _registered.get(name)
+
+
+def unregister(names: Iterable[str]) -> None:
+    """Forget tasks, e.g. those a module registered before its import failed half way."""
+    for name in names:
+        _registered.pop(name, None)
+
+
+def _check_name(name: object) -> None:
+    """An explicit ``name=`` must be one a worker can import: ``module:function``."""
+    if not isinstance(name, str):
+        problem: str | None = "it is not a string"
+    else:
+        problem = malformed_name(name) or unimportable_module(name.partition(":")[0])
+    if problem is not None:
+        raise InvalidTaskOption(f"@task(name={name!r}): {problem}")
+
+
+INTERNAL_PREFIX = "rqueue."
+"""Task names in this namespace are rqueue's own, queued only by a worker parent."""
+
+
+def is_internal(task_name: str) -> bool:
+    """True for rqueue's own tasks (``worker/admission.py`` admits them from parents only)."""
+    return task_name.startswith(INTERNAL_PREFIX)
+
+
+def malformed_name(name: str) -> str | None:
+    """Why ``name`` is not ``module:function`` (dotted Python names on both sides), or None."""
+    module, sep, qualname = name.partition(":")
+    parts = (*module.split("."), *qualname.split("."))
+    if sep and all(part.isidentifier() for part in parts):
+        return None
+    return (
+        "a task name is 'module:function' (e.g. 'billing:charge'): the module a worker "
+        "imports to find the task, then the function's name"
+    )
+
+
+def unimportable_module(module: str) -> str | None:
+    """Why a worker could never import ``module`` to find a task in it, or None.
+
+    A ``__main__`` module is the script that was run (``python -c``, ``python -m pkg``,
+    a notebook): importing it again would run that script, so workers never do
+    (:mod:`rqueue.registry`), and a task defined there could never run.
+    """
+    if "__main__" not in module.split("."):
+        return None
+    return (
+        f"it is defined in {module}, the script being run, which workers never import; "
+        "move the task to a module (e.g. tasks.py) and import it from there"
+    )
 
 
 def module_name(module: str) -> str:

@@ -19,6 +19,7 @@ Intervals (``every=``) are plain elapsed time from an anchor and ignore time zon
 
 from __future__ import annotations
 
+import math
 from dataclasses import InitVar, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -206,5 +207,23 @@ def _cron_after(expression: str, tz: ZoneInfo, after_ms: int) -> int | None:
     return None
 
 
-def seconds(value: float | timedelta) -> float:
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+def seconds(value: float | timedelta, what: str = "a duration") -> float:
+    """A finite number of seconds from a number or a timedelta, else InvalidSchedule.
+
+    Never ``float()`` of anything else: ``"60"`` or ``True`` are mistakes to name, and
+    an int too big for a float must not escape as an OverflowError.
+    """
+    try:
+        if isinstance(value, timedelta):
+            result = value.total_seconds()
+        elif type(value) in (int, float):
+            result = float(value)
+        else:
+            raise TypeError(f"{type(value).__name__} is not a number")
+    except (OverflowError, TypeError):
+        result = math.nan
+    if not math.isfinite(result):
+        raise InvalidSchedule(
+            f"{what} must be a finite number of seconds or a timedelta, got {value!r}"
+        )
+    return result

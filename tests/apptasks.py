@@ -229,3 +229,40 @@ def dispatch_first_then_blocking(blocking: str, then: int) -> None:
         + [blocks_until_released.pending(blocking)]
         + [record.pending(i) for i in range(then)]
     )
+
+
+# -- added for the poison-task hardening (issue 10) ---------------------------------
+
+
+class Unprintable(Exception):
+    """An exception whose ``__str__`` raises: reporting it must not fail."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str() for this one")
+
+
+@task(tries=1)
+def raises_unprintable() -> None:
+    raise Unprintable("the real error")
+
+
+@task(tries=1)
+def raises_undecodable_text() -> None:
+    """A message with a lone surrogate, which UTF-8 (and so msgpack) cannot encode."""
+    raise ValueError("bad byte \udcff in a file name")
+
+
+@task(tries=1)
+def exits(message: str) -> None:
+    """``sys.exit`` inside a task: a failed attempt, not a dead worker child."""
+    raise SystemExit(message)
+
+
+def _exiting_hook(result: Any) -> None:
+    raise SystemExit("a hook that exits")
+
+
+@task(after_succeeded=_exiting_hook)
+def with_exiting_hook(value: str) -> str:
+    redis().rpush(DONE, value)
+    return value

@@ -1,7 +1,7 @@
 """The documentation's runnable examples, run as a reader would run them.
 
-A fenced block opened with ```` ```python runnable ```` in README.md or docs/tasks.md
-is saved as a script (named by its first line if that is ``# name.py``), run with
+A fenced block opened with ```` ```python runnable ```` in one of the DOCUMENTS is
+saved as a script (named by its first line if that is ``# name.py``), run with
 ``python`` against the test Redis, and then a real worker runs whatever it
 dispatched: every task it made ready must succeed.
 """
@@ -20,7 +20,7 @@ from rqueue.config import Config
 from rqueue.store.queue import RedisQueue
 
 ROOT = Path(__file__).parent.parent
-DOCUMENTS = ("README.md", "docs/tasks.md")
+DOCUMENTS = ("README.md", "docs/tasks.md", "docs/schedules.md")
 _BLOCK = re.compile(r"^```python runnable\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

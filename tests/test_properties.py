@@ -101,9 +101,9 @@ def test_every_supported_value_round_trips_through_a_payload(job: Job) -> None:
 def test_signed_payloads_round_trip_and_survive_attempt_patches(
     job: Job, secret: str, attempts: int
 ) -> None:
-    signed = sign(encode(job), secret)
+    signed = sign(encode(job), secret, job.queue)
     patched = signed[:13] + attempts.to_bytes(4, "big") + signed[17:]
-    verify(patched, secret)
+    verify(patched, secret, job.queue)
     back = decode(patched)
     assert back.attempts == attempts and back.id == job.id and back.task == job.task
     assert _normal(back.args) == _normal(job.args)

@@ -45,31 +45,31 @@ def _job(task: str = "apptasks:record", *args: Any) -> Job:
 
 def test_a_signed_payload_verifies_and_still_decodes_to_the_same_job() -> None:
     job = _job("apptasks:record", "x")
-    signed = sign(encode(job), SECRET)
-    verify(signed, SECRET)
+    signed = sign(encode(job), SECRET, "default")
+    verify(signed, SECRET, "default")
     assert decode(signed) == job
 
 
 def test_the_attempt_counter_lua_patches_is_outside_the_signature() -> None:
-    signed = sign(encode(_job()), SECRET)
+    signed = sign(encode(_job()), SECRET, "default")
     for attempts in (1, 2, 2**32 - 1):
-        verify(with_attempts(signed, attempts), SECRET)
+        verify(with_attempts(signed, attempts), SECRET, "default")
 
 
 def test_every_other_byte_is_covered_by_the_signature() -> None:
-    signed = sign(encode(_job("apptasks:record", "value")), SECRET)
+    signed = sign(encode(_job("apptasks:record", "value")), SECRET, "default")
     for position in range(len(signed)):
         if 13 <= position < 17:
             continue  # the attempt counter
         tampered = bytearray(signed)
         tampered[position] ^= 0x01
         with pytest.raises(InvalidSignature):
-            verify(bytes(tampered), SECRET)
+            verify(bytes(tampered), SECRET, "default")
 
 
 def test_unsigned_truncated_and_wrongly_keyed_payloads_are_refused() -> None:
     plain = encode(_job())
-    signed = sign(plain, SECRET)
+    signed = sign(plain, SECRET, "default")
     for data, reason in (
         (plain, "not signed"),
         (signed[:-1], "not signed"),
@@ -77,9 +77,9 @@ def test_unsigned_truncated_and_wrongly_keyed_payloads_are_refused() -> None:
         (b"", "not signed"),
     ):
         with pytest.raises(InvalidSignature, match=reason):
-            verify(data, SECRET)
+            verify(data, SECRET, "default")
     with pytest.raises(InvalidSignature, match="does not match"):
-        verify(signed, "another-secret")
+        verify(signed, "another-secret", "default")
 
 
 def test_the_secret_comes_from_the_environment_and_never_shows_in_repr(
@@ -107,9 +107,9 @@ def test_workers_with_a_secret_run_signed_tasks_and_refuse_the_rest_without_impo
     signed_record.dispatch("signed")
     queue.push("default", [encode(_job("planted_tasks:run"))])  # unsigned
     queue.push("default", [encode(_job("apptasks:record", "unsigned"))])
-    forged = sign(encode(_job("apptasks:record", "forged")), "not-the-secret")
+    forged = sign(encode(_job("apptasks:record", "forged")), "not-the-secret", "default")
     queue.push("default", [forged])
-    honest = sign(encode(_job("apptasks:record", "honest")), SECRET)
+    honest = sign(encode(_job("apptasks:record", "honest")), SECRET, "default")
     queue.push("default", [honest.replace(b"honest", b"HACKED")])  # tampered in Redis
     signed_record.dispatch("also signed")
 
@@ -221,12 +221,14 @@ def test_rediss_urls_use_tls_with_the_configured_ca_file(
     config = Config.resolve(redis_url="rediss://user:pw@redis.example:6380/0")
     client = connect(config)
     kwargs = client.connection_pool.connection_kwargs
-    assert client.connection_pool.connection_class is redis.SSLConnection
+    assert issubclass(client.connection_pool.connection_class, redis.SSLConnection)
     assert kwargs["ssl_ca_certs"] == str(ca)
     assert kwargs.get("ssl_cert_reqs", "required") == "required"
     assert config.redacted_url() == "rediss://user:***@redis.example:6380/0"
     plain = connect(Config(redis_url="redis://127.0.0.1:6379/0", ssl_ca_certs=str(ca)))
-    assert plain.connection_pool.connection_class is redis.Connection
+    plain_class = plain.connection_pool.connection_class
+    assert issubclass(plain_class, redis.Connection)
+    assert not issubclass(plain_class, redis.SSLConnection)
 
 
 def test_the_bundled_redis_server_really_lacks_tls() -> None:

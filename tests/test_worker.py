@@ -234,18 +234,18 @@ def test_garbage_pushed_by_hand_goes_to_failed_and_the_worker_goes_on(
 
 
 @pytest.mark.parametrize(
-    ("name", "reason"),
+    ("name", "kind", "reason"),
     [
-        ("apptasks:no_such_task", "is not registered with @task"),
-        ("apptasks:redis", "is not registered with @task"),  # a plain function
-        ("os:system", "is not registered with @task"),  # never run what is not a task
-        ("explodes_on_import:run", "RuntimeError: boom at import"),
-        ("no_such_module_anywhere:run", "ModuleNotFoundError"),
-        ("missing-colon", "malformed task name"),
+        ("apptasks:no_such_task", "TaskNotRegistered", "is not registered with @task"),
+        ("apptasks:redis", "TaskNotRegistered", "is not registered with @task"),  # a function
+        ("os:system", "TaskNotRegistered", "is not registered with @task"),  # not a task
+        ("explodes_on_import:run", "TaskImportFailed", "RuntimeError: boom at import"),
+        ("no_such_module_anywhere:run", "TaskImportFailed", "ModuleNotFoundError"),
+        ("missing-colon", "TaskNotRegistered", "malformed task name"),
     ],
 )
 def test_a_task_that_cannot_be_resolved_goes_to_failed_with_a_clear_reason(
-    queue: RedisQueue, workers: Workers, tmp_path: Path, name: str, reason: str
+    queue: RedisQueue, workers: Workers, tmp_path: Path, name: str, kind: str, reason: str
 ) -> None:
     (tmp_path / "explodes_on_import.py").write_text("raise RuntimeError('boom at import')\n")
     job = push_job(queue, name, "rm -rf /tmp/nothing")
@@ -254,7 +254,7 @@ def test_a_task_that_cannot_be_resolved_goes_to_failed_with_a_clear_reason(
     assert worker.wait(30) == 0, worker.output()
     assert done(queue) == ["fine"]
     (record,) = failed(queue)
-    assert (record.id, record.exception, record.task) == (job.id, "TaskNotRegistered", name)
+    assert (record.id, record.exception, record.task) == (job.id, kind, name)
     assert reason in record.message and name in record.message
     assert settled(queue)
 
@@ -315,7 +315,13 @@ def test_app_wide_listeners_see_every_event(
     apptasks.record.dispatch("ok")
     apptasks.with_hooks.dispatch("bad", fail=True)  # tries=2
     worker = workers.start(
-        "--stop-when-empty", "-A", "listeners_app", *FAST, env={"PYTHONPATH": str(tmp_path)}
+        "--stop-when-empty",
+        "-A",
+        "listeners_app",
+        "-A",
+        "apptasks",
+        *FAST,
+        env={"PYTHONPATH": str(tmp_path)},
     )
     assert worker.wait(30) == 0, worker.output()
     assert strings(queue.client, "test:events") == [

@@ -1,7 +1,8 @@
 """The ``rqueue`` command: a thin layer over the Python API, one module per command.
 
+- ``argv``: masks credentials in the process's command line, first thing on import.
 - ``common``: the :data:`main` group and what every command shares
-  (``--redis-url``/``--prefix``, errors as exit codes, tables).
+  (``--redis-url``/``--prefix``, errors as exit codes, escaped output, tables).
 - ``work``: ``rqueue work``, a worker pool.
 - ``queues``: ``size``, ``clear``, ``restart`` and ``cancel``.
 - ``failed``: ``rqueue failed ...`` (list, show, retry, forget, flush).
@@ -18,8 +19,14 @@ embedded server, the demo runner) import it inside the command, so ``rqueue --he
 stays fast.
 """
 
-from rqueue.cli import demo, failed, queues, schedule, server, work
-from rqueue.cli.common import main
+# First, before the command modules load: a password on the command line is visible
+# to every user in ps until this runs (see argv.py).
+from rqueue.cli.argv import hide_credentials
+
+hide_credentials()
+
+from rqueue.cli import demo, failed, queues, schedule, server, work  # noqa: E402
+from rqueue.cli.common import main  # noqa: E402
 
 for _command in (
     work.work,

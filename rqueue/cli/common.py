@@ -1,9 +1,15 @@
 """The ``rqueue`` group and what every command shares.
 
-Every command that talks to Redis takes ``--redis-url`` and ``--prefix`` (or
-``REDIS_URL`` and ``RQUEUE_PREFIX``) through :func:`connection_options`, which is
-also where errors become exit codes: bad options are usage errors (exit 2); an
-unreachable Redis is one clear line and exit 1, never a traceback.
+Every command that talks to Redis takes ``--redis-url`` or ``--redis-url-file`` and
+``--prefix`` (or ``REDIS_URL``, ``REDIS_URL_FILE`` and ``RQUEUE_PREFIX``) through
+:func:`connection_options`, which is also where errors become exit codes: bad options
+are usage errors (exit 2) that name where the value came from; an unreachable Redis
+is one clear line and exit 1, never a traceback.
+
+Everything printed goes through :func:`say`, :func:`table` or :func:`die`, which pass
+it through :func:`rqueue.text.shown`: much of it (task names, messages, tracebacks,
+queue and host names) was read from Redis or written by task code, so it is escaped
+for the terminal and any credential in it is masked, in this one place.
 
 The command modules import this one; it imports none of them (``__init__`` adds
 them to :data:`main`), so there is no import circle.
@@ -19,8 +25,9 @@ from typing import Any, NoReturn, TypeVar
 import click
 import redis
 
-from rqueue.config import Config
+from rqueue.config import Config, ConfigError, read_url_file
 from rqueue.errors import InvalidQueueName, RQueueError
+from rqueue.text import shown
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,22 +41,40 @@ def main() -> None:
 def connection_options(command: F) -> F:
     """Add ``--redis-url``/``--prefix`` and turn connection failures into one line."""
 
-    @click.option("--redis-url", envvar="REDIS_URL", help="Redis URL [env: REDIS_URL].")
+    @click.option(
+        "--redis-url",
+        envvar="REDIS_URL",
+        help="Redis URL [env: REDIS_URL]. With a password, prefer the variable or "
+        "--redis-url-file: any user can read a command line with ps.",
+    )
+    @click.option(
+        "--redis-url-file",
+        envvar="REDIS_URL_FILE",
+        metavar="PATH",
+        help="Read the Redis URL from the first line of this file [env: REDIS_URL_FILE].",
+    )
     @click.option("--prefix", envvar="RQUEUE_PREFIX", help="Key prefix [env: RQUEUE_PREFIX].")
     @functools.wraps(command)
-    def wrapper(*args: Any, redis_url: str | None, prefix: str | None, **kwargs: Any) -> Any:
+    def wrapper(
+        *args: Any,
+        redis_url: str | None,
+        redis_url_file: str | None,
+        prefix: str | None,
+        **kwargs: Any,
+    ) -> Any:
         try:
+            redis_url, source = _redis_url(redis_url, redis_url_file)
             config = Config.resolve(redis_url=redis_url, prefix=prefix)
         except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
+            raise click.UsageError(shown(exc)) from None
         try:
             redis.ConnectionPool.from_url(config.redis_url)  # parses only, connects nothing
         except ValueError as exc:  # a bad scheme, port or database number
-            raise click.UsageError(f"invalid --redis-url: {exc}") from None
+            raise click.UsageError(shown(f"invalid {source}: {exc}")) from None
         try:
             return command(*args, config=config, **kwargs)
-        except InvalidQueueName as exc:  # also a ValueError: caught before the clause below
-            raise click.UsageError(str(exc)) from None
+        except (InvalidQueueName, ConfigError) as exc:  # a name or setting the command refused
+            raise click.UsageError(shown(exc)) from None
         except redis.AuthenticationError as exc:
             die(f"cannot log in to Redis at {config.redacted_url()}: {exc}")
         except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -60,21 +85,47 @@ def connection_options(command: F) -> F:
             die(str(exc))
         except ValueError as exc:
             if "Redis URL" in str(exc) or "scheme" in str(exc):
-                raise click.UsageError(f"invalid --redis-url: {exc}") from None
+                raise click.UsageError(shown(f"invalid {source}: {exc}")) from None
             raise
 
     return wrapper  # type: ignore[return-value]
 
 
+def _redis_url(url: str | None, url_file: str | None) -> tuple[str | None, str]:
+    """The Redis URL given, if any, and where it came from, to name in an error about it.
+
+    The command line beats the environment; at the same level a URL beats a file.
+    """
+    context = click.get_current_context()
+    env = click.core.ParameterSource.ENVIRONMENT
+    url_from_env = context.get_parameter_source("redis_url") is env
+    file_from_env = context.get_parameter_source("redis_url_file") is env
+    if url and (not url_file or url_from_env <= file_from_env):
+        return url, "REDIS_URL (from the environment)" if url_from_env else "--redis-url"
+    if url_file:
+        where = "REDIS_URL_FILE (from the environment)" if file_from_env else "--redis-url-file"
+        return read_url_file(url_file, where), f"{where} (the URL in {url_file})"
+    return None, "the default Redis URL"
+
+
+def say(text: object, multiline: bool = False, err: bool = False) -> None:
+    """Print ``text`` escaped and redacted (see the module's docstring); with
+    ``multiline`` its newlines stay (a traceback), else they print as ``\\n``."""
+    click.echo(shown(text, multiline), err=err)
+
+
 def die(message: str) -> NoReturn:
     """Print ``rqueue: MESSAGE`` to stderr and exit 1: a failure, not a usage error."""
-    click.echo(f"rqueue: {message}", err=True)
+    say(f"rqueue: {message}", err=True)
     sys.exit(1)
 
 
 def table(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
-    """Print rows in columns as wide as their widest cell, or ``(none)`` under the headers."""
-    cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in row) for row in rows]
+    """Print rows in columns as wide as their widest cell, or ``(none)`` under the headers.
+
+    Every cell is escaped, so a row stays one line whatever came from Redis.
+    """
+    cells = [tuple(shown(c) for c in headers)] + [tuple(shown(c) for c in row) for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from rqueue.config import Config
+
 
 @click.command()
 @click.option(
@@ -21,4 +23,8 @@ def demo(count: int, concurrency: int) -> None:
     """Run the end-to-end demo (on an embedded Redis unless REDIS_URL is set)."""
     from rqueue.cli.demo_runner import run_demo  # imported here: `rqueue --help` stays fast
 
+    try:  # the RQUEUE_* settings the demo and its worker pool will run with
+        Config.resolve()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     sys.exit(run_demo(count, concurrency))

@@ -1,4 +1,8 @@
-"""``rqueue failed ...``: inspect, retry and forget failed tasks, over :class:`FailedTasks`."""
+"""``rqueue failed ...``: inspect, retry and forget failed tasks, over :class:`FailedTasks`.
+
+A record is read from Redis and its message and traceback come from task code: every
+field is printed through ``say``/``table`` (escaped, redacted), never raw.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from datetime import datetime
 
 import click
 
-from rqueue.cli.common import connection_options, die, table
+from rqueue.cli.common import connection_options, die, say, table
 from rqueue.config import Config
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.store.queue import RedisQueue
@@ -43,21 +47,28 @@ def failed_show(config: Config, task_id: str) -> None:
     """Show everything recorded about one failed task."""
     found = _find(FailedTasks(RedisQueue(config)), task_id)
     job = found.job()
-    click.echo(f"id:        {found.id}\nqueue:     {found.queue}\ntask:      {found.task or '-'}")
+    fields: list[tuple[str, object]] = [
+        ("id", found.id),
+        ("queue", found.queue),
+        ("task", found.task or "-"),
+    ]
     if job is not None:
-        click.echo(f"args:      {list(job.args)!r}\nkwargs:    {job.kwargs!r}")
-        if job.meta:
-            click.echo(f"meta:      {job.meta!r}")
+        fields += [("args", list(job.args)), ("kwargs", job.kwargs)]
+        fields += [("meta", job.meta)] if job.meta else []
     else:
-        click.echo(f"payload:   {found.payload[:200]!r}")
-    click.echo(
-        f"attempts:  {found.attempts}\nfailed at: {_when(found.failed_at)}\n"
-        f"worker:    {found.host} pid {found.pid}\n"
-        f"timed out: {'yes' if found.timed_out else 'no'}\n"
-        f"error:     {found.exception}: {found.message}"
-    )
+        fields.append(("payload", found.payload[:200]))
+    fields += [
+        ("attempts", found.attempts),
+        ("failed at", _when(found.failed_at)),
+        ("worker", f"{found.host} pid {found.pid}"),
+        ("timed out", "yes" if found.timed_out else "no"),
+        ("error", f"{found.exception}: {found.message}"),
+    ]
+    for label, value in fields:  # one line each: a newline in a value cannot fake a field
+        say(f"{label + ':':<10} {value if isinstance(value, str) else repr(value)}")
     if found.traceback:
-        click.echo(f"\n{found.traceback.rstrip()}")
+        say("")
+        say(found.traceback.rstrip(), multiline=True)
 
 
 @failed.command("retry")
@@ -75,12 +86,12 @@ def failed_retry(
     if queues and not retry_all:
         raise click.UsageError("--queue goes with --all")
     if retry_all:
-        click.echo(f"Retried {failed_tasks.retry_all(queues or None)} failed task(s).")
+        say(f"Retried {failed_tasks.retry_all(queues or None)} failed task(s).")
         return
     for task_id in task_ids:
         found = _find(failed_tasks, task_id)
         failed_tasks.retry(found)
-        click.echo(f"Retried {found.id} on queue {found.queue}.")
+        say(f"Retried {found.id} on queue {found.queue}.")
 
 
 @failed.command("forget")
@@ -91,7 +102,7 @@ def failed_forget(config: Config, task_id: str) -> None:
     failed_tasks = FailedTasks(RedisQueue(config))
     found = _find(failed_tasks, task_id)
     failed_tasks.forget(found)
-    click.echo(f"Forgot failed task {found.id}.")
+    say(f"Forgot failed task {found.id}.")
 
 
 @failed.command("flush")
@@ -99,7 +110,7 @@ def failed_forget(config: Config, task_id: str) -> None:
 @connection_options
 def failed_flush(config: Config, queues: tuple[str, ...]) -> None:
     """Delete every failed task."""
-    click.echo(f"Flushed {FailedTasks(RedisQueue(config)).flush(queues or None)} failed task(s).")
+    say(f"Flushed {FailedTasks(RedisQueue(config)).flush(queues or None)} failed task(s).")
 
 
 def _find(failed_tasks: FailedTasks, task_id: str) -> FailedTask:

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from rqueue.cli.common import connection_options, die, table
+from rqueue.cli.common import connection_options, die, say, table
 from rqueue.config import Config
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
@@ -31,7 +31,7 @@ def size(config: Config, queues: tuple[str, ...]) -> None:
 def clear(config: Config, queue_name: str) -> None:
     """Delete every ready, delayed and reserved task of QUEUE (failed ones stay)."""
     deleted = RedisQueue(config).clear(validate_queue_name(queue_name))
-    click.echo(f"Cleared {deleted} task(s) from queue {queue_name}.")
+    say(f"Cleared {deleted} task(s) from queue {queue_name}.")
 
 
 @click.command()
@@ -39,7 +39,7 @@ def clear(config: Config, queue_name: str) -> None:
 def restart(config: Config) -> None:
     """Ask every running worker to reload after its current tasks."""
     RedisQueue(config).request_restart(time.time())
-    click.echo("Restart requested: workers reload after their current tasks.")
+    say("Restart requested: workers reload after their current tasks.")
 
 
 @click.command()
@@ -52,6 +52,6 @@ def cancel(config: Config, task_id: str, queues: tuple[str, ...]) -> None:
     where = f" on queue {result.queue}" if result.queue else ""
     message = f"task {task_id}{where} {result.outcome.message}"
     if result.outcome is CancelOutcome.CANCELLED:
-        click.echo(f"Task {task_id}{where} cancelled; it will not run.")
+        say(f"Task {task_id}{where} cancelled; it will not run.")
         return
     die(message)

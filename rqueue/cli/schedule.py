@@ -1,4 +1,8 @@
-"""``rqueue schedule ...``: list, add and change recurring schedules, over :class:`Schedules`."""
+"""``rqueue schedule ...``: list, add and change recurring schedules, over :class:`Schedules`.
+
+Definitions are read from Redis: every field is printed through ``say``/``table``
+(escaped, redacted), never raw.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import connection_options, table
+from rqueue.cli.common import connection_options, say, table
 from rqueue.config import Config
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import UNSET, Schedule
@@ -123,6 +127,8 @@ def _schedules(config: Config) -> Schedules:
 
 
 def _state(schedule: Schedule) -> str:
+    if not schedule.trusted:
+        return "refused (not signed with RQUEUE_SECRET)"
     return "finished" if schedule.finished else "paused" if schedule.paused else "active"
 
 
@@ -135,7 +141,7 @@ def _window(schedule: Schedule) -> str:
 
 
 def _describe(schedule: Schedule) -> None:
-    click.echo(
+    say(
         f"{schedule.name}: {schedule.task} on {schedule.queue}, {schedule.describe()}, "
         f"{_state(schedule)}, next run "
         f"{iso(schedule.next_ms) if schedule.next_ms is not None else '-'}"
@@ -174,12 +180,12 @@ def schedule_show(config: Config, name: str, count: int) -> None:
     """Show one schedule and its next COUNT run times."""
     schedule = _schedules(config).get(name)
     _describe(schedule)
-    click.echo(
+    say(
         f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}  "
         f"window: {_window(schedule)}  misfire: {schedule.misfire}"
     )
     for moment in schedule.next_runs(count):
-        click.echo(f"  {moment.isoformat()}")
+        say(f"  {moment.isoformat()}")
 
 
 @schedule_group.command("add")
@@ -261,7 +267,7 @@ def schedule_resume(config: Config, name: str) -> None:
 def schedule_remove(config: Config, name: str) -> None:
     """Delete schedule NAME (tasks it already enqueued stay)."""
     _schedules(config).remove(name)
-    click.echo(f"Removed schedule {name}.")
+    say(f"Removed schedule {name}.")
 
 
 @schedule_group.command("run-now")
@@ -270,4 +276,4 @@ def schedule_remove(config: Config, name: str) -> None:
 def schedule_run_now(config: Config, name: str) -> None:
     """Enqueue one run of NAME now, outside its timeline."""
     task_id = _schedules(config).run_now(name)
-    click.echo(f"Enqueued {name} now as task {task_id}.")
+    say(f"Enqueued {name} now as task {task_id}.")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import signal
+import sys
 
 import click
 
-from rqueue.cli.common import die
+from rqueue.cli.common import say
 
 
 @click.command()
@@ -26,9 +27,10 @@ def server(port: int, data_dir: str) -> None:
     instance = RedisServer(port, data_dir, persistent=True)
     try:
         instance.start()
-    except RedisServerError as exc:
-        die(str(exc))
-    click.echo(f"Redis ready at {instance.url} (data in {data_dir}); Ctrl-C to stop.")
+    except RedisServerError as exc:  # with redis-server's own lines, kept as lines
+        say(f"rqueue: {exc}", multiline=True, err=True)
+        sys.exit(1)
+    say(f"Redis ready at {instance.url} (data in {data_dir}); Ctrl-C to stop.")
 
     def stop_on_sigterm(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

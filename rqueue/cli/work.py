@@ -1,12 +1,14 @@
 """``rqueue work``: run a worker pool (a :class:`~rqueue.worker.supervisor.Supervisor`).
 
 Most options set the :class:`~rqueue.worker.options.WorkerOptions` field of the same
-name and take that field's default, so the command and the Python API cannot drift.
+name and take that field's default and range, so the command and the Python API cannot
+drift.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -15,27 +17,42 @@ from typing import Any
 import click
 
 from rqueue.cli.common import F, connection_options
-from rqueue.config import Config
+from rqueue.config import Config, ConfigError
 from rqueue.store.keys import validate_queue_name
+from rqueue.store.queue import RedisQueue
+from rqueue.text import shown
 from rqueue.worker import logs
-from rqueue.worker.options import WorkerOptions
-
-_SECONDS = click.FloatRange(min=0)
-_NON_NEGATIVE = click.IntRange(min=0)
+from rqueue.worker.options import LIMITS, WorkerOptions
 
 
 def _field_option(
-    flag: str,
-    kind: click.IntRange | click.FloatRange,
-    help: str,
-    *,
-    short: str | None = None,
-    show_default: bool = True,
+    flag: str, help: str, *, short: str | None = None, show_default: bool = True
 ) -> Callable[[F], F]:
-    """``--some-field`` for ``WorkerOptions.some_field``, defaulting to the field's default."""
-    default = getattr(WorkerOptions, flag.removeprefix("--").replace("-", "_"))
+    """``--some-field`` for ``WorkerOptions.some_field``: its default, checked by its range.
+
+    The range is the field's entry in ``LIMITS``, checked by the rule ``WorkerOptions``
+    applies, so ``--timeout inf`` or ``--sleep nan`` is a usage error that names the
+    option and its range. (Click's own ranges let NaN through: every comparison with it
+    is false; the worker then looped on tracebacks or stranded a task in ``:reserved``.)
+    """
+    field = flag.removeprefix("--").replace("-", "_")
+    limit = LIMITS[field]
+
+    def in_range(ctx: click.Context, param: click.Parameter, value: float) -> float:
+        try:
+            return limit.check(flag, value)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc), ctx) from None
+
     flags = (short, flag) if short else (flag,)
-    return click.option(*flags, type=kind, default=default, show_default=show_default, help=help)
+    return click.option(
+        *flags,
+        type=int if limit.whole else float,
+        default=getattr(WorkerOptions, field),
+        callback=in_range,
+        show_default=show_default,
+        help=help,
+    )
 
 
 def _queue_list(value: str) -> tuple[str, ...]:
@@ -49,37 +66,32 @@ def _queue_list(value: str) -> tuple[str, ...]:
 
 @click.command()
 @click.argument("queues", default="default")
+@_field_option("--timeout", "Seconds a task may run unless it sets its own timeout.")
+@_field_option("--concurrency", "Child processes running tasks.", short="-c")
+@_field_option("--tries", "Attempts a task gets unless it sets its own tries.")
+@_field_option("--sleep", "Seconds between polls when --block-for is 0.")
 @_field_option(
-    "--timeout",
-    click.FloatRange(min=0.001),
-    "Seconds a task may run unless it sets its own timeout.",
-)
-@_field_option("--concurrency", click.IntRange(min=1), "Child processes running tasks.", short="-c")
-@_field_option(
-    "--tries", click.IntRange(min=1), "Attempts a task gets unless it sets its own tries."
-)
-@_field_option("--sleep", _SECONDS, "Seconds between polls when --block-for is 0.")
-@_field_option(
-    "--block-for",
-    _SECONDS,
-    "Seconds an idle child blocks waiting for a push (0: poll with --sleep).",
+    "--block-for", "Seconds an idle child blocks waiting for a push (0: poll with --sleep)."
 )
 @click.option("--once", is_flag=True, help="Process one task, then exit.")
-@click.option("--stop-when-empty", is_flag=True, help="Exit 0 once no task is ready or running.")
-@_field_option("--max-jobs", _NON_NEGATIVE, "Stop after this many tasks.", show_default=False)
-@_field_option("--max-time", _SECONDS, "Stop after this many seconds.", show_default=False)
-@_field_option(
-    "--memory", _NON_NEGATIVE, "Recycle a child whose RSS exceeds this many MB.", show_default=False
+@click.option(
+    "--stop-when-empty",
+    is_flag=True,
+    help="Exit 0 once no task is ready or running (delayed ones and retries in backoff "
+    "do not count, as in Laravel).",
 )
-@_field_option("--rest", _SECONDS, "Seconds to rest after each task.", show_default=False)
-@_field_option(
-    "--prefetch",
-    click.IntRange(1, 1000),
-    "Most tasks a child reserves at once when the queue is deep.",
+@click.option(
+    "--stop-when-drained",
+    is_flag=True,
+    help="Exit 0 once no task is ready, running, delayed (retries in backoff included) "
+    "or reserved by any worker: for scripts and CI.",
 )
-@_field_option(
-    "--kill-grace", _SECONDS, "Seconds past a task's timeout before its child is killed."
-)
+@_field_option("--max-jobs", "Stop after this many tasks.", show_default=False)
+@_field_option("--max-time", "Stop after this many seconds.", show_default=False)
+@_field_option("--memory", "Recycle a child whose RSS exceeds this many MB.", show_default=False)
+@_field_option("--rest", "Seconds to rest after each task.", show_default=False)
+@_field_option("--prefetch", "Most tasks a child reserves at once when the queue is deep.")
+@_field_option("--kill-grace", "Seconds past a task's timeout before its child is killed.")
 @click.option("-A", "--app", "preload", multiple=True, help="Module to import in the parent first.")
 @click.option(
     "--schedule/--no-schedule",
@@ -115,4 +127,31 @@ def work(config: Config, queues: str, log_level: str, log_format: str, **options
         if found is None:
             raise click.UsageError(f"-A/--app: no module named {module!r} here or on sys.path")
     logs.configure(log_level, log_format)
+    _warn_of_unknown_queues(config, worker_options.queues)
     sys.exit(Supervisor(worker_options, config).run())
+
+
+def _warn_of_unknown_queues(config: Config, names: tuple[str, ...]) -> None:
+    """Say at start that a queue is unknown, so a typo (``rqueue work emial``) does not
+    wait in silence for ever. Unknown: not in the set of queues producers and workers
+    have named, and empty. Only a warning: starting workers before the first dispatch
+    to a new queue is legitimate.
+    """
+    queue = RedisQueue(config)
+    try:
+        known = queue.known_queues()
+        unknown = [
+            size.name
+            for size in queue.sizes(names)
+            if size.name not in known
+            and not (size.ready or size.delayed or size.reserved or size.failed)
+        ]
+    finally:
+        queue.client.close()
+    if unknown:
+        logging.getLogger("rqueue.worker").warning(
+            "unknown queue %s: nothing was ever pushed to it and it is empty (a typo?); "
+            "known queues: %s. Waiting for tasks anyway.",
+            ", ".join(unknown),
+            shown(", ".join(known) or "none"),
+        )

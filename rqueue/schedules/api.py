@@ -27,6 +27,7 @@ from rqueue.schedules.record import (
 )
 from rqueue.store.default import default_queue
 from rqueue.store.schedule_store import ScheduleStore
+from rqueue.store.signing import InvalidSignature
 from rqueue.task import registered
 from rqueue.timing import Timing, seconds, to_ms
 
@@ -235,7 +236,7 @@ class Schedules:
 
     def run_now(self, name: str) -> str:
         """Enqueue one run at once, outside the timeline; returns the task id."""
-        schedule = self.get(name)
+        schedule = _trusted(self.get(name))  # the push signs it: only what was signed
         job = schedule.job(self.now_ms(), self.now_ms())
         job = replace(job, meta={**job.meta, "manual": True})
         self.queue.push(job.queue, [encode(job, self.queue.config.max_payload_bytes)])
@@ -248,6 +249,13 @@ class Schedules:
         try:
             current = self.get(task.name)
         except ScheduleNotFound:
+            current = None
+        if current is not None and not current.trusted:
+            # The code is the authority on a declared schedule: an unsigned or altered
+            # definition under its name (from before signing, or forged) is replaced.
+            self.store.remove(task.name)
+            current = None
+        if current is None:
             with contextlib.suppress(ScheduleExists):  # another worker declared it first
                 self.add(task.name, task, cron=cron, every=every, timezone=timezone, declared=True)
             return
@@ -264,10 +272,10 @@ class Schedules:
         stored = self.store.get(name)
         if stored is None:
             raise ScheduleNotFound(f"no schedule named {name!r}")
-        return Schedule.decode(stored.definition, stored.next_ms)
+        return Schedule.decode(*stored)
 
     def list(self) -> builtins.list[Schedule]:
-        found = [Schedule.decode(s.definition, s.next_ms) for s in self.store.all()]
+        found = [Schedule.decode(*stored) for stored in self.store.all()]
         return sorted(found, key=lambda s: s.name)
 
     # -- saving ------------------------------------------------------------------------
@@ -278,7 +286,9 @@ class Schedules:
             read = self.store.definition(current.queue, name)
             if read is None:
                 raise ScheduleNotFound(f"no schedule named {name!r}")
-            current = Schedule.decode(read, current.next_ms)
+            trusted = self.store.trusted(current.queue, name, read)
+            # Never sign a change on top of what nobody signed: that would launder it.
+            current = _trusted(Schedule.decode(read, current.next_ms, trusted))
             now = self.now_ms()
             if self._save(change(current, now), read, now):
                 return self.get(name)
@@ -290,6 +300,16 @@ class Schedules:
         if next_ms is None and not schedule.paused:
             schedule = replace(schedule, finished=True)
         return self.store.save(schedule.queue, schedule.name, read, schedule.encode(), next_ms)
+
+
+def _trusted(schedule: Schedule) -> Schedule:
+    if not schedule.trusted:
+        raise InvalidSignature(
+            f"schedule {schedule.name!r} is not signed with this RQUEUE_SECRET (written "
+            "without it, or altered in Redis), so workers do not fire it; check it with "
+            f"`rqueue schedule show {schedule.name}`, then remove it and add it again"
+        )
+    return schedule
 
 
 def _default() -> Schedules:

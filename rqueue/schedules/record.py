@@ -53,6 +53,9 @@ class Schedule:
     """Declared with ``@task(cron=...)``; workers keep it in line with the code."""
     next_ms: int | None = None
     """Read from the timeline (not stored in the definition): None if paused or finished."""
+    trusted: bool = True
+    """Not stored: False if this process has a secret and the definition is not signed
+    with it (written without it, or altered in Redis); workers will not fire it."""
 
     # The timing's fields, read where they always were (``schedule.cron``).
 
@@ -132,7 +135,7 @@ class Schedule:
         return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
 
     @classmethod
-    def decode(cls, data: bytes, next_ms: int | None = None) -> Schedule:
+    def decode(cls, data: bytes, next_ms: int | None = None, trusted: bool = True) -> Schedule:
         """Read a stored definition. Its timing is checked when used, not here, so a
         schedule this version would refuse still lists, pauses and is removed."""
         stored = msgpack.unpackb(data, raw=False, strict_map_key=False)
@@ -140,9 +143,9 @@ class Schedule:
         known["args"] = tuple(known.get("args") or ())
         known["backoff"] = tuple(known.get("backoff") or ())
         timing = Timing(**{k: v for k, v in stored.items() if k in _TIMING_FIELDS}, check=False)
-        return cls(**known, timing=timing, next_ms=next_ms)
+        return cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
 
 
-_STORED = tuple(f.name for f in fields(Schedule) if f.name != "next_ms")
+_STORED = tuple(f.name for f in fields(Schedule) if f.name not in ("next_ms", "trusted"))
 """The definition's map, in its stored order: the timing's fields take its place."""
 _TIMING_FIELDS = tuple(f.name for f in fields(Timing))

@@ -8,6 +8,14 @@ it. The tick returns the seconds until the next schedule is due, which the paren
 folds into its blocking wait on the queues' timer lists (a schedule change pushes
 there, so the parent wakes early).
 
+With a secret, a definition is fired only if it is signed for its queue and name
+(:meth:`ScheduleStore.check`): the parent signs the payloads it enqueues, so without
+that check whoever can write a definition to Redis could have any task signed. A
+definition that cannot fire (unsigned, altered, unreadable, an invalid timing) is
+logged and shelved: taken off the timeline, definition untouched, still listed, so it
+neither fires nor is retried on every tick (a few hundred of them would otherwise keep
+the scheduler busy and starve the rest); ``update`` or ``resume`` puts it back.
+
 Missed triggers (every worker down) are ones later than the schedule's misfire
 grace. ``skip`` fires one run for all of them (the first missed trigger), ``all``
 fires each, at most ``CATCH_UP_LIMIT``; triggers inside the grace always fire.
@@ -154,10 +162,18 @@ class Scheduler:
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:
+                self.store.check(queue_name, member, data)  # before anything reads it
                 schedule = Schedule.decode(data, score)
                 firing = self._firing(queue_name, schedule, member, score, data, now)
             except (RQueueError, ValueError, TypeError) as exc:
-                log.error("schedule %s cannot fire: %s", member.decode(errors="replace"), exc)
+                if self.store.shelve(queue_name, member, score, data):
+                    log.error(
+                        "schedule %s on queue %s cannot fire, taken off the timeline until "
+                        "it is updated or resumed: %s",
+                        member.decode(errors="replace"),
+                        queue_name,
+                        exc,
+                    )
                 continue
             if firing.next_ms is not None and (soonest is None or firing.next_ms < soonest):
                 soonest = firing.next_ms

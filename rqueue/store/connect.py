@@ -1,12 +1,13 @@
 """Opening a Redis client from a :class:`~rqueue.config.Config`.
 
 Every connection rqueue makes starts here, so how it talks to Redis (timeouts, no
-silent retries, TLS) is decided in one place; Cluster and Sentinel clients will be
-chosen here too, from the same settings.
+silent retries, TLS, which replies count as an outage) is decided in one place;
+Cluster and Sentinel clients will be chosen here too, from the same settings.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import redis
@@ -14,6 +15,51 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from rqueue.config import Config
+from rqueue.store.retry import ROLE_CHANGES, RedisUnavailable, transient_reply
+
+
+@functools.cache
+def _outage_aware_parser(parser: type) -> type:
+    """``parser`` (redis-py's choice for the protocol), with transient error replies
+    turned into RedisUnavailable: every reply of every connection (the pool, pipelines
+    and the hot path's Wire) is parsed there, so no caller can miss one (retry.py)."""
+
+    class OutageAware(parser):  # type: ignore[misc]
+        @classmethod
+        def parse_error(cls, response: str) -> Exception:
+            transient = transient_reply(response)
+            if transient is not None:
+                return RedisUnavailable(transient)
+            error: Exception = super().parse_error(response)
+            return error
+
+    return OutageAware
+
+
+@functools.cache
+def _reconnecting(connection: type) -> type:
+    """``connection``, reopened before its next command once Redis said it is not the
+    master (ROLE_CHANGES). After a failover behind one address (DNS, a proxy) the new
+    master is only found by connecting again; a connection kept open would be refused
+    forever. Not at once: a pipeline is still reading the replies after that one."""
+
+    class Reconnecting(connection):  # type: ignore[misc]
+        _stale = False
+
+        def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().read_response(*args, **kwargs)
+            except RedisUnavailable as exc:
+                self._stale = self._stale or exc.code in ROLE_CHANGES
+                raise
+
+        def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            if self._stale:
+                self._stale = False
+                self.disconnect()
+            super().send_packed_command(command, check_health)
+
+    return Reconnecting
 
 
 def connect(config: Config) -> redis.Redis:
@@ -28,4 +74,11 @@ def connect(config: Config) -> redis.Redis:
     }
     if config.redis_url.startswith("rediss://") and config.ssl_ca_certs:
         options["ssl_ca_certs"] = config.ssl_ca_certs
-    return redis.Redis.from_url(config.redis_url, **options)
+    client = redis.Redis.from_url(config.redis_url, **options)
+    pool = client.connection_pool
+    # The parser redis-py picks depends on its version, hiredis and the protocol:
+    # ask a connection object (it opens no socket) which one, and wrap that.
+    chosen: type = type(pool.connection_class(**pool.connection_kwargs)._parser)
+    pool.connection_kwargs["parser_class"] = _outage_aware_parser(chosen)
+    pool.connection_class = _reconnecting(pool.connection_class)
+    return client

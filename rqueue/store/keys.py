@@ -1,9 +1,15 @@
-"""The Redis key names of a queue, in one place.
+"""The Redis key names of a queue, in one place, and the rules that keep them apart.
 
 On a single Redis a queue named ``emails`` lives at ``queues:emails`` and its
-sorted sets and lists beside it. On Redis Cluster the name is hash-tagged
-(``queues:{emails}``) so every key of one queue shares a slot and the Lua scripts,
-which touch several of them at once, run unchanged.
+sorted sets and lists beside it (``queues:emails:delayed``, ...). On Redis Cluster
+the name is hash-tagged (``queues:{emails}``) so every key of one queue shares a
+slot and the Lua scripts, which touch several of them at once, run unchanged.
+
+Because a queue's own keys are its name plus ``:<part>``, a queue named
+``emails:delayed`` would *be* the delayed set of ``emails``. So no ``:``-separated
+part of a name after the first may be one of those parts (:data:`KEY_PARTS`): then
+no legal name can map onto another queue's key, while every name without such a
+part (``emails``, ``mail:high``, ``a/b@c``) keeps the keys it always had.
 """
 
 from __future__ import annotations
@@ -11,19 +17,59 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rqueue.config import ConfigError
 from rqueue.errors import InvalidQueueName
 
-_VALID_NAME = re.compile(r"^[A-Za-z0-9_.\-:@/]{1,200}$")
+_VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
+_CLAIMS = "claims"
+_PARTS = {
+    "delayed": "delayed",
+    "reserved": "reserved",
+    "failed": "failed",
+    "notify": "notify",
+    "timer": "timer",
+    "pending_ids": "pending-ids",
+    "cancelled": "cancelled",
+    "schedules": "schedules",
+    "schedule_defs": "schedule-defs",
+}
+"""Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
+KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS])
+"""Words a queue name may not use as a ``:``-separated part after its first."""
 
 
 def validate_queue_name(name: str) -> str:
-    """Refuse names that would be ambiguous in keys, logs or the CLI's comma lists."""
-    if not isinstance(name, str) or not _VALID_NAME.match(name):
+    """Refuse names that would be ambiguous in keys, logs or the CLI's comma lists.
+
+    ``fullmatch``, not ``match`` with ``$``: ``$`` also matches before a trailing
+    newline, which let ``"x\\n"`` through.
+    """
+    if not isinstance(name, str) or not _VALID_NAME.fullmatch(name):
         raise InvalidQueueName(
             f"invalid queue name {name!r}: use 1 to 200 letters, digits or '_.-:@/' "
             "(no whitespace, commas, braces or control characters)"
         )
+    parts = name.split(":")
+    for index, part in enumerate(parts[1:], 1):
+        if part in KEY_PARTS:
+            raise InvalidQueueName(
+                f"invalid queue name {name!r}: ':{part}' is reserved for the keys of queue "
+                f"{':'.join(parts[:index])!r}; a part after a ':' may not be any of "
+                f"{', '.join(sorted(KEY_PARTS))}"
+            )
     return name
+
+
+def validate_prefix(prefix: str) -> str:
+    """Refuse a key prefix with braces: Redis Cluster would hash the prefix's braces
+    instead of the queue name's, putting every queue in one slot (or splitting one)."""
+    if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+        raise ConfigError(
+            f"invalid key prefix {prefix!r} (--prefix, RQUEUE_PREFIX or Config.prefix): "
+            "braces are not allowed, since Redis Cluster hashes the part of a key between "
+            "braces and rqueue puts each queue's name there"
+        )
+    return prefix
 
 
 @dataclass(frozen=True)
@@ -51,25 +97,14 @@ class QueueKeys:
 
         Beside the ready list, so in the queue's hash slot on Redis Cluster.
         """
-        return f"{self.ready}:claims:{token}"
+        return f"{self.ready}:{_CLAIMS}:{token}"
 
     @classmethod
     def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:
         validate_queue_name(name)
+        validate_prefix(prefix)
         base = f"{prefix}queues:{{{name}}}" if cluster else f"{prefix}queues:{name}"
-        return cls(
-            name=name,
-            ready=base,
-            delayed=f"{base}:delayed",
-            reserved=f"{base}:reserved",
-            failed=f"{base}:failed",
-            notify=f"{base}:notify",
-            timer=f"{base}:timer",
-            pending_ids=f"{base}:pending-ids",
-            cancelled=f"{base}:cancelled",
-            schedules=f"{base}:schedules",
-            schedule_defs=f"{base}:schedule-defs",
-        )
+        return cls(name, base, **{field: f"{base}:{part}" for field, part in _PARTS.items()})
 
 
 @dataclass(frozen=True)
@@ -83,6 +118,7 @@ class GlobalKeys:
 
     @classmethod
     def for_prefix(cls, prefix: str = "") -> GlobalKeys:
+        validate_prefix(prefix)
         return cls(
             known_queues=f"{prefix}rqueue:queues",
             restart=f"{prefix}rqueue:restart",

@@ -7,6 +7,7 @@ state; it names keys through :mod:`rqueue.store.keys` and runs the scripts of
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -17,15 +18,20 @@ import msgpack
 import redis
 
 from rqueue.config import Config
-from rqueue.errors import QueueConnectionError
+from rqueue.errors import DispatchRefused, InvalidQueueName, QueueConnectionError
 from rqueue.store.connect import connect
-from rqueue.store.keys import GlobalKeys, QueueKeys
+from rqueue.store.keys import GlobalKeys, QueueKeys, validate_queue_name
+from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable
 from rqueue.store.scripts import Scripts, execute
 from rqueue.store.signing import sign
 from rqueue.store.wire import Wire
 
 # Lua's unpack() is limited to a few thousand values; bulk pushes are chunked below it.
 _PUSH_CHUNK = 1000
+_REGISTRY_REFRESH = 60.0
+"""Seconds between a producer's re-adds of its queues to the registry (``rqueue:queues``),
+which FLUSHALL or a restart without persistence may empty. Piggybacked on a push, so a
+dispatch still costs one round trip; worker parents re-add theirs every tick."""
 _MIGRATE_LIMIT = 1000
 
 
@@ -70,7 +76,8 @@ class RedisQueue:
         self.scripts = Scripts()
         self.global_keys = GlobalKeys.for_prefix(config.prefix)
         self._keys: dict[str, QueueKeys] = {}
-        self._known: set[str] = set()
+        self._registered: dict[str, float] = {}
+        """Queue name -> when (monotonic) this process last added it to the registry."""
 
     def keys(self, queue: str) -> QueueKeys:
         keys = self._keys.get(queue)
@@ -82,46 +89,73 @@ class RedisQueue:
     # -- producing ------------------------------------------------------------
 
     def push(self, queue: str, payloads: Sequence[bytes], delay_ms: int = 0) -> None:
-        if queue not in self._known or len(payloads) > _PUSH_CHUNK:
+        if self._registration_due(queue, time.monotonic()) or len(payloads) > _PUSH_CHUNK:
             self.push_many([(queue, delay_ms, payloads)])
             return
         keys = self.keys(queue)
         push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
-        signed = self._signed(payloads)
-        self._dispatching(lambda: self.scripts.push(self.wire, push_keys, (delay_ms, *signed)))
+        signed = self._signed(queue, payloads)
+        self._dispatching(
+            lambda: self.scripts.push(self.wire, push_keys, (delay_ms, *signed)), [queue]
+        )
 
     def push_many(self, groups: Iterable[tuple[str, int, Sequence[bytes]]]) -> None:
-        """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip."""
-        signed = [(queue, delay_ms, self._signed(payloads)) for queue, delay_ms, payloads in groups]
+        """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip.
+
+        Queues not (re-)registered lately are added to the registry in the same
+        pipeline. A push that Redis refused for a passing reason (``retry.py``) is
+        sent again, alone: the ones that landed are never sent twice.
+        """
+        pending: list[tuple[str, int, Sequence[bytes]]] = []
+        for queue, delay_ms, payloads in groups:
+            signed = self._signed(queue, payloads)
+            for start in range(0, len(signed), _PUSH_CHUNK):
+                pending.append((queue, delay_ms, signed[start : start + _PUSH_CHUNK]))
 
         def send() -> None:
+            now = time.monotonic()
+            due = sorted({q for q, _, _ in pending if self._registration_due(q, now)})
             pipe = self.client.pipeline(transaction=False)
-            new = {queue for queue, _, _ in signed} - self._known
-            for queue in sorted(new):
+            for queue in due:
                 pipe.sadd(self.global_keys.known_queues, queue)
-            for queue, delay_ms, payloads in signed:
+            for queue, delay_ms, chunk in pending:
                 keys = self.keys(queue)
                 push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
-                for start in range(0, len(payloads), _PUSH_CHUNK):
-                    chunk = payloads[start : start + _PUSH_CHUNK]
-                    self.scripts.push.queue(pipe, push_keys, (delay_ms, *chunk))
-            execute(pipe, self.scripts)
-            self._known |= new
+                self.scripts.push.queue(pipe, push_keys, (delay_ms, *chunk))
+            results = execute(pipe, self.scripts, raise_on_error=False)
+            for queue, added in zip(due, results, strict=False):
+                if not isinstance(added, Exception):
+                    self._registered[queue] = now
+            refused = [
+                (push, result)
+                for push, result in zip(pending, results[len(due) :], strict=True)
+                if isinstance(result, Exception)
+            ]
+            pending[:] = [push for push, _ in refused]
+            if refused:
+                raise refused[0][1]
 
-        self._dispatching(send)
+        self._dispatching(send, lambda: sorted({queue for queue, _, _ in pending}))
 
-    def _signed(self, payloads: Sequence[bytes]) -> Sequence[bytes]:
+    def _registration_due(self, queue: str, now: float) -> bool:
+        return now - self._registered.get(queue, -math.inf) >= _REGISTRY_REFRESH
+
+    def _signed(self, queue: str, payloads: Sequence[bytes]) -> Sequence[bytes]:
+        """Signed for ``queue``: a signature is only valid on the queue it was pushed to."""
         if not self.config.secret:
             return payloads
-        return [sign(p, self.config.secret) for p in payloads]
+        return [sign(p, self.config.secret, queue) for p in payloads]
 
-    def _dispatching(self, send: Callable[[], object]) -> None:
-        """Send a push, retrying a refused connection for ``config.dispatch_retry`` seconds.
+    def _dispatching(
+        self, send: Callable[[], object], queues: Sequence[str] | Callable[[], list[str]]
+    ) -> None:
+        """Send a push, retrying for ``config.dispatch_retry`` seconds what Redis never ran.
 
-        Only connection errors are retried: Redis never ran a command it could not
-        receive. A timeout is not, since the push may have landed; re-sending it
-        could queue the task twice. Either way the caller gets QueueConnectionError,
-        never a hang.
+        A refused connection and a transient refusal (``OOM``, ``READONLY`` during a
+        failover, ``LOADING``: see ``retry.py``) are retried, since Redis did not run
+        the command. A timeout is not, since the push may have landed; re-sending it
+        could queue the task twice. Either way the caller gets a QueueConnectionError
+        (a DispatchRefused if Redis answered), never a hang nor a raw Redis error.
         """
         deadline = time.monotonic() + self.config.dispatch_retry
         failures = 0
@@ -134,21 +168,33 @@ class RedisQueue:
                     f"Redis at {self.config.redacted_url()} did not answer a dispatch in time "
                     f"({exc}); the task may or may not have been queued"
                 ) from None
-            except redis.ConnectionError as exc:
+            except REDIS_ERRORS as exc:
                 failures += 1
                 delay = min(0.5, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
-                if time.monotonic() + delay > deadline:
-                    raise QueueConnectionError(
-                        f"cannot reach Redis at {self.config.redacted_url()} to dispatch "
-                        f"(tried {failures} times over {self.config.dispatch_retry:g} s): {exc}"
-                    ) from None
-                time.sleep(delay)
+                if time.monotonic() + delay <= deadline:
+                    time.sleep(delay)
+                    continue
+                tried = f"tried {failures} times over {self.config.dispatch_retry:g} s"
+                if isinstance(exc, RedisUnavailable):
+                    raise self._refused(exc, queues, tried) from None
+                raise QueueConnectionError(
+                    f"cannot reach Redis at {self.config.redacted_url()} to dispatch "
+                    f"({tried}): {exc}"
+                ) from None
+            except redis.ResponseError as exc:  # a key of the wrong type, say: no retry
+                raise self._refused(exc, queues, "not retried") from None
 
-    def _remember(self, pipe: Any, queue: str) -> None:
-        """Record the queue name once per process so ``size`` never needs ``KEYS``."""
-        if queue not in self._known:
-            pipe.sadd(self.global_keys.known_queues, queue)
-            self._known.add(queue)
+    def _refused(
+        self,
+        exc: redis.ResponseError,
+        queues: Sequence[str] | Callable[[], list[str]],
+        tried: str,
+    ) -> DispatchRefused:
+        names = ", ".join(repr(q) for q in (queues() if callable(queues) else queues))
+        return DispatchRefused(
+            f"Redis at {self.config.redacted_url()} refused to queue tasks on {names} "
+            f"({tried}), so they were not queued: {exc}"
+        )
 
     # -- consuming --------------------------------------------------------------
 
@@ -272,15 +318,40 @@ class RedisQueue:
     # -- inspecting and administering -------------------------------------------
 
     def remember_queues(self, queues: Iterable[str]) -> None:
+        """Add ``queues`` to the registry (``rqueue:queues``) now."""
+        names = [self.keys(queue).name for queue in queues]
+        if names:
+            self.client.sadd(self.global_keys.known_queues, *names)
+            self._registered.update(dict.fromkeys(names, time.monotonic()))
+
+    def check_in(self, queues: Sequence[str]) -> bytes | None:
+        """Re-add a worker's ``queues`` to the registry and read the restart marker, in
+        one round trip: the worker parent's every tick, so a registry that FLUSHALL or a
+        restart without persistence emptied is whole again within a second.
+
+        Only the marker's error is raised: a registry write refused (``OOM``) is tried
+        again next tick and must not hold up the rest of the parent's work.
+        """
         pipe = self.client.pipeline(transaction=False)
-        for queue in queues:
-            self.keys(queue)
-            self._remember(pipe, queue)
-        pipe.execute()
+        pipe.sadd(self.global_keys.known_queues, *queues)
+        pipe.get(self.global_keys.restart)
+        marker: bytes | Exception | None = pipe.execute(raise_on_error=False)[1]
+        if isinstance(marker, Exception):
+            raise marker
+        return marker
 
     def known_queues(self) -> list[str]:
+        """Every queue in the registry. Its members came from Redis, so one that is not
+        a valid name (written by hand, or refused by a newer rule) is left out rather
+        than breaking every command that lists queues."""
         members: set[bytes] = self.client.smembers(self.global_keys.known_queues)  # type: ignore[assignment]
-        return sorted(m.decode() for m in members)
+        names = []
+        for member in members:
+            try:
+                names.append(validate_queue_name(member.decode("utf-8")))
+            except (UnicodeDecodeError, InvalidQueueName):
+                continue
+        return sorted(names)
 
     def sizes(self, queues: Sequence[str]) -> list[QueueSize]:
         pipe = self.client.pipeline(transaction=False)

@@ -1,12 +1,22 @@
-"""Riding out a Redis outage: backoff with jitter, and retrying a state change until it lands.
+"""Riding out a Redis outage: what counts as one, backoff with jitter, and retrying.
 
 A task's outcome (ack, release, fail) must never be dropped because Redis blinked,
 and a fleet of workers must not reconnect in lockstep: hence the jitter.
+
+An outage is not only a lost connection. During a failover or a restart Redis
+answers, but refuses: ``READONLY`` (a master turned replica), ``UNBLOCKED`` (a
+blocking pop cut short by that change), ``LOADING``, ``MASTERDOWN``, ``OOM`` and
+their siblings (:data:`TRANSIENT_REPLIES`). Each means the command did not run: a
+script is refused before its first write, never half way. So the connection's
+parser (``connect.py``) turns them into :class:`RedisUnavailable`, which is in
+:data:`REDIS_ERRORS`: every handler rides them out as it rides out a lost
+connection, in the worker parent, its children and at dispatch.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -14,7 +24,53 @@ import redis
 
 T = TypeVar("T")
 
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+TRANSIENT_REPLIES = frozenset(
+    {
+        "BUSY",  # a script or module command is running past its time limit
+        "CLUSTERDOWN",
+        "LOADING",  # restarting: the dataset is being loaded
+        "MASTERDOWN",  # a replica lost its master and serves no stale data
+        "MISCONF",  # snapshots fail, so writes are refused until the disk is fixed
+        "NOREPLICAS",  # fewer replicas than min-replicas-to-write
+        "OOM",  # maxmemory reached: a worker draining the queues frees it
+        "READONLY",  # a replica, for instance a master demoted by a failover
+        "TRYAGAIN",
+        "UNBLOCKED",  # a blocking pop cut short by a role change
+    }
+)
+"""Error codes of replies that mean "not now": the command did not run."""
+ROLE_CHANGES = frozenset({"MASTERDOWN", "READONLY", "UNBLOCKED"})
+"""Those that say this server is not (or no longer) the master: reconnect to find it."""
+
+# Before Redis 7 an error inside a script comes back as ``ERR Error running script
+# (call to f_<sha>): @user_script:1: ... -READONLY You can't write ...``.
+_SCRIPT_ERROR = re.compile(r"ERR Error running script .*?: -([A-Z]+ .*)", re.DOTALL)
+
+
+class RedisUnavailable(redis.ResponseError):
+    """Redis answered with one of :data:`TRANSIENT_REPLIES`: back off and try again.
+
+    A ``ResponseError``, not a ``ConnectionError``: the reply was read in full, so
+    the connection stays usable and a pipeline goes on reading the replies after it
+    (redis-py drops the connection on a ConnectionError from its parser). Its text
+    is Redis's reply, without the script wrapper: ``READONLY You can't write ...``.
+    """
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.code = reply.split(" ", 1)[0]
+
+
+def transient_reply(reply: str) -> str | None:
+    """An error reply as Redis gave it (unwrapped from a script error) if it is
+    transient, else None."""
+    if embedded := _SCRIPT_ERROR.match(reply):
+        reply = embedded.group(1)
+    return reply if reply.split(" ", 1)[0] in TRANSIENT_REPLIES else None
+
+
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, RedisUnavailable)
+"""What an outage raises: a lost or refused connection, a timeout, a transient refusal."""
 
 
 def backoff_delay(failures: int) -> float:

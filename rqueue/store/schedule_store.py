@@ -7,6 +7,11 @@ so a schedule is found by its name alone. :mod:`rqueue.schedules` owns the defin
 format and all timing; it reads and writes through :class:`ScheduleStore` and never
 names a key or a script. Every write is a compare-and-set against the definition's
 bytes as they were read, which is what makes concurrent changes and firings safe.
+
+With a secret, every definition written here is signed for its queue and name
+(``signing.sign_definition``), like every payload pushed: a worker turns a definition
+into signed payloads, so one written by anyone without the secret must not fire.
+:meth:`ScheduleStore.check` is what the scheduler asks before it fires one.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from rqueue.errors import InvalidPayload
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
-from rqueue.store.signing import sign
+from rqueue.store.signing import sign, sign_definition, verify_definition
 
 
 class StoredSchedule(NamedTuple):
@@ -24,6 +30,8 @@ class StoredSchedule(NamedTuple):
 
     definition: bytes
     next_ms: int | None
+    trusted: bool = True
+    """False if this process has a secret and the definition's signature fails it."""
 
 
 class Firing(NamedTuple):
@@ -85,7 +93,8 @@ class ScheduleStore:
         definition, score = pipe.execute()
         if definition is None:
             return None
-        return StoredSchedule(definition, None if score is None else int(score))
+        next_ms = None if score is None else int(score)
+        return StoredSchedule(definition, next_ms, self.trusted(queue, name, definition))
 
     def all(self) -> list[StoredSchedule]:
         """Every schedule in the index, read queue by queue in one round trip."""
@@ -98,17 +107,39 @@ class ScheduleStore:
             pipe.zrange(keys.schedules, 0, -1, withscores=True)
         replies = pipe.execute()
         found: list[StoredSchedule] = []
-        for i in range(len(queues)):
+        for i, queue in enumerate(queues):
             definitions, scores = replies[2 * i], dict(replies[2 * i + 1])
             for member, definition in definitions.items():
                 score = scores.get(member)
-                found.append(StoredSchedule(definition, None if score is None else int(score)))
+                next_ms = None if score is None else int(score)
+                trusted = self.trusted(queue, member, definition)
+                found.append(StoredSchedule(definition, next_ms, trusted))
         return found
 
     def definition(self, queue: str, name: str) -> bytes | None:
         """The definition's bytes alone: what a compare-and-set compares against."""
         found: bytes | None = self.client.hget(self.queue.keys(queue).schedule_defs, name)  # type: ignore[assignment]
         return found
+
+    # -- signatures ------------------------------------------------------------------
+
+    def check(self, queue: str, name: str | bytes, definition: bytes) -> None:
+        """Raise InvalidSignature if this process has a secret and ``definition``, stored
+        as schedule ``name`` on ``queue``, is not signed with it for that place."""
+        secret = self.queue.config.secret
+        if secret:
+            verify_definition(definition, secret, queue, name)
+
+    def trusted(self, queue: str, name: str | bytes, definition: bytes) -> bool:
+        try:
+            self.check(queue, name, definition)
+        except InvalidPayload:
+            return False
+        return True
+
+    def _signed(self, queue: str, name: str | bytes, definition: bytes) -> bytes:
+        secret = self.queue.config.secret
+        return sign_definition(definition, secret, queue, name) if secret else definition
 
     # -- changing --------------------------------------------------------------------
 
@@ -124,7 +155,7 @@ class ScheduleStore:
         saved = self.queue.scripts.save_schedule(
             self.client,
             (keys.schedules, keys.schedule_defs, keys.timer),
-            (name, read, definition, -1 if next_ms is None else next_ms),
+            (name, read, self._signed(queue, name, definition), -1 if next_ms is None else next_ms),
         )
         return bool(saved)
 
@@ -163,22 +194,45 @@ class ScheduleStore:
         return found
 
     def fire(self, firings: Sequence[Firing]) -> list[bool]:
-        """Send every firing in one round trip; True for each this worker won."""
+        """Send every firing in one round trip; True for each this worker won.
+
+        Signs what it writes: the payloads for their queue, the new definition for its
+        queue and name. The caller has checked the definition it read (:meth:`check`).
+        """
         secret = self.queue.config.secret
         pipe = self.client.pipeline(transaction=False)
         for firing in firings:
-            keys = self.queue.keys(firing.queue)
-            payloads = [sign(p, secret) for p in firing.payloads] if secret else firing.payloads
-            self.queue.scripts.fire_schedule.queue(
-                pipe,
-                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
-                (
-                    firing.name,
-                    firing.read_ms,
-                    firing.read,
-                    -1 if firing.next_ms is None else firing.next_ms,
-                    firing.definition,
-                    *payloads,
-                ),
-            )
+            payloads = firing.payloads
+            if secret:
+                payloads = [sign(p, secret, firing.queue) for p in payloads]
+            definition = self._signed(firing.queue, firing.name, firing.definition)
+            self._send_fire(pipe, firing, definition, payloads)
         return [bool(won) for won in execute(pipe, self.queue.scripts)]
+
+    def shelve(self, queue: str, name: bytes, read_ms: int, read: bytes) -> bool:
+        """Take a schedule that cannot fire off the timeline, its definition untouched
+        (so never signed by this worker); False if it changed since it was read.
+
+        It stays listed, and ``resume`` or ``update`` puts it back once it can fire.
+        """
+        firing = Firing(queue, name, read_ms, read, None, read, ())
+        pipe = self.client.pipeline(transaction=False)
+        self._send_fire(pipe, firing, read, ())
+        return bool(execute(pipe, self.queue.scripts)[0])
+
+    def _send_fire(
+        self, pipe: Any, firing: Firing, definition: bytes, payloads: Sequence[bytes]
+    ) -> None:
+        keys = self.queue.keys(firing.queue)
+        self.queue.scripts.fire_schedule.queue(
+            pipe,
+            (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
+            (
+                firing.name,
+                firing.read_ms,
+                firing.read,
+                -1 if firing.next_ms is None else firing.next_ms,
+                definition,
+                *payloads,
+            ),
+        )

@@ -93,11 +93,12 @@ class Scripts:
         return [v for v in vars(self).values() if isinstance(v, LuaScript)]
 
 
-def execute(pipe: Pipeline, scripts: Scripts) -> list[Any]:
+def execute(pipe: Pipeline, scripts: Scripts, raise_on_error: bool = True) -> list[Any]:
     """Run a pipeline of script calls, loading the scripts if Redis lost them.
 
     Only the calls that failed with NOSCRIPT are sent again, so nothing that took
-    effect the first time runs twice.
+    effect the first time runs twice. With ``raise_on_error`` false the other errors
+    are returned in place, for a caller that retries only the calls that failed.
     """
     commands = list(pipe.command_stack)
     results = pipe.execute(raise_on_error=False)
@@ -112,6 +113,6 @@ def execute(pipe: Pipeline, scripts: Scripts) -> list[Any]:
         for i, result in zip(missing, retried, strict=True):
             results[i] = result
     for result in results:
-        if isinstance(result, Exception):
+        if raise_on_error and isinstance(result, Exception):
             raise result
     return results

@@ -1,4 +1,4 @@
-"""Optional payload signing: an HMAC-SHA256 over every byte a worker trusts.
+"""Optional signing: an HMAC-SHA256 over every byte a worker trusts, bound to its place.
 
 With a secret configured (``RQUEUE_SECRET``), producers append a ``sig`` entry to
 each payload map and workers refuse a payload whose signature is missing or wrong,
@@ -6,17 +6,30 @@ before its task name is looked up (so its module is never imported). Anyone who 
 write to Redis but does not hold the secret can then no longer choose which tasks
 run with which arguments. See docs/security.md for what this does and does not cover.
 
-The signature covers the whole payload except the four attempt-counter bytes, which
-the Lua scripts patch in place on every reservation, release and retry. The map's
-entry count in the header is bumped to include ``sig`` before signing, so a signed
-payload is still an ordinary msgpack map that any reader can decode.
+A payload's signature covers the whole payload except the four attempt-counter
+bytes, which the Lua scripts patch in place on every reservation, release and retry,
+and it covers the name of the queue it was pushed to: moved to another queue (a
+signed ``default`` task pushed onto ``high``) it no longer verifies. The map's entry
+count in the header is bumped to include ``sig`` before signing, so a signed payload
+is still an ordinary msgpack map that any reader can decode.
+
+Schedule definitions are signed too (:func:`sign_definition`), bound to the queue and
+name they are stored under, because a worker turns them into signed payloads: without
+their own signature, whoever can write a definition could have any task signed.
+
+Messages a worker parent queues for its children (the failure report of
+``rqueue.worker.parent_failures``) are signed with :func:`parent_secret`, a key
+derived from the secret, so a payload dispatched by a producer can never pass for one.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import hmac
 import struct
+from typing import Any
+
+import msgpack
 
 from rqueue.errors import InvalidPayload
 from rqueue.store.header import ATTEMPTS_OFFSET, has_header
@@ -27,19 +40,29 @@ _DIGEST_SIZE = 32
 # fixstr "sig" then bin8 of 32 bytes: a fixed 6-byte prefix before the digest.
 _TRAILER = b"\xa3sig\xc4\x20"
 _SIGNED_TAIL = len(_TRAILER) + _DIGEST_SIZE
+# What a MAC is for comes first in its input, so one kind can never pass for another.
+_PAYLOAD, _DEFINITION = b"rqueue payload\0", b"rqueue schedule\0"
 
 
 class InvalidSignature(InvalidPayload):
-    """A payload that is unsigned or whose signature does not match the secret."""
+    """A payload or definition that is unsigned, or whose signature does not match."""
 
 
-def _mac(secret: str, unsigned: bytes) -> bytes:
-    covered = unsigned[:ATTEMPTS_OFFSET] + unsigned[ATTEMPTS_OFFSET + 4 :]
-    return hmac.new(secret.encode("utf-8"), covered, hashlib.sha256).digest()
+@functools.lru_cache(maxsize=256)
+def _keyed(secret: str, purpose: bytes, queue: str) -> Any:
+    """An HMAC already fed the secret, the purpose and the queue: per task, only a copy."""
+    return hmac.new(secret.encode("utf-8"), purpose + queue.encode("utf-8") + b"\0", "sha256")
 
 
-def sign(payload: bytes, secret: str) -> bytes:
-    """Append the ``sig`` entry to an encoded payload."""
+def _mac(secret: str, queue: str, unsigned: bytes) -> bytes:
+    mac = _keyed(secret, _PAYLOAD, queue).copy()
+    mac.update(unsigned[:ATTEMPTS_OFFSET])
+    mac.update(unsigned[ATTEMPTS_OFFSET + 4 :])
+    return mac.digest()  # type: ignore[no-any-return]
+
+
+def sign(payload: bytes, secret: str, queue: str) -> bytes:
+    """Append the ``sig`` entry to an encoded payload bound for ``queue``."""
     if not has_header(payload):
         raise InvalidPayload("only rqueue payloads can be signed")
     (entries,) = _ENTRY_COUNT.unpack_from(payload, _ENTRY_COUNT_OFFSET)
@@ -48,17 +71,76 @@ def sign(payload: bytes, secret: str) -> bytes:
         + _ENTRY_COUNT.pack(entries + 1)
         + payload[_ENTRY_COUNT_OFFSET + _ENTRY_COUNT.size :]
     )
-    return unsigned + _TRAILER + _mac(secret, unsigned)
+    return unsigned + _TRAILER + _mac(secret, queue, unsigned)
 
 
-def verify(payload: bytes, secret: str) -> None:
-    """Raise InvalidSignature unless ``payload`` was signed with ``secret``."""
+def verify(payload: bytes, secret: str, queue: str) -> None:
+    """Raise InvalidSignature unless ``payload`` was signed with ``secret`` for ``queue``."""
     if len(payload) <= _SIGNED_TAIL or payload[-_SIGNED_TAIL:-_DIGEST_SIZE] != _TRAILER:
         raise InvalidSignature(
             "payload is not signed, but this worker requires signed payloads (RQUEUE_SECRET)"
         )
     unsigned, digest = payload[: -_DIGEST_SIZE - len(_TRAILER)], payload[-_DIGEST_SIZE:]
-    if not has_header(unsigned) or not hmac.compare_digest(digest, _mac(secret, unsigned)):
+    if not has_header(unsigned) or not hmac.compare_digest(digest, _mac(secret, queue, unsigned)):
         raise InvalidSignature(
-            "payload signature does not match: it was altered, or signed with another secret"
+            "payload signature does not match: it was altered, signed with another secret, "
+            f"or signed for another queue than {queue!r}"
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def parent_secret(secret: str) -> str:
+    """The key worker parents sign their own messages with, derived from ``secret``."""
+    return hmac.new(secret.encode("utf-8"), b"rqueue worker parent", "sha256").hexdigest()
+
+
+# -- schedule definitions -------------------------------------------------------------
+
+
+def _definition_mac(secret: str, queue: str, name: str | bytes, fields: dict[Any, Any]) -> bytes:
+    """The MAC of a definition's fields but ``sig``, packed the one way msgpack packs them.
+
+    Re-packing the decoded map (rather than hashing the stored bytes) means what is
+    verified is exactly what the scheduler will read from those bytes.
+    """
+    body = {k: v for k, v in fields.items() if k != "sig"}
+    mac = _keyed(secret, _DEFINITION, queue).copy()
+    mac.update((name if isinstance(name, bytes) else name.encode("utf-8")) + b"\0")
+    mac.update(msgpack.packb(body, use_bin_type=True))
+    return mac.digest()  # type: ignore[no-any-return]
+
+
+def _fields(definition: bytes) -> dict[Any, Any]:
+    try:
+        fields = msgpack.unpackb(definition, raw=False, strict_map_key=False)
+    except Exception as exc:
+        raise InvalidSignature(f"schedule definition is unreadable: {exc}") from None
+    if not isinstance(fields, dict):
+        raise InvalidSignature("schedule definition is not a map")
+    return fields
+
+
+def sign_definition(definition: bytes, secret: str, queue: str, name: str | bytes) -> bytes:
+    """A schedule definition (a msgpack map) with a ``sig`` entry for ``queue``/``name``."""
+    fields = _fields(definition)
+    fields.pop("sig", None)
+    fields["sig"] = _definition_mac(secret, queue, name, fields)
+    return msgpack.packb(fields, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def verify_definition(definition: bytes, secret: str, queue: str, name: str | bytes) -> None:
+    """Raise InvalidSignature unless the definition was signed with ``secret`` for
+    schedule ``name`` on ``queue``."""
+    fields = _fields(definition)
+    digest = fields.get("sig")
+    name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+    if not isinstance(digest, bytes):
+        raise InvalidSignature(
+            f"schedule {name!r} is not signed, but this process requires signed schedules "
+            "(RQUEUE_SECRET): it was written without the secret"
+        )
+    if not hmac.compare_digest(digest, _definition_mac(secret, queue, name, fields)):
+        raise InvalidSignature(
+            f"schedule {name!r} signature does not match: its definition was altered in "
+            "Redis, moved, or signed with another secret"
         )

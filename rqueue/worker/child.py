@@ -25,15 +25,15 @@ from setproctitle import setproctitle
 from rqueue import events, registry
 from rqueue.config import Config
 from rqueue.current import set_current_job
-from rqueue.errors import InvalidPayload, TaskNotRegistered, TaskTimeout
+from rqueue.errors import InvalidPayload, TaskNotRegistered
 from rqueue.events import TaskEvent
-from rqueue.payload import decode
 from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
-from rqueue.store.signing import verify
+from rqueue.text import shown
 from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
+from rqueue.worker.admission import admit
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
@@ -140,7 +140,7 @@ class ChildWorker(InterruptibleWaits):
             self._give_back_read_ahead()
             self.batches.flush()
             self.slot.set(State.WAITING)
-            setproctitle(f"{self._title}: paused")
+            setproctitle(shown(f"{self._title}: paused"))
             self._sleep(0.2)
             return
         with self._claiming():
@@ -154,7 +154,7 @@ class ChildWorker(InterruptibleWaits):
         if batch is None:
             self.batches.flush()
             self.slot.set(State.EMPTY)
-            setproctitle(f"{self._title}: waiting")
+            setproctitle(shown(f"{self._title}: waiting"))
             self._wait_for_work()
             return
         if not self.options.effective_max_jobs and not self._should_exit():
@@ -239,17 +239,10 @@ class ChildWorker(InterruptibleWaits):
     # -- one task -----------------------------------------------------------------
 
     def _process(self, index: int, queue: str, payload: bytes, expires_at: float) -> None:
-        try:
-            if self.config.secret:  # before decoding: never look up an unsigned task
-                verify(payload, self.config.secret)
-            job = decode(payload)
+        try:  # before the lookup: never import the module of a payload we refuse
+            job = admit(payload, queue, self.config.secret)
         except InvalidPayload as exc:  # InvalidSignature included
             self.outcomes.rejected(index, queue, payload, None, type(exc).__name__, str(exc))
-            return
-        try:
-            task = registry.lookup(job.task)
-        except TaskNotRegistered as exc:
-            self.outcomes.rejected(index, queue, payload, job, "TaskNotRegistered", str(exc))
             return
         tries = job.tries or self.options.tries
         if job.attempts > tries:
@@ -258,20 +251,29 @@ class ChildWorker(InterruptibleWaits):
             return
         timeout = job.timeout or self.options.timeout
         started = time.monotonic()
+        # The attempt starts here, before the lookup: importing the task's module is
+        # part of it, under its time limit, and a child that dies importing (os._exit,
+        # a crash in C) has used up an attempt instead of giving the task back for ever.
         self.slot.set(State.RUNNING, index, started + timeout + self.options.kill_grace)
-        setproctitle(f"{self._title}: running {job.task} {job.id}")
-        if events.has_listeners("processing"):
-            events.emit(TaskEvent("processing", job))
-        set_current_job(job)
+        task = None
         try:
             self.time_limit.arm(timeout)
             try:
+                task = registry.lookup(job.task, self.options.preload)
+                setproctitle(shown(f"{self._title}: running {job.task} {job.id}"))
+                if events.has_listeners("processing"):
+                    events.emit(TaskEvent("processing", job))
+                set_current_job(job)
                 result = task.fn(*job.args, **job.kwargs)
             finally:
                 self.time_limit.disarm()
-        except (Exception, TaskTimeout) as exc:
-            duration = time.monotonic() - started
-            self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
+        except BaseException as exc:  # SystemExit and the like too: user code raised it
+            if task is None and type(exc) is TaskNotRegistered:
+                # Not a task (TaskImportFailed, its subclass, is an attempt that failed).
+                self.outcomes.rejected(index, queue, payload, job, "TaskNotRegistered", str(exc))
+            else:
+                duration = time.monotonic() - started
+                self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
             return
         duration = time.monotonic() - started
         # A success is the hot path, so it is settled here: the ack waits for the next

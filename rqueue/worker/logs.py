@@ -1,4 +1,12 @@
-"""Logging setup for ``rqueue work``: one line per task, text for people or JSON for machines."""
+"""Logging setup for ``rqueue work``: one line per task, text for people or JSON for machines.
+
+Log lines carry task names, ids, queue names and exception messages that came from
+Redis or from task code. Both formatters mask credentials in them, and the text one
+escapes them (:func:`rqueue.text.shown`): a newline in a task name cannot forge a
+line, an ANSI or OSC sequence never reaches the terminal that tails the log. Done
+here, where every record is formatted, not at each call that logs such a field.
+JSON needs no escaping of its own: ``json.dumps`` escapes every control character.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ import time
 from typing import Any
 
 from rqueue.payload import Job
+from rqueue.text import redact, shown
 
 _STANDARD = set(vars(logging.makeLogRecord({})))
 
@@ -23,23 +32,35 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "pid": record.process,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
-            entry["traceback"] = self.formatException(record.exc_info)
+            entry["traceback"] = redact(self.formatException(record.exc_info))
         return json.dumps(entry, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL [pid] message``, each line escaped and redacted; a traceback keeps
+    its own line breaks, escaped within them."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s [%(process)d] %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return shown(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        return shown(super().formatException(ei), multiline=True)
+
+    def formatStack(self, stack_info: str) -> str:
+        return shown(super().formatStack(stack_info), multiline=True)
 
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     """Set up the ``rqueue`` logger once, in the parent, before children are forked."""
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(message)s")
-        )
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logger = logging.getLogger("rqueue")
     logger.handlers[:] = [handler]
     logger.setLevel(level.upper())

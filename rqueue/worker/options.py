@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from rqueue.config import Limit
+from rqueue.payload import MAX_TIMEOUT_SECONDS, MAX_TRIES
 from rqueue.store.keys import validate_queue_name
+
+MAX_COUNT = 2**32 - 1
+"""The largest count of tasks or megabytes an option takes: more is taken for a mistake."""
+_SECONDS = Limit(0, MAX_TIMEOUT_SECONDS, unit="seconds")
+"""A duration: at most what a payload can hold as a task's timeout (about 49.7 days)."""
+
+LIMITS: Mapping[str, Limit] = {
+    "concurrency": Limit(1, 1000, whole=True),
+    "timeout": Limit(0.001, MAX_TIMEOUT_SECONDS, unit="seconds"),
+    "tries": Limit(1, MAX_TRIES, whole=True),
+    "sleep": _SECONDS,
+    "block_for": _SECONDS,
+    "max_jobs": Limit(0, MAX_COUNT, whole=True),
+    "max_time": _SECONDS,
+    "memory": Limit(0, MAX_COUNT, whole=True, unit="MB"),
+    "rest": _SECONDS,
+    "prefetch": Limit(1, 1000, whole=True),
+    "kill_grace": _SECONDS,
+    "reservation_margin": _SECONDS,
+}
+"""The range of every numeric field below; ``rqueue work`` checks its options against
+the same table, so the command and the Python API refuse the same values. ``timeout``
+and ``tries`` have the bounds ``@task`` gives a task's own."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +49,9 @@ class WorkerOptions:
     """Seconds an idle child blocks waiting for a push before polling again."""
     once: bool = False
     stop_when_empty: bool = False
+    """Stop once no task is ready or running; delayed ones do not count (Laravel's)."""
+    stop_when_drained: bool = False
+    """Stop once no task is ready, delayed (a retry in backoff too) or reserved."""
     max_jobs: int = 0
     max_time: float = 0.0
     memory: int = 0
@@ -44,14 +73,8 @@ class WorkerOptions:
             raise ValueError("give at least one queue name")
         for name in self.queues:
             validate_queue_name(name)
-        if self.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if self.tries < 1:
-            raise ValueError("tries must be at least 1")
-        if self.timeout <= 0:
-            raise ValueError("timeout must be positive")
-        if not 1 <= self.prefetch <= 1000:
-            raise ValueError("prefetch must be between 1 and 1000")
+        for name, limit in LIMITS.items():
+            limit.check(name, getattr(self, name))
 
     @property
     def batch_limit(self) -> int:
@@ -69,3 +92,8 @@ class WorkerOptions:
     @property
     def effective_max_jobs(self) -> int:
         return 1 if self.once else self.max_jobs
+
+    @property
+    def stops_when_idle(self) -> bool:
+        """``--stop-when-empty`` or ``--stop-when-drained``: the parent watches for idleness."""
+        return self.stop_when_empty or self.stop_when_drained

@@ -17,14 +17,14 @@ import time
 import traceback
 from typing import Any
 
-from rqueue import events, registry
-from rqueue.errors import TaskNotRegistered, TaskTimeout
+from rqueue import events
+from rqueue.errors import TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
 from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.task import Hook, call_hook
+from rqueue.task import Hook, call_hook, registered_task
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Slot, State
@@ -68,22 +68,15 @@ class Outcomes:
         # The task has stopped: no kill deadline while Redis is slow to take its outcome
         # (still RUNNING, so a death here is settled by the parent as a crash).
         self.slot.set(State.RUNNING, index)
+        kind, message = describe(exc)
         if will_retry:
             delay = job.backoff_for(job.attempts)
             self.persist(lambda: self.queue.release(queue, [payload], delay))
         else:
-            record = make_record(
-                queue,
-                payload,
-                type(exc).__name__,
-                str(exc),
-                "".join(traceback.format_exception(exc)),
-                job,
-                timed_out,
-            )
+            record = make_record(queue, payload, kind, message, _traceback(exc), job, timed_out)
             self.persist(lambda: self.queue.fail(queue, payload, record))
         self.reporting(index)
-        outcome = "timed out" if timed_out else f"raised {type(exc).__name__}: {exc}"
+        outcome = "timed out" if timed_out else f"raised {kind}: {message}"
         log_outcome(
             log,
             job,
@@ -110,10 +103,8 @@ class Outcomes:
             self._final_failure(job, None)
 
     def _final_failure(self, job: Job, exc: BaseException | None) -> None:
-        try:
-            task = registry.lookup(job.task)
-        except TaskNotRegistered:
-            task = None
+        # No import here: a task that ran is registered, and one that did not has no hook.
+        task = registered_task(job.task)
         if task is not None and exc is not None and task.options.after_failed is not None:
             self.run_hook(task.options.after_failed, exc, job)
         events.emit(TaskEvent("failed", job, exception=exc))
@@ -126,7 +117,15 @@ class Outcomes:
     def run_hook(self, hook: Hook, value: Any, job: Job) -> None:
         try:
             call_hook(hook, value, job)
-        except Exception:
+        except BaseException:  # SystemExit too: a hook must not end the worker
             log.exception(
                 "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
             )
+
+
+def _traceback(exc: BaseException) -> str:
+    """The formatted traceback, or a note: a broken exception must not stop its report."""
+    try:
+        return utf8("".join(traceback.format_exception(exc)))
+    except Exception as failure:
+        return f"(the traceback could not be formatted: {describe(failure)[1]})"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import functools
 import logging
 
-from rqueue.errors import InvalidPayload, QueueConnectionError
+from rqueue.errors import InvalidPayload
 from rqueue.failed import make_record
-from rqueue.payload import decode, encode
+from rqueue.payload import decode
 from rqueue.store.header import payload_attempts, payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
@@ -35,12 +35,24 @@ class Recovery:
         self.persist = persist
 
     def recover(
-        self, view: SlotView, claims: str, how: str, killed_for_timeout: bool, cold: bool
+        self, view: SlotView | None, claims: str, how: str, killed_for_timeout: bool, cold: bool
     ) -> None:
-        self._settle_slot(view, how, killed_for_timeout, cold)
-        self._give_back_claims(view, claims)
+        """``view`` is None when the child died halfway through writing its slot.
 
-    def _give_back_claims(self, view: SlotView, claims: str) -> None:
+        Nothing in the slot can be trusted then, so nothing is acknowledged or retried
+        from it: its tasks come back when their reservations expire (a finished one may
+        run again, none is lost), and its claims key is given back whole.
+        """
+        if view is None:
+            log.warning(
+                "a worker died while writing its scoreboard slot; its tasks come "
+                "back when their reservations expire"
+            )
+        else:
+            self._settle_slot(view, how, killed_for_timeout, cold)
+        self._give_back_claims(view.held if view is not None else (), claims)
+
+    def _give_back_claims(self, held_tasks: tuple[Held, ...], claims: str) -> None:
         """Give back a batch the child had reserved but not taken into its slot yet.
 
         The child reserves its next batch while it runs the current one (reservations.py),
@@ -48,7 +60,7 @@ class Recovery:
         there that the slot does not hold never started; release.lua moves only those
         still reserved with these exact bytes, and deletes the key in the same step.
         """
-        held = set(view.held)
+        held = set(held_tasks)
         for name in self.options.queues:
             claimed = self.persist(functools.partial(self.queue.claimed, name, claims))
             if not claimed:
@@ -114,18 +126,8 @@ class Recovery:
             )
             record = make_record(name, member, kind, message, job=job, timed_out=killed_for_timeout)
             self.persist(lambda: self.queue.fail(name, member, record))
-            if job is not None:
-                self._report_to_hooks(name, member, kind, message)
-
-    def _report_to_hooks(self, name: str, member: bytes, kind: str, message: str) -> None:
-        """Queue the internal task that runs ``after_failed`` and listeners in a child."""
-        report = parent_failures.report.make_job((member, kind, message), {})
-        report.queue = name
-        encoded = encode(report, self.queue.config.max_payload_bytes)
-        try:
-            self.queue.push(name, [encoded])
-        except QueueConnectionError as exc:  # the failure itself is recorded; only hooks miss it
-            log.warning("could not queue after_failed for task %s: %s", payload_id(member), exc)
+            if job is not None:  # after_failed and listeners run in a child
+                parent_failures.queue_report(self.queue, name, record)
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
         members = self.persist(lambda: self.queue.reserved_payloads(name))

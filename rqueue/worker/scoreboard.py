@@ -13,6 +13,7 @@ import fcntl
 import mmap
 import struct
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -49,6 +50,7 @@ _GLOBAL = struct.Struct("<Bxxxxxxxq")  # paused flag, tasks processed by exited 
 _HEADER = struct.Struct("<qiiiidq")  # seq, state, queue, count, current, deadline, processed
 _ENTRY = struct.Struct("<32sI")
 _SEQ = struct.Struct("<q")
+_TORN_AFTER = 0.05  # seconds a write may stay unfinished before the slot counts as torn
 _GLOBAL_SIZE = _GLOBAL.size
 
 
@@ -79,27 +81,44 @@ class Scoreboard:
     def retire(self, index: int) -> None:
         """Fold a dead child's processed count into the total and empty its slot."""
         paused, retired = _GLOBAL.unpack_from(self._memory, 0)
-        _GLOBAL.pack_into(self._memory, 0, paused, retired + self.read(index).processed)
+        _GLOBAL.pack_into(self._memory, 0, paused, retired + self._processed(index))
         self.clear(index)
 
     def offset(self, index: int) -> int:
         return _GLOBAL_SIZE + index * self.slot_size
 
-    def read(self, index: int) -> SlotView:
+    def read(self, index: int) -> SlotView | None:
+        """A consistent view of a slot, or None if a write stays unfinished.
+
+        A live child finishes a write within microseconds, so this retries briefly.
+        A child killed halfway through one never finishes it: waiting for it would
+        hang the parent, and the half-written slot may pair an old header (say,
+        twenty tasks done) with a new batch's entries, so it must not be trusted.
+        """
+        deadline = time.monotonic() + _TORN_AFTER
+        while (view := self._read_once(index)) is None:
+            if time.monotonic() > deadline:
+                return None
+        return view
+
+    def _processed(self, index: int) -> int:
+        """A slot's processed count, read without waiting (a count, not a decision)."""
+        processed: int = _HEADER.unpack_from(self._memory, self.offset(index))[6]
+        return processed
+
+    def _read_once(self, index: int) -> SlotView | None:
         offset = self.offset(index)
         memory = self._memory
-        while True:
-            seq, state, queue, count, current, deadline, processed = _HEADER.unpack_from(
-                memory, offset
+        seq, state, queue, count, current, deadline, processed = _HEADER.unpack_from(memory, offset)
+        held = tuple(
+            Held(raw.decode("ascii", "replace"), attempts)
+            for raw, attempts in _ENTRY.iter_unpack(
+                memory[offset + _HEADER.size : offset + _HEADER.size + _ENTRY.size * count]
             )
-            held = tuple(
-                Held(raw.decode("ascii", "replace"), attempts)
-                for raw, attempts in _ENTRY.iter_unpack(
-                    memory[offset + _HEADER.size : offset + _HEADER.size + _ENTRY.size * count]
-                )
-            )
-            if seq % 2 == 0 and _HEADER.unpack_from(memory, offset)[0] == seq:
-                return SlotView(State(state), queue, held, current, deadline, processed)
+        )
+        if seq % 2 == 0 and _HEADER.unpack_from(memory, offset)[0] == seq:
+            return SlotView(State(state), queue, held, current, deadline, processed)
+        return None
 
     def clear(self, index: int) -> None:
         offset = self.offset(index)
@@ -107,7 +126,7 @@ class Scoreboard:
 
     def total_processed(self) -> int:
         retired: int = _GLOBAL.unpack_from(self._memory, 0)[1]
-        return retired + sum(self.read(i).processed for i in range(self.slots))
+        return retired + sum(self._processed(i) for i in range(self.slots))
 
     @contextlib.contextmanager
     def claiming(self) -> Iterator[None]:
@@ -123,7 +142,7 @@ class Scoreboard:
         return sum(
             len(v.held) - v.current
             for v in views
-            if v.state in (State.HOLDING, State.RUNNING, State.REPORTING)
+            if v is not None and v.state in (State.HOLDING, State.RUNNING, State.REPORTING)
         )
 
 

@@ -27,6 +27,7 @@ from rqueue.payload import new_id
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
+from rqueue.text import shown
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
@@ -68,19 +69,25 @@ class Supervisor(InterruptibleWaits):
             importlib.import_module(module)
         self.queue = RedisQueue(self.config)
         self.queue.ping()
-        self.queue.remember_queues(self.options.queues)
         self.scheduler = Scheduler(self.queue, self.options.queues, self.options.schedule)
+        # Registered in the registry by the first tick, which also rides out a Redis that
+        # refuses writes for now (a failover): reading works on a replica too.
         self._restart_marker = self.queue.restart_marker()
         self.board = Scoreboard(self.options.effective_concurrency, self.options.batch_limit)
         self.recovery = Recovery(self.queue, self.options, self._persist)
         self._started = time.monotonic()
         self._install_signals()
-        setproctitle(f"rqueue: master {','.join(self.options.queues)}")
+        setproctitle(shown(f"rqueue: master {','.join(self.options.queues)}"))
         log.info(
-            "worker started: queues %s, concurrency %d, pid %d",
+            "worker started: queues %s, concurrency %d, pid %d, task modules %s",
             ",".join(self.options.queues),
             self.options.effective_concurrency,
             os.getpid(),
+            # registry.py: what a name read from Redis may make this worker import.
+            f"-A {', '.join(self.options.preload)} only"
+            if self.options.preload
+            else "imported on demand from the project directory (name them with -A to "
+            "allow only those)",
         )
         for number in range(1, self.options.effective_concurrency + 1):
             if self.stopping:  # a stop signal arrived mid-way: start no child it missed
@@ -97,12 +104,13 @@ class Supervisor(InterruptibleWaits):
                 failures += 1
                 if failures == 1:
                     log.warning(
-                        "Redis at %s unreachable (%s); retrying", self.config.redacted_url(), exc
+                        "Redis at %s unavailable (%s); retrying", self.config.redacted_url(), exc
                     )
                 self._sleep(backoff_delay(failures))
         if self.reload:
             log.info("reloading: starting a fresh worker process")
-            os.execv(sys.executable, [sys.executable, "-m", "rqueue", *sys.argv[1:]])
+            argv = [sys.executable, "-m", "rqueue", *without_redis_url(sys.argv[1:])]
+            os.execve(sys.executable, argv, {**os.environ, "REDIS_URL": self.config.redis_url})
         log.info("worker stopped")
         return 0
 
@@ -113,12 +121,12 @@ class Supervisor(InterruptibleWaits):
         self._enforce_deadlines()
         # While stopping, poll children briskly: a SIGCHLD that lands just before the
         # blocking wait starts would otherwise cost a whole tick.
-        wait = 0.05 if self.stopping else _TICK / 4 if self.options.stop_when_empty else _TICK
+        wait = 0.05 if self.stopping else _TICK / 4 if self.options.stops_when_idle else _TICK
         if not self.stopping:
-            wait = min(wait, self._migrate())  # first: due tasks are what we woke up for
+            self._respawn()  # before any Redis call: an outage must not hold it up
+            wait = min(wait, self._migrate())  # due tasks are what we woke up for
             self._check_limits()
             wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
-            self._respawn()
         if self.children or not self.stopping:
             self._wait(min(wait, self._time_to_next_deadline()))
 
@@ -159,9 +167,9 @@ class Supervisor(InterruptibleWaits):
             and self.board.total_processed() >= options.effective_max_jobs
         ):
             reason = f"processed {self.board.total_processed()} tasks"
-        elif options.stop_when_empty and self._all_empty():
-            reason = "queues are empty"
-        elif self.queue.restart_marker() != self._restart_marker:
+        elif options.stops_when_idle and self._all_empty():
+            reason = "queues are drained" if options.stop_when_drained else "queues are empty"
+        elif self._restart_requested():
             log.info("restart requested through Redis")
             self.reload = True
             reason = "reloading"
@@ -169,15 +177,28 @@ class Supervisor(InterruptibleWaits):
             log.info("stopping: %s", reason)
             self._begin_stop()
 
+    def _restart_requested(self) -> bool:
+        """True once ``rqueue restart`` wrote a marker other than the one seen at start.
+
+        A missing marker is no request: FLUSHALL, or a Redis restart without
+        persistence, deletes it, and must not reload every worker. The same round trip
+        re-adds this worker's queues to the registry, which those events empty too.
+        """
+        marker = self.queue.check_in(self.options.queues)
+        return marker is not None and marker != self._restart_marker
+
     def _all_empty(self) -> bool:
         views = [self.board.read(c.number - 1) for c in self.children.values()]
         if len(views) < self.options.effective_concurrency:
             return False
-        if any(v.state != State.EMPTY for v in views):
+        if any(v is None or v.state != State.EMPTY for v in views):
             return False
         if any(self.queue.migrate(name).moved for name in self.options.queues):
             return False
-        return all(size.ready == 0 for size in self.queue.sizes(self.options.queues))
+        sizes = self.queue.sizes(self.options.queues)
+        if self.options.stop_when_drained:  # retries in backoff, other workers' tasks in hand
+            return all(s.ready == s.delayed == s.reserved == 0 for s in sizes)
+        return all(s.ready == 0 for s in sizes)
 
     # -- children ---------------------------------------------------------------------
 
@@ -257,6 +278,8 @@ class Supervisor(InterruptibleWaits):
         now = time.monotonic()
         for pid, child in self.children.items():
             view = self.board.read(child.number - 1)
+            if view is None:  # died mid-write: reaped, not killed, on the next tick
+                continue
             if view.state in (State.RUNNING, State.REPORTING) and 0 < view.deadline < now:
                 log.warning(
                     "worker %d (pid %d) overran its deadline by %.1f s; killing it",
@@ -271,6 +294,7 @@ class Supervisor(InterruptibleWaits):
         deadlines = [
             v.deadline
             for v in (self.board.read(c.number - 1) for c in self.children.values())
+            if v is not None
             if v.state in (State.RUNNING, State.REPORTING) and v.deadline > 0
         ]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else _TICK
@@ -282,7 +306,7 @@ class Supervisor(InterruptibleWaits):
         if failures > 100:
             raise exc
         if failures == 1:
-            log.warning("Redis at %s unreachable (%s); retrying", self.config.redacted_url(), exc)
+            log.warning("Redis at %s unavailable (%s); retrying", self.config.redacted_url(), exc)
         time.sleep(backoff_delay(failures))
 
     # -- signals ------------------------------------------------------------------------
@@ -351,3 +375,18 @@ class Supervisor(InterruptibleWaits):
 
     def _on_child(self, signum: int, frame: FrameType | None) -> None:
         self._interrupt()
+
+
+def without_redis_url(args: list[str]) -> list[str]:
+    """``args`` without ``--redis-url``: a reload passes the URL in its environment, which
+    only its own user can read, never again in a command line that ``ps`` shows to all."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--redis-url":
+            skip = True
+        elif not arg.startswith("--redis-url="):
+            kept.append(arg)
+    return kept

@@ -4,7 +4,8 @@
 -- ARGV[1] schedule name
 -- ARGV[2] the score this worker read (the trigger it is firing from)
 -- ARGV[3] the definition bytes this worker read
--- ARGV[4] the next fire time in ms, or -1 if the schedule is finished
+-- ARGV[4] the next fire time in ms, or -1 if the schedule is finished (or shelved:
+--         a definition that cannot fire leaves the timeline, ARGV[5] = ARGV[3])
 -- ARGV[5] the new definition bytes (last run, finished flag)
 -- ARGV[6..] payloads to push, one per trigger (ids derived from name and trigger)
 -- Returns 1 if this call fired, 0 if another worker (or a change) got there first.
