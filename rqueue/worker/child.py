@@ -83,7 +83,8 @@ class ChildWorker(InterruptibleWaits):
         self.stop_requested = False
         self.recycle = False
         self._parent_checked_at = 0.0
-        self._title = (
+        # Queue names are checked (store/keys.py), and escaped once here all the same.
+        self._title = shown(
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
         )
 
@@ -140,7 +141,7 @@ class ChildWorker(InterruptibleWaits):
             self._give_back_read_ahead()
             self.batches.flush()
             self.slot.set(State.WAITING)
-            setproctitle(shown(f"{self._title}: paused"))
+            setproctitle(f"{self._title}: paused")
             self._sleep(0.2)
             return
         with self._claiming():
@@ -154,7 +155,7 @@ class ChildWorker(InterruptibleWaits):
         if batch is None:
             self.batches.flush()
             self.slot.set(State.EMPTY)
-            setproctitle(shown(f"{self._title}: waiting"))
+            setproctitle(f"{self._title}: waiting")
             self._wait_for_work()
             return
         if not self.options.effective_max_jobs and not self._should_exit():
@@ -260,7 +261,10 @@ class ChildWorker(InterruptibleWaits):
             self.time_limit.arm(timeout)
             try:
                 task = registry.lookup(job.task, self.options.preload)
-                setproctitle(shown(f"{self._title}: running {job.task} {job.id}"))
+                # A registered name is Python identifiers; the id, from Redis, is
+                # escaped unless it is plain (it is, unless forged): a per-task cost.
+                job_id = job.id if job.id.isalnum() else shown(job.id)
+                setproctitle(f"{self._title}: running {job.task} {job_id}")
                 if events.has_listeners("processing"):
                     events.emit(TaskEvent("processing", job))
                 set_current_job(job)
