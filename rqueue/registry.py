@@ -19,7 +19,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import site
 import sys
+import sysconfig
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from typing import Any
@@ -125,15 +127,28 @@ def _find_top_level(top: str) -> ModuleSpec | None:
 
 
 def _in_project(spec: ModuleSpec) -> bool:
-    """True if every file or folder of the module lies under a project root."""
+    """True if every file or folder of the module lies under a project root, and none
+    in an installation (a project's own ``.venv`` or ``.tox`` lies under its root)."""
     if spec.origin is not None and spec.has_location:
-        locations = [spec.origin]
+        locations = [os.path.realpath(spec.origin)]
     else:
-        locations = list(spec.submodule_search_locations or [])
+        locations = [os.path.realpath(p) for p in spec.submodule_search_locations or []]
     roots = [os.path.realpath(p or os.curdir) for p in _project_roots()]
+    installed = _installed_roots()
     return bool(locations) and all(
-        any(_under(os.path.realpath(location), root) for root in roots) for location in locations
+        any(_under(location, root) for root in roots)
+        and not any(_under(location, root) for root in installed)
+        for location in locations
     )
+
+
+def _installed_roots() -> list[str]:
+    """Where the standard library and installed packages live, for this interpreter."""
+    paths = sysconfig.get_paths()
+    found = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    found.update(site.getsitepackages())
+    found.add(site.getusersitepackages())
+    return [os.path.realpath(p) for p in found]
 
 
 def _project_roots() -> list[str]:

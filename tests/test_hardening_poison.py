@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import site
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -96,6 +97,21 @@ def test_a_module_outside_the_project_is_never_imported_by_a_name_from_redis(
     assert type(refused.value) is TaskNotRegistered  # final: not worth a retry
     assert module not in sys.modules, "the module was imported"
     assert "-A" in str(refused.value) or "__main__" in str(refused.value)
+
+
+def test_installed_packages_under_the_project_directory_are_not_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's own .venv or .tox lies under its directory: still not the project."""
+    installed = tmp_path / ".venv" / "site-packages"
+    (installed / "fake_installed").mkdir(parents=True)
+    (installed / "fake_installed" / "__init__.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(installed)])
+    with pytest.raises(TaskNotRegistered, match="not in the project"):
+        registry.lookup("fake_installed:x")
+    assert "fake_installed" not in sys.modules
 
 
 def test_the_worker_refuses_stdlib_modules_and_runs_what_follows(
