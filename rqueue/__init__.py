@@ -1,15 +1,18 @@
 """rqueue: a Laravel-style task queue for Python on Redis."""
 
 from rqueue import schedules
-from rqueue.config import Config
+from rqueue.config import Config, ConfigError
 from rqueue.current import current_job
 from rqueue.errors import (
+    DispatchRefused,
     InvalidPayload,
     InvalidQueueName,
     InvalidSchedule,
+    InvalidTaskOption,
     PayloadTooLarge,
     QueueConnectionError,
     RQueueError,
+    TaskImportFailed,
     TaskNotRegistered,
     TaskTimeout,
     UnserializableArgument,
@@ -26,10 +29,13 @@ from rqueue.worker.options import WorkerOptions
 __all__ = [
     "CancelOutcome",
     "Config",
+    "ConfigError",
+    "DispatchRefused",
     "Dispatched",
     "InvalidPayload",
     "InvalidQueueName",
     "InvalidSchedule",
+    "InvalidTaskOption",
     "Job",
     "PayloadTooLarge",
     "PendingDispatch",
@@ -38,6 +44,7 @@ __all__ = [
     "RedisQueue",
     "Task",
     "TaskEvent",
+    "TaskImportFailed",
     "TaskNotRegistered",
     "TaskTimeout",
     "UnserializableArgument",

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 import msgpack
 
+from rqueue.arguments import STRINGS, check_arguments, describe_unencodable
 from rqueue.errors import (
     InvalidPayload,
     InvalidTaskOption,
@@ -36,9 +36,6 @@ MAX_TIMEOUT_SECONDS = (2**32 - 1) / 1000
 MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
 """A delay (``later()``, a backoff) over ten years is taken for a mistake (milliseconds
 given as seconds, a wrong year)."""
-MAX_NESTING = 500
-"""Deepest an argument may nest; msgpack decodes at most 1,024 levels, and the payload's
-own map and lists take some of them."""
 
 
 @dataclass(slots=True)
@@ -109,7 +106,9 @@ class PayloadTemplate:
             # The entries without their map's one-byte fixmap header (< 16 entries).
             self._shared = _pack(shared)[1:]
         except (TypeError, ValueError, OverflowError) as exc:
-            raise UnserializableArgument(_describe_unencodable(job, exc)) from None
+            raise UnserializableArgument(
+                describe_unencodable(job.task, job.args, job.kwargs, exc)
+            ) from None
         self._prefix = HEADER.pack(
             0xDE,
             FIXED_ENTRIES + len(shared) + 2,
@@ -139,7 +138,7 @@ class PayloadTemplate:
         raw_id = task_id.encode("ascii")
         if len(raw_id) != ID_LENGTH:
             raise ValueError(f"a task id is {ID_LENGTH} ASCII characters, got {task_id!r}")
-        _check_arguments(self.job.task, args, kwargs)
+        check_arguments(self.job.task, args, kwargs)
         try:
             packed_args = _pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = _pack(kwargs) if kwargs else _EMPTY_MAP
@@ -148,7 +147,9 @@ class PayloadTemplate:
             )
         except (TypeError, ValueError, OverflowError) as exc:
             job = replace(self.job, id=task_id, args=tuple(args), kwargs=kwargs)
-            raise UnserializableArgument(_describe_unencodable(job, exc)) from None
+            raise UnserializableArgument(
+                describe_unencodable(job.task, job.args, job.kwargs, exc)
+            ) from None
         if max_bytes is not None and len(data) > max_bytes:
             raise PayloadTooLarge(
                 f"task {self.job.task} encodes to {len(data)} bytes, over the limit of "
@@ -195,7 +196,7 @@ def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
         raise TypeError("attempts and timeout_ms must be integers")
     if (task_id, attempts, timeout_ms) != fixed:
         raise ValueError("id, attempts or timeout_ms differ from the fixed header")
-    if kwargs and not _STRINGS.issuperset(map(type, kwargs)):
+    if kwargs and not STRINGS.issuperset(map(type, kwargs)):
         raise TypeError("kwargs keys must be strings")
     tries, backoff, meta = fields.get("tries"), fields.get("backoff"), fields.get("meta")
     return Job(
@@ -278,7 +279,7 @@ def _checked_moment(moment: object) -> float:
 
 
 def _checked_meta(meta: object) -> dict[str, Any]:
-    if type(meta) is not dict or (meta and not _STRINGS.issuperset(map(type, meta))):
+    if type(meta) is not dict or (meta and not STRINGS.issuperset(map(type, meta))):
         raise TypeError("meta must be a map with string keys")
     return meta
 
@@ -296,128 +297,3 @@ def _timeout_ms(timeout: float | None) -> int:
 
 def _pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
-
-
-# -- arguments: what a worker can get back, and naming the one it cannot ------------------
-
-
-def _check_arguments(task: str, args: Any, kwargs: Any) -> None:
-    """Refuse what msgpack would encode but a worker could not decode as it was given.
-
-    The rule is that whatever encode accepts, decode gives back: so ``args`` must be a
-    list or tuple and ``kwargs`` a dict with string keys, no dict key may be a list,
-    tuple or dict (it comes back as a list, which cannot be a key) or NaN (it never
-    equals itself), and nothing may nest deeper than MAX_NESTING. Plain scalars, the
-    usual arguments, are let through without a walk.
-    """
-    if not isinstance(args, (list, tuple)):
-        raise UnserializableArgument(
-            f"the args of task {task} must be a list or tuple, got {type(args).__name__}"
-        )
-    if not isinstance(kwargs, dict) or (kwargs and not _STRINGS.issuperset(map(type, kwargs))):
-        raise UnserializableArgument(f"the kwargs of task {task} must be a dict with string keys")
-    if _SCALARS.issuperset(map(type, args)) and (
-        not kwargs or _SCALARS.issuperset(map(type, kwargs.values()))
-    ):
-        return
-    found = _find(args, kwargs, _returnable)
-    if found is not None:
-        raise UnserializableArgument(
-            f"cannot encode argument {found[0]} of task {task}: {found[2]}"
-        )
-
-
-def _describe_unencodable(job: Job, exc: Exception) -> str:
-    found = _find(job.args, job.kwargs, _encodable)
-    if found is None:
-        return f"cannot encode the arguments of task {job.task}: {exc}"
-    path, value, _ = found
-    kind = type(value).__name__
-    hint = ""
-    if isinstance(value, datetime) and value.tzinfo is None:
-        hint = " (naive datetimes are refused: attach a timezone)"
-    elif isinstance(value, int):
-        hint = " (integers must fit in 64 bits)"
-    elif isinstance(value, str):
-        hint = " (it holds a lone surrogate, which UTF-8 cannot encode)"
-    return (
-        f"cannot encode argument {path} of task {job.task}: {kind} value is not supported "
-        f"by msgpack{hint}; pass None, bool, int, float, str, bytes, lists, dicts "
-        "or timezone-aware datetimes"
-    )
-
-
-_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
-_STRINGS = frozenset({str})
-_Link = tuple["_Link | None", str]
-"""A path as a chain of (parent, step): the text is built only for the value at fault."""
-
-
-def _find(
-    args: Sequence[Any], kwargs: dict[str, Any], fault: Callable[[Any, bool], str | None]
-) -> tuple[str, Any, str] | None:
-    """``(path, value, why)`` of the first value ``fault`` objects to, walking depth first.
-
-    Iterative, so arguments nested thousands deep get a clear answer, not a
-    RecursionError. ``fault(value, is_key)`` sees every value and every dict key.
-    """
-    roots: list[tuple[Any, _Link]] = [(v, (None, f"args[{i}]")) for i, v in enumerate(args)]
-    roots += [(v, (None, f"kwargs[{k!r}]")) for k, v in kwargs.items()]
-    stack = [(value, link, 1, False) for value, link in reversed(roots)]
-    while stack:
-        value, link, depth, is_key = stack.pop()
-        why = fault(value, is_key)
-        if why is not None:
-            return _path(link), value, why
-        if isinstance(value, (list, tuple, dict)) and depth > MAX_NESTING:
-            return _root(link), value, f"it nests deeper than {MAX_NESTING} levels"
-        if isinstance(value, (list, tuple)):
-            if not _SCALARS.issuperset(map(type, value)):
-                children = [(v, (link, f"[{i}]"), depth + 1, False) for i, v in enumerate(value)]
-                stack.extend(reversed(children))
-        elif isinstance(value, dict):
-            entries: list[tuple[Any, _Link, int, bool]] = []
-            for key, item in value.items():
-                entries.append((key, (link, f" key {key!r}"), depth + 1, True))
-                entries.append((item, (link, f"[{key!r}]"), depth + 1, False))
-            stack.extend(reversed(entries))
-    return None
-
-
-def _returnable(value: Any, is_key: bool) -> str | None:
-    if not is_key:
-        return None
-    if isinstance(value, (list, tuple, dict)):
-        return (
-            f"a dict key that is a {type(value).__name__} would reach the worker as a list, "
-            "which cannot be a key; use a string or a number"
-        )
-    if isinstance(value, float) and math.isnan(value):
-        return "a NaN dict key never equals itself, so the worker could not look it up"
-    return None
-
-
-def _encodable(value: Any, is_key: bool) -> str | None:
-    if isinstance(value, (list, tuple, dict, float)):
-        return None
-    try:
-        _pack(value)
-    except (TypeError, ValueError, OverflowError):
-        return "not supported by msgpack"
-    return None
-
-
-def _path(link: _Link) -> str:
-    steps: list[str] = []
-    current: _Link | None = link
-    while current is not None:
-        current, step = current
-        steps.append(step)
-    return "".join(reversed(steps))
-
-
-def _root(link: _Link) -> str:
-    current = link
-    while current[0] is not None:
-        current = current[0]
-    return current[1]

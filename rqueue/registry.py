@@ -27,14 +27,8 @@ from importlib.machinery import ModuleSpec
 from typing import Any
 
 from rqueue.errors import TaskImportFailed, TaskNotRegistered, describe
-from rqueue.task import (
-    Task,
-    malformed_name,
-    registered,
-    registered_task,
-    unimportable_module,
-    unregister,
-)
+from rqueue.task import Task, registered, registered_task, unregister
+from rqueue.task_names import malformed_name, unimportable_module
 
 
 def lookup(name: str, allowed: Sequence[str] = ()) -> Task[Any, Any]:

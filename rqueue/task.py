@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,6 +30,13 @@ from rqueue.payload import (
 from rqueue.store.cancel import CancelOutcome, cancel
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
+from rqueue.task_names import (
+    INTERNAL_PREFIX,
+    check_name,
+    is_internal,
+    module_name,
+    unimportable_module,
+)
 from rqueue.timing import Timing, seconds
 
 if TYPE_CHECKING:
@@ -347,7 +352,7 @@ def task(
     """
     schedule = _declared_schedule(cron, every, timezone)
     if name is not None:
-        _check_name(name)
+        check_name(name)
     options = TaskOptions(
         queue=queue,
         tries=tries,
@@ -405,61 +410,3 @@ def unregister(names: Iterable[str]) -> None:
     """Forget tasks, e.g. those a module registered before its import failed half way."""
     for name in names:
         _registered.pop(name, None)
-
-
-def _check_name(name: object) -> None:
-    """An explicit ``name=`` must be one a worker can import: ``module:function``."""
-    if not isinstance(name, str):
-        problem: str | None = "it is not a string"
-    else:
-        problem = malformed_name(name) or unimportable_module(name.partition(":")[0])
-    if problem is not None:
-        raise InvalidTaskOption(f"@task(name={name!r}): {problem}")
-
-
-INTERNAL_PREFIX = "rqueue."
-"""Task names in this namespace are rqueue's own, queued only by a worker parent."""
-
-
-def is_internal(task_name: str) -> bool:
-    """True for rqueue's own tasks (``worker/admission.py`` admits them from parents only)."""
-    return task_name.startswith(INTERNAL_PREFIX)
-
-
-def malformed_name(name: str) -> str | None:
-    """Why ``name`` is not ``module:function`` (dotted Python names on both sides), or None."""
-    module, sep, qualname = name.partition(":")
-    parts = (*module.split("."), *qualname.split("."))
-    if sep and all(part.isidentifier() for part in parts):
-        return None
-    return (
-        "a task name is 'module:function' (e.g. 'billing:charge'): the module a worker "
-        "imports to find the task, then the function's name"
-    )
-
-
-def unimportable_module(module: str) -> str | None:
-    """Why a worker could never import ``module`` to find a task in it, or None.
-
-    A ``__main__`` module is the script that was run (``python -c``, ``python -m pkg``,
-    a notebook): importing it again would run that script, so workers never do
-    (:mod:`rqueue.registry`), and a task defined there could never run.
-    """
-    if "__main__" not in module.split("."):
-        return None
-    return (
-        f"it is defined in {module}, the script being run, which workers never import; "
-        "move the task to a module (e.g. tasks.py) and import it from there"
-    )
-
-
-def module_name(module: str) -> str:
-    """The importable name of a module, even when it runs as ``__main__``."""
-    if module != "__main__":
-        return module
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name:
-        return str(spec.name)
-    path = getattr(main, "__file__", None)
-    return os.path.splitext(os.path.basename(path))[0] if path else module

@@ -17,9 +17,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("rqueue.errors", "rqueue.text", "rqueue.config"),
     ("rqueue.store",),
     (
+        "rqueue.arguments",
         "rqueue.payload",
         "rqueue.timing",
         "rqueue.task",
+        "rqueue.task_names",
         "rqueue.registry",
         "rqueue.events",
         "rqueue.current",

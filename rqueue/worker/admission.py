@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from rqueue.payload import Job, decode
 from rqueue.store.signing import InvalidSignature, parent_secret, verify
-from rqueue.task import is_internal
+from rqueue.task_names import is_internal
 
 
 def admit(payload: bytes, queue: str, secret: str | None) -> Job:

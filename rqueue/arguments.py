@@ -1,0 +1,147 @@
+"""Task arguments: what a worker can get back, and naming the one it cannot.
+
+msgpack encodes some values a worker could not use as they were given (a tuple dict
+key comes back as a list, which cannot be a key; a NaN key never equals itself), and
+refuses others with an error that does not say which argument. Both are answered
+here, at dispatch, with the argument's path (``args[0]['user'] key (1, 2)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import msgpack
+
+from rqueue.errors import UnserializableArgument
+
+MAX_NESTING = 500
+"""Deepest an argument may nest; msgpack decodes at most 1,024 levels, and the payload's
+own map and lists take some of them."""
+
+
+def check_arguments(task: str, args: Any, kwargs: Any) -> None:
+    """Refuse what msgpack would encode but a worker could not decode as it was given.
+
+    The rule is that whatever encode accepts, decode gives back: so ``args`` must be a
+    list or tuple and ``kwargs`` a dict with string keys, no dict key may be a list,
+    tuple or dict (it comes back as a list, which cannot be a key) or NaN (it never
+    equals itself), and nothing may nest deeper than MAX_NESTING. Plain scalars, the
+    usual arguments, are let through without a walk.
+    """
+    if not isinstance(args, (list, tuple)):
+        raise UnserializableArgument(
+            f"the args of task {task} must be a list or tuple, got {type(args).__name__}"
+        )
+    if not isinstance(kwargs, dict) or (kwargs and not STRINGS.issuperset(map(type, kwargs))):
+        raise UnserializableArgument(f"the kwargs of task {task} must be a dict with string keys")
+    if _SCALARS.issuperset(map(type, args)) and (
+        not kwargs or _SCALARS.issuperset(map(type, kwargs.values()))
+    ):
+        return
+    found = _find(args, kwargs, _returnable)
+    if found is not None:
+        raise UnserializableArgument(
+            f"cannot encode argument {found[0]} of task {task}: {found[2]}"
+        )
+
+
+def describe_unencodable(
+    task: str, args: Sequence[Any], kwargs: dict[str, Any], exc: Exception
+) -> str:
+    """Name the argument msgpack refused (``exc``), and what would be accepted instead."""
+    found = _find(args, kwargs, _encodable)
+    if found is None:
+        return f"cannot encode the arguments of task {task}: {exc}"
+    path, value, _ = found
+    kind = type(value).__name__
+    hint = ""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        hint = " (naive datetimes are refused: attach a timezone)"
+    elif isinstance(value, int):
+        hint = " (integers must fit in 64 bits)"
+    elif isinstance(value, str):
+        hint = " (it holds a lone surrogate, which UTF-8 cannot encode)"
+    return (
+        f"cannot encode argument {path} of task {task}: {kind} value is not supported "
+        f"by msgpack{hint}; pass None, bool, int, float, str, bytes, lists, dicts "
+        "or timezone-aware datetimes"
+    )
+
+
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+STRINGS = frozenset({str})
+_Link = tuple["_Link | None", str]
+"""A path as a chain of (parent, step): the text is built only for the value at fault."""
+
+
+def _find(
+    args: Sequence[Any], kwargs: dict[str, Any], fault: Callable[[Any, bool], str | None]
+) -> tuple[str, Any, str] | None:
+    """``(path, value, why)`` of the first value ``fault`` objects to, walking depth first.
+
+    Iterative, so arguments nested thousands deep get a clear answer, not a
+    RecursionError. ``fault(value, is_key)`` sees every value and every dict key.
+    """
+    roots: list[tuple[Any, _Link]] = [(v, (None, f"args[{i}]")) for i, v in enumerate(args)]
+    roots += [(v, (None, f"kwargs[{k!r}]")) for k, v in kwargs.items()]
+    stack = [(value, link, 1, False) for value, link in reversed(roots)]
+    while stack:
+        value, link, depth, is_key = stack.pop()
+        why = fault(value, is_key)
+        if why is not None:
+            return _path(link), value, why
+        if isinstance(value, (list, tuple, dict)) and depth > MAX_NESTING:
+            return _root(link), value, f"it nests deeper than {MAX_NESTING} levels"
+        if isinstance(value, (list, tuple)):
+            if not _SCALARS.issuperset(map(type, value)):
+                children = [(v, (link, f"[{i}]"), depth + 1, False) for i, v in enumerate(value)]
+                stack.extend(reversed(children))
+        elif isinstance(value, dict):
+            entries: list[tuple[Any, _Link, int, bool]] = []
+            for key, item in value.items():
+                entries.append((key, (link, f" key {key!r}"), depth + 1, True))
+                entries.append((item, (link, f"[{key!r}]"), depth + 1, False))
+            stack.extend(reversed(entries))
+    return None
+
+
+def _returnable(value: Any, is_key: bool) -> str | None:
+    if not is_key:
+        return None
+    if isinstance(value, (list, tuple, dict)):
+        return (
+            f"a dict key that is a {type(value).__name__} would reach the worker as a list, "
+            "which cannot be a key; use a string or a number"
+        )
+    if isinstance(value, float) and math.isnan(value):
+        return "a NaN dict key never equals itself, so the worker could not look it up"
+    return None
+
+
+def _encodable(value: Any, is_key: bool) -> str | None:
+    if isinstance(value, (list, tuple, dict, float)):
+        return None
+    try:
+        msgpack.packb(value, use_bin_type=True, datetime=True)
+    except (TypeError, ValueError, OverflowError):
+        return "not supported by msgpack"
+    return None
+
+
+def _path(link: _Link) -> str:
+    steps: list[str] = []
+    current: _Link | None = link
+    while current is not None:
+        current, step = current
+        steps.append(step)
+    return "".join(reversed(steps))
+
+
+def _root(link: _Link) -> str:
+    current = link
+    while current[0] is not None:
+        current = current[0]
+    return current[1]
