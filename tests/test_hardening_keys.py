@@ -135,7 +135,7 @@ def test_a_dispatch_costs_one_round_trip_and_registers_its_queue_once(
         apptasks.record.dispatch(i)
     stats = queue.client.info("commandstats")
     assert stats["cmdstat_evalsha"]["calls"] == 200  # one script call per dispatch ...
-    # ... whose SADD of the task id counts here too, and the registry's once, pipelined.
+    # ... whose SADD of the task id counts here too, and the registry's once, on its own.
     assert stats["cmdstat_sadd"]["calls"] == 200 + 1
     assert "cmdstat_exists" not in stats and "cmdstat_smembers" not in stats
 
@@ -149,7 +149,7 @@ def test_a_long_lived_producer_registers_its_queue_again(
     assert queue.known_queues() == []  # within the refresh interval: not yet
     monkeypatch.setattr(store_queue, "_REGISTRY_REFRESH", 0.0)
     queue.client.config_resetstat()
-    apptasks.record.dispatch(3)  # the interval is over: registered in the same pipeline
+    apptasks.record.dispatch(3)  # the interval is over: registered again, just before
     assert queue.known_queues() == ["default"]
     assert queue.client.info("commandstats")["cmdstat_evalsha"]["calls"] == 1
 

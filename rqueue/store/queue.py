@@ -30,8 +30,9 @@ from rqueue.store.wire import Wire
 _PUSH_CHUNK = 1000
 _REGISTRY_REFRESH = 60.0
 """Seconds between a producer's re-adds of its queues to the registry (``rqueue:queues``),
-which FLUSHALL or a restart without persistence may empty. Piggybacked on a push, so a
-dispatch still costs one round trip; worker parents re-add theirs every tick."""
+which FLUSHALL or a restart without persistence may empty. One round trip of its own
+per queue a minute: a global key never shares a pipeline with a queue's script (on
+Redis Cluster they live on different nodes). Worker parents re-add theirs every tick."""
 _MIGRATE_LIMIT = 1000
 
 
@@ -89,7 +90,8 @@ class RedisQueue:
     # -- producing ------------------------------------------------------------
 
     def push(self, queue: str, payloads: Sequence[bytes], delay_ms: int = 0) -> None:
-        if self._registration_due(queue, time.monotonic()) or len(payloads) > _PUSH_CHUNK:
+        self._register_if_due([queue])
+        if len(payloads) > _PUSH_CHUNK:
             self.push_many([(queue, delay_ms, payloads)])
             return
         keys = self.keys(queue)
@@ -102,33 +104,27 @@ class RedisQueue:
     def push_many(self, groups: Iterable[tuple[str, int, Sequence[bytes]]]) -> None:
         """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip.
 
-        Queues not (re-)registered lately are added to the registry in the same
-        pipeline. A push that Redis refused for a passing reason (``retry.py``) is
-        sent again, alone: the ones that landed are never sent twice.
+        A push that Redis refused for a passing reason (``retry.py``) is sent again,
+        alone: the ones that landed are never sent twice.
         """
         pending: list[tuple[str, int, Sequence[bytes]]] = []
+        groups = list(groups)
+        self._register_if_due(sorted({queue for queue, _, _ in groups}))
         for queue, delay_ms, payloads in groups:
             signed = self._signed(queue, payloads)
             for start in range(0, len(signed), _PUSH_CHUNK):
                 pending.append((queue, delay_ms, signed[start : start + _PUSH_CHUNK]))
 
         def send() -> None:
-            now = time.monotonic()
-            due = sorted({q for q, _, _ in pending if self._registration_due(q, now)})
             pipe = self.client.pipeline(transaction=False)
-            for queue in due:
-                pipe.sadd(self.global_keys.known_queues, queue)
             for queue, delay_ms, chunk in pending:
                 keys = self.keys(queue)
                 push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
                 self.scripts.push.queue(pipe, push_keys, (delay_ms, *chunk))
             results = execute(pipe, self.scripts, raise_on_error=False)
-            for queue, added in zip(due, results, strict=False):
-                if not isinstance(added, Exception):
-                    self._registered[queue] = now
             refused = [
                 (push, result)
-                for push, result in zip(pending, results[len(due) :], strict=True)
+                for push, result in zip(pending, results, strict=True)
                 if isinstance(result, Exception)
             ]
             pending[:] = [push for push, _ in refused]
@@ -137,8 +133,19 @@ class RedisQueue:
 
         self._dispatching(send, lambda: sorted({queue for queue, _, _ in pending}))
 
-    def _registration_due(self, queue: str, now: float) -> bool:
-        return now - self._registered.get(queue, -math.inf) >= _REGISTRY_REFRESH
+    def _register_if_due(self, queues: Sequence[str]) -> None:
+        """Re-add queues to the registry once a minute (see _REGISTRY_REFRESH).
+
+        Best effort: if Redis cannot take it now, the push that follows reports why,
+        and the next dispatch tries again.
+        """
+        now = time.monotonic()
+        due = [q for q in queues if now - self._registered.get(q, -math.inf) >= _REGISTRY_REFRESH]
+        if due:
+            try:
+                self.remember_queues(due)
+            except (*REDIS_ERRORS, redis.ResponseError):
+                pass
 
     def _signed(self, queue: str, payloads: Sequence[bytes]) -> Sequence[bytes]:
         """Signed for ``queue``: a signature is only valid on the queue it was pushed to."""
