@@ -92,7 +92,14 @@ def _queue_list(value: str) -> tuple[str, ...]:
 @_field_option("--rest", "Seconds to rest after each task.", show_default=False)
 @_field_option("--prefetch", "Most tasks a child reserves at once when the queue is deep.")
 @_field_option("--kill-grace", "Seconds past a task's timeout before its child is killed.")
-@click.option("-A", "--app", "preload", multiple=True, help="Module to import in the parent first.")
+@click.option(
+    "-A",
+    "--app",
+    "preload",
+    multiple=True,
+    help="Module to import in the parent first; when given, task names may make the worker "
+    "import only these modules (repeatable).",
+)
 @click.option(
     "--schedule/--no-schedule",
     default=True,
