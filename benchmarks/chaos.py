@@ -24,6 +24,10 @@ Scenarios (issue 3):
 - ``soak``           no faults: tasks dispatched at a steady pace over ``--duration``
                      while the parents' RSS is sampled (it should stay flat).
 
+After a loss the run prints the lost task numbers and every key that still mentions
+one, and keeps Redis's data folder and the worker logs; with ``--keep-history`` the
+AOF is never rewritten, so it holds every write of the run for a post-mortem.
+
 The worker processes import this file as the module ``chaos`` (their working
 directory is this folder), so the task below is all they load.
 """
@@ -34,6 +38,7 @@ import argparse
 import contextlib
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +47,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgpack
 
 from rqueue import task
 from rqueue.store.default import default_queue
@@ -141,6 +148,8 @@ class Params:
     """lost-ack: tasks that kill their whole worker right after their effect lands."""
     prefetch: int = 20
     quiet: bool = False
+    keep_history: bool = False
+    """Never rewrite the AOF, so after a loss it holds every write since the start."""
 
 
 @dataclass
@@ -307,7 +316,8 @@ class Chaos:
         self.params = params
         self.random = random.Random(params.seed)
         self.result = Result(params)
-        self.server = RedisServer(persistent=True)
+        no_rewrite = ("--auto-aof-rewrite-percentage", "0") if params.keep_history else ()
+        self.server = RedisServer(persistent=True, extra_args=no_rewrite)
         self.tmp = Path(tempfile.mkdtemp(prefix="rqueue-chaos-"))
         self.workers: list[Worker] = []
         self._worker_count = 0
@@ -613,6 +623,9 @@ class Chaos:
         result.completed_thrice = sum(1 for c in counts.values() if c >= 3)
         result.extra_runs = sum(c - 1 for c in counts.values() if c >= 2)
         result.probe_counts = {n: counts.get(n, 0) for n in sorted(self.probes)}
+        if result.lost:
+            lost = [n for n in numbers if not counts.get(n) and n not in pending | failed_numbers]
+            self._keep_evidence(queue, lost)
         queue.client.close()
         for worker in self.workers:
             text = worker.log_path.read_text(errors="replace")
@@ -623,6 +636,42 @@ class Chaos:
             for worker in self.workers:
                 if "Traceback" in worker.log_path.read_text(errors="replace"):
                     print(f"(worker log with a traceback: {worker.log_path})", file=sys.stderr)
+
+    def _keep_evidence(self, queue: Any, lost: list[int]) -> None:
+        """After a loss: say which keys still mention the lost tasks (a claims key, say),
+        and keep Redis's data folder (its AOF) and the worker logs for a post-mortem."""
+        from rqueue.payload import decode
+
+        def numbers_in(value: bytes) -> set[int]:
+            items = [value]
+            with contextlib.suppress(Exception):
+                items += [v for v in msgpack.unpackb(value, raw=True) if isinstance(v, bytes)]
+            found = set()
+            for item in items:
+                with contextlib.suppress(Exception):
+                    found.add(int(decode(item).args[0]))
+            return found
+
+        wanted = set(lost)
+        print(f"lost tasks (first 50): {lost[:50]}", file=sys.stderr)
+        for key in queue.client.scan_iter(count=1000):
+            kind = queue.client.type(key)
+            values = (
+                [queue.client.get(key)]
+                if kind == b"string"
+                else queue.client.lrange(key, 0, -1)
+                if kind == b"list"
+                else queue.client.zrange(key, 0, -1)
+                if kind == b"zset"
+                else []
+            )
+            held = sorted(wanted & set().union(*(numbers_in(v) for v in values if v)))
+            if held:
+                print(f"  {key!r} holds lost tasks {held[:20]}", file=sys.stderr)
+        kept = Path(tempfile.mkdtemp(prefix="rqueue-chaos-lost-"))
+        shutil.copytree(self.server.data_dir, kept / "redis")
+        shutil.copytree(self.tmp, kept / "workers")
+        print(f"kept Redis's data (AOF) and the worker logs in {kept}", file=sys.stderr)
 
 
 def run(params: Params) -> Result:
@@ -658,6 +707,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="most Redis restarts/freezes (default: 2 freezes, no restart limit)",
     )
+    parser.add_argument(
+        "--keep-history",
+        action="store_true",
+        help="never rewrite Redis's AOF, so a loss can be traced through every write",
+    )
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.duration <= 0 or args.kill_rate <= 0:
         parser.error("--tasks, --duration and --kill-rate must be positive")
@@ -671,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
         concurrency=args.concurrency,
         work_ms=args.work_ms,
         restart_every=args.restart_every,
+        keep_history=args.keep_history,
         redis_faults=args.redis_faults
         if args.redis_faults is not None
         else 2
