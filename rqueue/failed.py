@@ -123,11 +123,9 @@ class FailedTasks:
         reading the whole list: a parent's record is one of the newest when it asks.
         """
         try:
-            failed_list = self.queue.keys(failed.queue).failed
+            return self.store.among_newest(failed.queue, failed.raw, RECENT)
         except InvalidQueueName:  # a record written by hand, naming no queue there can be
             return False
-        found = self.queue.client.lpos(failed_list, failed.raw, rank=-1, maxlen=RECENT)  # type: ignore[arg-type]
-        return found is not None
 
     def find(self, task_id: str) -> FailedTask | None:
         return next((f for f in self.list() if f.id == task_id), None)

@@ -24,6 +24,11 @@ class FailedStore:
         found: list[bytes] = self.queue.client.lrange(self.queue.keys(queue).failed, 0, -1)  # type: ignore[assignment]
         return found
 
+    def among_newest(self, queue: str, record: bytes, newest: int) -> bool:
+        """True if ``record`` is one of the last ``newest`` of the list (LPOS from the end)."""
+        failed = self.queue.keys(queue).failed
+        return self.queue.client.lpos(failed, record, rank=-1, maxlen=newest) is not None  # type: ignore[arg-type]
+
     def retry(self, queue: str, record: bytes, payload: bytes) -> bool:
         """Take ``record`` off the list and push ``payload`` in one step (retry_failed.lua).
 
