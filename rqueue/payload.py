@@ -163,15 +163,17 @@ def encode(job: Job, max_bytes: int | None = None) -> bytes:
     return PayloadTemplate(job).encode(job.id, job.args, job.kwargs, max_bytes)
 
 
-def decode(data: bytes) -> Job:
+def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
     """Decode payload bytes; anything that is not a well-formed task raises InvalidPayload.
 
     The bytes come from Redis, so nothing is trusted: every field is checked for its
     type and range, and the fields the scripts read from the fixed header must agree
     with the decoded ones (a later duplicate key must not smuggle in another value).
-    Nothing but InvalidPayload ever leaves this function.
+    Nothing but InvalidPayload ever leaves this function. ``fixed`` is the header if
+    the caller read it already (a worker does, for every task it reserves).
     """
-    fixed = header(data)
+    if fixed is None:
+        fixed = header(data)
     if fixed is None:
         raise InvalidPayload("not an rqueue payload (missing the fixed header)")
     try:

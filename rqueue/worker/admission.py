@@ -21,13 +21,16 @@ from rqueue.store.signing import InvalidSignature, parent_secret, verify
 from rqueue.task_names import is_internal
 
 
-def admit(payload: bytes, queue: str, secret: str | None) -> Job:
+def admit(
+    payload: bytes, queue: str, secret: str | None, fixed: tuple[str, int, int] | None = None
+) -> Job:
     """The job in ``payload`` if this worker may run it from ``queue``.
 
     Raises InvalidPayload (InvalidSignature when signing refuses it), for ``:failed``.
+    ``fixed`` is the payload's header if the caller read it already (see ``decode``).
     """
     if not secret:
-        return decode(payload)
+        return decode(payload, fixed)
     from_parent = False
     try:
         verify(payload, secret, queue)
@@ -37,7 +40,7 @@ def admit(payload: bytes, queue: str, secret: str | None) -> Job:
         except InvalidSignature:
             raise refused from None
         from_parent = True
-    job = decode(payload)
+    job = decode(payload, fixed)
     if is_internal(job.task) and not from_parent:
         raise InvalidSignature(
             f"task {job.task!r} is internal to rqueue and only a worker parent queues it; "

@@ -223,7 +223,8 @@ class ChildWorker(InterruptibleWaits):
                     continue
             if self.batches.acks_due_by(worst_end):
                 self._persist(self.batches.flush)
-            self._process(index, queue, payload, expires_at)
+            fixed = headers[index]
+            self._process(index, queue, payload, None if fixed is _NO_HEADER else fixed, expires_at)
             # Between tasks, with no deadline: resting, or importing the next task's
             # module, is not this task overrunning, and a finished task must never look
             # like the running one (to be retried or failed) if this child dies now.
@@ -239,9 +240,17 @@ class ChildWorker(InterruptibleWaits):
 
     # -- one task -----------------------------------------------------------------
 
-    def _process(self, index: int, queue: str, payload: bytes, expires_at: float) -> None:
+    def _process(
+        self,
+        index: int,
+        queue: str,
+        payload: bytes,
+        fixed: tuple[str, int, int] | None,
+        expires_at: float,
+    ) -> None:
+        """Run one task; ``fixed`` is its header as ``_hold`` read it (None: none)."""
         try:  # before the lookup: never import the module of a payload we refuse
-            job = admit(payload, queue, self.config.secret)
+            job = admit(payload, queue, self.config.secret, fixed)
         except InvalidPayload as exc:  # InvalidSignature included
             self.outcomes.rejected(index, queue, payload, None, type(exc).__name__, str(exc))
             return
