@@ -37,7 +37,7 @@ from rqueue.worker.admission import admit
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import Outcomes
+from rqueue.worker.outcomes import Outcomes, run_hook
 from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Batch, Batches
 from rqueue.worker.scoreboard import Slot, State
@@ -299,7 +299,7 @@ class ChildWorker(InterruptibleWaits):
             self.slot.count_processed()
         log_outcome(log, job, "succeeded", duration)
         if task.options.after_succeeded is not None:
-            self.outcomes.run_hook(task.options.after_succeeded, result, job)
+            run_hook(task.options.after_succeeded, result, job)
         if events.has_listeners("processed"):
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
 

@@ -106,7 +106,7 @@ class Outcomes:
         # No import here: a task that ran is registered, and one that did not has no hook.
         task = registered_task(job.task)
         if task is not None and exc is not None and task.options.after_failed is not None:
-            self.run_hook(task.options.after_failed, exc, job)
+            run_hook(task.options.after_failed, exc, job)
         events.emit(TaskEvent("failed", job, exception=exc))
 
     def reporting(self, index: int) -> None:
@@ -114,13 +114,16 @@ class Outcomes:
         self.slot.count_processed()
         self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
 
-    def run_hook(self, hook: Hook, value: Any, job: Job) -> None:
-        try:
-            call_hook(hook, value, job)
-        except BaseException:  # SystemExit too: a hook must not end the worker
-            log.exception(
-                "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
-            )
+
+def run_hook(hook: Hook, value: Any, job: Job) -> None:
+    """Call a task's hook; whatever it raises (SystemExit too) is logged, never passed on:
+    the task's outcome stands, and a hook must not end the worker."""
+    try:
+        call_hook(hook, value, job)
+    except BaseException:
+        log.exception(
+            "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
+        )
 
 
 def _traceback(exc: BaseException) -> str:

@@ -27,7 +27,8 @@ from rqueue.store.default import default_queue
 from rqueue.store.header import payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import parent_secret, verify
-from rqueue.task import call_hook, task
+from rqueue.task import task
+from rqueue.worker.outcomes import run_hook
 
 log = logging.getLogger("rqueue.worker")
 
@@ -69,12 +70,7 @@ def report(record: bytes) -> None:
     exception = _EXCEPTIONS[failed.exception](failed.message)
     target = registry.lookup(job.task)
     if target.options.after_failed is not None:
-        try:
-            call_hook(target.options.after_failed, exception, job)
-        except BaseException:  # sys.exit() in a hook included: the outcome stands
-            log.exception(
-                "hook of task %s (%s) raised; the task's outcome stands", job.task, job.id
-            )
+        run_hook(target.options.after_failed, exception, job)
     events.emit(TaskEvent("failed", job, exception=exception))
 
 
