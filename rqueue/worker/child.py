@@ -172,8 +172,7 @@ class ChildWorker(InterruptibleWaits):
         limit = self.options.batch_limit
         max_jobs = self.options.effective_max_jobs
         if max_jobs:
-            board = self.slot.board
-            limit = min(limit, max_jobs - board.total_processed() - board.in_flight())
+            limit = min(limit, max_jobs - self.slot.board.taken())
         return limit
 
     def _limit_reached(self) -> None:

@@ -136,14 +136,24 @@ class Scoreboard:
         finally:
             fcntl.lockf(self._claims, fcntl.LOCK_UN)
 
-    def in_flight(self) -> int:
-        """Tasks children hold (running or not started) and have not counted as processed."""
-        views = (self.read(i) for i in range(self.slots))
-        return sum(
-            len(v.held) - v.current
-            for v in views
-            if v is not None and v.state in (State.HOLDING, State.RUNNING, State.REPORTING)
-        )
+    def taken(self) -> int:
+        """Tasks processed, plus those children hold and have not processed yet.
+
+        Each slot is read once, as one view: a child that finishes a task moves it from
+        held to processed in a single write, so the sum never dips while it does. (Two
+        passes, processed then held, could miss a task between them, and ``--max-jobs``
+        would let one task too many be taken.) A torn slot counts what it processed.
+        """
+        total: int = _GLOBAL.unpack_from(self._memory, 0)[1]
+        for index in range(self.slots):
+            view = self.read(index)
+            if view is None:
+                total += self._processed(index)
+            else:
+                total += view.processed
+                if view.state in (State.HOLDING, State.RUNNING, State.REPORTING):
+                    total += len(view.held) - view.current
+        return total
 
 
 class Slot:
