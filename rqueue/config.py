@@ -11,13 +11,21 @@ import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
 from rqueue.errors import RQueueError
+from rqueue.redis_url import RedisTarget, parse_redis_url
 from rqueue.text import redact
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+DISPATCH_RETRY = 2.0
+"""Seconds a dispatch retries an unreachable single Redis: a restart, a blip."""
+DISPATCH_RETRY_FAILOVER = 20.0
+"""The same on Cluster and Sentinel: long enough to ride out a failover, which takes
+cluster-node-timeout (or down-after-milliseconds) plus an election: a few seconds
+when those are tuned low, 15 to 30 with Redis's defaults (see docs/deployment.md)."""
 
 T = TypeVar("T")
 
@@ -72,7 +80,9 @@ LIMITS: Mapping[str, tuple[str | None, Limit]] = {
         Limit(1, 512 * 1024 * 1024, whole=True, unit="bytes"),
     ),
     "socket_timeout": ("RQUEUE_SOCKET_TIMEOUT", Limit(0.1, 3600, unit="seconds")),
-    "dispatch_retry": (None, Limit(0, 3600, unit="seconds")),
+    "dispatch_retry": ("RQUEUE_DISPATCH_RETRY", Limit(0, 3600, unit="seconds")),
+    "wait_replicas": ("RQUEUE_WAIT_REPLICAS", Limit(0, 1000, whole=True, unit="replicas")),
+    "wait_replicas_timeout": ("RQUEUE_WAIT_REPLICAS_TIMEOUT", Limit(0.001, 3600, unit="seconds")),
 }
 """Each numeric field of :class:`Config`: its environment variable, if any, and range.
 512 MiB is the largest string Redis stores."""
@@ -93,8 +103,15 @@ class Config:
     socket_timeout: float = 5.0
     secret: str | None = field(default=None, repr=False)
     """``RQUEUE_SECRET``: sign every payload and refuse unsigned ones (see docs/security.md)."""
-    dispatch_retry: float = 2.0
-    """Seconds a dispatch keeps retrying an unreachable Redis before QueueConnectionError."""
+    dispatch_retry: float | None = None
+    """Seconds a dispatch keeps retrying an unreachable Redis before QueueConnectionError;
+    None: :data:`DISPATCH_RETRY`, or :data:`DISPATCH_RETRY_FAILOVER` on Cluster and
+    Sentinel (see :attr:`dispatch_retry_seconds`)."""
+    wait_replicas: int = 0
+    """After each dispatch, wait until this many replicas have the task (Redis ``WAIT``),
+    so a failover right after cannot lose it; 0: do not wait."""
+    wait_replicas_timeout: float = 1.0
+    """How long a dispatch waits for those replicas before ReplicasNotReached."""
 
     @classmethod
     def resolve(
@@ -126,7 +143,30 @@ class Config:
         # A Config built in code is checked too, by field name (resolve() has already
         # checked the variables, by their names).
         for name, (_, limit) in LIMITS.items():
-            limit.check(name, getattr(self, name))
+            if getattr(self, name) is not None:
+                limit.check(name, getattr(self, name))
+        if self.target.kind == "cluster":
+            object.__setattr__(self, "cluster", True)  # the URL says so, as the flag would
+        elif self.cluster and self.target.kind == "sentinel":
+            raise ConfigError(
+                "RQUEUE_CLUSTER is set but the Redis URL names a Sentinel service; "
+                "a cluster is named by redis:// or redis+cluster:// instead"
+            )
+
+    @cached_property
+    def target(self) -> RedisTarget:
+        """Where the URL points: one server, a cluster's seed nodes, or a Sentinel service."""
+        try:
+            return parse_redis_url(self.redis_url)
+        except ValueError as exc:
+            raise ConfigError(redact(f"invalid Redis URL: {exc}")) from None
+
+    @property
+    def dispatch_retry_seconds(self) -> float:
+        if self.dispatch_retry is not None:
+            return self.dispatch_retry
+        failover = self.cluster or self.target.kind == "sentinel"
+        return DISPATCH_RETRY_FAILOVER if failover else DISPATCH_RETRY
 
     def redacted_url(self) -> str:
         """The URL with any password hidden, fit for logs and error messages."""

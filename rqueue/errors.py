@@ -96,6 +96,12 @@ def _text(make: Callable[[], object]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+class ReplicasNotReached(RQueueError):
+    """A dispatch with ``wait_replicas`` was queued, but fewer replicas than asked
+    confirmed it in time (Redis ``WAIT``). Not a ConnectionError: the tasks are
+    queued, and dispatching them again would queue them twice."""
+
+
 class DispatchRefused(QueueConnectionError):
     """Redis was reached but refused a dispatch, and kept refusing for the retry time.
 

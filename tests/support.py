@@ -174,3 +174,11 @@ def follow_log(worker: WorkerProcess) -> list[str]:
 
 def logged(lines: list[str], text: str) -> bool:
     return any(text in line for line in list(lines))
+
+
+def ready(queue: RedisQueue, name: str = "default") -> list[bytes]:
+    """The payloads waiting in queue ``name``, oldest first, read by the store's own key
+    name: the same test then runs on one Redis, a cluster (``queues:{default}``) and
+    Sentinel (``pytest -m topology``)."""
+    payloads: list[bytes] = queue.client.lrange(queue.keys(name).ready, 0, -1)  # type: ignore[assignment]
+    return payloads

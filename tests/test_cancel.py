@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import apptasks
+import pytest
 from support import Workers, cli, wait_for
 
 from rqueue import CancelOutcome
@@ -17,6 +18,7 @@ def done(queue: RedisQueue) -> list[str]:
     return [v.decode() for v in queue.client.lrange(apptasks.DONE, 0, -1)]
 
 
+@pytest.mark.topology
 def test_cancelled_ready_task_never_runs(queue: RedisQueue, workers: Workers) -> None:
     keep = apptasks.record.dispatch("keep-1")
     drop = apptasks.record.dispatch("drop")
@@ -27,30 +29,31 @@ def test_cancelled_ready_task_never_runs(queue: RedisQueue, workers: Workers) ->
     assert code == 0
     assert sorted(done(queue)) == ["keep-1", "keep-2"]
     # the dropped payload left the queue and the bookkeeping with it
-    assert queue.client.llen("queues:default") == 0
-    assert queue.client.scard("queues:default:cancelled") == 0
-    assert queue.client.scard("queues:default:pending-ids") == 0
+    default = queue.keys("default")
+    assert queue.client.llen(default.ready) == 0
+    assert queue.client.scard(default.cancelled) == 0
+    assert queue.client.scard(default.pending_ids) == 0
     assert keep.cancel() is CancelOutcome.NOT_PENDING  # finished: says so
 
 
+@pytest.mark.topology
 def test_cancelled_delayed_task_never_runs(queue: RedisQueue, workers: Workers) -> None:
+    default = queue.keys("default")
     drop = apptasks.record.later(timedelta(seconds=1), "late-drop")
     apptasks.record.later(timedelta(seconds=1), "late-keep")
     assert drop.cancel()
     workers.start("--log-level", "WARNING")
     wait_for(lambda: done(queue) == ["late-keep"], 20, "the kept timer to run")
     wait_for(
-        lambda: (
-            queue.client.zcard("queues:default:delayed") == 0
-            and queue.client.llen("queues:default") == 0
-        ),
+        lambda: queue.client.zcard(default.delayed) == 0 and queue.client.llen(default.ready) == 0,
         10,
         "the cancelled timer to be dropped",
     )
     assert done(queue) == ["late-keep"]
-    assert queue.client.scard("queues:default:cancelled") == 0
+    assert queue.client.scard(default.cancelled) == 0
 
 
+@pytest.mark.topology
 def test_cancel_of_a_running_task_says_it_is_running(queue: RedisQueue, workers: Workers) -> None:
     handle = apptasks.blocks_until_released.dispatch("busy")
     workers.start("--log-level", "WARNING")
@@ -59,7 +62,8 @@ def test_cancel_of_a_running_task_says_it_is_running(queue: RedisQueue, workers:
     queue.client.rpush("test:release", 1)
     wait_for(lambda: done(queue) == ["busy"], 20, "the task to finish")
     # The worker acknowledges just after the task returns: wait for that, then ask.
-    wait_for(lambda: queue.client.zcard("queues:default:reserved") == 0, 10, "the ack")
+    reserved = queue.keys("default").reserved
+    wait_for(lambda: queue.client.zcard(reserved) == 0, 10, "the ack")
     assert handle.cancel() is CancelOutcome.NOT_PENDING
 
 
@@ -83,6 +87,7 @@ def test_cancel_costs_constant_commands_whatever_the_queue_length(queue: RedisQu
     assert not scans & set(stats), stats  # no read of any queue's contents
 
 
+@pytest.mark.topology
 def test_cancel_cli(queue: RedisQueue, config: Config) -> None:
     handle = apptasks.record.later(3600, "cli")
     ok = cli(config, "cancel", handle.id)

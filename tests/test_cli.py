@@ -39,6 +39,7 @@ def test_help_lists_every_command(config: Config) -> None:
     assert cli(config, "--version").returncode == 0
 
 
+@pytest.mark.topology
 def test_work_runs_tasks_and_stops_when_empty(queue: RedisQueue, config: Config) -> None:
     apptasks.record.dispatch_many([(i,) for i in range(5)])
     result = cli(
@@ -49,6 +50,7 @@ def test_work_runs_tasks_and_stops_when_empty(queue: RedisQueue, config: Config)
     assert "stopping: queues are empty" in result.stderr
 
 
+@pytest.mark.topology
 def test_size_shows_ready_delayed_reserved_and_failed(queue: RedisQueue, config: Config) -> None:
     apptasks.record.dispatch_many([(1,), (2,)])
     apptasks.record.later(60, 3)
@@ -70,11 +72,13 @@ def test_size_shows_ready_delayed_reserved_and_failed(queue: RedisQueue, config:
     assert rows(only.stdout) == {"emails": ["0", "0", "0", "1"]}
 
 
+@pytest.mark.topology
 def test_size_of_nothing(queue: RedisQueue, config: Config) -> None:
     result = cli(config, "size")
     assert result.returncode == 0 and "(none)" in result.stdout
 
 
+@pytest.mark.topology
 def test_clear_deletes_pending_tasks_of_one_queue(queue: RedisQueue, config: Config) -> None:
     apptasks.record.dispatch_many([(1,), (2,)])
     apptasks.record.later(60, 3)
@@ -86,16 +90,18 @@ def test_clear_deletes_pending_tasks_of_one_queue(queue: RedisQueue, config: Con
     assert (default.ready, default.delayed, other.ready) == (0, 0, 1)
 
 
+@pytest.mark.topology
 def test_restart_sets_the_restart_key(queue: RedisQueue, config: Config) -> None:
     result = cli(config, "restart")
     assert result.returncode == 0, result.stderr
     assert "Restart requested" in result.stdout
-    first = queue.client.get("rqueue:restart")
+    first = queue.client.get(queue.global_keys.restart)
     assert first is not None
     cli(config, "restart")
-    assert queue.client.get("rqueue:restart") != first  # every call is a new request
+    assert queue.client.get(queue.global_keys.restart) != first  # every call is a new request
 
 
+@pytest.mark.topology
 def test_prefix_option_and_environment(queue: RedisQueue, config: Config) -> None:
     prefixed = RedisQueue(replace(config, prefix="app1:"))
     apptasks.record.using(connection=prefixed).dispatch(1)
@@ -170,6 +176,7 @@ def test_a_password_in_the_url_is_never_printed(config: Config) -> None:
     assert "s3cret" not in result.stderr and "user:***@127.0.0.1:1" in result.stderr
 
 
+@pytest.mark.topology
 def test_redis_url_option_overrides_the_environment(queue: RedisQueue, config: Config) -> None:
     apptasks.record.dispatch(1)
     result = cli(config, "size", "--redis-url", config.redis_url, env={"REDIS_URL": UNREACHABLE})
@@ -188,6 +195,7 @@ def test_size_and_failed_list_never_scan_the_keyspace(queue: RedisQueue, config:
     assert stats["cmdstat_smembers"]["calls"] >= 2  # the set of known queues
 
 
+@pytest.mark.topology
 def test_log_level_hides_task_lines_below_it(queue: RedisQueue, config: Config) -> None:
     handle = apptasks.record.dispatch("quiet")
     result = cli(config, "work", "--stop-when-empty", "--log-level", "WARNING", cwd=TESTS_DIR)

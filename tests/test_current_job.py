@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import apptasks
+import pytest
 from support import Workers
 
 from rqueue import current_job
 from rqueue.store.queue import RedisQueue
 
 
+@pytest.mark.topology
 def test_a_task_sees_its_own_job_id_and_attempt(queue: RedisQueue, workers: Workers) -> None:
     handle = apptasks.reports_current_job.dispatch(True)
     code, output = workers.run("--stop-when-empty")

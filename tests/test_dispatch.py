@@ -10,14 +10,15 @@ from typing import Any
 
 import apptasks
 import pytest
+from support import ready
 
 import rqueue.store.default
 from rqueue import dispatch_many, registry, task
-from rqueue.config import Config
+from rqueue.config import Config, ConfigError
 from rqueue.errors import InvalidQueueName, InvalidSchedule
 from rqueue.payload import Job, decode
 from rqueue.store.default import default_queue
-from rqueue.store.keys import QueueKeys
+from rqueue.store.keys import GlobalKeys, QueueKeys
 from rqueue.store.queue import RedisQueue
 
 
@@ -36,6 +37,10 @@ def core_keys(queue: RedisQueue) -> set[bytes]:
     return {k for k in keys if not k.endswith(AUXILIARY)}
 
 
+def encoded(*keys: str) -> set[bytes]:
+    return {key.encode() for key in keys}
+
+
 def only_job(queue: RedisQueue, key: str) -> Job:
     kind = queue.client.type(key)
     members = (
@@ -45,14 +50,16 @@ def only_job(queue: RedisQueue, key: str) -> Job:
     return decode(members[0])
 
 
+@pytest.mark.topology
 def test_dispatch_pushes_one_payload_onto_the_ready_list(queue: RedisQueue) -> None:
     handle = apptasks.record.dispatch(42)
     client = queue.client
-    assert core_keys(queue) == {b"queues:default", b"queues:default:notify", b"rqueue:queues"}
-    assert client.type("queues:default") == b"list"
-    assert client.type("queues:default:notify") == b"list"  # wakes an idle worker's BLPOP
-    assert client.smembers("rqueue:queues") == {b"default"}
-    job = only_job(queue, "queues:default")
+    default, known = queue.keys("default"), queue.global_keys.known_queues
+    assert core_keys(queue) == encoded(default.ready, default.notify, known)
+    assert client.type(default.ready) == b"list"
+    assert client.type(default.notify) == b"list"  # wakes an idle worker's BLPOP
+    assert client.smembers(known) == {b"default"}
+    job = only_job(queue, default.ready)
     assert (job.id, job.task, job.args, job.kwargs) == (handle.id, "apptasks:record", (42,), {})
     assert (job.queue, job.attempts, job.tries, job.timeout, job.backoff) == (
         "default",
@@ -66,17 +73,19 @@ def test_dispatch_pushes_one_payload_onto_the_ready_list(queue: RedisQueue) -> N
     assert (handle.task, handle.queue) == ("apptasks:record", "default")
 
 
+@pytest.mark.topology
 def test_every_dispatch_gets_its_own_id_and_keeps_order(queue: RedisQueue) -> None:
     handles = [apptasks.record.dispatch(i) for i in range(5)]
     assert len({h.id for h in handles}) == 5
-    jobs = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
+    jobs = [decode(p) for p in ready(queue)]
     assert [j.id for j in jobs] == [h.id for h in handles]
     assert [j.args for j in jobs] == [(i,) for i in range(5)]
 
 
+@pytest.mark.topology
 def test_task_options_go_into_the_payload(queue: RedisQueue) -> None:
     apptasks.always_fails.dispatch("x")
-    job = only_job(queue, "queues:emails")
+    job = only_job(queue, queue.keys("emails").ready)
     assert (job.task, job.queue, job.tries, job.backoff) == (
         "apptasks:always_fails",
         "emails",
@@ -84,15 +93,17 @@ def test_task_options_go_into_the_payload(queue: RedisQueue) -> None:
         (0.2, 0.4),
     )
     apptasks.sleeps.dispatch(1)
-    assert only_job(queue, "queues:default").timeout == 1.0
+    assert only_job(queue, queue.keys("default").ready).timeout == 1.0
 
 
+@pytest.mark.topology
 def test_kwargs_are_kept_by_name(queue: RedisQueue) -> None:
     apptasks.with_hooks.dispatch(value="v", fail=True)
-    job = only_job(queue, "queues:default")
+    job = only_job(queue, queue.keys("default").ready)
     assert job.args == () and job.kwargs == {"value": "v", "fail": True}
 
 
+@pytest.mark.topology
 @pytest.mark.parametrize(
     "when",
     [
@@ -115,34 +126,40 @@ def test_later_adds_to_the_delayed_set_scored_by_due_time(queue: RedisQueue, whe
     handle = apptasks.record.later(value, "x")
     after = redis_now_ms(queue)
     client = queue.client
-    assert client.type("queues:default:delayed") == b"zset"
-    assert client.exists("queues:default") == 0
-    assert client.smembers("rqueue:queues") == {b"default"}
-    ((member, score),) = client.zrange("queues:default:delayed", 0, -1, withscores=True)
+    default = queue.keys("default")
+    assert client.type(default.delayed) == b"zset"
+    assert client.exists(default.ready) == 0
+    assert client.smembers(queue.global_keys.known_queues) == {b"default"}
+    ((member, score),) = client.zrange(default.delayed, 0, -1, withscores=True)
     assert decode(member).id == handle.id and decode(member).args == ("x",)
     assert before + 28_000 <= score <= after + 31_000
     # The parent's timer list holds the new earliest due time, to wake it.
-    assert client.lrange("queues:default:timer", 0, -1) == [str(int(score)).encode()]
+    assert client.lrange(default.timer, 0, -1) == [str(int(score)).encode()]
 
 
+@pytest.mark.topology
 def test_later_in_the_past_is_ready_now(queue: RedisQueue) -> None:
     apptasks.record.later(datetime.now(timezone.utc) - timedelta(hours=1), 1)
     apptasks.record.later(-5, 2)
     apptasks.record.later(timedelta(0), 3)
-    assert queue.client.llen("queues:default") == 3
-    assert queue.client.exists("queues:default:delayed") == 0
+    default = queue.keys("default")
+    assert queue.client.llen(default.ready) == 3
+    assert queue.client.exists(default.delayed) == 0
 
 
+@pytest.mark.topology
 def test_a_later_earlier_due_time_moves_the_timer(queue: RedisQueue) -> None:
+    timer = queue.keys("default").timer
     apptasks.record.later(60, 1)
-    first = int(queue.client.lindex("queues:default:timer", 0))
+    first = int(queue.client.lindex(timer, 0))
     apptasks.record.later(120, 2)
-    assert int(queue.client.lindex("queues:default:timer", 0)) == first
+    assert int(queue.client.lindex(timer, 0)) == first
     apptasks.record.later(10, 3)
-    assert int(queue.client.lindex("queues:default:timer", 0)) < first - 40_000
-    assert queue.client.llen("queues:default:timer") == 1
+    assert int(queue.client.lindex(timer, 0)) < first - 40_000
+    assert queue.client.llen(timer) == 1
 
 
+@pytest.mark.topology
 @pytest.mark.parametrize(
     "when",
     [
@@ -162,10 +179,11 @@ def test_bad_later_values_are_refused(queue: RedisQueue, when: Any) -> None:
     assert queue.client.keys("queues:*") == []
 
 
+@pytest.mark.topology
 def test_using_overrides_options_for_its_dispatches_only(queue: RedisQueue) -> None:
     custom = apptasks.record.using(queue="high", tries=5, timeout=2.5, backoff=[1, 2])
     handle = custom.dispatch("x")
-    job = only_job(queue, "queues:high")
+    job = only_job(queue, queue.keys("high").ready)
     assert (job.id, job.queue, job.tries, job.timeout, job.backoff) == (
         handle.id,
         "high",
@@ -175,9 +193,9 @@ def test_using_overrides_options_for_its_dispatches_only(queue: RedisQueue) -> N
     )
     assert job.task == "apptasks:record"  # still the same task for the worker
     apptasks.record.dispatch("y")
-    assert only_job(queue, "queues:default").tries is None
+    assert only_job(queue, queue.keys("default").ready).tries is None
     apptasks.always_fails.using(backoff=7).later(60, "z")
-    delayed = only_job(queue, "queues:emails:delayed")
+    delayed = only_job(queue, queue.keys("emails").delayed)
     assert (delayed.queue, delayed.tries, delayed.backoff) == ("emails", 3, (7.0,))
     assert apptasks.record.on_queue("low").dispatch(1).queue == "low"
     assert queue.known_queues() == ["default", "emails", "high", "low"]
@@ -210,7 +228,10 @@ def test_dispatch_many_is_one_round_trip(
         checkouts.append(args)
         return original(*args, **kwargs)
 
-    # The steady state: the queues were registered (a round trip a minute of its own).
+    # The steady state: the scripts are loaded (a fresh server would answer NOSCRIPT once)
+    # and the queues were registered (a round trip a minute of its own).
+    for script in queue.scripts.all():
+        queue.client.script_load(script.source)
     queue.remember_queues(["default", "emails"])
     queue.client.config_resetstat()
     monkeypatch.setattr(pool, "get_connection", counting)
@@ -222,20 +243,21 @@ def test_dispatch_many_is_one_round_trip(
     assert len(checkouts) == 1
     # One push script call per queue, not one per task.
     assert queue.client.info("commandstats")["cmdstat_evalsha"]["calls"] == 2
-    ready = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
-    emails = [decode(p) for p in queue.client.lrange("queues:emails", 0, -1)]
-    assert [j.args for j in ready[:50]] == [(i,) for i in range(50)]
-    assert ready[50].kwargs == {"fail": True} and ready[50].args == ("v",)
+    defaults = [decode(p) for p in ready(queue)]
+    emails = [decode(p) for p in ready(queue, "emails")]
+    assert [j.args for j in defaults[:50]] == [(i,) for i in range(50)]
+    assert defaults[50].kwargs == {"fail": True} and defaults[50].args == ("v",)
     assert [j.args for j in emails] == [(f"e{i}",) for i in range(10)]
-    assert [h.id for h in handles] == [j.id for j in ready[:50] + emails + ready[50:]]
+    assert [h.id for h in handles] == [j.id for j in defaults[:50] + emails + defaults[50:]]
     assert queue.known_queues() == ["default", "emails"]
 
 
+@pytest.mark.topology
 def test_task_dispatch_many_takes_argument_tuples_and_pendings(queue: RedisQueue) -> None:
     handles = apptasks.with_hooks.dispatch_many(
         [("a",), ("b", True), apptasks.with_hooks.pending("c", fail=True)]
     )
-    jobs = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
+    jobs = [decode(p) for p in ready(queue)]
     assert [(j.args, j.kwargs) for j in jobs] == [
         (("a",), {}),
         (("b", True), {}),
@@ -244,11 +266,13 @@ def test_task_dispatch_many_takes_argument_tuples_and_pendings(queue: RedisQueue
     assert [h.id for h in handles] == [j.id for j in jobs]
 
 
+@pytest.mark.topology
 def test_dispatch_many_of_thousands_is_chunked_below_luas_unpack_limit(queue: RedisQueue) -> None:
     apptasks.record.dispatch_many([(i,) for i in range(2500)])
-    assert queue.client.llen("queues:default") == 2500
+    assert queue.client.llen(queue.keys("default").ready) == 2500
 
 
+@pytest.mark.topology
 def test_calling_a_task_runs_it_inline(queue: RedisQueue) -> None:
     assert apptasks.record("inline") == "inline"
     assert apptasks.fails_until("v", succeed_on=1) == "v"
@@ -270,18 +294,17 @@ def test_hooks_must_be_callable() -> None:
         task(after_succeeded="not a function")(lambda: None)  # type: ignore[call-overload]
 
 
+@pytest.mark.topology
 def test_prefix_goes_in_front_of_every_key(config: Config) -> None:
     prefixed = RedisQueue(replace(config, prefix="app1:"))
     prefixed.client.flushall()
     apptasks.record.using(connection=prefixed).dispatch(1)
     apptasks.record.using(connection=prefixed).later(30, 2)
-    assert core_keys(prefixed) == {
-        b"app1:queues:default",
-        b"app1:queues:default:notify",
-        b"app1:queues:default:delayed",
-        b"app1:queues:default:timer",
-        b"app1:rqueue:queues",
-    }
+    # The keys an unprefixed queue would use (hash-tagged on a cluster), each prefixed.
+    plain = QueueKeys.for_queue("default", cluster=config.cluster)
+    known = GlobalKeys.for_prefix(cluster=config.cluster).known_queues
+    unprefixed = (plain.ready, plain.notify, plain.delayed, plain.timer, known)
+    assert core_keys(prefixed) == encoded(*(f"app1:{key}" for key in unprefixed))
     prefixed.client.close()
 
 
@@ -301,16 +324,13 @@ def test_cluster_mode_hash_tags_the_queue_name(config: Config) -> None:
         "queues:emails:failed",
         "queues:emails:notify",
     )
-    # The same scripts run unchanged on the hash-tagged keys.
+    # Cluster mode against a server that is not a cluster: a clear error, at once.
     clustered = RedisQueue(replace(config, cluster=True))
-    clustered.client.flushall()
-    apptasks.record.using(connection=clustered).dispatch(1)
-    reservation = clustered.reserve("default", 5, 1000, 0, 0)
-    assert len(reservation.payloads) == 1
-    assert clustered.client.zcard("queues:{default}:reserved") == 1
-    clustered.client.close()
+    with pytest.raises(ConfigError, match=r"Redis Cluster mode .* is not a cluster node"):
+        apptasks.record.using(connection=clustered).dispatch(1)
 
 
+@pytest.mark.topology
 def test_dispatch_uses_the_connection_from_redis_url(
     config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -319,10 +339,11 @@ def test_dispatch_uses_the_connection_from_redis_url(
     handle = apptasks.record.dispatch("env")
     default = default_queue()
     assert default.config.redis_url == config.redis_url
-    assert decode(default.client.lindex("queues:default", -1)).id == handle.id
+    assert decode(default.client.lindex(default.keys("default").ready, -1)).id == handle.id
     default.client.flushall()
 
 
+@pytest.mark.topology
 def test_a_naive_datetime_is_local_time_not_utc(queue: RedisQueue) -> None:
     # Far from UTC, so reading a naive time as UTC would be hours off.
     saved = os.environ.get("TZ")
@@ -334,7 +355,8 @@ def test_a_naive_datetime_is_local_time_not_utc(queue: RedisQueue) -> None:
         assert abs(local_now - utc_now) > timedelta(hours=5)
         before = redis_now_ms(queue)
         apptasks.record.later(local_now + timedelta(seconds=60), 1)
-        ((_, score),) = queue.client.zrange("queues:default:delayed", 0, -1, withscores=True)
+        delayed = queue.keys("default").delayed
+        ((_, score),) = queue.client.zrange(delayed, 0, -1, withscores=True)
         assert before + 55_000 <= score <= before + 62_000
     finally:
         if saved is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import apptasks
-from support import Workers, cli, push_job, strings, wait_for
+import pytest
+from support import Workers, cli, push_job, ready, strings, wait_for
 
 from rqueue.config import Config
 from rqueue.failed import FailedTasks, make_record
@@ -14,6 +15,8 @@ from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 
 TESTS_DIR = Path(__file__).parent
+
+pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
 
 def fail_by_hand(queue: RedisQueue, value: object, name: str = "default") -> str:
@@ -77,7 +80,7 @@ def test_list_filters_by_queue_and_says_when_there_is_nothing(
 
 
 def test_show_a_payload_that_never_decoded(queue: RedisQueue, config: Config) -> None:
-    queue.client.rpush("queues:default", b"\x00garbage")
+    queue.client.rpush(queue.keys("default").ready, b"\x00garbage")
     (reserved,) = queue.reserve("default", 1, 60_000, 0, 0).payloads
     queue.fail(
         "default",
@@ -101,7 +104,7 @@ def test_retry_one_task_resets_its_attempts_and_it_runs_again(
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"Retried {first} on queue default."
     assert failed_ids(queue) == [second]
-    (payload,) = queue.client.lrange("queues:default", 0, -1)
+    (payload,) = ready(queue)
     assert decode(payload).id == first and payload_attempts(payload) == 0
     ran = cli(config, "work", "--stop-when-empty", "--block-for", "0.5", cwd=TESTS_DIR)
     assert ran.returncode == 0, ran.stderr
@@ -113,7 +116,7 @@ def test_retry_several_ids_at_once(queue: RedisQueue, config: Config) -> None:
     result = cli(config, "failed", "retry", ids[0], ids[2])
     assert result.returncode == 0, result.stderr
     assert failed_ids(queue) == [ids[1]]
-    assert [decode(p).id for p in queue.client.lrange("queues:default", 0, -1)] == [ids[0], ids[2]]
+    assert [decode(p).id for p in ready(queue)] == [ids[0], ids[2]]
 
 
 def test_retry_all_re_runs_every_failed_task(queue: RedisQueue, config: Config) -> None:

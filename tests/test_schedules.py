@@ -9,18 +9,17 @@ from typing import Any
 
 import apptasks
 import pytest
+from support import ready
 
 from rqueue import schedules
 from rqueue.errors import InvalidSchedule, TaskNotRegistered, UnserializableArgument
 from rqueue.payload import decode
 from rqueue.schedules.api import ScheduleExists, ScheduleNotFound, Schedules
-from rqueue.schedules.scheduler import CATCH_UP_LIMIT, PRECISE_WAIT, Scheduler, trigger_id
+from rqueue.schedules.scheduler import CATCH_UP_LIMIT, PRECISE_WAIT, Due, Scheduler, trigger_id
 from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
 
 UTC = timezone.utc
-SCHEDULES = "queues:default:schedules"
-DEFS = "queues:default:schedule-defs"
 
 
 def redis_now(queue: RedisQueue) -> int:
@@ -28,15 +27,17 @@ def redis_now(queue: RedisQueue) -> int:
 
 
 def ready_jobs(queue: RedisQueue, name: str = "default") -> list[Any]:
-    return [decode(p) for p in queue.client.lrange(f"queues:{name}", 0, -1)]
+    return [decode(p) for p in ready(queue, name)]
 
 
+@pytest.mark.topology
 def test_add_stores_the_schedule_beside_its_queue(queue: RedisQueue) -> None:
     added = schedules.add("cleanup", apptasks.scheduled, every=timedelta(minutes=5), args=(7,))
-    client = queue.client
-    assert client.type(SCHEDULES) == b"zset" and client.type(DEFS) == b"hash"
-    assert client.hgetall("rqueue:schedules") == {b"cleanup": b"default"}
-    assert client.zscore(SCHEDULES, "cleanup") == added.next_ms
+    client, default = queue.client, queue.keys("default")
+    assert client.type(default.schedules) == b"zset"
+    assert client.type(default.schedule_defs) == b"hash"
+    assert client.hgetall(queue.global_keys.schedule_index) == {b"cleanup": b"default"}
+    assert client.zscore(default.schedules, "cleanup") == added.next_ms
     assert added.next_ms == added.created_ms + 300_000
     assert schedules.get("cleanup").args == (7,)
     runs = schedules.get("cleanup").next_runs(3)
@@ -50,6 +51,7 @@ def test_cluster_keys_share_the_queue_hash_slot() -> None:
     assert keys.ready == "queues:{emails}"
 
 
+@pytest.mark.topology
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [
@@ -82,6 +84,7 @@ def test_bad_definitions_are_refused_and_nothing_is_stored(
     assert queue.client.keys("*") == []
 
 
+@pytest.mark.topology
 def test_unknown_task_is_refused_and_nothing_is_stored(queue: RedisQueue) -> None:
     with pytest.raises(TaskNotRegistered, match="no task of that name"):
         schedules.add("bad", "apptasks:no_such_task", every=60)
@@ -90,6 +93,7 @@ def test_unknown_task_is_refused_and_nothing_is_stored(queue: RedisQueue) -> Non
     assert queue.client.keys("*") == []
 
 
+@pytest.mark.topology
 def test_duplicate_name_is_refused(queue: RedisQueue) -> None:
     schedules.add("once", apptasks.scheduled, every=60, args=("a",))
     with pytest.raises(ScheduleExists):
@@ -97,9 +101,16 @@ def test_duplicate_name_is_refused(queue: RedisQueue) -> None:
     assert schedules.get("once").every_ms == 60_000
 
 
+@pytest.mark.topology
 def test_bad_update_changes_nothing(queue: RedisQueue) -> None:
     schedules.add("keep", apptasks.scheduled, cron="*/5 * * * *", args=("a",))
-    before = (queue.client.hget(DEFS, "keep"), queue.client.zscore(SCHEDULES, "keep"))
+    default = queue.keys("default")
+
+    def stored() -> tuple[Any, Any]:
+        client = queue.client
+        return client.hget(default.schedule_defs, "keep"), client.zscore(default.schedules, "keep")
+
+    before = stored()
     for changes in (
         {"cron": "0 25 * * *"},
         {"timezone": "Nowhere/Else"},
@@ -109,19 +120,22 @@ def test_bad_update_changes_nothing(queue: RedisQueue) -> None:
     ):
         with pytest.raises((InvalidSchedule, TaskNotRegistered)):
             schedules.update("keep", **changes)
-    assert (queue.client.hget(DEFS, "keep"), queue.client.zscore(SCHEDULES, "keep")) == before
+    assert stored() == before
     with pytest.raises(ScheduleNotFound):
         schedules.update("nope", cron="* * * * *")
 
 
+@pytest.mark.topology
 def test_update_pause_resume_remove(queue: RedisQueue) -> None:
     schedules.add("s", apptasks.scheduled, every=3600, args=("a",))
     updated = schedules.update("s", cron="*/10 * * * * *", args=("b",))
     assert updated.cron == "*/10 * * * * *" and updated.every_ms is None
     assert updated.next_ms is not None and updated.next_ms % 10_000 == 0
-    assert queue.client.lrange("queues:default:timer", 0, -1)  # wakes a blocked parent
+    default = queue.keys("default")
+    assert queue.client.lrange(default.timer, 0, -1)  # wakes a blocked parent
     paused = schedules.pause("s")
-    assert paused.paused and paused.next_ms is None and queue.client.zscore(SCHEDULES, "s") is None
+    assert paused.paused and paused.next_ms is None
+    assert queue.client.zscore(default.schedules, "s") is None
     resumed = schedules.resume("s")
     assert not resumed.paused and resumed.next_ms is not None
     schedules.remove("s")
@@ -139,26 +153,28 @@ def due_now(queue: RedisQueue, name: str, ago_ms: int = 0) -> int:
     schedule = schedules.get(name)
     aligned = schedule.timing.next_after(when - 1 - (schedule.every_ms or 1000))
     assert aligned is not None
-    queue.client.zadd(SCHEDULES, {name: aligned})
+    queue.client.zadd(queue.keys("default").schedules, {name: aligned})
     return aligned
 
 
+@pytest.mark.topology
 def test_fire_enqueues_each_trigger_once_with_deterministic_id_and_meta(queue: RedisQueue) -> None:
     schedules.add("tick", apptasks.scheduled, every=1, args=("x",))
     trigger = due_now(queue, "tick")
     first, second = Scheduler(queue, ["default"]), Scheduler(queue, ["default"])
-    due = [("default", b"tick", trigger)]
-    first._fire(due, redis_now(queue))
-    second._fire(due, redis_now(queue))  # read the same score: its compare-and-set fails
+    first._fire([Due("default", b"tick", trigger, redis_now(queue))])
+    # It read the same score: its compare-and-set fails.
+    second._fire([Due("default", b"tick", trigger, redis_now(queue))])
     jobs = ready_jobs(queue)
     assert len(jobs) == 1
     assert jobs[0].id == trigger_id("tick", trigger)
     assert jobs[0].meta["schedule"] == "tick" and jobs[0].meta["trigger_ms"] == trigger
     assert jobs[0].meta["trigger"].endswith("Z") and jobs[0].args == ("x",)
     assert schedules.get("tick").last_ms == trigger
-    assert queue.client.sismember("queues:default:pending-ids", jobs[0].id)
+    assert queue.client.sismember(queue.keys("default").pending_ids, jobs[0].id)
 
 
+@pytest.mark.topology
 def test_tick_returns_time_until_the_next_schedule(queue: RedisQueue) -> None:
     scheduler = Scheduler(queue, ["default"])
     assert scheduler.tick() >= 59  # nothing scheduled: the parent's own cap applies
@@ -167,6 +183,7 @@ def test_tick_returns_time_until_the_next_schedule(queue: RedisQueue) -> None:
     assert Scheduler(queue, ["default"], enabled=False).tick() == 60.0
 
 
+@pytest.mark.topology
 def test_misfire_skip_fires_once_for_an_outage(queue: RedisQueue) -> None:
     schedules.add("skip", apptasks.scheduled, every=60, start=DAY_AGO, args=("x",), misfire_grace=5)
     missed_from = due_now(queue, "skip", ago_ms=3600_000)
@@ -178,6 +195,7 @@ def test_misfire_skip_fires_once_for_an_outage(queue: RedisQueue) -> None:
     assert schedules.get("skip").next_ms > redis_now(queue)  # type: ignore[operator]
 
 
+@pytest.mark.topology
 def test_misfire_all_fires_each_missed_trigger_up_to_the_limit(queue: RedisQueue) -> None:
     schedules.add(
         "few",
@@ -193,7 +211,7 @@ def test_misfire_all_fires_each_missed_trigger_up_to_the_limit(queue: RedisQueue
     triggers = [j.meta["trigger_ms"] for j in ready_jobs(queue)]
     assert triggers == list(range(start, start + 60_000 * len(triggers), 60_000))
     assert 10 <= len(triggers) <= 11
-    queue.client.delete("queues:default")
+    queue.client.delete(queue.keys("default").ready)
     schedules.add(
         "many",
         apptasks.scheduled,
@@ -210,6 +228,7 @@ def test_misfire_all_fires_each_missed_trigger_up_to_the_limit(queue: RedisQueue
     assert schedules.get("many").next_ms > redis_now(queue)  # type: ignore[operator]
 
 
+@pytest.mark.topology
 def test_late_triggers_within_the_grace_all_fire(queue: RedisQueue) -> None:
     schedules.add(
         "grace", apptasks.scheduled, every=1, start=DAY_AGO, args=("x",), misfire_grace=60
@@ -220,6 +239,7 @@ def test_late_triggers_within_the_grace_all_fire(queue: RedisQueue) -> None:
     assert triggers[:5] == [start + 1000 * k for k in range(5)]
 
 
+@pytest.mark.topology
 def test_window_end_marks_the_schedule_finished(queue: RedisQueue) -> None:
     now = redis_now(queue)
     schedules.add(
@@ -235,6 +255,7 @@ def test_window_end_marks_the_schedule_finished(queue: RedisQueue) -> None:
     assert Scheduler(queue, ["default"]).tick() >= 59 and ready_jobs(queue) == []
 
 
+@pytest.mark.topology
 def test_no_local_clock_is_consulted(queue: RedisQueue, monkeypatch: pytest.MonkeyPatch) -> None:
     """Adding and firing read Redis TIME only: a wrong local clock cannot matter."""
 
@@ -250,6 +271,7 @@ def test_no_local_clock_is_consulted(queue: RedisQueue, monkeypatch: pytest.Monk
     assert [j.meta["trigger_ms"] for j in ready_jobs(queue)] == [trigger]
 
 
+@pytest.mark.topology
 def test_run_now_enqueues_outside_the_timeline(queue: RedisQueue) -> None:
     added = schedules.add("manual", apptasks.scheduled, every=3600, args=("m",))
     task_id = schedules.run_now("manual")
@@ -260,6 +282,7 @@ def test_run_now_enqueues_outside_the_timeline(queue: RedisQueue) -> None:
         schedules.run_now("absent")
 
 
+@pytest.mark.topology
 def test_declared_cron_is_created_once_by_workers_of_its_queue(queue: RedisQueue) -> None:
     Scheduler(queue, ["default"]).tick()
     with pytest.raises(ScheduleNotFound):
@@ -281,6 +304,7 @@ def test_declaring_a_bad_cron_fails_at_import() -> None:
         def broken() -> None: ...
 
 
+@pytest.mark.topology
 def test_the_schedules_doc_example_runs(queue: RedisQueue, tmp_path: Any) -> None:
     import re
     import subprocess

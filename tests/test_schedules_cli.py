@@ -15,6 +15,8 @@ from rqueue.store.queue import RedisQueue
 
 TESTS_DIR = Path(__file__).parent
 
+pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
+
 
 def run(config: Config, *args: str):  # type: ignore[no-untyped-def]
     return cli(config, "schedule", *args, cwd=TESTS_DIR)
@@ -88,7 +90,7 @@ def test_add_list_show_update_pause_resume_run_now_remove(
 
     now = run(config, "run-now", "often")
     assert now.returncode == 0 and "Enqueued often now as task" in now.stdout
-    assert queue.client.llen("queues:reports") == 1
+    assert queue.client.llen(queue.keys("reports").ready) == 1
 
     removed = run(config, "remove", "often")
     assert removed.returncode == 0 and "Removed schedule often." in removed.stdout
@@ -181,7 +183,7 @@ def test_a_failed_scheduled_run_shows_its_schedule_and_trigger(
     schedules.add("failing", "apptasks:always_raises", every=60, args=["boom"], start=start)
     due = schedules.get("failing").timing.next_after(Schedules(queue).now_ms() - 61_000)
     assert due is not None
-    queue.client.zadd("queues:default:schedules", {"failing": due})
+    queue.client.zadd(queue.keys("default").schedules, {"failing": due})
     Scheduler(queue, ["default"]).tick()
     worker = cli(config, "work", "--stop-when-empty", "--tries", "1", cwd=TESTS_DIR)
     assert worker.returncode == 0, worker.stderr

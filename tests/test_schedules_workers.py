@@ -10,11 +10,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import apptasks
+import pytest
 from support import Workers, wait_for
 
 from rqueue import schedules
 from rqueue.schedules.api import Schedules
 from rqueue.store.queue import RedisQueue
+
+pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
 UTC = timezone.utc
 SKEWED = str(Path(__file__).parent / "skewed_clock")
@@ -179,4 +182,4 @@ def test_no_schedule_worker_fires_nothing(queue: RedisQueue, workers: Workers) -
     apptasks.record.dispatch("went")
     wait_for(lambda: queue.client.lrange(apptasks.DONE, 0, -1), 20, "the worker ran a task")
     wait_for(lambda: now_ms(queue) > (schedules.get("idle").next_ms or 0) + 1500, 10, "a due time")
-    assert runs(queue, "idle") == [] and queue.client.llen("queues:default") == 0
+    assert runs(queue, "idle") == [] and queue.client.llen(queue.keys("default").ready) == 0

@@ -10,12 +10,14 @@ import time
 import apptasks
 import psutil
 import pytest
-from support import WorkerProcess, Workers, cli, follow_log, logged, strings, title, wait_for
+from support import WorkerProcess, Workers, cli, follow_log, logged, ready, strings, title, wait_for
 
 from rqueue.config import Config
 from rqueue.payload import decode
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
+
+pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 
@@ -56,7 +58,7 @@ def test_warm_shutdown_finishes_the_running_task_and_loses_nothing(
     assert worker.wait(15) == 0, "".join(log)
     assert done(queue) == ["first", "w"]
     # Tasks the child had prefetched but not started are back, attempts returned.
-    remaining = [decode(p) for p in queue.client.lrange("queues:default", 0, -1)]
+    remaining = [decode(p) for p in ready(queue)]
     assert [(j.args, j.attempts) for j in remaining] == [((i,), 0) for i in range(3)]
     assert queue.sizes(["default"])[0].reserved == 0
 
@@ -90,9 +92,9 @@ def test_cold_shutdown_kills_children_and_releases_their_tasks_at_once(
     assert code == 0, "".join(log)
     assert all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in children)
     # Released back at once (not after their reservation expires), attempts returned.
-    ready = queue.client.lrange("queues:default", 0, -1)
-    assert sorted(decode(p).args[0] for p in ready) == ["a", "b"]
-    assert [payload_attempts(p) for p in ready] == [0, 0]
+    released = ready(queue)
+    assert sorted(decode(p).args[0] for p in released) == ["a", "b"]
+    assert [payload_attempts(p) for p in released] == [0, 0]
     size = queue.sizes(["default"])[0]
     assert (size.reserved, size.delayed, size.failed) == (0, 0, 0)
     # And they complete on the next worker.
@@ -216,7 +218,7 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
     assert done(queue) == ["first", "orphan"]
     size = queue.sizes(["default"])[0]
     assert (size.ready, size.reserved) == (3, 0)  # acknowledged, and the rest given back
-    assert [payload_attempts(p) for p in queue.client.lrange("queues:default", 0, -1)] == [0] * 3
+    assert [payload_attempts(p) for p in ready(queue)] == [0] * 3
 
 
 def test_a_stop_signal_while_children_are_being_forked_stops_them_all(

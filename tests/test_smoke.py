@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import apptasks
+import pytest
 
 from rqueue.store.queue import RedisQueue
 
 
+@pytest.mark.topology
 def test_dispatched_tasks_complete_under_a_real_worker(queue: RedisQueue, workers) -> None:  # type: ignore[no-untyped-def]
     for i in range(20):
         apptasks.record.dispatch(i)

@@ -14,7 +14,7 @@ from pathlib import Path
 import apptasks
 import psutil
 import pytest
-from support import Workers, push_job, strings, title, wait_for
+from support import Workers, push_job, ready, strings, title, wait_for
 
 from rqueue import dispatch_many
 from rqueue.config import Config
@@ -22,6 +22,8 @@ from rqueue.failed import FailedTask, FailedTasks
 from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.header import with_attempts
 from rqueue.store.queue import RedisQueue
+
+pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 
@@ -210,7 +212,7 @@ def test_a_child_killed_with_a_batch_reserved_ahead_gets_all_of_it_back_at_once(
     assert sorted(done(queue)) == sorted(["first", "b", *map(str, range(30))])
     assert failed(queue) == []
     wait_for(lambda: settled(queue), 5, "nothing left reserved")
-    claims = "queues:default:claims:*"
+    claims = queue.keys("default").claims("*")
     wait_for(lambda: queue.client.keys(claims) == [], 5, "the claims keys to be gone")
 
 
@@ -219,7 +221,7 @@ def test_garbage_pushed_by_hand_goes_to_failed_and_the_worker_goes_on(
 ) -> None:
     job = Job(id=new_id(), task="apptasks:record", args=("x",), kwargs={}, queue="default")
     truncated = encode(job)[:-4]  # the header is intact, the body cut short
-    queue.client.rpush("queues:default", b"\x00\xffgarbage", truncated)
+    queue.client.rpush(queue.keys("default").ready, b"\x00\xffgarbage", truncated)
     apptasks.record.dispatch("fine")
     code, output = workers.run("--stop-when-empty", *FAST)
     assert code == 0, output
@@ -364,7 +366,7 @@ def test_once_runs_exactly_one_task(queue: RedisQueue, workers: Workers) -> None
     assert done(queue) == ["0"]
     size = queue.sizes(["default"])[0]
     assert (size.ready, size.reserved) == (2, 0)
-    assert [decode(p).attempts for p in queue.client.lrange("queues:default", 0, -1)] == [0, 0]
+    assert [decode(p).attempts for p in ready(queue)] == [0, 0]
 
 
 def test_max_jobs_stops_after_that_many_tasks(queue: RedisQueue, workers: Workers) -> None:
@@ -374,7 +376,7 @@ def test_max_jobs_stops_after_that_many_tasks(queue: RedisQueue, workers: Worker
     assert done(queue) == ["0", "1", "2"]
     size = queue.sizes(["default"])[0]
     assert (size.ready, size.reserved) == (7, 0)
-    assert all(decode(p).attempts == 0 for p in queue.client.lrange("queues:default", 0, -1))
+    assert all(decode(p).attempts == 0 for p in ready(queue))
 
 
 def test_max_jobs_counts_tasks_over_all_children(queue: RedisQueue, workers: Workers) -> None:
@@ -642,7 +644,7 @@ def test_a_task_dispatched_from_a_script_run_as_main_resolves_by_its_file_name(
     (tmp_path / "greetings.py").write_text(MAIN_SCRIPT)
     env = {**os.environ, "REDIS_URL": config.redis_url}
     subprocess.run([sys.executable, "greetings.py"], cwd=tmp_path, env=env, check=True, timeout=30)
-    (payload,) = queue.client.lrange("queues:default", 0, -1)
+    (payload,) = ready(queue)
     assert decode(payload).task == "greetings:greet"  # not "__main__:greet"
     local = Workers(config, cwd=tmp_path)
     try:

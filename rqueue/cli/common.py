@@ -27,6 +27,7 @@ import redis
 
 from rqueue.config import Config, ConfigError, read_url_file
 from rqueue.errors import InvalidQueueName, RQueueError
+from rqueue.redis_url import parse_redis_url
 from rqueue.text import shown
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,13 +65,17 @@ def connection_options(command: F) -> F:
     ) -> Any:
         try:
             redis_url, source = _redis_url(redis_url, redis_url_file)
-            config = Config.resolve(redis_url=redis_url, prefix=prefix)
         except ValueError as exc:
             raise click.UsageError(shown(exc)) from None
         try:
-            redis.ConnectionPool.from_url(config.redis_url)  # parses only, connects nothing
-        except ValueError as exc:  # a bad scheme, port or database number
+            if redis_url:  # parsed only, nothing connected: a bad scheme, port or database
+                redis.ConnectionPool.from_url(parse_redis_url(redis_url).node_url)
+        except ValueError as exc:
             raise click.UsageError(shown(f"invalid {source}: {exc}")) from None
+        try:
+            config = Config.resolve(redis_url=redis_url, prefix=prefix)
+        except ValueError as exc:
+            raise click.UsageError(shown(exc)) from None
         try:
             return command(*args, config=config, **kwargs)
         except (InvalidQueueName, ConfigError) as exc:  # a name or setting the command refused

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -115,10 +116,30 @@ def _queue_list(value: str) -> tuple[str, ...]:
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@click.option(
+    "--wait-replicas",
+    type=int,
+    default=None,
+    help="Tasks' own dispatches wait until this many replicas have them (Redis WAIT); "
+    "default RQUEUE_WAIT_REPLICAS or 0. See docs/deployment.md.",
+)
 @connection_options
-def work(config: Config, queues: str, log_level: str, log_format: str, **options: Any) -> None:
+def work(
+    config: Config,
+    queues: str,
+    log_level: str,
+    log_format: str,
+    wait_replicas: int | None,
+    **options: Any,
+) -> None:
     """Run tasks from QUEUES (comma-separated, highest priority first)."""
     from rqueue.worker.supervisor import Supervisor
+
+    if wait_replicas is not None:
+        try:
+            config = replace(config, wait_replicas=wait_replicas)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--wait-replicas") from None
 
     try:
         worker_options = WorkerOptions(queues=_queue_list(queues), **options)

@@ -94,9 +94,10 @@ class Schedules:
         self.queue = queue
         self.store = ScheduleStore(queue)
 
-    def now_ms(self) -> int:
-        """Redis's clock, the only one rqueue trusts."""
-        return self.store.now_ms()
+    def now_ms(self, queue: str = "default") -> int:
+        """Redis's clock, the only one rqueue trusts: on Redis Cluster, that of the node
+        holding ``queue``, the clock its schedules fire by."""
+        return self.store.now_ms(queue)
 
     # -- changing ----------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ class Schedules:
             raise InvalidSchedule(f"invalid schedule name {name!r}")
         found = resolve_task(task)
         target = found.using(queue=queue) if queue else found
-        now = self.now_ms()
+        now = self.now_ms(target.options.queue)
         given = _timing_fields(cron, every, timezone, start, end)
         schedule = _check(
             Schedule(
@@ -237,7 +238,8 @@ class Schedules:
     def run_now(self, name: str) -> str:
         """Enqueue one run at once, outside the timeline; returns the task id."""
         schedule = _trusted(self.get(name))  # the push signs it: only what was signed
-        job = schedule.job(self.now_ms(), self.now_ms())
+        now = self.now_ms(schedule.queue)
+        job = schedule.job(now, now)
         job = replace(job, meta={**job.meta, "manual": True})
         self.queue.push(job.queue, [encode(job, self.queue.config.max_payload_bytes)])
         return job.id
@@ -289,7 +291,7 @@ class Schedules:
             trusted = self.store.trusted(current.queue, name, read)
             # Never sign a change on top of what nobody signed: that would launder it.
             current = _trusted(Schedule.decode(read, current.next_ms, trusted))
-            now = self.now_ms()
+            now = self.now_ms(current.queue)
             if self._save(change(current, now), read, now):
                 return self.get(name)
         raise RQueueError(f"schedule {name!r} kept changing under this update; try again")

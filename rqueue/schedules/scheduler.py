@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 import redis
 
@@ -95,6 +96,15 @@ def plan(schedule: Schedule, score: int, now: int) -> tuple[list[int], int | Non
     return triggers, timing.next_after(after)
 
 
+class Due(NamedTuple):
+    """A schedule due to fire, and the clock of its queue's node when that was read."""
+
+    queue: str
+    member: bytes
+    score: int
+    now: int
+
+
 class Scheduler:
     """Fires the schedules of ``queues`` on behalf of one worker parent."""
 
@@ -132,13 +142,13 @@ class Scheduler:
 
     def _tick(self) -> float:
         self._declare()
-        now, earliest = self.store.earliest(self.queues, BATCH)
         wait = IDLE
-        due: list[tuple[str, bytes, int]] = []
-        for name, entries in zip(self.queues, earliest, strict=True):
+        due: list[Due] = []
+        earliest = self.store.earliest(self.queues, BATCH)
+        for name, (now, entries) in zip(self.queues, earliest, strict=True):
             for member, score in entries:
                 if score <= now:
-                    due.append((name, member, int(score)))
+                    due.append(Due(name, member, int(score), now))
                 else:
                     wait = min(wait, (score - now) / 1000)
                     break
@@ -146,19 +156,16 @@ class Scheduler:
                 if len(entries) >= BATCH:
                     wait = 0.0
         if due:
-            soonest = self._fire(due, now)
-            if soonest is not None:
-                wait = min(wait, (soonest - now) / 1000)
+            wait = min(wait, self._fire(due))
         return max(0.0, wait)
 
-    def _fire(self, due: list[tuple[str, bytes, int]], now: int) -> int | None:
-        """Fire each due schedule; return the earliest next fire time among them."""
-        definitions = self.store.definitions(
-            [(queue_name, member) for queue_name, member, _ in due]
-        )
+    def _fire(self, due: list[Due]) -> float:
+        """Fire each due schedule; return seconds until the soonest next fire time among
+        them (each by the clock of its queue's node)."""
+        definitions = self.store.definitions([(d.queue, d.member) for d in due])
         firings: list[Firing] = []
-        soonest: int | None = None
-        for (queue_name, member, score), data in zip(due, definitions, strict=True):
+        soonest = IDLE
+        for (queue_name, member, score, now), data in zip(due, definitions, strict=True):
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:
@@ -175,8 +182,8 @@ class Scheduler:
                         exc,
                     )
                 continue
-            if firing.next_ms is not None and (soonest is None or firing.next_ms < soonest):
-                soonest = firing.next_ms
+            if firing.next_ms is not None:
+                soonest = min(soonest, (firing.next_ms - now) / 1000)
             firings.append(firing)
         if not firings:
             return soonest

@@ -1,21 +1,25 @@
 """Opening a Redis client from a :class:`~rqueue.config.Config`.
 
 Every connection rqueue makes starts here, so how it talks to Redis (timeouts, no
-silent retries, TLS, which replies count as an outage) is decided in one place;
-Cluster and Sentinel clients will be chosen here too, from the same settings.
+silent retries, TLS, which replies count as an outage) is decided in one place, for
+one server, each node of a Redis Cluster (``cluster.py``) and the master Sentinel
+names (``sentinel.py``) alike.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from rqueue.config import Config
+from rqueue.config import Config, ConfigError
+from rqueue.store.cluster import ClusterClient, SlotMap
 from rqueue.store.retry import ROLE_CHANGES, RedisUnavailable, transient_reply
+from rqueue.store.sentinel import MasterLocator, sentinel_managed
 
 
 @functools.cache
@@ -63,7 +67,40 @@ def _reconnecting(connection: type) -> type:
 
 
 def connect(config: Config) -> redis.Redis:
-    """Open a client; bytes in, bytes out, since payloads are msgpack."""
+    """Open a client for the topology the config names; bytes in, bytes out, since
+    payloads are msgpack. Nothing is sent until it is used."""
+    target = config.target
+    if config.cluster:
+        seeds = target.hosts or [_address(node_client(config))]
+        return ClusterClient(SlotMap(seeds, lambda host, port: node_client(config, (host, port))))
+    if target.kind == "sentinel":
+        locator = MasterLocator(target, _options(config))
+        return node_client(config, routed=lambda connection: sentinel_managed(connection, locator))
+    return node_client(config)
+
+
+def node_client(
+    config: Config,
+    address: tuple[str, int] | None = None,
+    routed: Callable[[type], type] | None = None,
+) -> redis.Redis:
+    """A client of one server: the URL's, or the node at ``address`` with the URL's
+    credentials, database and TLS settings (a cluster's nodes), or wherever
+    ``routed`` connections find it (Sentinel's master)."""
+    client = redis.Redis.from_url(config.target.node_url, **_options(config))
+    pool = client.connection_pool
+    if address is not None:
+        pool.connection_kwargs.update(host=address[0], port=address[1])
+    # The parser redis-py picks depends on its version, hiredis and the protocol:
+    # ask a connection object (it opens no socket) which one, and wrap that.
+    chosen: type = type(pool.connection_class(**pool.connection_kwargs)._parser)
+    pool.connection_kwargs["parser_class"] = _outage_aware_parser(chosen)
+    connection: type = pool.connection_class
+    pool.connection_class = _reconnecting(routed(connection) if routed else connection)
+    return client
+
+
+def _options(config: Config) -> dict[str, Any]:
     options: dict[str, Any] = {
         "socket_timeout": config.socket_timeout,
         "socket_connect_timeout": config.socket_timeout,
@@ -72,13 +109,15 @@ def connect(config: Config) -> redis.Redis:
         # timeout can run it twice. rqueue retries where it knows that is safe.
         "retry": Retry(NoBackoff(), 0),
     }
-    if config.redis_url.startswith("rediss://") and config.ssl_ca_certs:
+    if config.target.tls and config.ssl_ca_certs:
         options["ssl_ca_certs"] = config.ssl_ca_certs
-    client = redis.Redis.from_url(config.redis_url, **options)
-    pool = client.connection_pool
-    # The parser redis-py picks depends on its version, hiredis and the protocol:
-    # ask a connection object (it opens no socket) which one, and wrap that.
-    chosen: type = type(pool.connection_class(**pool.connection_kwargs)._parser)
-    pool.connection_kwargs["parser_class"] = _outage_aware_parser(chosen)
-    pool.connection_class = _reconnecting(pool.connection_class)
-    return client
+    return options
+
+
+def _address(client: redis.Redis) -> tuple[str, int]:
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        raise ConfigError("Redis Cluster is reached over TCP: a unix:// URL cannot name it")
+    if int(kwargs.get("db") or 0):
+        raise ConfigError("a Redis Cluster has only database 0: end the Redis URL with /0")
+    return str(kwargs.get("host", "localhost")), int(kwargs.get("port", 6379))

@@ -3,7 +3,9 @@
 On a single Redis a queue named ``emails`` lives at ``queues:emails`` and its
 sorted sets and lists beside it (``queues:emails:delayed``, ...). On Redis Cluster
 the name is hash-tagged (``queues:{emails}``) so every key of one queue shares a
-slot and the Lua scripts, which touch several of them at once, run unchanged.
+slot and the Lua scripts, which touch several of them at once, run unchanged. The
+global keys are tagged ``{rqueue}`` there, one slot of their own, and no script or
+pipeline ever mixes them with a queue's keys.
 
 Because a queue's own keys are its name plus ``:<part>``, a queue named
 ``emails:delayed`` would *be* the delayed set of ``emails``. So no ``:``-separated
@@ -117,10 +119,13 @@ class GlobalKeys:
     """Hash of schedule name -> queue name, so a schedule is found by its name alone."""
 
     @classmethod
-    def for_prefix(cls, prefix: str = "") -> GlobalKeys:
+    def for_prefix(cls, prefix: str = "", cluster: bool = False) -> GlobalKeys:
+        """On Redis Cluster the three share one hash tag, so one slot: a worker reads
+        the marker and re-adds its queues in one round trip, to one node."""
         validate_prefix(prefix)
+        base = f"{prefix}{{rqueue}}" if cluster else f"{prefix}rqueue"
         return cls(
-            known_queues=f"{prefix}rqueue:queues",
-            restart=f"{prefix}rqueue:restart",
-            schedule_index=f"{prefix}rqueue:schedules",
+            known_queues=f"{base}:queues",
+            restart=f"{base}:restart",
+            schedule_index=f"{base}:schedules",
         )

@@ -18,12 +18,19 @@ import msgpack
 import redis
 
 from rqueue.config import Config
-from rqueue.errors import DispatchRefused, InvalidQueueName, QueueConnectionError
+from rqueue.errors import (
+    DispatchRefused,
+    InvalidQueueName,
+    QueueConnectionError,
+    ReplicasNotReached,
+)
+from rqueue.store.cluster import ClusterClient
 from rqueue.store.connect import connect
 from rqueue.store.keys import GlobalKeys, QueueKeys, validate_queue_name
-from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable
+from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable, unsent
 from rqueue.store.scripts import Scripts, execute
 from rqueue.store.signing import sign
+from rqueue.store.waits import ShardedWaits
 from rqueue.store.wire import Wire
 
 # Lua's unpack() is limited to a few thousand values; bulk pushes are chunked below it.
@@ -75,7 +82,8 @@ class RedisQueue:
         self.client = client if client is not None else connect(config)
         self.wire = Wire(self.client)
         self.scripts = Scripts()
-        self.global_keys = GlobalKeys.for_prefix(config.prefix)
+        self.global_keys = GlobalKeys.for_prefix(config.prefix, config.cluster)
+        self._waits = ShardedWaits(self.client) if isinstance(self.client, ClusterClient) else None
         self._keys: dict[str, QueueKeys] = {}
         self._registered: dict[str, float] = {}
         """Queue name -> when (monotonic) this process last added it to the registry."""
@@ -89,11 +97,19 @@ class RedisQueue:
 
     # -- producing ------------------------------------------------------------
 
-    def push(self, queue: str, payloads: Sequence[bytes], delay_ms: int = 0) -> None:
-        self._register_if_due([queue])
-        if len(payloads) > _PUSH_CHUNK:
-            self.push_many([(queue, delay_ms, payloads)])
+    def push(
+        self,
+        queue: str,
+        payloads: Sequence[bytes],
+        delay_ms: int = 0,
+        wait_replicas: int | None = None,
+    ) -> None:
+        """Queue ``payloads`` (after ``delay_ms``); with ``wait_replicas`` (default: the
+        config's) return only once that many replicas have them (see push_many)."""
+        if len(payloads) > _PUSH_CHUNK or self._replicas(wait_replicas):
+            self.push_many([(queue, delay_ms, payloads)], wait_replicas)
             return
+        self._register_if_due([queue])
         keys = self.keys(queue)
         push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
         signed = self._signed(queue, payloads)
@@ -101,13 +117,23 @@ class RedisQueue:
             lambda: self.scripts.push(self.wire, push_keys, (delay_ms, *signed)), [queue]
         )
 
-    def push_many(self, groups: Iterable[tuple[str, int, Sequence[bytes]]]) -> None:
-        """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip.
+    def push_many(
+        self,
+        groups: Iterable[tuple[str, int, Sequence[bytes]]],
+        wait_replicas: int | None = None,
+    ) -> None:
+        """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip
+        per node.
 
         A push that Redis refused for a passing reason (``retry.py``) is sent again,
-        alone: the ones that landed are never sent twice.
+        alone: the ones that landed are never sent twice. With ``wait_replicas`` each
+        push is followed by ``WAIT`` on its connection; ReplicasNotReached if fewer
+        replicas than that confirm it in time (the tasks are queued all the same).
         """
+        replicas = self._replicas(wait_replicas)
+        timeout_ms = max(1, round(self.config.wait_replicas_timeout * 1000))
         pending: list[tuple[str, int, Sequence[bytes]]] = []
+        confirmed: list[int] = []
         groups = list(groups)
         self._register_if_due(sorted({queue for queue, _, _ in groups}))
         for queue, delay_ms, payloads in groups:
@@ -121,17 +147,35 @@ class RedisQueue:
                 keys = self.keys(queue)
                 push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
                 self.scripts.push.queue(pipe, push_keys, (delay_ms, *chunk))
+                if replicas:  # on the push's own connection (see ClusterPipeline)
+                    pipe.execute_command("WAIT", replicas, timeout_ms)  # type: ignore[no-untyped-call]
             results = execute(pipe, self.scripts, raise_on_error=False)
+            pushes = results[:: 2 if replicas else 1]
             refused = [
                 (push, result)
-                for push, result in zip(pending, results, strict=True)
+                for push, result in zip(pending, pushes, strict=True)
                 if isinstance(result, Exception)
             ]
+            if replicas:
+                confirmed.extend(
+                    int(acks) if isinstance(acks, int) else 0
+                    for push, acks in zip(pushes, results[1::2], strict=True)
+                    if not isinstance(push, Exception)
+                )
             pending[:] = [push for push, _ in refused]
             if refused:
                 raise refused[0][1]
 
         self._dispatching(send, lambda: sorted({queue for queue, _, _ in pending}))
+        if replicas and min(confirmed, default=replicas) < replicas:
+            raise ReplicasNotReached(
+                f"the tasks were queued, but only {min(confirmed)} of {replicas} replicas "
+                f"confirmed them within {self.config.wait_replicas_timeout:g} s: a failover "
+                "now could lose them (see docs/deployment.md)"
+            )
+
+    def _replicas(self, wait_replicas: int | None) -> int:
+        return self.config.wait_replicas if wait_replicas is None else wait_replicas
 
     def _register_if_due(self, queues: Sequence[str]) -> None:
         """Re-add queues to the registry once a minute (see _REGISTRY_REFRESH).
@@ -158,30 +202,31 @@ class RedisQueue:
     ) -> None:
         """Send a push, retrying for ``config.dispatch_retry`` seconds what Redis never ran.
 
-        A refused connection and a transient refusal (``OOM``, ``READONLY`` during a
-        failover, ``LOADING``: see ``retry.py``) are retried, since Redis did not run
-        the command. A timeout is not, since the push may have landed; re-sending it
-        could queue the task twice. Either way the caller gets a QueueConnectionError
+        A refused connection, a connection that timed out before it opened (a master's
+        machine gone, during a failover) and a transient refusal (``OOM``, ``READONLY``,
+        ``LOADING``: see ``retry.py``) are retried, since Redis did not run the command.
+        A timeout once sent is not, since the push may have landed; re-sending it could
+        queue the task twice. Either way the caller gets a QueueConnectionError
         (a DispatchRefused if Redis answered), never a hang nor a raw Redis error.
         """
-        deadline = time.monotonic() + self.config.dispatch_retry
+        deadline = time.monotonic() + self.config.dispatch_retry_seconds
         failures = 0
         while True:
             try:
                 send()
                 return
-            except redis.TimeoutError as exc:
-                raise QueueConnectionError(
-                    f"Redis at {self.config.redacted_url()} did not answer a dispatch in time "
-                    f"({exc}); the task may or may not have been queued"
-                ) from None
             except REDIS_ERRORS as exc:
+                if isinstance(exc, redis.TimeoutError) and not unsent(exc):
+                    raise QueueConnectionError(
+                        f"Redis at {self.config.redacted_url()} did not answer a dispatch in "
+                        f"time ({exc}); the task may or may not have been queued"
+                    ) from None
                 failures += 1
                 delay = min(0.5, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
                 if time.monotonic() + delay <= deadline:
                     time.sleep(delay)
                     continue
-                tried = f"tried {failures} times over {self.config.dispatch_retry:g} s"
+                tried = f"tried {failures} times over {self.config.dispatch_retry_seconds:g} s"
                 if isinstance(exc, RedisUnavailable):
                     raise self._refused(exc, queues, tried) from None
                 raise QueueConnectionError(
@@ -311,10 +356,10 @@ class RedisQueue:
         return self._block([self.keys(q).timer for q in queues], timeout)
 
     def _block(self, keys: list[str], timeout: float) -> bool:
-        if self.config.cluster:
-            keys = keys[:1]  # a blocking pop cannot span slots; the rest are polled
         if timeout <= 0:
             return False
+        if self._waits is not None and len(keys) > 1:  # one BLPOP cannot span slots
+            return self._waits.wait(keys, timeout)
         return self.wire.call("BLPOP", *keys, max(0.01, round(timeout, 3))) is not None
 
     def reserved_payloads(self, queue: str) -> list[bytes]:
@@ -399,8 +444,10 @@ class RedisQueue:
         For a throwaway prefix such as the demo's: with no prefix it empties the database.
         """
         doomed = list(self.client.scan_iter(match=f"{self.config.prefix}*", count=1000))
-        if doomed:
-            self.client.delete(*doomed)
+        pipe = self.client.pipeline(transaction=False)
+        for key in doomed:  # key by key: on Redis Cluster they live in many slots
+            pipe.delete(key)
+        pipe.execute()
         return len(doomed)
 
     def request_restart(self, at: float) -> None:

@@ -73,6 +73,15 @@ REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, RedisUnavailable)
 """What an outage raises: a lost or refused connection, a timeout, a transient refusal."""
 
 
+def unsent(error: redis.TimeoutError) -> bool:
+    """Whether a timeout came before the connection opened, so nothing was sent.
+
+    redis-py raises the same TimeoutError for a connect that timed out (a host gone,
+    not refusing) as for a reply that did not come; only its text tells them apart.
+    """
+    return str(error).startswith("Timeout connecting")
+
+
 def backoff_delay(failures: int) -> float:
     """Seconds to wait after ``failures`` failures in a row: 0.1 s doubling up to 5 s, jittered."""
     return min(5.0, 0.1 * 2.0 ** min(failures, 6)) * random.uniform(0.5, 1.0)

@@ -51,11 +51,6 @@ class Firing(NamedTuple):
     """One task per trigger to enqueue, unsigned: signed here like every push."""
 
 
-def _ms(time_reply: Any) -> int:
-    sec, micro = time_reply
-    return int(sec) * 1000 + int(micro) // 1000
-
-
 class ScheduleStore:
     """The schedules of one Redis, by name."""
 
@@ -63,9 +58,11 @@ class ScheduleStore:
         self.queue = queue
         self.client = queue.client
 
-    def now_ms(self) -> int:
-        """Redis's clock (``TIME``), the only one rqueue trusts."""
-        return _ms(self.client.time())
+    def now_ms(self, queue: str) -> int:
+        """Redis's clock (``TIME``), the only one rqueue trusts: on Redis Cluster, the
+        clock of the node that holds ``queue`` (clock.lua)."""
+        keys = self.queue.keys(queue)
+        return int(self.queue.scripts.clock(self.client, (keys.schedules,), ()))
 
     # -- the name index --------------------------------------------------------------
 
@@ -175,15 +172,17 @@ class ScheduleStore:
 
     def earliest(
         self, queues: Sequence[str], count: int
-    ) -> tuple[int, list[list[tuple[bytes, float]]]]:
-        """Redis's clock and, per queue, its first ``count`` ``(name, fire time)`` pairs
-        on the timeline, read together so "due" means due by that clock."""
+    ) -> list[tuple[int, list[tuple[bytes, float]]]]:
+        """Per queue, Redis's clock and its first ``count`` ``(name, fire time)`` pairs on
+        the timeline, read together from the queue's node, so "due" means due by the
+        clock of the node that fires it. One round trip per node."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.time()
         for queue in queues:
-            pipe.zrange(self.queue.keys(queue).schedules, 0, count - 1, withscores=True)
-        replies = pipe.execute()
-        return _ms(replies[0]), replies[1:]
+            keys = self.queue.keys(queue)
+            self.queue.scripts.clock.queue(pipe, (keys.schedules,), ())
+            pipe.zrange(keys.schedules, 0, count - 1, withscores=True)
+        replies = execute(pipe, self.queue.scripts)
+        return [(int(replies[i]), replies[i + 1]) for i in range(0, len(replies), 2)]
 
     def definitions(self, schedules: Sequence[tuple[str, bytes]]) -> list[bytes | None]:
         """The definitions of ``(queue, name)`` pairs, in one round trip."""

@@ -84,6 +84,7 @@ class Scripts:
     fire_schedule: LuaScript
     save_schedule: LuaScript
     remove_schedule: LuaScript
+    clock: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:
@@ -97,12 +98,17 @@ def execute(pipe: Pipeline, scripts: Scripts, raise_on_error: bool = True) -> li
     """Run a pipeline of script calls, loading the scripts if Redis lost them.
 
     Only the calls that failed with NOSCRIPT are sent again, so nothing that took
-    effect the first time runs twice. With ``raise_on_error`` false the other errors
+    effect the first time runs twice. On Redis Cluster ``pipe`` is a
+    :class:`~rqueue.store.cluster.ClusterPipeline`, which loads the scripts on every
+    primary. With ``raise_on_error`` false the other errors
     are returned in place, for a caller that retries only the calls that failed.
     """
     commands = list(pipe.command_stack)
     results = pipe.execute(raise_on_error=False)
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    # A WAIT after a call waits for that call's writes: it goes again with the call.
+    missing += [i + 1 for i in missing if i + 1 < len(commands) and _is_wait(commands[i + 1])]
+    missing.sort()
     if missing:
         for script in scripts.all():
             pipe.script_load(script.source)
@@ -116,3 +122,7 @@ def execute(pipe: Pipeline, scripts: Scripts, raise_on_error: bool = True) -> li
         if raise_on_error and isinstance(result, Exception):
             raise result
     return results
+
+
+def _is_wait(command: tuple[tuple[Any, ...], dict[str, Any]]) -> bool:
+    return str(command[0][0]).upper() == "WAIT"

@@ -1,4 +1,5 @@
-"""The lean call path for the hot commands: one connection, without redis-py's client layer.
+"""The lean call path for the hot commands: one connection per node, without redis-py's
+client layer.
 
 On a loopback Redis, ``Redis.execute_command`` costs about as much CPU as the round
 trip itself: every call checks a connection out of the pool (with a ``poll()`` for
@@ -10,7 +11,8 @@ It is still redis-py underneath: the same ``Connection`` class (AUTH, ACL users,
 ``socket_timeout``), parser, and exception types; a connection error disconnects it and
 the next call reconnects. The connection is reopened after a ``fork()``, and a thread
 that finds it busy is served by the client's pool instead, so sharing a queue
-between threads stays safe.
+between threads stays safe. On Redis Cluster there is one connection per primary,
+chosen by the command's slot, and a redirect is followed (the command did not run).
 """
 
 from __future__ import annotations
@@ -22,17 +24,23 @@ from typing import Any
 
 import redis
 from redis.connection import ConnectionInterface
+from redis.exceptions import AskError, MovedError
+
+from rqueue.store.cluster import Address, ClusterClient
+from rqueue.store.retry import REDIS_ERRORS
 
 KeyOrArg = str | bytes | int | float
 
 
 class Wire:
-    """One Redis connection of its own, for the calls on a task's path."""
+    """One Redis connection of its own per node, for the calls on a task's path."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self._slots = client.slots if isinstance(client, ClusterClient) else None
+        """On Redis Cluster, where each command's slot is served (one connection each)."""
         self._lock = threading.Lock()
-        self._connection: ConnectionInterface | None = None
+        self._connections: dict[Address | None, ConnectionInterface] = {}
         self._pid = os.getpid()
 
     def call(self, *args: KeyOrArg) -> Any:
@@ -52,23 +60,51 @@ class Wire:
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            connection = self._connection
-            if connection is None or self._pid != os.getpid():
-                connection = self._connection = self.client.connection_pool.make_connection()
-                self._pid = os.getpid()
+            connection = self._connection(args)
             packed = connection.pack_command(*args)  # type: ignore[no-untyped-call]
             connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
         except BaseException:
             self._lock.release()
+            self._lost()
             raise
 
         def finish() -> Any:
             try:
                 return connection.read_response()
+            except AskError as redirect:
+                answer = redirect
+            except REDIS_ERRORS:
+                self._lost()
+                raise
             finally:
                 self._lock.release()
+            return self._redirected(answer, args)
 
         return finish
+
+    def _connection(self, args: tuple[KeyOrArg, ...]) -> ConnectionInterface:
+        if self._pid != os.getpid():  # forked: the parent's sockets are not ours
+            self._connections.clear()
+            self._pid = os.getpid()
+        address = self._slots.address(args) if self._slots is not None else None
+        connection = self._connections.get(address)
+        if connection is None:
+            node = self.client if address is None else self._slots.client(address)  # type: ignore[union-attr]
+            connection = self._connections[address] = node.connection_pool.make_connection()
+        return connection
+
+    def _redirected(self, redirect: AskError, args: tuple[KeyOrArg, ...]) -> Any:
+        """A command Redis Cluster redirected (so it did not run), sent where it points."""
+        if not isinstance(self.client, ClusterClient):
+            raise redirect
+        if isinstance(redirect, MovedError):
+            self.client.slots.moved(redirect)
+            return self.call(*args)
+        return self.client.asking(redirect, args, {})
+
+    def _lost(self) -> None:
+        if self._slots is not None:
+            self._slots.lost()
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any:
         return self.call("EVALSHA", sha, numkeys, *keys_and_args)

@@ -1,0 +1,156 @@
+"""Waiting on several queues of a Redis Cluster at once.
+
+On one server a single ``BLPOP`` covers every queue a worker serves. On a cluster
+the queues live in different slots, often on different nodes, and one ``BLPOP`` may
+only name keys of one slot. So each key gets a blocking connection of its own, all
+sent at once and read with ``select``: whichever queue is pushed to first wakes the
+worker within a round trip, wherever it lives.
+
+When one wakes, the others are still blocked. Left so, they would take the next
+push's wake-up while this worker is busy, and an idle worker would sleep through
+it; so each is ended at once with ``CLIENT UNBLOCK``, sent on a connection of its
+node's without waiting for the answer, and the worker goes on to reserve. Those
+answers, and the ended BLPOPs' replies, are read at the start of the next wait: a
+BLPOP that took a push in between counts as a wake-up then.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+from collections.abc import Sequence
+
+import redis
+from redis.connection import ConnectionInterface
+from redis.exceptions import AskError
+
+from rqueue.store.cluster import Address, ClusterClient
+from rqueue.store.retry import REDIS_ERRORS
+
+_BLOCK_MARGIN = 1.0
+"""Seconds a BLPOP outlasts the wait: ended by CLIENT UNBLOCK, not by Redis's timer."""
+
+
+class _Blocked:
+    """One key's blocking connection, its node, and the client id that can unblock it."""
+
+    def __init__(self, node: Address, connection: ConnectionInterface, client_id: int) -> None:
+        self.node = node
+        self.connection = connection
+        self.client_id = client_id
+        self.pending = False
+        """A BLPOP was sent and its reply not read yet."""
+
+
+class ShardedWaits:
+    """``BLPOP`` on keys of many slots, one connection per key (see the module)."""
+
+    def __init__(self, client: ClusterClient) -> None:
+        self.client = client
+        self._blocked: dict[str, _Blocked] = {}
+        self._unblockers: dict[Address, ConnectionInterface] = {}
+        self._unread: dict[Address, int] = {}
+        """Per node, CLIENT UNBLOCK replies not read yet."""
+        self._pid = os.getpid()
+
+    def wait(self, keys: Sequence[str], timeout: float) -> bool:
+        """Block until one of ``keys`` gets an element (taken) or ``timeout`` passes."""
+        if self._pid != os.getpid():  # forked: the parent's sockets are not ours
+            self._blocked, self._unblockers, self._unread = {}, {}, {}
+            self._pid = os.getpid()
+        errors: list[Exception] = []
+        if self._settle(errors):
+            return True  # a wait ended last time took a push meanwhile
+        sent: dict[str, _Blocked] = {}
+        for key in keys:
+            try:
+                blocked = self._connection(key)
+                blocked.connection.send_command("BLPOP", key, round(timeout + _BLOCK_MARGIN, 3))  # type: ignore[no-untyped-call]
+            except REDIS_ERRORS as exc:
+                self._blocked.pop(key, None)
+                errors.append(exc)
+                continue
+            blocked.pending = True
+            sent[key] = blocked
+        if not sent:
+            raise errors[0]
+        with selectors.DefaultSelector() as selector:
+            for key, blocked in sent.items():
+                selector.register(blocked.connection._sock, selectors.EVENT_READ, key)  # type: ignore[attr-defined]
+            ready = {k.data for k, _ in selector.select(timeout)}
+        woken = False
+        for key, blocked in sent.items():
+            if key in ready:
+                woken = self._read(key, blocked, errors) or woken
+            else:
+                self._unblock(key, blocked)
+        if errors and not woken:
+            raise errors[0]
+        return woken
+
+    def _settle(self, errors: list[Exception]) -> bool:
+        """Read what the last wait left unread; True if an ended BLPOP took a push."""
+        for node, count in list(self._unread.items()):
+            connection = self._unblockers[node]
+            try:
+                for _ in range(count):
+                    connection.read_response()
+            except (*REDIS_ERRORS, redis.ResponseError):
+                connection.disconnect()  # type: ignore[no-untyped-call]
+            self._unread[node] = 0
+        woken = False
+        for key, blocked in list(self._blocked.items()):
+            if blocked.pending:
+                woken = self._read(key, blocked, errors) or woken
+        return woken
+
+    def _read(self, key: str, blocked: _Blocked, errors: list[Exception]) -> bool:
+        """Read one BLPOP's reply; True if it took an element (or the slot moved: the
+        caller then looks at the queues again, and comes back)."""
+        blocked.pending = False
+        try:
+            return blocked.connection.read_response() is not None
+        except REDIS_ERRORS as exc:
+            self._forget(key, blocked)
+            errors.append(exc)
+            return False
+        except redis.ResponseError as exc:  # MOVED: the slot is served elsewhere now
+            self._forget(key, blocked)
+            if isinstance(exc, AskError):
+                self.client.slots.moved(exc)
+            return True
+
+    def _connection(self, key: str) -> _Blocked:
+        blocked = self._blocked.get(key)
+        if blocked is None:
+            node = self.client.slots.address(("BLPOP", key))
+            connection = self._connect(node)
+            connection.send_command("CLIENT", "ID")  # type: ignore[no-untyped-call]
+            client_id = int(connection.read_response())
+            blocked = self._blocked[key] = _Blocked(node, connection, client_id)
+        return blocked
+
+    def _connect(self, node: Address) -> ConnectionInterface:
+        return self.client.slots.client(node).connection_pool.make_connection()
+
+    def _unblock(self, key: str, blocked: _Blocked) -> None:
+        """Send CLIENT UNBLOCK for a BLPOP still waiting, and do not wait for it (see
+        the module); if its node cannot be asked, drop the BLPOP's connection."""
+        unblocker = self._unblockers.get(blocked.node)
+        try:
+            if unblocker is None:
+                unblocker = self._unblockers[blocked.node] = self._connect(blocked.node)
+            unblocker.send_command("CLIENT", "UNBLOCK", blocked.client_id)  # type: ignore[no-untyped-call]
+        except REDIS_ERRORS:
+            if unblocker is not None:
+                unblocker.disconnect()  # type: ignore[no-untyped-call]
+            self._unblockers.pop(blocked.node, None)
+            self._unread.pop(blocked.node, None)
+            self._forget(key, blocked)
+            return
+        self._unread[blocked.node] = self._unread.get(blocked.node, 0) + 1
+
+    def _forget(self, key: str, blocked: _Blocked) -> None:
+        self._blocked.pop(key, None)
+        blocked.connection.disconnect()  # type: ignore[no-untyped-call]
+        self.client.slots.lost()
