@@ -200,17 +200,26 @@ def _bare_incr(url: str, count: int, ready: Any, go: Any, done: Any) -> None:
 
 def bare_incr_rate(url: str, tasks: int, processes: int) -> float:
     """Rate of ``processes`` Python processes doing nothing but ``tasks`` INCRs in all."""
+    share = [tasks // processes + (1 if i < tasks % processes else 0) for i in range(processes)]
+    return tasks / run_at_once(_bare_incr, [(url, n) for n in share])
+
+
+def run_at_once(
+    target: Callable[..., None], argsets: Sequence[tuple[Any, ...]], timeout: float = 600
+) -> float:
+    """Run ``target(*args, ready, go, done)`` in a forked process per argset, all let go
+    at once when every one has said ``ready``; seconds from then until the last one put
+    its ``time.perf_counter()`` end in ``done``. Start-up then counts for none of them."""
     context = multiprocessing.get_context("fork")
     ready, go, done = context.Semaphore(0), context.Event(), context.Queue()
-    share = [tasks // processes + (1 if i < tasks % processes else 0) for i in range(processes)]
-    workers = [context.Process(target=_bare_incr, args=(url, n, ready, go, done)) for n in share]
-    for worker in workers:
-        worker.start()
-    for _ in workers:
+    processes = [context.Process(target=target, args=(*args, ready, go, done)) for args in argsets]
+    for process in processes:
+        process.start()
+    for _ in processes:
         ready.acquire()
     started = time.perf_counter()
     go.set()
-    finished = max(float(done.get()) for _ in workers)
-    for worker in workers:
-        worker.join()
-    return tasks / (finished - started)
+    finished = max(float(done.get(timeout=timeout)) for _ in processes)
+    for process in processes:
+        process.join()
+    return finished - started

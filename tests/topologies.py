@@ -302,6 +302,9 @@ class LocalCluster(_Topology):
 class LocalSentinel(_Topology):
     """One master, ``replicas`` replicas and ``sentinels`` sentinels watching them.
 
+    ``down_after_ms`` is 2 s, twice Sentinel's ping period: at 1 s the sentinels now
+    and then took a freshly promoted master for down and failed over a second time.
+
     Each sentinel's config is written before it starts, naming the replicas and the
     other sentinels, so none has to wait for discovery (10 s for a replica otherwise).
     ``password`` protects the data nodes and ``sentinel_password`` the sentinels.
@@ -312,7 +315,7 @@ class LocalSentinel(_Topology):
         replicas: int = 1,
         sentinels: int = 3,
         *,
-        down_after_ms: int = 1000,
+        down_after_ms: int = 2000,
         failover_timeout_ms: int = 4000,
         password: str | None = None,
         sentinel_password: str | None = None,

@@ -347,20 +347,26 @@ class RedisQueue:
         )
         return Migration(int(moved), None if int(next_due) < 0 else int(next_due), int(now))
 
-    def wait_for_ready(self, queues: Sequence[str], timeout: float) -> bool:
-        """Block until a push signals one of ``queues`` or ``timeout`` passes."""
-        return self._block([self.keys(q).notify for q in queues], timeout)
+    def wait_for_ready(self, queues: Sequence[str], timeout: float) -> str | None:
+        """Block until a push signals one of ``queues`` (returned: the child looks there
+        first) or ``timeout`` passes (None)."""
+        return self._block({self.keys(q).notify: q for q in queues}, timeout)
 
-    def wait_for_timer(self, queues: Sequence[str], timeout: float) -> bool:
-        """Block until a delayed push moves a due time earlier, or ``timeout`` passes."""
-        return self._block([self.keys(q).timer for q in queues], timeout)
+    def wait_for_timer(self, queues: Sequence[str], timeout: float) -> str | None:
+        """Block until a delayed push moves a due time earlier (its queue is returned),
+        or ``timeout`` passes (None)."""
+        return self._block({self.keys(q).timer: q for q in queues}, timeout)
 
-    def _block(self, keys: list[str], timeout: float) -> bool:
+    def _block(self, keys: dict[str, str], timeout: float) -> str | None:
+        """BLPOP on ``keys`` (key -> its queue); the queue of the key that woke it."""
         if timeout <= 0:
-            return False
+            return None
         if self._waits is not None and len(keys) > 1:  # one BLPOP cannot span slots
-            return self._waits.wait(keys, timeout)
-        return self.wire.call("BLPOP", *keys, max(0.01, round(timeout, 3))) is not None
+            woken = self._waits.wait(list(keys), timeout)
+        else:
+            reply = self.wire.call("BLPOP", *keys, max(0.01, round(timeout, 3)))
+            woken = None if reply is None else reply[0].decode()
+        return None if woken is None else keys.get(woken, next(iter(keys.values())))
 
     def reserved_payloads(self, queue: str) -> list[bytes]:
         """Every reservation of a queue: few (the tasks in flight), read only in recovery."""

@@ -53,14 +53,15 @@ class ShardedWaits:
         """Per node, CLIENT UNBLOCK replies not read yet."""
         self._pid = os.getpid()
 
-    def wait(self, keys: Sequence[str], timeout: float) -> bool:
-        """Block until one of ``keys`` gets an element (taken) or ``timeout`` passes."""
+    def wait(self, keys: Sequence[str], timeout: float) -> str | None:
+        """Block until one of ``keys`` gets an element (taken; that key is returned) or
+        ``timeout`` passes (None)."""
         if self._pid != os.getpid():  # forked: the parent's sockets are not ours
             self._blocked, self._unblockers, self._unread = {}, {}, {}
             self._pid = os.getpid()
         errors: list[Exception] = []
-        if self._settle(errors):
-            return True  # a wait ended last time took a push meanwhile
+        if woken := self._settle(errors):
+            return woken  # a wait ended last time took a push meanwhile
         sent: dict[str, _Blocked] = {}
         for key in keys:
             try:
@@ -78,7 +79,7 @@ class ShardedWaits:
             for key, blocked in sent.items():
                 selector.register(blocked.connection._sock, selectors.EVENT_READ, key)  # type: ignore[attr-defined]
             ready = {k.data for k, _ in selector.select(timeout)}
-        woken = False
+        woken = None
         for key, blocked in sent.items():
             if key in ready:
                 woken = self._read(key, blocked, errors) or woken
@@ -88,8 +89,9 @@ class ShardedWaits:
             raise errors[0]
         return woken
 
-    def _settle(self, errors: list[Exception]) -> bool:
-        """Read what the last wait left unread; True if an ended BLPOP took a push."""
+    def _settle(self, errors: list[Exception]) -> str | None:
+        """Read what the last wait left unread; the key of an ended BLPOP that took a
+        push meanwhile, if one did."""
         for node, count in list(self._unread.items()):
             connection = self._unblockers[node]
             try:
@@ -98,27 +100,27 @@ class ShardedWaits:
             except (*REDIS_ERRORS, redis.ResponseError):
                 connection.disconnect()  # type: ignore[no-untyped-call]
             self._unread[node] = 0
-        woken = False
+        woken = None
         for key, blocked in list(self._blocked.items()):
             if blocked.pending:
                 woken = self._read(key, blocked, errors) or woken
         return woken
 
-    def _read(self, key: str, blocked: _Blocked, errors: list[Exception]) -> bool:
-        """Read one BLPOP's reply; True if it took an element (or the slot moved: the
-        caller then looks at the queues again, and comes back)."""
+    def _read(self, key: str, blocked: _Blocked, errors: list[Exception]) -> str | None:
+        """Read one BLPOP's reply; ``key`` if it took an element (or the slot moved: the
+        caller then looks at the queues again, and comes back), else None."""
         blocked.pending = False
         try:
-            return blocked.connection.read_response() is not None
+            return None if blocked.connection.read_response() is None else key
         except REDIS_ERRORS as exc:
             self._forget(key, blocked)
             errors.append(exc)
-            return False
+            return None
         except redis.ResponseError as exc:  # MOVED: the slot is served elsewhere now
             self._forget(key, blocked)
             if isinstance(exc, AskError):
                 self.client.slots.moved(exc)
-            return True
+            return key
 
     def _connection(self, key: str) -> _Blocked:
         blocked = self._blocked.get(key)

@@ -83,6 +83,8 @@ class ChildWorker(InterruptibleWaits):
         self.stop_requested = False
         self.recycle = False
         self._parent_checked_at = 0.0
+        self._woken: str | None = None
+        """The queue whose push ended the last idle wait: its batch is reserved first."""
         # Queue names are checked (store/keys.py), and escaped once here all the same.
         self._title = shown(
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
@@ -146,7 +148,8 @@ class ChildWorker(InterruptibleWaits):
             return
         with self._claiming():
             allowed = self._allowed()
-            batch = self.batches.take(allowed) if allowed > 0 else None
+            woken, self._woken = self._woken, None
+            batch = self.batches.take(allowed, woken) if allowed > 0 else None
             # Recorded inside the claim: under --max-jobs the other children count it.
             headers = self._hold(batch) if batch is not None else []
         if allowed <= 0:
@@ -347,7 +350,9 @@ class ChildWorker(InterruptibleWaits):
         if self.options.block_for > 0:
             self._interruptible = True
             try:
-                self.queue.wait_for_ready(self.options.queues, min(self.options.block_for, 1.0))
+                self._woken = self.queue.wait_for_ready(
+                    self.options.queues, min(self.options.block_for, 1.0)
+                )
             finally:
                 self._interruptible = False
         else:

@@ -57,15 +57,19 @@ class Batches:
         self._ahead: _ReadAhead | None = None
         self._reply_lost = False
 
-    def take(self, allowed: int) -> Batch | None:
-        """The next batch: the one read ahead if it has tasks, else reserve now."""
+    def take(self, allowed: int, first: str | None = None) -> Batch | None:
+        """The next batch: the one read ahead if it has tasks, else reserve now, from the
+        queues in priority order, but from ``first`` first: the queue whose push just
+        woke an idle child (all were empty a moment ago, and on a cluster each other
+        queue tried before it would be a round trip to another node)."""
         if self._reply_lost:
             self._reclaim()
         batch = self.settle()
         if batch is not None and batch.reservation.payloads:
             return self._grown(batch)
         count = min(allowed, self._size)
-        for index, name in enumerate(self.options.queues):
+        queues = list(enumerate(self.options.queues))
+        for index, name in sorted(queues, key=lambda queue: queue[1] != first):
             acks = self._acks.get(name, [])
             sent_at = time.monotonic()
             try:
