@@ -13,7 +13,7 @@ import apptasks
 import pytest
 import redis
 from redis.crc import key_slot
-from support import Workers, strings, wait_for
+from support import Workers, cli, strings, wait_for
 from topologies import LocalCluster, Node
 
 from rqueue.config import Config
@@ -149,3 +149,17 @@ def test_a_cluster_whose_seeds_are_all_down_is_a_connection_error() -> None:
     config = Config.resolve(redis_url="redis+cluster://127.0.0.1:1,127.0.0.1:2/0")
     with pytest.raises(redis.ConnectionError, match="no node of the cluster answered"):
         RedisQueue(config).client.llen("anything")
+
+
+def test_the_cluster_flag_with_any_one_node_finds_the_others(
+    local_cluster: LocalCluster, queue: RedisQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RQUEUE_CLUSTER", "1")
+    one_node = Config.resolve(redis_url=local_cluster.url)
+    names = on_each_shard(local_cluster)
+    for name in names:
+        apptasks.record.using(queue=name, connection=RedisQueue(one_node)).dispatch(name)
+    result = cli(one_node, "size", *names, env={"RQUEUE_CLUSTER": "1"})
+    assert result.returncode == 0, result.stderr
+    for name in names:
+        assert any(line.split()[:2] == [name, "1"] for line in result.stdout.splitlines())
