@@ -1,4 +1,8 @@
-"""A master killed under load loses no acknowledged task with ``min-replicas-to-write 1``.
+"""A master killed under load loses no acknowledged task with ``min-replicas-to-write 1``
+and dispatches that wait for a replica (``WAIT``), the settings docs/deployment.md
+recommends: replication is asynchronous, so without ``WAIT`` a write the master
+acknowledged a moment before it died may be on no replica, and no test could promise
+otherwise.
 
 Each test is one small run of the failover benchmark's harness (benchmarks/failover.py)
 on a topology of its own, since it kills a node, which the session's shared topologies
@@ -22,7 +26,7 @@ SMALL = failover.Params(rate=300, before=300, after=300, drain=40)
 
 
 def run_killing_the_master(run: str) -> None:
-    outcome = failover.run(failover.Scenario(run, min_replicas=1), SMALL)
+    outcome = failover.run(failover.Scenario(run, min_replicas=1, wait_replicas=1), SMALL)
     print(outcome.row())
     assert outcome.lost == 0, f"lost {outcome.lost_tasks[:20]}; evidence in {outcome.evidence}"
     assert outcome.pending == 0, "the queue did not drain after the failover"
