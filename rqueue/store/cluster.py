@@ -107,7 +107,7 @@ class SlotMap:
     def primaries_addresses(self) -> list[Address]:
         if self._stale:
             self.refresh()
-        found = sorted({a for a in self._slots if a is not None})
+        found = self._known()
         if not found:
             raise redis.ConnectionError(f"no node of the cluster at {self._seeds} serves slots")
         return found
@@ -153,6 +153,7 @@ class SlotMap:
             raise redis.ConnectionError(f"no node of the cluster answered: {'; '.join(errors)}")
 
     def _known(self) -> list[Address]:
+        """The primaries the map names, as last read."""
         return sorted({a for a in self._slots if a is not None})
 
     def _apply(self, reply: Any, asked: Address) -> None:

@@ -6,7 +6,7 @@ address instead, and a connection kept open stays on a demoted master until an e
 Here a connection asks the sentinels when it connects, and before sending checks the
 answer again at most once per :data:`CHECK_EVERY` seconds: after a failover it moves
 to the new master within that time even if the old one still accepts writes (which
-then are lost: see docs/deployment.md on ``min-replicas-to-write``).
+are then lost unless dispatches wait for a replica: see docs/deployment.md).
 """
 
 from __future__ import annotations
