@@ -25,19 +25,21 @@ def server(port: int, data_dir: str) -> None:
     from rqueue.server import RedisServer, RedisServerError  # only this command needs it
 
     instance = RedisServer(port, data_dir, persistent=True)
-    try:
-        instance.start()
-    except RedisServerError as exc:  # with redis-server's own lines, kept as lines
-        say(f"rqueue: {exc}", multiline=True, err=True)
-        sys.exit(1)
-    say(f"Redis ready at {instance.url} (data in {data_dir}); Ctrl-C to stop.")
 
     def stop_on_sigterm(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    # `kill` must not orphan the redis-server: SIGTERM stops it like Ctrl-C does.
+    # `kill` must not orphan the redis-server (it runs in a session of its own):
+    # SIGTERM stops it like Ctrl-C does, from before it starts, so that a SIGTERM sent
+    # as soon as "ready" is printed cannot find the default action still in place.
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     try:
+        try:
+            instance.start()
+        except RedisServerError as exc:  # with redis-server's own lines, kept as lines
+            say(f"rqueue: {exc}", multiline=True, err=True)
+            sys.exit(1)
+        say(f"Redis ready at {instance.url} (data in {data_dir}); Ctrl-C to stop.")
         assert instance.process is not None
         instance.process.wait()
     except KeyboardInterrupt:
