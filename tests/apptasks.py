@@ -266,3 +266,13 @@ def _exiting_hook(result: Any) -> None:
 def with_exiting_hook(value: str) -> str:
     redis().rpush(DONE, value)
     return value
+
+
+# -- added for Cluster and Sentinel (issue 11) ------------------------------------
+
+
+@task(tries=1)
+def dispatches_record(value: Any) -> None:
+    """Dispatch ``record(value)`` from inside a task: the worker's own settings (such
+    as ``--wait-replicas``) apply to it."""
+    record.dispatch(value)

@@ -8,13 +8,16 @@ failover, and waiting for a replica after a dispatch. Each starts its own set (a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import apptasks
 import pytest
-from support import cli
+from support import Workers, cli, strings
 from topologies import LocalSentinel
 
 from rqueue.config import Config
 from rqueue.errors import ReplicasNotReached
+from rqueue.failed import FailedTasks
 from rqueue.store.queue import RedisQueue
 
 pytestmark = pytest.mark.sentinel
@@ -80,3 +83,30 @@ def test_a_dispatch_that_no_replica_confirms_says_so_and_stays_queued(config: Co
         with pytest.raises(ReplicasNotReached, match=r"queued, but only 0 of 1 replicas"):
             task.dispatch(2)
         assert sentinel.master().ask("LLEN", "queues:default") == 2
+
+
+def test_work_wait_replicas_makes_the_tasks_own_dispatches_wait(config: Config) -> None:
+    with LocalSentinel() as sentinel:
+        sentinel_config = Config.resolve(redis_url=sentinel.url)
+        queue = RedisQueue(sentinel_config)
+        apptasks.dispatches_record.using(connection=queue).dispatch("inner")
+        sentinel.kill(next(n for n in sentinel.data_nodes if n is not sentinel.master()))
+        workers = Workers(sentinel_config, cwd=Path(__file__).parent)
+        try:
+            code, output = workers.run(
+                "--wait-replicas",
+                "1",
+                "--stop-when-empty",
+                env={"RQUEUE_WAIT_REPLICAS_TIMEOUT": "0.2"},
+            )
+        finally:
+            workers.kill_all()
+        assert code == 0, output
+        (failure,) = FailedTasks(queue).list()
+        assert failure.exception.endswith("ReplicasNotReached"), failure.exception
+        assert "queued, but only 0 of 1" in failure.message
+        # The inner task was queued all the same, and this worker ran it.
+        assert strings(queue.client, apptasks.DONE) == ["inner"]
+        result = cli(config, "work", "--wait-replicas", "-1", "--once")
+        assert result.returncode == 2
+        assert "Invalid value for --wait-replicas" in result.stderr
