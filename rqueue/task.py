@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
-from rqueue.config import LIMITS, ConfigError
+from rqueue.config import LIMITS
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
 from rqueue.payload import (
     MAX_DELAY_SECONDS,
@@ -73,10 +74,7 @@ class TaskOptions:
         """The same ranges a worker checks when it decodes a payload (payload.py)."""
         validate_queue_name(self.queue)
         if self.wait_replicas is not None:
-            try:
-                LIMITS["wait_replicas"][1].check("wait_replicas", self.wait_replicas)
-            except ConfigError as exc:
-                raise InvalidTaskOption(str(exc)) from None
+            _option(partial(LIMITS["wait_replicas"][1].check, "wait_replicas"), self.wait_replicas)
         if self.tries is not None:
             _option(checked_tries, self.tries)
         if self.timeout is not None:

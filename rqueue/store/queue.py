@@ -366,7 +366,7 @@ class RedisQueue:
         else:
             reply = self.wire.call("BLPOP", *keys, max(0.01, round(timeout, 3)))
             woken = None if reply is None else reply[0].decode()
-        return None if woken is None else keys.get(woken, next(iter(keys.values())))
+        return None if woken is None else keys[woken]
 
     def reserved_payloads(self, queue: str) -> list[bytes]:
         """Every reservation of a queue: few (the tasks in flight), read only in recovery."""

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
+from rqueue.store.cluster import command_name
 from rqueue.store.wire import KeyOrArg, Wire
 
 
@@ -125,4 +126,4 @@ def execute(pipe: Pipeline, scripts: Scripts, raise_on_error: bool = True) -> li
 
 
 def _is_wait(command: tuple[tuple[Any, ...], dict[str, Any]]) -> bool:
-    return str(command[0][0]).upper() == "WAIT"
+    return command_name(command[0]) == "WAIT"
