@@ -4,6 +4,7 @@ from rqueue import schedules
 from rqueue.config import Config, ConfigError
 from rqueue.current import current_job
 from rqueue.errors import (
+    BatchCancelled,
     DispatchRefused,
     InvalidPayload,
     InvalidQueueName,
@@ -13,6 +14,8 @@ from rqueue.errors import (
     QueueConnectionError,
     ReplicasNotReached,
     RQueueError,
+    TaskCancelled,
+    TaskFailed,
     TaskImportFailed,
     TaskNotRegistered,
     TaskTimeout,
@@ -26,8 +29,21 @@ from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 from rqueue.task import Dispatched, PendingDispatch, Task, dispatch_many, task
 from rqueue.worker.options import WorkerOptions
+from rqueue.workflows import (
+    Batch,
+    BatchStatus,
+    batch,
+    batch_of,
+    chain,
+    current_batch,
+    result_of,
+    skip_if_batch_cancelled,
+)
 
 __all__ = [
+    "Batch",
+    "BatchCancelled",
+    "BatchStatus",
     "CancelOutcome",
     "Config",
     "ConfigError",
@@ -45,20 +61,28 @@ __all__ = [
     "RedisQueue",
     "ReplicasNotReached",
     "Task",
+    "TaskCancelled",
     "TaskEvent",
+    "TaskFailed",
     "TaskImportFailed",
     "TaskNotRegistered",
     "TaskTimeout",
     "UnserializableArgument",
     "WorkerLost",
     "WorkerOptions",
+    "batch",
+    "batch_of",
+    "chain",
+    "current_batch",
     "current_job",
     "dispatch_many",
     "on_exception",
     "on_failed",
     "on_processed",
     "on_processing",
+    "result_of",
     "schedules",
+    "skip_if_batch_cancelled",
     "task",
     "use",
 ]

@@ -109,3 +109,28 @@ class DispatchRefused(QueueConnectionError):
     read-only replica after a failover, a key of the queue holding the wrong type. The
     message gives Redis's own reason; the tasks it names were not queued.
     """
+
+
+class TaskFailed(RQueueError):
+    """``result()`` of a task that failed for good: the remote exception, as text.
+
+    The worker's exception object is not sent back (it would need pickle); its type's
+    name, its message and its formatted traceback are, in ``exception``, ``message``
+    and ``traceback``.
+    """
+
+    def __init__(self, task_id: str, exception: str, message: str, traceback: str = "") -> None:
+        super().__init__(f"task {task_id} failed: {exception}: {message}")
+        self.task_id = task_id
+        self.exception = exception
+        self.message = message
+        self.traceback = traceback
+
+
+class TaskCancelled(RQueueError):
+    """``result()`` of a task that was cancelled before it ran."""
+
+
+class BatchCancelled(RQueueError):
+    """Raised by ``skip_if_batch_cancelled()`` inside a member of a cancelled batch: the
+    worker counts the member as skipped, neither succeeded nor failed."""

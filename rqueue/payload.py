@@ -36,6 +36,10 @@ MAX_TIMEOUT_SECONDS = (2**32 - 1) / 1000
 MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
 """A delay (``later()``, a backoff) over ten years is taken for a mistake (milliseconds
 given as seconds, a wrong year)."""
+KEEP = "keep"
+"""The ``meta`` entry of a call that keeps its result: milliseconds to keep it."""
+CHAIN = "chain"
+"""The ``meta`` entry of a chain's steps still to come (rqueue/workflows/)."""
 
 
 @dataclass(slots=True)
@@ -58,6 +62,17 @@ class Job:
     dispatched_at: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def chain(self) -> ChainSteps:
+        """The steps of its chain still to come, which a running step may change:
+        ``current_job().chain.append(task.pending(...))`` or ``.prepend(...)``
+        (Laravel's ``appendToChain`` and ``prependToChain``). They are dispatched, one
+        after another, once this job succeeds."""
+        steps = self.meta.get(CHAIN)
+        if not isinstance(steps, ChainSteps):
+            steps = self.meta[CHAIN] = ChainSteps(steps if isinstance(steps, list) else [])
+        return steps
+
     def backoff_for(self, attempt: int) -> float:
         """Seconds to wait before retrying after failed attempt number ``attempt`` (1-based).
 
@@ -66,6 +81,13 @@ class Job:
         if not self.backoff:
             return 0.0
         return float(self.backoff[min(attempt, len(self.backoff)) - 1])
+
+
+class ChainSteps(list[Any]):
+    """A list with ``prepend``: what :attr:`Job.chain` gives a running step."""
+
+    def prepend(self, step: Any) -> None:
+        self.insert(0, step)
 
 
 def new_id() -> str:
@@ -255,6 +277,16 @@ def checked_timeout(timeout: object) -> float:
             f"{MAX_TIMEOUT_SECONDS:,.3f}, got {timeout!r}"
         )
     return float(timeout)  # type: ignore[arg-type]
+
+
+def checked_keep(keep: object) -> float:
+    """Seconds to keep a result: above 0 and at most ten years, else ValueError."""
+    if not _is_number(keep) or not 0.001 <= keep <= MAX_DELAY_SECONDS:  # type: ignore[operator]
+        raise ValueError(
+            f"keep_result must be a number of seconds (or a timedelta) from 0.001 to "
+            f"{MAX_DELAY_SECONDS:,} (ten years), got {keep!r}"
+        )
+    return float(keep)  # type: ignore[arg-type]
 
 
 def checked_backoff(backoff: object) -> tuple[float, ...]:

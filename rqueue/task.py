@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, 
 from rqueue.config import LIMITS
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
 from rqueue.payload import (
+    KEEP,
     MAX_DELAY_SECONDS,
     Job,
     PayloadTemplate,
     checked_backoff,
+    checked_keep,
     checked_timeout,
     checked_tries,
     encode,
@@ -32,6 +34,8 @@ from rqueue.payload import (
 from rqueue.store.cancel import CancelOutcome, cancel
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
+from rqueue.store.queue import Push
+from rqueue.store.results import outcome, read_status, wait_status
 from rqueue.task_names import (
     INTERNAL_PREFIX,
     check_name,
@@ -69,10 +73,14 @@ class TaskOptions:
     connection: RedisQueue | None = field(default=None, compare=False)
     wait_replicas: int | None = None
     """Replicas each dispatch waits for (Redis ``WAIT``); None: the connection's config."""
+    keep_result: float | None = None
+    """Seconds to keep each call's status and result (docs/workflows.md); None: none kept."""
 
     def __post_init__(self) -> None:
         """The same ranges a worker checks when it decodes a payload (payload.py)."""
         validate_queue_name(self.queue)
+        if self.keep_result is not None:
+            _option(checked_keep, self.keep_result)
         if self.wait_replicas is not None:
             _option(partial(LIMITS["wait_replicas"][1].check, "wait_replicas"), self.wait_replicas)
         if self.tries is not None:
@@ -128,16 +136,39 @@ class Dispatched(NamedTuple):
         """Cancel the task if it has not started; the outcome says what happened."""
         return cancel(self.connection or default_queue(), self.id, self.queue)
 
+    def status(self) -> str:
+        """pending, delayed, running, succeeded, failed, cancelled, or unknown (its result
+        was not kept, has expired, or no such task was dispatched)."""
+        return read_status(self.connection or default_queue(), self.queue, self.id).status
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait up to ``timeout`` seconds (None: for ever) for the task's return value.
+
+        TaskFailed if it failed (with the remote exception's type, message and
+        traceback), TaskCancelled if it was cancelled, TimeoutError if it has not
+        finished in time. A task that keeps no result never finishes as far as this
+        can tell (``unknown``, as Celery's ``PENDING``): give a timeout.
+        """
+        queue = self.connection or default_queue()
+        return outcome(wait_status(queue, self.queue, self.id, timeout))
+
 
 class PendingDispatch(NamedTuple):
-    """One call of a task, ready to be dispatched alone or in bulk."""
+    """One call of a task, ready to be dispatched alone or in bulk, or as a workflow step."""
 
     task: Task[Any, Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    delay: float = 0.0
+    """Seconds after its dispatch that the call is due (``delayed()``)."""
 
     def dispatch(self) -> Dispatched:
-        return self.task.dispatch(*self.args, **self.kwargs)
+        return self.task._send(self.delay, self.args, self.kwargs)
+
+    def delayed(self, when: When) -> PendingDispatch:
+        """The same call, due at ``when`` after it is dispatched (as ``later()``): in a
+        chain, counted from the moment the step before it succeeds."""
+        return self._replace(delay=delay_until(when))
 
 
 class Task(Generic[P, R]):
@@ -176,6 +207,7 @@ class Task(Generic[P, R]):
         backoff: float | Sequence[float] | None = None,
         connection: RedisQueue | None = None,
         wait_replicas: int | None = None,
+        keep_result: float | timedelta | None = None,
     ) -> Task[P, R]:
         """The same task with options overridden for the dispatches made through it.
 
@@ -190,6 +222,7 @@ class Task(Generic[P, R]):
             "connection": connection,
             "wait_replicas": wait_replicas,
             "backoff": None if backoff is None else _backoff_tuple(backoff),
+            "keep_result": None if keep_result is None else _keep_seconds(keep_result),
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         return Task(self.fn, options, self.name)
@@ -232,6 +265,8 @@ class Task(Generic[P, R]):
         dispatched_at: float | None = None,
     ) -> Job:
         options = self.options
+        if options.keep_result is not None:
+            meta = {**(meta or {}), KEEP: self.keep_ms}
         return Job(
             id=new_id(),
             task=self.name,
@@ -245,6 +280,12 @@ class Task(Generic[P, R]):
             meta=meta or {},
         )
 
+    @property
+    def keep_ms(self) -> int:
+        """How long each call keeps its result, in milliseconds (0: not kept)."""
+        keep = self.options.keep_result
+        return 0 if keep is None else round(keep * 1000)
+
     def connection(self) -> RedisQueue:
         return self.options.connection or default_queue()
 
@@ -253,7 +294,9 @@ class Task(Generic[P, R]):
         queue = self.connection()
         job = self.make_job(args, kwargs)
         payload = encode(job, queue.config.max_payload_bytes)
-        queue.push(job.queue, [payload], int(delay * 1000), self.options.wait_replicas)
+        kept = frozenset([job.id] if self.keep_ms else [])
+        wait = self.options.wait_replicas
+        queue.push(job.queue, [payload], int(delay * 1000), wait, kept, self.keep_ms)
         return Dispatched(job.id, job.task, job.queue, queue)
 
 
@@ -265,13 +308,14 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
     """
     calls = list(calls)
     ids = new_ids(len(calls))
-    by_connection: dict[int, tuple[RedisQueue, dict[str, list[bytes]]]] = {}
+    by_connection: dict[int, tuple[RedisQueue, dict[str, Push]]] = {}
     replicas: dict[int, int] = {}
     """Per connection, the most replicas any of its tasks waits for (its own, or the
     connection's ``wait_replicas``)."""
     # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
-    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate, list[bytes]]] = {}
+    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate, Push]] = {}
     now = time.time()
+    kept: set[str] = set()
     handles: list[Dispatched] = []
     for call, task_id in zip(calls, ids, strict=True):
         entry = templates.get(id(call.task))
@@ -284,15 +328,19 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
             wanted = queue.config.wait_replicas if wanted is None else wanted
             replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
             template = PayloadTemplate(task.make_job((), {}, dispatched_at=now))
-            payloads = groups.setdefault(task.options.queue, [])
-            entry = templates[id(task)] = (task, queue, template, payloads)
-        task, queue, template, payloads = entry
-        payloads.append(
+            name = task.options.queue
+            group = groups.setdefault(name, Push(name, 0, [], frozenset(), 0))
+            groups[name] = group = group._replace(keep_ms=max(group.keep_ms, task.keep_ms))
+            entry = templates[id(task)] = (task, queue, template, group)
+        task, queue, template, group = entry
+        group.payloads.append(  # type: ignore[attr-defined]
             template.encode(task_id, call.args, call.kwargs, queue.config.max_payload_bytes)
         )
+        if task.keep_ms:
+            kept.add(task_id)
         handles.append(Dispatched(task_id, task.name, task.options.queue, queue))
     for key, (queue, groups) in by_connection.items():
-        pushes = ((name, 0, payloads) for name, payloads in groups.items())
+        pushes = [push._replace(kept=frozenset(kept)) if kept else push for push in groups.values()]
         queue.push_many(pushes, replicas.get(key))
     return handles
 
@@ -331,6 +379,12 @@ def _backoff_tuple(backoff: object) -> tuple[float, ...]:
     return _option(checked_backoff, backoff)
 
 
+def _keep_seconds(keep: object) -> float:
+    return _option(
+        checked_keep, seconds(keep, "keep_result") if isinstance(keep, timedelta) else keep
+    )
+
+
 @overload
 def task(fn: Callable[P, R], /) -> Task[P, R]: ...
 
@@ -348,6 +402,7 @@ def task(
     cron: str | None = None,
     every: float | timedelta | None = None,
     timezone: str = "UTC",
+    keep_result: float | timedelta | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -365,9 +420,12 @@ def task(
     cron: str | None = None,
     every: float | timedelta | None = None,
     timezone: str = "UTC",
+    keep_result: float | timedelta | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function as a task; use bare (``@task``) or with options.
 
+    ``keep_result=`` (seconds or a timedelta) keeps each call's status and return value
+    that long, for ``handle.status()`` and ``handle.result()`` (docs/workflows.md).
     ``cron=`` or ``every=`` (with ``timezone=``) declares a schedule named after the
     task; worker parents serving its queue create or update it (see docs/schedules.md).
     """
@@ -381,6 +439,7 @@ def task(
         backoff=_backoff_tuple(backoff),
         after_succeeded=after_succeeded,
         after_failed=after_failed,
+        keep_result=None if keep_result is None else _keep_seconds(keep_result),
     )
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:

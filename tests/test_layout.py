@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.failed",
         "rqueue.server",
     ),
-    ("rqueue.schedules",),
+    ("rqueue.schedules", "rqueue.workflows"),
     ("rqueue.worker",),
     ("rqueue",),
     ("rqueue.cli", "rqueue.__main__"),

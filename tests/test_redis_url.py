@@ -89,10 +89,13 @@ def test_cluster_mode_cannot_name_a_sentinel_service(monkeypatch: pytest.MonkeyP
 
 def test_global_keys_share_one_tag_on_a_cluster_and_keep_their_names_elsewhere() -> None:
     assert GlobalKeys.for_prefix("app:", cluster=True) == GlobalKeys(
-        "app:{rqueue}:queues", "app:{rqueue}:restart", "app:{rqueue}:schedules"
+        "app:{rqueue}:queues",
+        "app:{rqueue}:restart",
+        "app:{rqueue}:schedules",
+        "app:{rqueue}:batches",
     )
     assert GlobalKeys.for_prefix("app:") == GlobalKeys(
-        "app:rqueue:queues", "app:rqueue:restart", "app:rqueue:schedules"
+        "app:rqueue:queues", "app:rqueue:restart", "app:rqueue:schedules", "app:rqueue:batches"
     )
 
 

@@ -24,6 +24,9 @@ from rqueue.errors import InvalidQueueName
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
+_PER_TASK = ("result", "done", "once")
+"""Parts followed by a task id: its kept result, the list that wakes whoever waits for
+it, and the marker that makes a workflow's push of it idempotent."""
 _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
@@ -36,7 +39,7 @@ _PARTS = {
     "schedule_defs": "schedule-defs",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
-KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS])
+KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
 """Words a queue name may not use as a ``:``-separated part after its first."""
 
 
@@ -101,12 +104,73 @@ class QueueKeys:
         """
         return f"{self.ready}:{_CLAIMS}:{token}"
 
+    def result(self, task_id: str) -> str:
+        """A task's status, then its result or error, while it keeps one (results.py)."""
+        return f"{self.ready}:result:{task_id}"
+
+    def done(self, task_id: str) -> str:
+        """A list holding one token once the task finished: ``result()`` blocks on it."""
+        return f"{self.ready}:done:{task_id}"
+
+    def once(self, task_id: str) -> str:
+        """Set by push_once.lua: a task with this id was pushed by a workflow already."""
+        return f"{self.ready}:once:{task_id}"
+
     @classmethod
     def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:
         validate_queue_name(name)
         validate_prefix(prefix)
         base = f"{prefix}queues:{{{name}}}" if cluster else f"{prefix}queues:{name}"
         return cls(name, base, **{field: f"{base}:{part}" for field, part in _PARTS.items()})
+
+
+_BATCH_ID = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class BatchKeys:
+    """Every key of one batch, in one hash slot of their own (the batch's id is the tag)."""
+
+    id: str
+    state: str
+    """Hash: total, counts, times, options and callbacks (batch_member.lua)."""
+    succeeded: str
+    """Bitmap by member index: each member counts once, however often it runs."""
+    failed: str
+    skipped: str
+    """Members not run because the batch was cancelled."""
+    failed_ids: str
+    adds: str
+    """Hash: token of an ``add()`` call -> its first index, so a re-run adds nothing."""
+    queues: str
+
+    def all(self) -> tuple[str, ...]:
+        return (
+            self.state,
+            self.succeeded,
+            self.failed,
+            self.skipped,
+            self.failed_ids,
+            self.adds,
+            self.queues,
+        )
+
+    @classmethod
+    def for_batch(cls, batch_id: str, prefix: str = "", cluster: bool = False) -> BatchKeys:
+        if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
+            raise ValueError(f"a batch id is 32 lowercase hex digits, got {batch_id!r}")
+        validate_prefix(prefix)
+        base = f"{prefix}batches:{{{batch_id}}}" if cluster else f"{prefix}batches:{batch_id}"
+        return cls(
+            batch_id,
+            base,
+            f"{base}:succeeded",
+            f"{base}:failed",
+            f"{base}:skipped",
+            f"{base}:failed-ids",
+            f"{base}:adds",
+            f"{base}:queues",
+        )
 
 
 @dataclass(frozen=True)
@@ -117,6 +181,8 @@ class GlobalKeys:
     restart: str
     schedule_index: str
     """Hash of schedule name -> queue name, so a schedule is found by its name alone."""
+    batches: str
+    """Zset of batch id -> created (ms): what ``rqueue batches list`` shows."""
 
     @classmethod
     def for_prefix(cls, prefix: str = "", cluster: bool = False) -> GlobalKeys:
@@ -128,4 +194,5 @@ class GlobalKeys:
             known_queues=f"{base}:queues",
             restart=f"{base}:restart",
             schedule_index=f"{base}:schedules",
+            batches=f"{base}:batches",
         )

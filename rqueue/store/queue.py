@@ -26,6 +26,7 @@ from rqueue.errors import (
 )
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.connect import connect
+from rqueue.store.header import payload_id
 from rqueue.store.keys import GlobalKeys, QueueKeys, validate_queue_name
 from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable, unsent
 from rqueue.store.scripts import Scripts, execute
@@ -41,6 +42,31 @@ which FLUSHALL or a restart without persistence may empty. One round trip of its
 per queue a minute: a global key never shares a pipeline with a queue's script (on
 Redis Cluster they live on different nodes). Worker parents re-add theirs every tick."""
 _MIGRATE_LIMIT = 1000
+_STATUS_SLACK_MS = 24 * 3600 * 1000
+"""A kept task's status record lasts its delay plus its keep time plus this: a day in
+the queue before a worker takes it, after which its status reads ``unknown``."""
+
+
+class Push(NamedTuple):
+    """Payloads for one queue, pushed together (:meth:`RedisQueue.push_many`)."""
+
+    queue: str
+    delay_ms: int
+    payloads: Sequence[bytes]
+    kept: frozenset[str] = frozenset()
+    """Ids of the payloads that keep their result: each gets a status record."""
+    keep_ms: int = 0
+    """The longest keep time among them."""
+
+
+class Kept(NamedTuple):
+    """A finished task that keeps its result, acknowledged with its result record."""
+
+    payload: bytes
+    """The reserved bytes, as for a plain ack."""
+    task_id: str
+    record: bytes
+    keep_ms: int
 
 
 class Reservation(NamedTuple):
@@ -103,27 +129,58 @@ class RedisQueue:
         payloads: Sequence[bytes],
         delay_ms: int = 0,
         wait_replicas: int | None = None,
+        kept: frozenset[str] = frozenset(),
+        keep_ms: int = 0,
     ) -> None:
         """Queue ``payloads`` (after ``delay_ms``); with ``wait_replicas`` (default: the
-        config's) return only once that many replicas have them (see push_many)."""
+        config's) return only once that many replicas have them (see push_many).
+        ``kept`` are the ids among them that keep their result for ``keep_ms``."""
         if len(payloads) > _PUSH_CHUNK or self._replicas(wait_replicas):
-            self.push_many([(queue, delay_ms, payloads)], wait_replicas)
+            self.push_many([Push(queue, delay_ms, payloads, kept, keep_ms)], wait_replicas)
             return
         self._register_if_due([queue])
-        keys = self.keys(queue)
-        push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
-        signed = self._signed(queue, payloads)
-        self._dispatching(
-            lambda: self.scripts.push(self.wire, push_keys, (delay_ms, *signed)), [queue]
+        keys, args = self._push_call(
+            Push(queue, delay_ms, self._signed(queue, payloads), kept, keep_ms)
         )
+        self._dispatching(lambda: self.scripts.push(self.wire, keys, args), [queue])
+
+    def _push_call(self, push: Push) -> tuple[list[str], list[bytes | int]]:
+        """push.lua's keys and arguments for one chunk of signed payloads."""
+        keys = self.keys(push.queue)
+        script_keys = [keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids]
+        if push.kept:
+            ids = (payload_id(payload) for payload in push.payloads)
+            script_keys += [keys.result(i) for i in ids if i is not None and i in push.kept]
+        status_ms = max(0, push.delay_ms) + push.keep_ms + _STATUS_SLACK_MS
+        return script_keys, [push.delay_ms, status_ms, *push.payloads]
+
+    def push_once(
+        self, queue: str, payload: bytes, delay_ms: int, marker_ms: int, kept: bool
+    ) -> bool:
+        """Push one task unless one with its id was pushed this way in the last
+        ``marker_ms`` (push_once.lua); True if pushed. Retries as a dispatch does."""
+        self._register_if_due([queue])
+        task_id = payload_id(payload) or ""
+        keys = self.keys(queue)
+        script_keys = [keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids]
+        script_keys.append(keys.once(task_id))
+        if kept:
+            script_keys.append(keys.result(task_id))
+        args: list[bytes | int] = [delay_ms, marker_ms, *self._signed(queue, [payload])]
+        pushed: list[bool] = []
+        self._dispatching(
+            lambda: pushed.append(bool(self.scripts.push_once(self.wire, script_keys, args))),
+            [queue],
+        )
+        return pushed[0]
 
     def push_many(
         self,
-        groups: Iterable[tuple[str, int, Sequence[bytes]]],
+        groups: Iterable[Push | tuple[str, int, Sequence[bytes]]],
         wait_replicas: int | None = None,
     ) -> None:
-        """Push groups of payloads, each ``(queue, delay_ms, payloads)``, in one round trip
-        per node.
+        """Push groups of payloads (a :class:`Push` or ``(queue, delay_ms, payloads)``
+        each), in one round trip per node.
 
         A push that Redis refused for a passing reason (``retry.py``) is sent again,
         alone: the ones that landed are never sent twice. With ``wait_replicas`` each
@@ -132,21 +189,20 @@ class RedisQueue:
         """
         replicas = self._replicas(wait_replicas)
         timeout_ms = max(1, round(self.config.wait_replicas_timeout * 1000))
-        pending: list[tuple[str, int, Sequence[bytes]]] = []
+        pending: list[Push] = []
         confirmed: list[int] = []
-        groups = list(groups)
-        self._register_if_due(sorted({queue for queue, _, _ in groups}))
-        for queue, delay_ms, payloads in groups:
-            signed = self._signed(queue, payloads)
+        pushes = [Push(*group) for group in groups]
+        self._register_if_due(sorted({push.queue for push in pushes}))
+        for push in pushes:
+            signed = self._signed(push.queue, push.payloads)
             for start in range(0, len(signed), _PUSH_CHUNK):
-                pending.append((queue, delay_ms, signed[start : start + _PUSH_CHUNK]))
+                pending.append(push._replace(payloads=signed[start : start + _PUSH_CHUNK]))
 
         def send() -> None:
             pipe = self.client.pipeline(transaction=False)
-            for queue, delay_ms, chunk in pending:
-                keys = self.keys(queue)
-                push_keys = (keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids)
-                self.scripts.push.queue(pipe, push_keys, (delay_ms, *chunk))
+            for push in pending:
+                push_keys, push_args = self._push_call(push)
+                self.scripts.push.queue(pipe, push_keys, push_args)
                 if replicas:  # on the push's own connection (see ClusterPipeline)
                     pipe.execute_command("WAIT", replicas, timeout_ms)  # type: ignore[no-untyped-call]
             results = execute(pipe, self.scripts, raise_on_error=False)
@@ -166,7 +222,7 @@ class RedisQueue:
             if refused:
                 raise refused[0][1]
 
-        self._dispatching(send, lambda: sorted({queue for queue, _, _ in pending}))
+        self._dispatching(send, lambda: sorted({push.queue for push in pending}))
         if replicas and min(confirmed, default=replicas) < replicas:
             raise ReplicasNotReached(
                 f"the tasks were queued, but only {min(confirmed)} of {replicas} replicas "
@@ -264,6 +320,7 @@ class RedisQueue:
         share: int = 1,
         ack: Sequence[bytes] = (),
         claims: str | None = None,
+        kept: Sequence[Kept] = (),
     ) -> Callable[[], Reservation]:
         """Pop and reserve up to ``count`` tasks, first acking ``ack``, in one call.
 
@@ -276,11 +333,12 @@ class RedisQueue:
         script_keys = [keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled]
         if claims is not None:
             script_keys.append(keys.claims(claims))
-        reply = self.scripts.reserve.send(
-            self.wire,
-            script_keys,
-            (count, default_timeout_ms, grace_ms, margin_ms, max(1, share), *ack),
-        )
+        args: list[bytes | int] = [count, default_timeout_ms, grace_ms, margin_ms, max(1, share)]
+        args += [len(ack), len(kept), *ack]
+        for done in kept:
+            script_keys += [keys.result(done.task_id), keys.done(done.task_id)]
+            args += [done.payload, done.record, done.keep_ms]
+        reply = self.scripts.reserve.send(self.wire, script_keys, args)
 
         def reservation() -> Reservation:
             raw = reply()
@@ -303,10 +361,17 @@ class RedisQueue:
             self.scripts.renew(self.wire, (keys.reserved,), (reserved, int(lasting * 1000)))
         )
 
-    def ack(self, queue: str, reserved: Sequence[bytes]) -> int:
-        if not reserved:
+    def ack(self, queue: str, reserved: Sequence[bytes], kept: Sequence[Kept] = ()) -> int:
+        """Forget finished tasks; write the result records of the ``kept`` ones."""
+        if not reserved and not kept:
             return 0
-        return int(self.scripts.ack(self.wire, (self.keys(queue).reserved,), reserved))
+        keys = self.keys(queue)
+        script_keys = [keys.reserved]
+        args: list[bytes | int] = [len(reserved), *reserved]
+        for done in kept:
+            script_keys += [keys.result(done.task_id), keys.done(done.task_id)]
+            args += [done.payload, done.record, done.keep_ms]
+        return int(self.scripts.ack(self.wire, script_keys, args))
 
     def release(
         self,
@@ -322,6 +387,7 @@ class RedisQueue:
         """
         keys = self.keys(queue)
         script_keys = [keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer]
+        script_keys.append(keys.pending_ids)
         if claims is not None:
             script_keys.append(keys.claims(claims))
         elif not reserved:
@@ -332,13 +398,22 @@ class RedisQueue:
             )
         )
 
-    def fail(self, queue: str, reserved: bytes, record: bytes, force: bool = False) -> bool:
+    def fail(
+        self,
+        queue: str,
+        reserved: bytes,
+        record: bytes,
+        force: bool = False,
+        kept: Kept | None = None,
+    ) -> bool:
+        """Move a task to the failed list; with ``kept``, write its result record too."""
         keys = self.keys(queue)
-        return bool(
-            self.scripts.fail(
-                self.wire, (keys.reserved, keys.failed), (reserved, record, "1" if force else "0")
-            )
-        )
+        script_keys = [keys.reserved, keys.failed]
+        args: list[bytes | int | str] = [reserved, record, "1" if force else "0"]
+        if kept is not None:
+            script_keys += [keys.result(kept.task_id), keys.done(kept.task_id)]
+            args += [kept.record, kept.keep_ms]
+        return bool(self.scripts.fail(self.wire, script_keys, args))
 
     def migrate(self, queue: str, limit: int = _MIGRATE_LIMIT) -> Migration:
         keys = self.keys(queue)

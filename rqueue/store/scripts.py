@@ -86,6 +86,11 @@ class Scripts:
     save_schedule: LuaScript
     remove_schedule: LuaScript
     clock: LuaScript
+    push_once: LuaScript
+    batch_open: LuaScript
+    batch_member: LuaScript
+    batch_add: LuaScript
+    batch_cancel: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:

@@ -25,8 +25,9 @@ from setproctitle import setproctitle
 from rqueue import events, registry
 from rqueue.config import Config
 from rqueue.current import set_current_job
-from rqueue.errors import InvalidPayload, TaskNotRegistered
+from rqueue.errors import BatchCancelled, InvalidPayload, TaskNotRegistered
 from rqueue.events import TaskEvent
+from rqueue.payload import Job
 from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
@@ -42,6 +43,7 @@ from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Batch, Batches
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
+from rqueue.workflows import effects
 
 log = logging.getLogger("rqueue.worker")
 
@@ -261,6 +263,19 @@ class ChildWorker(InterruptibleWaits):
             message = f"attempted {job.attempts} times, more than its {tries} tries"
             self.outcomes.rejected(index, queue, payload, job, "MaxAttemptsExceeded", message)
             return
+        workflow = effects.involved(job)
+        args = job.args
+        if workflow:
+            try:
+                effects.check(job)
+            except InvalidPayload as exc:
+                self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
+                return
+            if effects.is_member(job) and effects.batch_cancelled(job, self.queue):
+                self._skip(index, queue, payload, job, expires_at)
+                return
+            if effects.is_callback(job):
+                args = (effects.given(job, self.queue), *args)
         timeout = job.timeout or self.options.timeout
         started = time.monotonic()
         # The attempt starts here, before the lookup: importing the task's module is
@@ -279,11 +294,22 @@ class ChildWorker(InterruptibleWaits):
                 if events.has_listeners("processing"):
                     events.emit(TaskEvent("processing", job))
                 set_current_job(job)
-                result = task.fn(*job.args, **job.kwargs)
+                result = task.fn(*args, **job.kwargs)
+                completion = None
+                if workflow:  # a result that cannot be kept or piped fails the task
+                    completion = effects.on_success(
+                        job,
+                        payload,
+                        result,
+                        self._started_at(started),
+                        self.config.max_payload_bytes,
+                    )
             finally:
                 self.time_limit.disarm()
         except BaseException as exc:  # SystemExit and the like too: user code raised it
-            if task is None and type(exc) is TaskNotRegistered:
+            if type(exc) is BatchCancelled and workflow and effects.is_member(job):
+                self._skip(index, queue, payload, job, expires_at)
+            elif task is None and type(exc) is TaskNotRegistered:
                 # Not a task (TaskImportFailed, its subclass, is an attempt that failed).
                 self.outcomes.rejected(index, queue, payload, job, "TaskNotRegistered", str(exc))
             else:
@@ -293,7 +319,11 @@ class ChildWorker(InterruptibleWaits):
         duration = time.monotonic() - started
         # A success is the hot path, so it is settled here: the ack waits for the next
         # reserve call, and nothing else happens unless a hook or a listener waits for it.
-        self.batches.acknowledge(queue, payload, expires_at)
+        if completion is None:
+            self.batches.acknowledge(queue, payload, expires_at)
+        else:  # what follows it is pushed, idempotently, before it is acknowledged
+            self._persist(functools.partial(effects.apply, completion, self.queue))
+            self.batches.acknowledge(queue, payload, expires_at, completion.kept)
         if task.options.after_succeeded is not None or events.has_listeners("processed"):
             self.outcomes.reporting(index)
         else:
@@ -304,6 +334,19 @@ class ChildWorker(InterruptibleWaits):
             run_hook(task.options.after_succeeded, result, job)
         if events.has_listeners("processed"):
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def _skip(self, index: int, queue: str, payload: bytes, job: Job, expires_at: float) -> None:
+        """A member of a cancelled batch: counted as skipped, acknowledged, not run."""
+        completion = effects.on_skip(job, payload)
+        self._persist(functools.partial(effects.apply, completion, self.queue))
+        self.batches.acknowledge(queue, payload, expires_at, completion.kept)
+        self.slot.count_processed()
+        log_outcome(log, job, "skipped: its batch was cancelled", 0.0)
+
+    @staticmethod
+    def _started_at(started: float) -> float:
+        """Wall-clock time of a monotonic reading (for the result record)."""
+        return time.time() - (time.monotonic() - started)
 
     # -- giving back, acking, waiting ---------------------------------------------
 

@@ -18,16 +18,17 @@ import traceback
 from typing import Any
 
 from rqueue import events
-from rqueue.errors import TaskTimeout, describe, utf8
+from rqueue.errors import RQueueError, TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
 from rqueue.payload import Job
-from rqueue.store.queue import RedisQueue
+from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.task import Hook, call_hook, registered_task
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Slot, State
+from rqueue.workflows import effects
 
 log = logging.getLogger("rqueue.worker")
 
@@ -73,8 +74,10 @@ class Outcomes:
             delay = job.backoff_for(job.attempts)
             self.persist(lambda: self.queue.release(queue, [payload], delay))
         else:
-            record = make_record(queue, payload, kind, message, _traceback(exc), job, timed_out)
-            self.persist(lambda: self.queue.fail(queue, payload, record))
+            trace = _traceback(exc)
+            record = make_record(queue, payload, kind, message, trace, job, timed_out)
+            kept = self.complete_failure(job, payload, kind, message, trace, duration)
+            self.persist(lambda: self.queue.fail(queue, payload, record, kept=kept))
         self.reporting(index)
         outcome = "timed out" if timed_out else f"raised {kind}: {message}"
         log_outcome(
@@ -96,11 +99,22 @@ class Outcomes:
         """Fail a payload that cannot run at all, without retrying it."""
         record = make_record(queue, payload, kind, message, job=job)
         foreign = job is None
-        self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign))
+        kept = None if job is None else self.complete_failure(job, payload, kind, message, "", 0.0)
+        self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign, kept=kept))
         self.reporting(index)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
             self._final_failure(job, None)
+
+    def complete_failure(
+        self, job: Job, payload: bytes, kind: str, message: str, trace: str, duration: float
+    ) -> Kept | None:
+        """A workflow's part of a failure for good: the catch step and the batch member
+        counted now (idempotently, before the task is failed), the result record
+        returned to be written with the failure. Nothing for a plain task."""
+        return complete_failure(
+            self.queue, self.persist, job, payload, kind, message, trace, duration
+        )
 
     def _final_failure(self, job: Job, exc: BaseException | None) -> None:
         # No import here: a task that ran is registered, and one that did not has no hook.
@@ -113,6 +127,32 @@ class Outcomes:
         """Counted as processed; its hooks and listeners get the default timeout to run."""
         self.slot.count_processed()
         self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
+
+
+def complete_failure(
+    queue: RedisQueue,
+    persist: Persist,
+    job: Job,
+    payload: bytes,
+    kind: str,
+    message: str,
+    trace: str,
+    duration: float,
+) -> Kept | None:
+    """See :meth:`Outcomes.complete_failure`; the parent calls it for tasks it fails."""
+    if not effects.involved(job):
+        return None
+    try:
+        effects.check(job)
+        started_at = time.time() - duration
+        completion = effects.on_failure(
+            job, payload, kind, message, trace, started_at, queue.config.max_payload_bytes
+        )
+    except RQueueError as exc:  # malformed workflow entries: the task fails all the same
+        log.error("task %s (%s): its workflow cannot go on: %s", job.task, job.id, exc)
+        return None
+    persist(lambda: effects.apply(completion, queue))
+    return completion.kept
 
 
 def run_hook(hook: Hook, value: Any, job: Job) -> None:

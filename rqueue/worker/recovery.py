@@ -21,6 +21,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.worker import parent_failures
 from rqueue.worker.options import WorkerOptions
+from rqueue.worker.outcomes import complete_failure
 from rqueue.worker.scoreboard import Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
@@ -125,7 +126,12 @@ class Recovery:
                 "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
             )
             record = make_record(name, member, kind, message, job=job, timed_out=killed_for_timeout)
-            self.persist(lambda: self.queue.fail(name, member, record))
+            kept = None
+            if job is not None:  # a workflow goes on from here, as if the task had raised
+                kept = complete_failure(
+                    self.queue, self.persist, job, member, kind, message, "", 0.0
+                )
+            self.persist(lambda: self.queue.fail(name, member, record, kept=kept))
             if job is not None:  # after_failed and listeners run in a child
                 parent_failures.queue_report(self.queue, name, record)
 

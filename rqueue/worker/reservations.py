@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rqueue.store.queue import RedisQueue, Reservation
+from rqueue.store.queue import Kept, RedisQueue, Reservation
 from rqueue.worker.options import WorkerOptions
 
 _GROWTH = 4
@@ -42,6 +42,7 @@ class _ReadAhead:
     sent_at: float
     reply: Callable[[], Reservation]
     acks: list[bytes]
+    kept: list[Kept]
 
 
 class Batches:
@@ -52,6 +53,8 @@ class Batches:
         self.options = options
         self.claims = claims
         self._acks: dict[str, list[bytes]] = {}
+        self._kept: dict[str, list[Kept]] = {}
+        """Successes whose result is kept: acked the same way, with their records."""
         self._ack_deadline = float("inf")
         self._size = 1
         self._ahead: _ReadAhead | None = None
@@ -70,15 +73,16 @@ class Batches:
         count = min(allowed, self._size)
         queues = list(enumerate(self.options.queues))
         for index, name in sorted(queues, key=lambda queue: queue[1] != first):
-            acks = self._acks.get(name, [])
+            acks, kept = self._acks.get(name, []), self._kept.get(name, [])
             sent_at = time.monotonic()
             try:
-                reservation = self._reserve(name, count, acks)()
+                reservation = self._reserve(name, count, acks, kept)()
             except BaseException:
                 self._reply_lost = True
                 raise
-            if acks:
-                del self._acks[name]
+            if acks or kept:
+                self._acks.pop(name, None)
+                self._kept.pop(name, None)
                 self._reset_ack_deadline()
             if reservation.payloads:
                 return self._grown(Batch(index, reservation, sent_at))
@@ -99,9 +103,10 @@ class Batches:
         ):
             return
         name = self.options.queues[0]
-        acks = self._acks.pop(name, [])
+        acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
         self._reset_ack_deadline()
-        self._ahead = _ReadAhead(time.monotonic(), self._reserve(name, self._size, acks), acks)
+        reply = self._reserve(name, self._size, acks, kept)
+        self._ahead = _ReadAhead(time.monotonic(), reply, acks, kept)
 
     def settle(self) -> Batch | None:
         """Read the reply of a call read ahead, if one is on its way.
@@ -117,18 +122,25 @@ class Batches:
             # Whether the acks landed is unknown: send them again (ZREM is idempotent),
             # before the next task starts.
             self._acks.setdefault(self.options.queues[0], [])[:0] = ahead.acks
+            self._kept.setdefault(self.options.queues[0], [])[:0] = ahead.kept
             self._ack_deadline = 0.0
             self._reply_lost = True
             raise
         return Batch(0, reservation, ahead.sent_at)
 
-    def acknowledge(self, queue: str, payload: bytes, expires_at: float) -> None:
-        """Remember a success, to go with the next reserve call for its queue."""
-        self._acks.setdefault(queue, []).append(payload)
+    def acknowledge(
+        self, queue: str, payload: bytes, expires_at: float, kept: Kept | None = None
+    ) -> None:
+        """Remember a success, to go with the next reserve call for its queue; ``kept``
+        is its result record if it keeps one (written by that same call)."""
+        if kept is None:
+            self._acks.setdefault(queue, []).append(payload)
+        else:
+            self._kept.setdefault(queue, []).append(kept)
         self._ack_deadline = min(self._ack_deadline, expires_at)
 
     def acks_pending(self) -> bool:
-        return bool(self._acks)
+        return bool(self._acks) or bool(self._kept)
 
     def acks_due_by(self, moment: float) -> bool:
         """True if a pending ack's reservation could run out by ``moment``: flush first."""
@@ -136,9 +148,10 @@ class Batches:
 
     def flush(self) -> None:
         """Send the pending acks now (``ack.lua``), with no reserve call to carry them."""
-        for name in list(self._acks):
-            self.queue.ack(name, self._acks[name])
-            del self._acks[name]
+        for name in {*self._acks, *self._kept}:
+            self.queue.ack(name, self._acks.get(name, []), self._kept.get(name, []))
+            self._acks.pop(name, None)
+            self._kept.pop(name, None)
         self._reset_ack_deadline()
 
     def _reclaim(self) -> None:
@@ -150,12 +163,14 @@ class Batches:
         pending) stay; release.lua moves only what is still reserved with these bytes.
         """
         for name in self.options.queues:
-            finished = set(self._acks.get(name, ()))
+            finished = {*self._acks.get(name, ()), *(k.payload for k in self._kept.get(name, ()))}
             unstarted = [p for p in self.queue.claimed(name, self.claims) if p not in finished]
             self.queue.release(name, unstarted, unstarted=True, claims=self.claims)
         self._reply_lost = False
 
-    def _reserve(self, name: str, count: int, acks: list[bytes]) -> Callable[[], Reservation]:
+    def _reserve(
+        self, name: str, count: int, acks: list[bytes], kept: list[Kept]
+    ) -> Callable[[], Reservation]:
         options = self.options
         return self.queue.send_reserve(
             name,
@@ -166,6 +181,7 @@ class Batches:
             share=options.effective_concurrency,
             ack=acks,
             claims=self.claims,
+            kept=kept,
         )
 
     def _grown(self, batch: Batch) -> Batch:
@@ -173,5 +189,5 @@ class Batches:
         return batch
 
     def _reset_ack_deadline(self) -> None:
-        if not self._acks:
+        if not self._acks and not self._kept:
             self._ack_deadline = float("inf")

@@ -1,6 +1,24 @@
--- ack.lua: forget tasks that completed.
+-- ack.lua: forget tasks that completed, and keep the results of those that keep one.
 -- KEYS[1] reserved zset
--- ARGV[1..] reserved payloads, the exact bytes reserve.lua returned
+-- KEYS[2..] (optional) for each kept result, its result key then its done list
+-- ARGV[1] n: how many plain acks follow
+-- ARGV[2..1+n] reserved payloads, the exact bytes reserve.lua returned
+-- then one triple per kept result: reserved payload, result record (msgpack, built by
+-- the worker), milliseconds to keep it
 -- Returns how many were still reserved.
--- Invariant: a completed task is in no key of its queue afterwards.
-return redis.call('ZREM', KEYS[1], unpack(ARGV))
+-- Invariant: a completed task is in no key of its queue afterwards, and its result is
+-- written in the same step: a caller never sees it finished without its result. The
+-- done list gets one token that a waiting caller moves in place (BLMOVE done done),
+-- so every waiter wakes and the token stays for those who come later.
+local plain = tonumber(ARGV[1])
+local removed = 0
+if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 2, 1 + plain)) end
+for i = 1, (#KEYS - 1) / 2 do
+  local at = 2 + plain + 3 * (i - 1)
+  removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
+  redis.call('SET', KEYS[2 * i], ARGV[at + 1], 'PX', ARGV[at + 2])
+  redis.call('DEL', KEYS[2 * i + 1])
+  redis.call('RPUSH', KEYS[2 * i + 1], 1)
+  redis.call('PEXPIRE', KEYS[2 * i + 1], ARGV[at + 2])
+end
+return removed

@@ -1,14 +1,23 @@
 -- cancel.lua: cancel a task that was pushed and has not been reserved yet.
 -- KEYS[1] pending-ids set   KEYS[2] cancelled set
+-- KEYS[3] the task's result key   KEYS[4] its done list: if the task keeps its result
+-- (its status record exists), it is marked cancelled and whoever waits for it wakes
 -- ARGV[1] task id (32 hex characters)
 -- Returns 1 if cancelled now, 2 if it was already cancelled, 0 if it is not pending
--- (reserved, finished, failed, never pushed, or re-queued after an attempt).
+-- (reserved, finished, failed, or never pushed).
 -- Invariant: O(1). The payload stays where it is (a list or the delayed zset) and
 -- reserve.lua drops it instead of reserving it; cancel and reserve both remove the
 -- id from pending-ids atomically, so exactly one of them wins: a cancelled task never
 -- runs, and a task reserved first is reported as not pending.
 if redis.call('SREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('SADD', KEYS[2], ARGV[1])
+  local ttl = redis.call('PTTL', KEYS[3])
+  if ttl > 0 then
+    redis.call('SET', KEYS[3], cmsgpack.pack({state = 'cancelled'}), 'PX', ttl)
+    redis.call('DEL', KEYS[4])
+    redis.call('RPUSH', KEYS[4], 1)
+    redis.call('PEXPIRE', KEYS[4], ttl)
+  end
   return 1
 end
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return 2 end

@@ -1,7 +1,9 @@
 -- release.lua: give reserved tasks back, now or after a backoff.
 -- KEYS[1] reserved zset   KEYS[2] delayed zset   KEYS[3] ready list
 -- KEYS[4] notify list     KEYS[5] timer list
--- KEYS[6] (optional) a child's claims key (reserve.lua), deleted: what a child gives
+-- KEYS[6] pending-ids set: a task given back is pending again, so it can be cancelled
+--         (cancel.lua) and its status reads "pending" rather than "running"
+-- KEYS[7] (optional) a child's claims key (reserve.lua), deleted: what a child gives
 --         back must not be given back again from there once another worker has it
 -- ARGV[1] delay in ms (0: ready at once)
 -- ARGV[2] '1' if the tasks never started (prefetched, or a worker stopping): their
@@ -10,7 +12,7 @@
 -- Returns how many tasks were moved.
 -- Invariant: only tasks still reserved move, so a task whose reservation already
 -- expired and was handed to another worker is never duplicated by a late release.
-if KEYS[6] then redis.call('DEL', KEYS[6]) end
+if KEYS[7] then redis.call('DEL', KEYS[7]) end
 local delay = tonumber(ARGV[1])
 local unstarted = ARGV[2] == '1'
 local time = redis.call('TIME')
@@ -22,6 +24,9 @@ for i = first, last, step do
   local payload = ARGV[i]
   if redis.call('ZREM', KEYS[1], payload) == 1 then
     moved = moved + 1
+    if #payload > 70 and string.sub(payload, 37, 38) == '\217\32' then
+      redis.call('SADD', KEYS[6], string.sub(payload, 39, 70))
+    end
     if unstarted and #payload > 70 and string.sub(payload, 4, 13) == '\168attempts\206' then
       local attempts = struct.unpack('>I4', payload, 14)
       if attempts > 0 then attempts = attempts - 1 end

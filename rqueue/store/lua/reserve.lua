@@ -4,8 +4,8 @@
 -- KEYS[4] pending-ids set: the popped tasks' ids leave it (one SREM per call)
 -- KEYS[5] cancelled set: a popped task whose id is in it is dropped, not reserved
 --         (one SCARD per call; one SREM per task only while cancellations wait)
--- KEYS[6] (optional) the calling child's claims key: set to this call's reply as a
---         msgpack array, expiring with the batch's longest reservation, or
+-- KEYS[6] (optional: present if #KEYS is 6 + 2k) the calling child's claims key: set
+--         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
 --         those tasks here and gives them back at once (recovery.py).
@@ -15,7 +15,12 @@
 -- ARGV[4] margin in ms (slack for the worker to start the task and report back)
 -- ARGV[5] how many workers share the queue: take at most a fair share of what is
 --         ready, so a short queue is spread over idle children instead of hoarded
--- ARGV[6..] reserved payloads of tasks that completed: removed first, as ack.lua does
+-- ARGV[6] n: how many plain acks follow   ARGV[7] k: how many kept results follow them
+-- ARGV[8..7+n] reserved payloads of tasks that completed: removed first, as ack.lua does
+-- then k triples (reserved payload, result record, milliseconds to keep it) of tasks
+-- that completed and keep their result: each is removed the same way and its record
+-- written to KEYS[#KEYS-2k+2i-1] (its result key), with a token pushed to the next
+-- key (its done list) that wakes whoever waits for the result (see ack.lua)
 -- Returns {now_ms, still_ready, reserved_1, reserved_2, ...}: how many tasks are left
 -- in the list (a worker reserves its next batch early only from a deep queue), then
 -- only the reserved bytes, which the worker acks, releases or fails by (the
@@ -28,7 +33,22 @@
 -- already went back to the queue. So no task can be handed to a second worker while
 -- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
-if #ARGV > 5 then redis.call('ZREM', KEYS[2], unpack(ARGV, 6)) end
+local plain, kept = tonumber(ARGV[6]), tonumber(ARGV[7])
+if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 8, 7 + plain)) end
+local claims = false
+if #KEYS == 6 + 2 * kept then claims = KEYS[6] end
+if kept > 0 then
+  local first_key, first_arg = #KEYS - 2 * kept, 7 + plain
+  for i = 1, kept do
+    local at = first_arg + 3 * (i - 1)
+    redis.call('ZREM', KEYS[2], ARGV[at + 1])
+    local result, done = KEYS[first_key + 2 * i - 1], KEYS[first_key + 2 * i]
+    redis.call('SET', result, ARGV[at + 2], 'PX', ARGV[at + 3])
+    redis.call('DEL', done)
+    redis.call('RPUSH', done, 1)
+    redis.call('PEXPIRE', done, ARGV[at + 3])
+  end
+end
 local ready = redis.call('LLEN', KEYS[1])
 local take = math.min(tonumber(ARGV[1]), math.ceil(ready / tonumber(ARGV[5])))
 local items = false
@@ -38,7 +58,7 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local result = {now, ready - take}
 if not items then
   redis.call('DEL', KEYS[3])
-  if KEYS[6] then redis.call('DEL', KEYS[6]) end
+  if claims then redis.call('DEL', claims) end
   return result
 end
 local default_timeout = tonumber(ARGV[2])
@@ -72,10 +92,10 @@ for _, original in ipairs(items) do
   end
 end
 if #scored > 0 then redis.call('ZADD', KEYS[2], unpack(scored)) end
-if KEYS[6] and #result > 2 then
-  redis.call('SET', KEYS[6], cmsgpack.pack(result), 'PX', margin + longest + grace)
-elseif KEYS[6] then
-  redis.call('DEL', KEYS[6])
+if claims and #result > 2 then
+  redis.call('SET', claims, cmsgpack.pack(result), 'PX', margin + longest + grace)
+elseif claims then
+  redis.call('DEL', claims)
 end
 if #ids > 0 then redis.call('SREM', KEYS[4], unpack(ids)) end
 if ready > #items then

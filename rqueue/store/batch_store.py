@@ -1,0 +1,186 @@
+"""A batch's state in Redis: a hash of counts and options, and one bitmap per outcome.
+
+Every key of a batch carries its id as the hash tag, so they share one slot on Redis
+Cluster and each change is one script (batch_*.lua); its members may live in any
+queues. The list of batches (``rqueue batches list``) is a global zset, written in a
+call of its own: a global key never shares a script or pipeline with another slot's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from rqueue.errors import InvalidPayload
+from rqueue.store.keys import BatchKeys
+from rqueue.store.queue import RedisQueue
+
+
+class MemberCounted(NamedTuple):
+    """What batch_member.lua said: the counts after it, and the callbacks due now."""
+
+    counted: bool
+    """False if the member had been counted before (it ran twice) or has no batch."""
+    exists: bool
+    cancelled: bool
+    callbacks: bytes
+    """The batch's callbacks (msgpack), sent only when some are due."""
+    due: tuple[str, ...]
+
+
+class BatchState(NamedTuple):
+    """The batch's hash, checked; times in seconds."""
+
+    id: str
+    name: str
+    total: int
+    succeeded: int
+    failed: int
+    skipped: int
+    allow_failures: bool
+    created_at: float
+    finished_at: float | None
+    cancelled_at: float | None
+    failed_ids: tuple[str, ...]
+    queues: tuple[str, ...]
+    callbacks: bytes
+
+
+class BatchStore:
+    """The batch scripts and reads, on one connection."""
+
+    def __init__(self, queue: RedisQueue) -> None:
+        self.queue = queue
+
+    def keys(self, batch_id: str) -> BatchKeys:
+        config = self.queue.config
+        return BatchKeys.for_batch(batch_id, config.prefix, config.cluster)
+
+    def open(
+        self,
+        batch_id: str,
+        total: int,
+        name: str,
+        allow_failures: bool,
+        callbacks: bytes,
+        keep_ms: int,
+        queues: Sequence[str],
+    ) -> int:
+        """Create the batch; Redis's clock (ms) at creation, 0 if it existed already."""
+        keys = self.keys(batch_id)
+        args = [total, name, "1" if allow_failures else "0", callbacks, keep_ms, *queues]
+        created = int(
+            self.queue.scripts.batch_open(self.queue.client, (keys.state, keys.queues), args)
+        )
+        if created:
+            self.queue.client.zadd(self.queue.global_keys.batches, {batch_id: created})
+        return created
+
+    def member(self, batch_id: str, index: int, outcome: str, task_id: str) -> MemberCounted:
+        """Count a member's outcome: ``s`` succeeded, ``f`` failed for good, ``k`` skipped."""
+        keys = self.keys(batch_id)
+        reply = self.queue.scripts.batch_member(
+            self.queue.wire,
+            (
+                keys.state,
+                keys.succeeded,
+                keys.failed,
+                keys.skipped,
+                keys.failed_ids,
+                keys.adds,
+                keys.queues,
+            ),
+            (index, outcome, task_id),
+        )
+        code = int(reply[0])
+        if code < 0:
+            return MemberCounted(False, code == -2, False, b"", ())
+        due = tuple(d.decode() if isinstance(d, bytes) else str(d) for d in reply[7:])
+        return MemberCounted(code == 1, True, bool(int(reply[5])), bytes(reply[6] or b""), due)
+
+    def add(self, batch_id: str, token: str, count: int, queues: Sequence[str]) -> int:
+        """Room for ``count`` more members; their first index (-1: no such batch)."""
+        keys = self.keys(batch_id)
+        return int(
+            self.queue.scripts.batch_add(
+                self.queue.client, (keys.state, keys.adds, keys.queues), (token, count, *queues)
+            )
+        )
+
+    def cancel(self, batch_id: str) -> int:
+        """1 if cancelled now, 0 if it was already, -1 if there is no such batch."""
+        keys = self.keys(batch_id)
+        return int(self.queue.scripts.batch_cancel(self.queue.client, (keys.state,), ()))
+
+    def cancelled(self, batch_id: str) -> bool | None:
+        """Whether the batch is cancelled; None if there is no such batch."""
+        keys = self.keys(batch_id)
+        total, cancelled_at = self.queue.client.hmget(keys.state, "total", "cancelled_at")
+        if total is None:
+            return None
+        return cancelled_at is not None
+
+    def read(self, batch_id: str) -> BatchState | None:
+        """The batch's state, or None if there is none (never created, expired, pruned)."""
+        keys = self.keys(batch_id)
+        pipe = self.queue.client.pipeline(transaction=False)
+        pipe.hgetall(keys.state)
+        pipe.smembers(keys.failed_ids)
+        pipe.smembers(keys.queues)
+        fields, failed_ids, queues = pipe.execute()
+        if not fields:
+            return None
+        try:
+            return _state(batch_id, fields, failed_ids, queues)
+        except (KeyError, ValueError, UnicodeDecodeError, OverflowError) as exc:
+            raise InvalidPayload(f"the state of batch {batch_id} is malformed: {exc}") from None
+
+    def listed(self, limit: int = 1000) -> list[str]:
+        """The newest ``limit`` batch ids, newest first (some may have expired)."""
+        members: list[bytes] = self.queue.client.zrevrange(
+            self.queue.global_keys.batches, 0, limit - 1
+        )  # type: ignore[assignment]
+        return [m.decode("ascii", "replace") for m in members]
+
+    def forget(self, batch_ids: Sequence[str]) -> None:
+        """Take batches off the list, and delete their keys (one slot per batch)."""
+        for batch_id in batch_ids:
+            self.queue.client.delete(*self.keys(batch_id).all())
+        if batch_ids:
+            self.queue.client.zrem(self.queue.global_keys.batches, *batch_ids)
+
+
+def _state(
+    batch_id: str, fields: dict[bytes, bytes], failed_ids: set[bytes], queues: set[bytes]
+) -> BatchState:
+    def number(name: str) -> int:
+        value = int(fields[name.encode()])
+        if value < 0:
+            raise ValueError(f"{name} is negative")
+        return value
+
+    def moment(name: str) -> float | None:
+        raw = fields.get(name.encode())
+        if raw is None:
+            return None
+        value = float(raw) / 1000
+        if not math.isfinite(value):
+            raise ValueError(f"{name} is not finite")
+        return value
+
+    return BatchState(
+        id=batch_id,
+        name=fields.get(b"name", b"").decode("utf-8", "replace"),
+        total=number("total"),
+        succeeded=number("succeeded"),
+        failed=number("failed"),
+        skipped=number("skipped"),
+        allow_failures=fields.get(b"allow_failures") == b"1",
+        created_at=moment("created_at") or 0.0,
+        finished_at=moment("finished_at"),
+        cancelled_at=moment("cancelled_at"),
+        failed_ids=tuple(sorted(i.decode("ascii", "replace") for i in failed_ids)),
+        queues=tuple(sorted(q.decode("utf-8", "replace") for q in queues)),
+        callbacks=fields.get(b"callbacks", b""),
+    )

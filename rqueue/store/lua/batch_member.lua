@@ -1,0 +1,85 @@
+-- batch_member.lua: count one member's outcome, once, and say which callbacks are due.
+-- KEYS[1] state hash   KEYS[2] succeeded bitmap   KEYS[3] failed bitmap
+-- KEYS[4] skipped bitmap   KEYS[5] failed-ids set   KEYS[6] adds hash   KEYS[7] queues set
+-- ARGV[1] the member's index   ARGV[2] 's' succeeded, 'f' failed for good, 'k' skipped
+-- (the batch was cancelled)   ARGV[3] the member's task id
+-- Returns {code, succeeded, failed, skipped, total, cancelled (0/1), callbacks or '',
+-- due...}; code 1 if counted now, 0 if it had been counted before (a member run
+-- twice), -1 if there is no such batch (expired, pruned), -2 if the index is not a
+-- member's. due names each callback to push now: 'then', 'catch', 'finally', 'progress'.
+-- Invariant: counts change only with a member's bit, so a member that runs twice, or is
+-- retried, is counted once. A retried member that succeeds moves from failed to
+-- succeeded. Each of then, catch and finally is due in one call only, the one whose
+-- member made it due; a re-run of that same member (its worker died before the ack)
+-- sees it due again, and the caller's push is idempotent (push_once.lua): so each
+-- callback is queued exactly once. The finished batch expires after keep_ms.
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local index, outcome = tonumber(ARGV[1]), ARGV[2]
+local fields = redis.call('HMGET', KEYS[1], 'total', 'allow_failures', 'keep_ms')
+local total = tonumber(fields[1])
+if index == nil or index < 0 or index >= total or index ~= math.floor(index) then return {-2} end
+local s = redis.call('GETBIT', KEYS[2], index)
+local f = redis.call('GETBIT', KEYS[3], index)
+local k = redis.call('GETBIT', KEYS[4], index)
+local changed = false
+if outcome == 's' and s == 0 then
+  redis.call('SETBIT', KEYS[2], index, 1)
+  redis.call('HINCRBY', KEYS[1], 'succeeded', 1)
+  if f == 1 then
+    redis.call('SETBIT', KEYS[3], index, 0)
+    redis.call('HINCRBY', KEYS[1], 'failed', -1)
+    redis.call('SREM', KEYS[5], ARGV[3])
+  end
+  if k == 1 then
+    redis.call('SETBIT', KEYS[4], index, 0)
+    redis.call('HINCRBY', KEYS[1], 'skipped', -1)
+  end
+  changed = true
+elseif outcome == 'f' and s == 0 and f == 0 then
+  redis.call('SETBIT', KEYS[3], index, 1)
+  redis.call('HINCRBY', KEYS[1], 'failed', 1)
+  redis.call('SADD', KEYS[5], ARGV[3])
+  if k == 1 then
+    redis.call('SETBIT', KEYS[4], index, 0)
+    redis.call('HINCRBY', KEYS[1], 'skipped', -1)
+  end
+  changed = true
+elseif outcome == 'k' and s == 0 and f == 0 and k == 0 then
+  redis.call('SETBIT', KEYS[4], index, 1)
+  redis.call('HINCRBY', KEYS[1], 'skipped', 1)
+  changed = true
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local counts = redis.call('HMGET', KEYS[1], 'succeeded', 'failed', 'skipped')
+local succeeded, failed, skipped = tonumber(counts[1]), tonumber(counts[2]), tonumber(counts[3])
+local due = {}
+local function trigger(name, condition)
+  local by = name .. '_by'
+  if changed and condition and redis.call('HSETNX', KEYS[1], by, index) == 1 then
+    due[#due + 1] = name
+    return true
+  end
+  if not changed and redis.call('HGET', KEYS[1], by) == tostring(index) then
+    due[#due + 1] = name
+  end
+  return false
+end
+if trigger('catch', outcome == 'f' and failed > 0) and fields[2] ~= '1' then
+  redis.call('HSETNX', KEYS[1], 'cancelled_at', now)
+end
+trigger('then', succeeded == total)
+if trigger('finally', succeeded + failed + skipped == total) then
+  redis.call('HSET', KEYS[1], 'finished_at', now)
+  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], tonumber(fields[3])) end
+end
+if outcome == 's' then due[#due + 1] = 'progress' end
+local code = 0
+if changed then code = 1 end
+local reply = {code, succeeded, failed, skipped, total,
+  redis.call('HEXISTS', KEYS[1], 'cancelled_at'), ''}
+if #due > 0 then
+  reply[7] = redis.call('HGET', KEYS[1], 'callbacks')
+  for _, name in ipairs(due) do reply[#reply + 1] = name end
+end
+return reply

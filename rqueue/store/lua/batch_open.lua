@@ -1,0 +1,16 @@
+-- batch_open.lua: create a batch before its members are pushed.
+-- KEYS[1] state hash   KEYS[2] member queues set
+-- ARGV[1] total members   ARGV[2] name   ARGV[3] '1' to allow failures
+-- ARGV[4] callbacks (msgpack, see workflows/batches.py)   ARGV[5] ms to keep the
+-- batch once it finished   ARGV[6..] the queues its members go to
+-- Returns Redis's clock in ms (the batch's creation time), or 0 if it existed already.
+-- Invariant: the counts start at 0 and the total is known before any member can run,
+-- so a member that finishes at once cannot finish the batch early.
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('HSET', KEYS[1], 'total', ARGV[1], 'name', ARGV[2], 'allow_failures', ARGV[3],
+  'callbacks', ARGV[4], 'keep_ms', ARGV[5], 'created_at', now,
+  'succeeded', 0, 'failed', 0, 'skipped', 0)
+if #ARGV > 5 then redis.call('SADD', KEYS[2], unpack(ARGV, 6)) end
+return now

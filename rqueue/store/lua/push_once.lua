@@ -1,0 +1,35 @@
+-- push_once.lua: push one task unless a task with its id was pushed this way before.
+-- What a workflow pushes on a task's completion (a chain's next step, a batch's
+-- callback) has an id derived from the completing task, and the completing task may
+-- run twice (its worker died before the ack). So the push is guarded by a marker
+-- beside the queue: the second run finds it and pushes nothing.
+-- KEYS[1..5] as push.lua (ready, delayed, notify, timer, pending-ids)
+-- KEYS[6] the marker key of the task's id   KEYS[7] (optional) its result key
+-- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
+-- ARGV[3] the payload
+-- Returns 1 if pushed, 0 if it had been pushed before.
+-- Invariant: for one id, at most one push while the marker lasts.
+if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end
+local id = string.sub(ARGV[3], 39, 70)
+redis.call('SADD', KEYS[5], id)
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local delay = tonumber(ARGV[1])
+if KEYS[7] then
+  local state = 'pending'
+  if delay > 0 then state = 'delayed' end
+  redis.call('SET', KEYS[7], cmsgpack.pack({state = state, due = now + delay}), 'PX', ARGV[2])
+end
+if delay <= 0 then
+  redis.call('RPUSH', KEYS[1], ARGV[3])
+  if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
+  return 1
+end
+local due = now + delay
+local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+redis.call('ZADD', KEYS[2], due, ARGV[3])
+if earliest[2] == nil or due < tonumber(earliest[2]) then
+  redis.call('DEL', KEYS[4])
+  redis.call('RPUSH', KEYS[4], due)
+end
+return 1

@@ -1,0 +1,31 @@
+"""Workflows: results, chains and batches, built on the queue's own scripts.
+
+Folded into a task's payload (its ``meta``), carried out by the worker that completes
+it (``effects.py``), counted in Redis by scripts that make every change idempotent.
+"""
+
+from rqueue.workflows.batches import (
+    Batch,
+    BatchStatus,
+    PendingBatch,
+    batch,
+    batch_of,
+    current_batch,
+    skip_if_batch_cancelled,
+)
+from rqueue.workflows.chains import Chain, DispatchedChain, chain
+from rqueue.workflows.lookup import result_of
+
+__all__ = [
+    "Batch",
+    "BatchStatus",
+    "Chain",
+    "DispatchedChain",
+    "PendingBatch",
+    "batch",
+    "batch_of",
+    "chain",
+    "current_batch",
+    "result_of",
+    "skip_if_batch_cancelled",
+]

@@ -1,0 +1,83 @@
+"""Chains (Laravel's ``Bus::chain``; Celery's chain): run tasks one after another.
+
+    chain(fetch.pending(url), parse.pending(), store.pending()).catch(alert).dispatch()
+
+The first step is dispatched now and carries the rest in its payload, as in Laravel;
+each step, once it succeeded, dispatches the next (effects.py), whose id is derived
+from its own, so a step that runs twice dispatches its successor once. A step that
+fails for good stops the chain and dispatches the ``catch`` task with the failure.
+With ``pipe=True`` each step's return value is the next step's first argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from rqueue.payload import CHAIN, KEEP, encode
+from rqueue.task import Dispatched, PendingDispatch, Task
+from rqueue.workflows.effects import CATCH, PIPE
+from rqueue.workflows.steps import derived_id, step_of
+
+
+class DispatchedChain(NamedTuple):
+    """The handles of a chain's steps, as dispatched (steps added while it runs are not
+    among them); ``result()`` waits for the last one, which must keep its result."""
+
+    steps: list[Dispatched]
+
+    def status(self) -> list[str]:
+        return [step.status() for step in self.steps]
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self.steps[-1].result(timeout)
+
+
+class Chain:
+    """A chain being built; nothing is sent until :meth:`dispatch`."""
+
+    def __init__(self, steps: tuple[PendingDispatch, ...], pipe: bool) -> None:
+        if not steps:
+            raise ValueError("a chain needs at least one step")
+        self.steps = steps
+        self.pipe = pipe
+        self._catch: PendingDispatch | None = None
+
+    def catch(self, callback: Task[Any, Any] | PendingDispatch) -> Chain:
+        """Dispatch ``callback`` if a step fails for good; it gets the failure
+        (a ``TaskFailed``) as its first argument."""
+        self._catch = callback.pending() if isinstance(callback, Task) else callback
+        return self
+
+    def dispatch(self) -> DispatchedChain:
+        first, rest = self.steps[0], self.steps[1:]
+        meta: dict[str, Any] = {}
+        if rest:
+            meta[CHAIN] = [step_of(step) for step in rest]
+        if self._catch is not None:
+            meta[CATCH] = step_of(self._catch)
+        if self.pipe:
+            meta[PIPE] = True
+        task = first.task
+        task.check_dispatchable()
+        queue = task.connection()
+        job = task.make_job(first.args, first.kwargs, meta)
+        queue.push(
+            job.queue,
+            [encode(job, queue.config.max_payload_bytes)],
+            round(first.delay * 1000),
+            task.options.wait_replicas,
+            frozenset([job.id] if KEEP in job.meta else []),
+            task.keep_ms,
+        )
+        handles = [Dispatched(job.id, job.task, job.queue, queue)]
+        for step in rest:
+            step_id = derived_id(handles[-1].id, "next")
+            handles.append(
+                Dispatched(step_id, step.task.name, step.task.options.queue, step.task.connection())
+            )
+        return DispatchedChain(handles)
+
+
+def chain(*steps: PendingDispatch, pipe: bool = False) -> Chain:
+    """Build a chain of ``pending()`` calls; see :class:`Chain`."""
+    return Chain(steps, pipe)

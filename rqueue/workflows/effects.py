@@ -1,0 +1,257 @@
+"""What a worker does when a task of a workflow completes, beyond acknowledging it.
+
+A task's ``meta`` says which workflows it belongs to: ``keep`` (keep its result),
+``chain``/``catch``/``pipe`` (the steps after it, and the one to run if it fails),
+``batch`` (it is a member of one) and ``gets`` (it is a callback, and is called
+with the batch or the failure first). A plain task has none, and the worker skips
+all of this after one test of ``job.meta``.
+
+Completing runs in two parts. :func:`on_success` (and its siblings) only compute:
+the result record and the payloads that follow; a return value that cannot be
+encoded raises there, and the task fails with that message. :func:`apply` then
+makes every change that lives outside the task's own queue, each idempotent (a
+derived id pushed once, a batch member counted by its bit), *before* the task is
+acknowledged: if the worker dies in between, the task runs again, and its second
+completion changes nothing that the first one made. The result record rides on
+the acknowledgement itself (reserve.lua, ack.lua, fail.lua).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, NamedTuple
+
+import msgpack
+
+from rqueue.arguments import check_arguments, describe_unencodable
+from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
+from rqueue.payload import CHAIN, KEEP, Job, encode
+from rqueue.store.batch_store import BatchStore
+from rqueue.store.keys import BatchKeys
+from rqueue.store.queue import Kept, RedisQueue
+from rqueue.task import PendingDispatch
+from rqueue.workflows.batches import BATCH, GETS, Batch, callback_job, member_index
+from rqueue.workflows.steps import ONCE_MS, checked_step, delay_ms, derived_id, step_job, step_of
+
+log = logging.getLogger("rqueue.worker")
+
+CATCH, PIPE = "catch", "pipe"
+_KEYS = frozenset({KEEP, CHAIN, CATCH, PIPE, BATCH, GETS})
+
+
+class Follower(NamedTuple):
+    """A payload to push once when a task completes: a chain's next step or catch."""
+
+    queue: str
+    payload: bytes
+    delay_ms: int
+    kept: bool
+
+
+class Completion(NamedTuple):
+    """Everything a completed task changes besides leaving its queue."""
+
+    kept: Kept | None
+    follower: Follower | None
+    member: tuple[str, int, str] | None
+    """(batch id, member index, outcome): ``s``, ``f`` or ``k``."""
+
+
+def involved(job: Job) -> bool:
+    """True if the job belongs to a workflow (a plain task: one dict test)."""
+    return bool(job.meta) and not _KEYS.isdisjoint(job.meta)
+
+
+def is_member(job: Job) -> bool:
+    """True if the job is a member of a batch."""
+    return BATCH in job.meta
+
+
+def is_callback(job: Job) -> bool:
+    """True if the job is called with a batch or a failure first (``given``)."""
+    return GETS in job.meta
+
+
+def check(job: Job) -> None:
+    """Refuse, before it runs, a job whose workflow entries are malformed."""
+    meta = job.meta
+    keep = meta.get(KEEP)
+    if keep is not None and (type(keep) is not int or keep <= 0):
+        raise InvalidPayload(f"meta {KEEP!r} must be a positive integer, got {keep!r}")
+    steps = meta.get(CHAIN)
+    if steps is not None:
+        if not isinstance(steps, list):
+            raise InvalidPayload("meta 'chain' must be a list of steps")
+        for step in steps:
+            checked_step(step)
+    if meta.get(CATCH) is not None:
+        checked_step(meta[CATCH])
+    if BATCH in meta:
+        member_index(job)
+    if GETS in meta:
+        given(job, None)
+
+
+def given(job: Job, queue: RedisQueue | None) -> Any:
+    """What a callback is called with first: the batch, or the failure it handles."""
+    gets = job.meta[GETS]
+    if type(gets) is list and len(gets) == 2 and gets[0] == BATCH and isinstance(gets[1], str):
+        BatchKeys.for_batch(gets[1])  # checks the id
+        return None if queue is None else Batch(gets[1], queue)
+    if type(gets) is list and len(gets) == 2 and gets[0] == "failure" and type(gets[1]) is dict:
+        failure = gets[1]
+        fields = [failure.get(name, "") for name in ("id", "exception", "message", "traceback")]
+        if all(type(field) is str for field in fields):
+            return TaskFailed(*fields)
+    raise InvalidPayload(f"meta {GETS!r} is malformed: {gets!r}")
+
+
+def on_success(
+    job: Job, payload: bytes, result: Any, started_at: float, max_bytes: int | None
+) -> Completion:
+    """The completion of a job that returned ``result``; raises UnserializableArgument
+    if the result must be kept or piped and msgpack cannot carry it."""
+    record = None
+    if job.meta.get(KEEP):
+        record = _record(job, "succeeded", started_at, result=_encodable_result(job, result))
+    follower = None
+    steps = job.meta.get(CHAIN)
+    if steps:
+        follower = _next_step(job, list(steps), result, max_bytes)
+    member = None
+    if BATCH in job.meta:
+        member = (job.meta[BATCH], member_index(job), "s")
+    return Completion(_kept(job, payload, record), follower, member)
+
+
+def on_failure(
+    job: Job,
+    payload: bytes,
+    exception: str,
+    message: str,
+    traceback: str,
+    started_at: float,
+    max_bytes: int | None,
+) -> Completion:
+    """The completion of a job that failed for good (no tries left, or it cannot run)."""
+    record = None
+    if job.meta.get(KEEP):
+        fields = {"exception": exception, "message": message, "traceback": traceback}
+        record = _record(job, "failed", started_at, **fields)
+    follower = None
+    catch = job.meta.get(CATCH)
+    if catch is not None:
+        failure = {
+            "id": job.id,
+            "task": job.task,
+            "exception": exception,
+            "message": message,
+            "traceback": traceback,
+        }
+        step = checked_step(catch)
+        catch_job = step_job(step, derived_id(job.id, "catch"), {GETS: ["failure", failure]})
+        follower = _follower(step, catch_job, max_bytes)
+    member = None
+    if BATCH in job.meta:
+        member = (job.meta[BATCH], member_index(job), "f")
+    return Completion(_kept(job, payload, record), follower, member)
+
+
+def on_skip(job: Job, payload: bytes) -> Completion:
+    """The completion of a batch member not run because its batch was cancelled."""
+    record = _record(job, "cancelled", time.time()) if job.meta.get(KEEP) else None
+    return Completion(_kept(job, payload, record), None, (job.meta[BATCH], member_index(job), "k"))
+
+
+def apply(completion: Completion, queue: RedisQueue) -> None:
+    """Push what follows and count the batch member: each change idempotent, so the
+    caller may retry this until Redis takes it, and a task run twice changes nothing."""
+    follower = completion.follower
+    if follower is not None:
+        queue.push_once(follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept)
+    if completion.member is None:
+        return
+    batch_id, index, outcome = completion.member
+    store = BatchStore(queue)
+    counted = store.member(batch_id, index, outcome, member_task_id(batch_id, index))
+    if not counted.exists:
+        log.warning("batch %s is gone (expired or pruned); member %d not counted", batch_id, index)
+        return
+    if counted.due:
+        callbacks = msgpack.unpackb(counted.callbacks, raw=False)
+        for name in counted.due:
+            step = callbacks.get(name) if type(callbacks) is dict else None
+            if step is None:
+                continue
+            what = f"progress:{index}" if name == "progress" else name
+            job = callback_job(checked_step(step), batch_id, what)
+            follower = _follower(step, job, queue.config.max_payload_bytes)
+            queue.push_once(
+                follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept
+            )
+
+
+def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
+    """True if the job is a member of a batch that was cancelled: skip it."""
+    return BatchStore(queue).cancelled(job.meta[BATCH]) is True
+
+
+def member_task_id(batch_id: str, index: int) -> str:
+    return f"{batch_id[:24]}{index:08x}"
+
+
+def _next_step(job: Job, steps: list[Any], result: Any, max_bytes: int | None) -> Follower:
+    first, rest = steps[0], steps[1:]
+    step = step_of(first) if isinstance(first, PendingDispatch) else checked_step(first)
+    meta: dict[str, Any] = {}
+    if rest:
+        meta[CHAIN] = [step_of(s) if isinstance(s, PendingDispatch) else s for s in rest]
+    for name in (CATCH, PIPE):
+        if job.meta.get(name) is not None:
+            meta[name] = job.meta[name]
+    piped = (result,) if job.meta.get(PIPE) else ()
+    next_job = step_job(step, derived_id(job.id, "next"), meta, piped)
+    try:
+        return _follower(step, next_job, max_bytes)
+    except UnserializableArgument as exc:
+        raise UnserializableArgument(
+            f"the return value of task {job.task} cannot be piped to the next step: {exc}"
+        ) from None
+
+
+def _follower(step: dict[str, Any], job: Job, max_bytes: int | None) -> Follower:
+    return Follower(job.queue, encode(job, max_bytes), delay_ms(step), bool(job.meta.get(KEEP)))
+
+
+def _kept(job: Job, payload: bytes, record: bytes | None) -> Kept | None:
+    return None if record is None else Kept(payload, job.id, record, int(job.meta[KEEP]))
+
+
+def _encodable_result(job: Job, result: Any) -> Any:
+    try:
+        check_arguments(job.task, (result,), {})
+    except UnserializableArgument as exc:
+        raise UnserializableArgument(
+            f"the return value of task {job.task} cannot be kept: {exc}"
+        ) from None
+    return result
+
+
+def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
+    record = {
+        "state": state,
+        "task": job.task,
+        "queue": job.queue,
+        "attempts": job.attempts,
+        "started_at": started_at,
+        "finished_at": time.time(),
+        **fields,
+    }
+    try:
+        return msgpack.packb(record, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError) as exc:
+        message = describe_unencodable(job.task, (fields.get("result"),), {}, exc)
+        raise UnserializableArgument(
+            f"the return value of task {job.task} cannot be kept: {message}"
+        ) from None

@@ -1,0 +1,113 @@
+"""A workflow step: a call that travels inside another task's payload until its turn.
+
+A chain's later steps and a batch's callbacks are dispatched by a worker, when a task
+completes, not by the process that built the workflow. So each is written down as a
+plain msgpack map (a *step*) inside the payload that carries it, with the options of
+the ``pending()`` call it came from, and turned into a payload of its own when its
+turn comes, with an id derived from the completing task: the same completion always
+makes the same id, and pushing it is idempotent (push_once.lua), so a task that runs
+twice dispatches what follows it once.
+
+Steps come back from Redis, so :func:`checked_step` checks every field before a
+payload is built from one; a payload's signature (when signing is on) covers them,
+since they are part of the payload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from typing import Any
+
+from rqueue.errors import InvalidPayload
+from rqueue.payload import (
+    KEEP,
+    MAX_DELAY_SECONDS,
+    Job,
+    checked_backoff,
+    checked_keep,
+    checked_timeout,
+    checked_tries,
+)
+from rqueue.store.keys import validate_queue_name
+from rqueue.task import PendingDispatch
+from rqueue.task_names import check_name
+
+Step = dict[str, Any]
+
+ONCE_MS = 7 * 24 * 3600 * 1000
+"""How long a derived id's push marker lasts: a completing task that runs again (its
+worker died before the ack) does so within its reservation and retries, far sooner."""
+
+
+def step_of(call: PendingDispatch) -> Step:
+    """The step for ``call``: its task, arguments and the options its task carries."""
+    task = call.task
+    task.check_dispatchable()
+    options = task.options
+    return {
+        "task": task.name,
+        "args": list(call.args),
+        "kwargs": dict(call.kwargs),
+        "queue": options.queue,
+        "tries": options.tries,
+        "timeout": options.timeout,
+        "backoff": list(options.backoff),
+        "delay": call.delay,
+        "keep": task.keep_ms,
+    }
+
+
+def checked_step(step: object) -> Step:
+    """``step`` if it is a well-formed step; InvalidPayload naming what is wrong."""
+    try:
+        if type(step) is not dict:
+            raise TypeError("a step is a map")
+        check_name(step["task"])
+        validate_queue_name(step["queue"])
+        if type(step["args"]) is not list or type(step["kwargs"]) is not dict:
+            raise TypeError("args must be a list and kwargs a map")
+        if step.get("tries") is not None:
+            checked_tries(step["tries"])
+        if step.get("timeout") is not None:
+            checked_timeout(step["timeout"])
+        checked_backoff(step.get("backoff") or [])
+        delay = step.get("delay", 0)
+        if type(delay) not in (int, float) or not 0 <= delay <= MAX_DELAY_SECONDS:
+            raise ValueError(f"delay must be 0 to {MAX_DELAY_SECONDS} seconds, got {delay!r}")
+        if step.get("keep"):
+            checked_keep(step["keep"] / 1000)
+    except Exception as exc:
+        raise InvalidPayload(f"a workflow step is malformed: {exc!r}") from None
+    return step
+
+
+def derived_id(parent_id: str, what: str) -> str:
+    """The id of what ``parent_id``'s completion dispatches: the same every time."""
+    return hashlib.sha256(f"{parent_id}:{what}".encode()).hexdigest()[:32]
+
+
+def step_job(
+    step: Step, task_id: str, meta: dict[str, Any], first_args: tuple[Any, ...] = ()
+) -> Job:
+    """The job a step becomes, with ``first_args`` before its own (a piped value)."""
+    if step.get("keep"):
+        meta = {**meta, KEEP: step["keep"]}
+    return Job(
+        id=task_id,
+        task=step["task"],
+        args=(*first_args, *step["args"]),
+        kwargs=step["kwargs"],
+        queue=step["queue"],
+        tries=step.get("tries"),
+        timeout=step.get("timeout"),
+        backoff=tuple(step.get("backoff") or ()),
+        dispatched_at=time.time(),
+        meta=meta,
+    )
+
+
+def delay_ms(step: Step) -> int:
+    delay = float(step.get("delay") or 0)
+    return 0 if not math.isfinite(delay) else round(delay * 1000)

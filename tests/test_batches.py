@@ -1,0 +1,156 @@
+"""Batches: counts, callbacks exactly once, cancellation, add, retry, several queues."""
+
+from __future__ import annotations
+
+import pytest
+import workflow_tasks as flows
+from support import Workers, strings, wait_for
+
+import rqueue
+from rqueue import batch, batch_of
+from rqueue.store.queue import RedisQueue
+
+
+def flow(queue: RedisQueue) -> list[str]:
+    return strings(queue.client, flows.DONE)
+
+
+def callbacks(queue: RedisQueue) -> list[str]:
+    return sorted(s for s in flow(queue) if not s.startswith("note:"))
+
+
+@pytest.mark.topology
+def test_then_and_finally_fire_once_when_every_member_succeeded(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    members = [flows.member.pending(i) for i in range(40)]
+    members += [flows.member.using(queue="other").pending(i) for i in range(40, 50)]
+    b = (
+        batch(members)
+        .then(flows.batch_callback.pending("then"))
+        .catch(flows.batch_callback.pending("catch"))
+        .finally_(flows.batch_callback.pending("finally"))
+        .name("fifty")
+        .dispatch()
+    )
+    status = b.status()
+    assert status is not None and status.total == 50 and status.pending == 50
+    assert status.name == "fifty" and status.queues == ("default", "other")
+    workers.start("default,other", "--concurrency", "2")
+    wait_for(lambda: len(callbacks(queue)) == 2, 30)
+    assert callbacks(queue) == ["finally:50/0/50", "then:50/0/50"]
+    status = b.status()
+    assert status is not None
+    assert (status.succeeded, status.failed, status.pending, status.processed) == (50, 0, 0, 50)
+    assert status.finished and status.progress == 100.0 and not status.cancelled
+    assert batch_of(b.id).status() == status
+
+
+def test_the_first_failure_fires_catch_and_cancels_the_rest(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    members = [flows.member_fails.pending(0)] + [flows.member.pending(i) for i in range(1, 20)]
+    b = (
+        batch(members)
+        .then(flows.batch_callback.pending("then"))
+        .catch(flows.batch_callback.pending("catch"))
+        .finally_(flows.batch_callback.pending("finally"))
+        .dispatch()
+    )
+    workers.start("--concurrency", "1")
+    wait_for(lambda: any(s.startswith("finally") for s in flow(queue)), 30)
+    status = b.status()
+    assert status is not None and status.cancelled and status.finished
+    assert (status.failed, status.succeeded + status.skipped) == (1, 19)
+    assert status.failed_ids == (f"{b.id[:24]}{0:08x}",)
+    assert int(queue.client.get("test:member-runs")) == 1 + status.succeeded
+    assert [c.split(":")[0] for c in callbacks(queue)] == ["catch", "finally"]
+
+
+def test_allow_failures_keeps_going_and_finally_fires_without_then(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    members = [
+        flows.member_fails.pending(i) if i % 5 == 0 else flows.member.pending(i) for i in range(20)
+    ]
+    b = (
+        batch(members)
+        .then(flows.batch_callback.pending("then"))
+        .catch(flows.batch_callback.pending("catch"))
+        .finally_(flows.batch_callback.pending("finally"))
+        .allow_failures()
+        .dispatch()
+    )
+    workers.start("--concurrency", "2")
+    wait_for(lambda: any(s.startswith("finally") for s in flow(queue)), 30)
+    status = b.status()
+    assert status is not None and not status.cancelled
+    assert (status.succeeded, status.failed, status.skipped) == (16, 4, 0)
+    assert int(queue.client.get("test:member-runs")) == 20
+    wait_for(lambda: len(callbacks(queue)) == 2, 10)
+    assert [c.split(":")[0] for c in callbacks(queue)] == ["catch", "finally"]
+
+
+def test_a_cancelled_batch_skips_its_pending_members(queue: RedisQueue, workers: Workers) -> None:
+    b = (
+        batch([flows.member.pending(i) for i in range(10)])
+        .finally_(flows.batch_callback.pending("finally"))
+        .dispatch()
+    )
+    assert b.cancel() is True
+    assert b.cancel() is False
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    assert queue.client.get("test:member-runs") is None
+    wait_for(lambda: callbacks(queue) == ["finally:0/0/10"], 10)
+    status = b.status()
+    assert status is not None and status.skipped == 10 and status.finished
+
+
+def test_a_member_that_runs_twice_is_counted_once(queue: RedisQueue, workers: Workers) -> None:
+    b = (
+        batch([flows.member.pending(i) for i in range(3)])
+        .then(flows.batch_callback.pending("then"))
+        .dispatch()
+    )
+    ready = queue.keys("default").ready
+    for payload in queue.client.lrange(ready, 0, -1):
+        queue.client.rpush(ready, payload)  # every member queued twice
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    assert int(queue.client.get("test:member-runs")) == 6
+    status = b.status()
+    assert status is not None and (status.succeeded, status.total) == (3, 3)
+    wait_for(lambda: callbacks(queue) == ["then:3/0/3"], 10)
+
+
+def test_a_member_adds_members_once_however_often_it_runs(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    b = batch([flows.adds_members.pending(3)]).then(flows.batch_callback.pending("then")).dispatch()
+    ready = queue.keys("default").ready
+    queue.client.rpush(ready, queue.client.lindex(ready, 0))  # it runs twice
+    workers.start()
+    wait_for(lambda: callbacks(queue) == ["then:4/0/4"], 30)
+    status = b.status()
+    assert status is not None and (status.total, status.succeeded) == (4, 4)
+    assert int(queue.client.get("test:member-runs")) == 3
+
+
+def test_retry_dispatches_the_failed_members_again(queue: RedisQueue, workers: Workers) -> None:
+    members = [flows.member_fails.pending(0), flows.member.pending(1)]
+    b = batch(members).allow_failures().dispatch()
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    status = b.status()
+    assert status is not None and (status.failed, status.succeeded) == (1, 1)
+    assert b.retry() == 1
+    assert queue.client.llen(queue.keys("default").failed) == 0
+
+
+def test_an_empty_batch_fires_then_and_finally_at_once(queue: RedisQueue, workers: Workers) -> None:
+    batch([]).then(flows.batch_callback.pending("then")).finally_(
+        flows.batch_callback.pending("finally")
+    ).dispatch(rqueue.store.default.default_queue())
+    workers.start()
+    wait_for(lambda: callbacks(queue) == ["finally:0/0/0", "then:0/0/0"], 20)

@@ -1,0 +1,97 @@
+"""Tasks of the workflow tests; workers import this module from the tests folder.
+
+Each task records what it did in Redis (it runs in a worker child), so a test can
+assert on it and wait for it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from rqueue import Batch, TaskFailed, current_batch, current_job, task
+from rqueue.store.default import default_queue
+
+DONE = "test:flow"
+
+
+def redis():  # type: ignore[no-untyped-def]
+    return default_queue().client
+
+
+@task(keep_result=60)
+def add(a: int, b: int) -> int:
+    redis().rpush(DONE, f"add:{a}+{b}")
+    return a + b
+
+
+@task(keep_result=60, tries=1)
+def explode(message: str) -> None:
+    redis().rpush(DONE, f"explode:{message}")
+    raise ValueError(message)
+
+
+@task(keep_result=60)
+def unkeepable() -> object:
+    return object()
+
+
+@task
+def note(value: Any) -> Any:
+    redis().rpush(DONE, f"note:{value}")
+    return value
+
+
+@task(keep_result=60)
+def double(value: int) -> int:
+    redis().rpush(DONE, f"double:{value}")
+    return value * 2
+
+
+@task
+def grow_chain(value: str) -> None:
+    job = current_job()
+    assert job is not None
+    job.chain.append(note.pending(f"appended-after-{value}"))
+    job.chain.prepend(note.pending(f"prepended-after-{value}"))
+
+
+@task
+def on_failure(failure: TaskFailed, label: str) -> None:
+    redis().rpush(DONE, f"catch:{label}:{failure.exception}:{failure.message}")
+
+
+@task
+def die_once(value: str) -> str:
+    """Kill its own worker child the first time it runs (a lost ack), then succeed."""
+    if redis().incr(f"test:die-once:{value}") == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    redis().rpush(DONE, f"die-once:{value}")
+    return value
+
+
+@task
+def member(index: int) -> int:
+    redis().incr("test:member-runs")
+    return index
+
+
+@task(tries=1)
+def member_fails(index: int) -> None:
+    redis().incr("test:member-runs")
+    raise RuntimeError(f"member {index} fails")
+
+
+@task
+def adds_members(count: int) -> None:
+    found = current_batch()
+    assert found is not None
+    found.add([member.pending(1000 + i) for i in range(count)])
+
+
+@task
+def batch_callback(found: Batch, label: str) -> None:
+    status = found.status()
+    assert status is not None
+    redis().rpush(DONE, f"{label}:{status.succeeded}/{status.failed}/{status.total}")
