@@ -6,8 +6,11 @@ import pytest
 import workflow_tasks as flows
 from support import Workers, strings, wait_for
 
+import rqueue
 from rqueue import TaskFailed, chain
+from rqueue.payload import decode
 from rqueue.store.queue import RedisQueue
+from rqueue.workflows import effects
 
 
 def flow(queue: RedisQueue) -> list[str]:
@@ -99,3 +102,33 @@ def test_a_step_that_runs_twice_dispatches_its_successor_once(
     assert code == 0
     assert flow(queue) == ["note:twice", "note:twice", "note:next"]
     assert queue.client.exists(queue.keys("default").once(steps.steps[1].id))
+
+
+def test_a_step_whose_child_dies_after_it_succeeded_runs_once(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """Its child dies just after the step succeeded (an after_succeeded hook kills it):
+    the step is not run again, and its successor is pushed once."""
+    chain(flows.step_then_die.pending("s"), flows.note.pending("after")).dispatch()
+    workers.start()
+    wait_for(lambda: "note:after" in flow(queue), 30)
+    wait_for(lambda: queue.client.zcard(queue.keys("default").reserved) == 0, 10)
+    assert flow(queue) == ["step-then-die:s", "note:after"]
+
+
+@pytest.mark.topology
+def test_a_step_is_acknowledged_in_the_script_call_that_pushes_its_successor(
+    queue: RedisQueue,
+) -> None:
+    chain(flows.add.pending(1, 1), flows.note.pending("next")).dispatch()
+    [reserved] = queue.reserve("default", 1, 60_000, 1_000, 1_000).payloads
+    step = decode(reserved)
+    completion = effects.on_success(step, reserved, 2, 0.0, None)
+    assert completion.kept is not None and completion.follower is not None
+    assert effects.apply(completion, queue, ("default", reserved)) is True
+    assert queue.client.zcard(queue.keys("default").reserved) == 0  # acked by that call
+    assert queue.client.llen(queue.keys("default").ready) == 1  # the next step, pushed
+    assert rqueue.result_of(step.id, "default").result(timeout=0) == 2
+    # run again (a lost reply): nothing more is pushed, and it stays acked
+    assert effects.apply(completion, queue, ("default", reserved)) is True
+    assert queue.client.llen(queue.keys("default").ready) == 1

@@ -20,7 +20,7 @@ from rqueue.config import Config
 from rqueue.store.queue import RedisQueue
 
 ROOT = Path(__file__).parent.parent
-DOCUMENTS = ("README.md", "docs/tasks.md", "docs/schedules.md")
+DOCUMENTS = ("README.md", "docs/tasks.md", "docs/schedules.md", "docs/workflows.md")
 _BLOCK = re.compile(r"^```python runnable\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

@@ -95,3 +95,14 @@ def batch_callback(found: Batch, label: str) -> None:
     status = found.status()
     assert status is not None
     redis().rpush(DONE, f"{label}:{status.succeeded}/{status.failed}/{status.total}")
+
+
+def _kill_own_child(result: Any) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@task(after_succeeded=_kill_own_child, tries=3)
+def step_then_die(value: str) -> str:
+    """A step whose worker child dies right after it succeeded (in its hook)."""
+    redis().rpush(DONE, f"step-then-die:{value}")
+    return value

@@ -8,13 +8,15 @@
 - ``failed``: ``rqueue failed ...`` (list, show, retry, forget, flush).
 - ``schedule``: ``rqueue schedule ...`` (list, show, add, update, pause, resume,
   remove, run-now).
+- ``status``: ``rqueue status TASK_ID``, a kept task's status and result or error.
+- ``batches``: ``rqueue batches ...`` (list, show, cancel, retry, prune).
 - ``server``: ``rqueue server``, an embedded redis-server for development.
 - ``demo``: ``rqueue demo``; ``demo_runner``: the end-to-end run behind it.
 
 The CLI sits at the top: it may import anything in rqueue (``worker``, ``schedules``,
-``failed``, ``store``, ``task``, ``config``), and nothing in rqueue imports it. The
-command modules import ``common`` and not each other; this file adds them to
-:data:`main`. Commands needing a heavy module only when run (the supervisor, the
+``workflows``, ``failed``, ``store``, ``task``, ``config``), and nothing in rqueue
+imports it. The command modules import ``common`` and not each other; this file adds
+them to :data:`main`. Commands needing a heavy module only when run (the supervisor, the
 embedded server, the demo runner) import it inside the command, so ``rqueue --help``
 stays fast.
 """
@@ -25,7 +27,7 @@ from rqueue.cli.argv import hide_credentials
 
 hide_credentials()
 
-from rqueue.cli import demo, failed, queues, schedule, server, work  # noqa: E402
+from rqueue.cli import batches, demo, failed, queues, schedule, server, status, work  # noqa: E402
 from rqueue.cli.common import main  # noqa: E402
 
 for _command in (
@@ -36,6 +38,8 @@ for _command in (
     queues.cancel,
     failed.failed,
     schedule.schedule_group,
+    status.status,
+    batches.batches,
     server.server,
     demo.demo,
 ):

@@ -155,10 +155,21 @@ class RedisQueue:
         return script_keys, [push.delay_ms, status_ms, *push.payloads]
 
     def push_once(
-        self, queue: str, payload: bytes, delay_ms: int, marker_ms: int, kept: bool
+        self,
+        queue: str,
+        payload: bytes,
+        delay_ms: int,
+        marker_ms: int,
+        kept: bool,
+        completing: tuple[str, bytes, Kept | None] | None = None,
     ) -> bool:
         """Push one task unless one with its id was pushed this way in the last
-        ``marker_ms`` (push_once.lua); True if pushed. Retries as a dispatch does."""
+        ``marker_ms`` (push_once.lua); True if pushed. Retries as a dispatch does.
+
+        ``completing`` is ``(queue, reserved payload, kept result or None)`` of the
+        task whose completion pushes this one: it is acknowledged in the same script
+        call. Only if its queue shares a slot with ``queue`` (see ``same_slot``).
+        """
         self._register_if_due([queue])
         task_id = payload_id(payload) or ""
         keys = self.keys(queue)
@@ -166,13 +177,29 @@ class RedisQueue:
         script_keys.append(keys.once(task_id))
         if kept:
             script_keys.append(keys.result(task_id))
-        args: list[bytes | int] = [delay_ms, marker_ms, *self._signed(queue, [payload])]
+        signed = self._signed(queue, [payload])[0]
+        args: list[bytes | int | str] = [delay_ms, marker_ms, signed, "1" if kept else "0"]
+        if completing is None:
+            args += ["", "", 0]
+        else:
+            own_queue, reserved, result = completing
+            own = self.keys(own_queue)
+            script_keys.append(own.reserved)
+            args += [reserved, b"", 0]
+            if result is not None:
+                script_keys += [own.result(result.task_id), own.done(result.task_id)]
+                args[-2:] = [result.record, result.keep_ms]
         pushed: list[bool] = []
         self._dispatching(
             lambda: pushed.append(bool(self.scripts.push_once(self.wire, script_keys, args))),
             [queue],
         )
         return pushed[0]
+
+    def same_slot(self, queue: str, other: str) -> bool:
+        """Whether one script may touch both queues' keys: always on a single Redis;
+        on Redis Cluster only the same queue (each queue's name is its hash tag)."""
+        return not self.config.cluster or queue == other
 
     def push_many(
         self,

@@ -69,8 +69,9 @@ def wait_status(
     """The task's status once it is final, or as it is when ``timeout`` seconds pass.
 
     ``unknown`` is waited out too: a chain's later step has no record until the step
-    before it succeeds. Blocks on the done list with ``BLMOVE done done``: the token moves in place, so
-    every waiter wakes and it stays for the next; no sleeping, no polling loop.
+    before it succeeds. Blocks on the done list with ``BLMOVE done done``: the token
+    moves in place, so every waiter wakes and it stays for the next; no sleeping, no
+    polling loop.
     """
     deadline = math.inf if timeout is None else time.monotonic() + max(0.0, timeout)
     done = queue.keys(queue_name).done(task_id)

@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TypeVar
 
+import redis
 from setproctitle import setproctitle
 
 from rqueue import events, registry
 from rqueue.config import Config
 from rqueue.current import set_current_job
-from rqueue.errors import BatchCancelled, InvalidPayload, TaskNotRegistered
+from rqueue.errors import BatchCancelled, InvalidPayload, RQueueError, TaskNotRegistered
 from rqueue.events import TaskEvent
 from rqueue.payload import Job
 from rqueue.store.default import use
@@ -263,7 +264,7 @@ class ChildWorker(InterruptibleWaits):
             message = f"attempted {job.attempts} times, more than its {tries} tries"
             self.outcomes.rejected(index, queue, payload, job, "MaxAttemptsExceeded", message)
             return
-        workflow = effects.involved(job)
+        workflow = bool(job.meta) and effects.involved(job)
         args = job.args
         if workflow:
             try:
@@ -271,8 +272,10 @@ class ChildWorker(InterruptibleWaits):
             except InvalidPayload as exc:
                 self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
                 return
-            if effects.is_member(job) and effects.batch_cancelled(job, self.queue):
-                self._skip(index, queue, payload, job, expires_at)
+            cancelled = effects.is_member(job) and self._batch_cancelled(index, queue, payload, job)
+            if cancelled is not False:  # None: failed already, for its unreadable batch
+                if cancelled:
+                    self._skip(index, queue, payload, job, expires_at)
                 return
             if effects.is_callback(job):
                 args = (effects.given(job, self.queue), *args)
@@ -296,7 +299,9 @@ class ChildWorker(InterruptibleWaits):
                 set_current_job(job)
                 result = task.fn(*args, **job.kwargs)
                 completion = None
-                if workflow:  # a result that cannot be kept or piped fails the task
+                # After the call: a running task may have started a chain (job.chain).
+                # A result that cannot be kept or piped fails the task.
+                if job.meta and effects.involved(job):
                     completion = effects.on_success(
                         job,
                         payload,
@@ -322,8 +327,14 @@ class ChildWorker(InterruptibleWaits):
         if completion is None:
             self.batches.acknowledge(queue, payload, expires_at)
         else:  # what follows it is pushed, idempotently, before it is acknowledged
-            self._persist(functools.partial(effects.apply, completion, self.queue))
-            self.batches.acknowledge(queue, payload, expires_at, completion.kept)
+            apply = functools.partial(effects.apply, completion, self.queue, (queue, payload))
+            try:
+                acked = self._persist(apply)
+            except (RQueueError, redis.ResponseError) as exc:  # refused for good: a failure
+                self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
+                return
+            if not acked:
+                self.batches.acknowledge(queue, payload, expires_at, completion.kept)
         if task.options.after_succeeded is not None or events.has_listeners("processed"):
             self.outcomes.reporting(index)
         else:
@@ -334,6 +345,16 @@ class ChildWorker(InterruptibleWaits):
             run_hook(task.options.after_succeeded, result, job)
         if events.has_listeners("processed"):
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def _batch_cancelled(self, index: int, queue: str, payload: bytes, job: Job) -> bool | None:
+        """Whether the member's batch was cancelled; None, with the task failed, if the
+        batch's state cannot be read (a key of the wrong type): it alone goes to
+        ``:failed``, where it can be retried once the state is mended."""
+        try:
+            return self._persist(functools.partial(effects.batch_cancelled, job, self.queue))
+        except redis.ResponseError as exc:
+            self.outcomes.rejected(index, queue, payload, job, "ResponseError", str(exc))
+            return None
 
     def _skip(self, index: int, queue: str, payload: bytes, job: Job, expires_at: float) -> None:
         """A member of a cancelled batch: counted as skipped, acknowledged, not run."""

@@ -17,6 +17,8 @@ import time
 import traceback
 from typing import Any
 
+import redis
+
 from rqueue import events
 from rqueue.errors import RQueueError, TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
@@ -151,7 +153,10 @@ def complete_failure(
     except RQueueError as exc:  # malformed workflow entries: the task fails all the same
         log.error("task %s (%s): its workflow cannot go on: %s", job.task, job.id, exc)
         return None
-    persist(lambda: effects.apply(completion, queue))
+    try:
+        persist(lambda: effects.apply(completion, queue))
+    except (RQueueError, redis.ResponseError) as exc:  # refused for good: fail it all the same
+        log.error("task %s (%s): its workflow could not go on: %s", job.task, job.id, exc)
     return completion.kept
 
 

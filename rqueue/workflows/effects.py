@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from rqueue.arguments import check_arguments, describe_unencodable
-from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
+from rqueue.errors import InvalidPayload, RQueueError, TaskFailed, UnserializableArgument
 from rqueue.payload import CHAIN, KEEP, Job, encode
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.keys import BatchKeys
@@ -74,8 +74,19 @@ def is_callback(job: Job) -> bool:
 
 
 def check(job: Job) -> None:
-    """Refuse, before it runs, a job whose workflow entries are malformed."""
-    meta = job.meta
+    """Refuse, before it runs, a job whose workflow entries are malformed: whatever is
+    wrong with them, an InvalidPayload (so the task alone goes to ``:failed``)."""
+    try:
+        _check(job.meta, job)
+    except InvalidPayload:
+        raise
+    except Exception as exc:
+        raise InvalidPayload(
+            f"the workflow entries of task {job.id} are malformed: {exc!r}"
+        ) from None
+
+
+def _check(meta: dict[str, Any], job: Job) -> None:
     keep = meta.get(KEEP)
     if keep is not None and (type(keep) is not int or keep <= 0):
         raise InvalidPayload(f"meta {KEEP!r} must be a positive integer, got {keep!r}")
@@ -164,32 +175,61 @@ def on_skip(job: Job, payload: bytes) -> Completion:
     return Completion(_kept(job, payload, record), None, (job.meta[BATCH], member_index(job), "k"))
 
 
-def apply(completion: Completion, queue: RedisQueue) -> None:
-    """Push what follows and count the batch member: each change idempotent, so the
-    caller may retry this until Redis takes it, and a task run twice changes nothing."""
+def apply(
+    completion: Completion, queue: RedisQueue, completing: tuple[str, bytes] | None = None
+) -> bool:
+    """Count the batch member and push what follows: each change idempotent, so the
+    caller may retry this until Redis takes it, and a task run twice changes nothing.
+
+    ``completing`` is the task's ``(queue, reserved payload)``: if the chain's next
+    step may share its script (``RedisQueue.same_slot``), the task is acknowledged in
+    the same call that pushes it, and True is returned; else the caller acknowledges.
+    """
+    if completion.member is not None:
+        _count_member(completion.member, queue)
     follower = completion.follower
-    if follower is not None:
-        queue.push_once(follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept)
-    if completion.member is None:
-        return
-    batch_id, index, outcome = completion.member
-    store = BatchStore(queue)
-    counted = store.member(batch_id, index, outcome, member_task_id(batch_id, index))
+    if follower is None:
+        return False
+    ack = None
+    if completing is not None and queue.same_slot(completing[0], follower.queue):
+        ack = (*completing, completion.kept)
+    queue.push_once(
+        follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept, ack
+    )
+    return ack is not None
+
+
+def _count_member(member: tuple[str, int, str], queue: RedisQueue) -> None:
+    batch_id, index, outcome = member
+    counted = BatchStore(queue).member(batch_id, index, outcome, member_task_id(batch_id, index))
     if not counted.exists:
         log.warning("batch %s is gone (expired or pruned); member %d not counted", batch_id, index)
+    elif counted.due:
+        _push_callbacks(queue, batch_id, index, counted.callbacks, counted.due)
+
+
+def _push_callbacks(
+    queue: RedisQueue, batch_id: str, index: int, packed: bytes, due: tuple[str, ...]
+) -> None:
+    """Push the callbacks due, each once. A callback that is malformed (the batch's
+    hash was written by hand) is logged and left out: the member's outcome stands."""
+    try:
+        callbacks = msgpack.unpackb(packed, raw=False)
+    except Exception as exc:
+        log.error("batch %s: its callbacks are unreadable (%r); none pushed", batch_id, exc)
         return
-    if counted.due:
-        callbacks = msgpack.unpackb(counted.callbacks, raw=False)
-        for name in counted.due:
-            step = callbacks.get(name) if type(callbacks) is dict else None
-            if step is None:
-                continue
-            what = f"progress:{index}" if name == "progress" else name
+    for name in due:
+        step = callbacks.get(name) if type(callbacks) is dict else None
+        if step is None:
+            continue
+        what = f"progress:{index}" if name == "progress" else name
+        try:
             job = callback_job(checked_step(step), batch_id, what)
             follower = _follower(step, job, queue.config.max_payload_bytes)
-            queue.push_once(
-                follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept
-            )
+        except RQueueError as exc:
+            log.error("batch %s: its %s callback cannot be pushed: %s", batch_id, name, exc)
+            continue
+        queue.push_once(follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept)
 
 
 def batch_cancelled(job: Job, queue: RedisQueue) -> bool:

@@ -1,21 +1,41 @@
--- push_once.lua: push one task unless a task with its id was pushed this way before.
+-- push_once.lua: push one task unless a task with its id was pushed this way before,
+-- and, in the same step, acknowledge the task whose completion pushes it.
 -- What a workflow pushes on a task's completion (a chain's next step, a batch's
 -- callback) has an id derived from the completing task, and the completing task may
 -- run twice (its worker died before the ack). So the push is guarded by a marker
 -- beside the queue: the second run finds it and pushes nothing.
 -- KEYS[1..5] as push.lua (ready, delayed, notify, timer, pending-ids)
--- KEYS[6] the marker key of the task's id   KEYS[7] (optional) its result key
+-- KEYS[6] the marker key of the task's id
+-- KEYS[7] its result key, if ARGV[4] is '1': it gets a status record, as in push.lua
+-- then, if ARGV[5] is not empty: the completing task's reserved zset, and if ARGV[6]
+-- is not empty its result key and done list (a chain's step, acked as ack.lua does;
+-- on Redis Cluster only when both tasks' queues share a slot)
 -- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
--- ARGV[3] the payload
+-- ARGV[3] the payload   ARGV[4] '1' if the task keeps its result
+-- ARGV[5] the completing task's reserved payload, or ''   ARGV[6] its result record,
+-- or ''   ARGV[7] milliseconds to keep that record
 -- Returns 1 if pushed, 0 if it had been pushed before.
--- Invariant: for one id, at most one push while the marker lasts.
+-- Invariant: for one id, at most one push while the marker lasts; the completing
+-- task leaves its queue in the same step its successor enters one, however often
+-- this runs.
+local after = 6
+if ARGV[4] == '1' then after = 7 end
+if ARGV[5] ~= '' then
+  redis.call('ZREM', KEYS[after + 1], ARGV[5])
+  if ARGV[6] ~= '' then
+    redis.call('SET', KEYS[after + 2], ARGV[6], 'PX', ARGV[7])
+    redis.call('DEL', KEYS[after + 3])
+    redis.call('RPUSH', KEYS[after + 3], 1)
+    redis.call('PEXPIRE', KEYS[after + 3], ARGV[7])
+  end
+end
 if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end
 local id = string.sub(ARGV[3], 39, 70)
 redis.call('SADD', KEYS[5], id)
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local delay = tonumber(ARGV[1])
-if KEYS[7] then
+if ARGV[4] == '1' then
   local state = 'pending'
   if delay > 0 then state = 'delayed' end
   redis.call('SET', KEYS[7], cmsgpack.pack({state = state, due = now + delay}), 'PX', ARGV[2])

@@ -1,0 +1,91 @@
+"""``rqueue status TASK_ID``: a kept task's status, attempts, timings, and its result or
+error, over :mod:`rqueue.store.results` (the reads behind ``Dispatched.status()``).
+
+The record was read from Redis and its values were written by task code: every field
+is printed through ``say`` (escaped, redacted), one field per line, so a newline in a
+value cannot pass for a field of its own. A record that does not decode ends the
+command with one clear line (exit 1), never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from rqueue.cli.common import connection_options, die, say
+from rqueue.config import Config
+from rqueue.errors import InvalidQueueName
+from rqueue.store.keys import validate_queue_name
+from rqueue.store.queue import RedisQueue
+from rqueue.store.results import find_queue, read_status
+from rqueue.timing import iso
+
+
+def _queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a bad ``--queue`` as a usage error that names the option."""
+    if value is None:
+        return None
+    try:
+        return validate_queue_name(value)
+    except InvalidQueueName as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command()
+@click.argument("task_id")
+@click.option("--queue", callback=_queue_name, help="The task's queue (default: search them).")
+@connection_options
+def status(config: Config, task_id: str, queue: str | None) -> None:
+    """Show TASK_ID's status, attempts, timings, and its result or error.
+
+    Only tasks that keep their result (keep_result) have one; exit 1 if there is none.
+    """
+    redis_queue = RedisQueue(config)
+    queue_name = queue or find_queue(redis_queue, task_id)
+    found = read_status(redis_queue, queue_name, task_id) if queue_name else None
+    if found is None or found.status == "unknown":
+        where = f" on queue {queue}" if queue else ""
+        die(
+            f"no status for task {task_id}{where}: it keeps no result (see keep_result), "
+            "its result expired, or no such task was dispatched"
+        )
+    record = found.record
+    fields: list[tuple[str, object]] = [
+        ("id", found.id),
+        ("queue", found.queue),
+        ("status", found.status),
+    ]
+    fields += [(field, record[field]) for field in ("task", "attempts") if field in record]
+    if "due" in record:
+        fields.append(("due", _iso(record["due"] / 1000)))
+    if "started_at" in record:
+        fields.append(("started", _iso(record["started_at"])))
+    if "finished_at" in record:
+        took = record["finished_at"] - record.get("started_at", record["finished_at"])
+        fields.append(("finished", f"{_iso(record['finished_at'])} (took {took:.3f} s)"))
+    if found.status == "succeeded":
+        fields.append(("result", _repr(record.get("result"))))
+    if found.status == "failed":
+        fields.append(("error", f"{record.get('exception', '')}: {record.get('message', '')}"))
+    for label, value in fields:
+        say(f"{label + ':':<10} {value}")
+    if found.status == "failed" and record.get("traceback"):
+        say("")
+        say(record["traceback"].rstrip(), multiline=True)
+
+
+def _iso(seconds: float) -> str:
+    """UTC to the millisecond; a time no date can hold (read from Redis) as its number."""
+    try:
+        return iso(round(seconds * 1000))
+    except (OverflowError, ValueError, OSError):
+        return f"{seconds!r} (out of range)"
+
+
+def _repr(value: Any) -> str:
+    """``repr(value)``; msgpack nests deeper than ``repr`` can recurse (up to 1023 levels)."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"(a {type(value).__name__} nested too deeply to show)"

@@ -1,0 +1,179 @@
+"""A batch under faults (issue 12): worker children and whole workers killed, Redis
+restarted from its AOF, while real ``rqueue work`` processes run its members.
+
+Members run at least once, and some twice (a worker killed before its ack); the
+batch must still count each exactly once, finish with exact counts, and queue each
+of its ``then`` and ``finally`` callbacks exactly once. The long run of the same is
+``python benchmarks/chaos.py --scenario batch``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import time
+from collections.abc import Iterator
+
+import chaos_flow_tasks as flows
+import pytest
+import redis
+from conftest import TESTS_DIR
+from support import WorkerProcess, Workers, follow_log, wait_for
+
+from rqueue import Batch, batch
+from rqueue.config import Config
+from rqueue.server import RedisServer
+from rqueue.store.queue import RedisQueue
+from rqueue.workflows.batches import BatchStatus
+
+MEMBERS = 2000
+WORKER_ARGS = (
+    *("--concurrency", "2", "--timeout", "2", "--kill-grace", "0.5", "--tries", "50"),
+    *("--log-level", "WARNING"),
+)
+"""Tries to spare: a member killed mid-run has used an attempt, and a failure for good
+would cancel the batch. A whole worker's reservations come back after 15 s (the
+reservation margin) + timeout + grace."""
+
+
+class Logged:
+    """Workers started with WORKER_ARGS, their logs read as they come (a full pipe
+    would stall them)."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+        self.logs: list[list[str]] = []
+
+    def start(self) -> WorkerProcess:
+        worker = self.workers.start(*WORKER_ARGS)
+        self.logs.append(follow_log(worker))
+        return worker
+
+    def tracebacks(self) -> str:
+        text = "".join(line for lines in self.logs for line in list(lines))
+        return text if "Traceback" in text else ""
+
+
+def dispatch(connection: RedisQueue, work_ms: float) -> Batch:
+    member = flows.count_member.using(connection=connection)
+    return (
+        batch([member.pending(i, work_ms) for i in range(MEMBERS)])
+        .then(flows.record_callback.pending("then"))
+        .catch(flows.record_callback.pending("catch"))
+        .finally_(flows.record_callback.pending("finally"))
+        .dispatch(connection)
+    )
+
+
+def status(found: Batch) -> BatchStatus | None:
+    """The batch's counts; None while Redis is not answering."""
+    with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+        return found.status()
+    return None
+
+
+def succeeded(found: Batch) -> int:
+    now = status(found)
+    return 0 if now is None else now.succeeded
+
+
+def finished(found: Batch) -> bool:
+    now = status(found)
+    return now is not None and now.finished
+
+
+def drained(connection: RedisQueue) -> bool:
+    """No member or callback waits, runs or is held by a dead worker any more."""
+    sizes = connection.sizes(["default"])[0]
+    return sizes.ready + sizes.delayed + sizes.reserved == 0
+
+
+def assert_counted_exactly(connection: RedisQueue, found: Batch) -> None:
+    final = found.status()
+    assert final is not None and final.finished and not final.cancelled
+    assert (final.total, final.succeeded, final.failed, final.skipped) == (MEMBERS, MEMBERS, 0, 0)
+    assert (final.pending, final.failed_ids) == (0, ())
+    ran = {int(i) for i in connection.client.smembers(flows.RAN)}
+    assert ran == set(range(MEMBERS)), f"{MEMBERS - len(ran)} members never ran"
+    runs = int(connection.client.get(flows.RUNS))
+    called = sorted(c.decode() for c in connection.client.lrange(flows.CALLED, 0, -1))
+    print(f"members ran {runs} times for {MEMBERS} members; callbacks: {called}")
+    # Each once, after the last member was counted: a re-run of the member that made
+    # them due (its ack lost) must not queue a second copy.
+    done = f"{MEMBERS}/0/{MEMBERS}"
+    assert called == [f"finally:{done}", f"then:{done}"]
+
+
+def test_a_batch_under_worker_kills_counts_exactly_and_calls_back_once(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    found = dispatch(queue, work_ms=1)
+    logged = Logged(workers)
+    started = [logged.start() for _ in range(2)]
+    chooser = random.Random(12)
+    child_kills = whole_kills = 0
+    deadline = time.monotonic() + 60
+    # Kill until the batch's counts say it finished: after that its callbacks run,
+    # and a callback killed mid-run would rightly run again (at least once).
+    while not finished(found):
+        assert time.monotonic() < deadline, f"the batch did not finish: {found.status()}"
+        alive = [w for w in started if w.process.poll() is None]
+        if whole_kills < 2 and child_kills >= 4 * (whole_kills + 1):
+            victim = chooser.choice(alive)
+            os.killpg(victim.pid, signal.SIGKILL)  # parent and children: acks lost
+            victim.wait()
+            whole_kills += 1
+            started.remove(victim)
+            started.append(logged.start())
+        else:
+            children = [c for w in alive for c in w.children()]
+            if children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(chooser.choice(children).pid, signal.SIGKILL)
+                    child_kills += 1
+        time.sleep(chooser.uniform(0.03, 0.1))  # the pace of the faults
+    assert child_kills >= 8 and whole_kills == 2, (child_kills, whole_kills)
+    wait_for(lambda: queue.client.llen(flows.CALLED) >= 2, 20, "then and finally")
+    # Whatever the dead workers held comes back once their reservations expire.
+    wait_for(lambda: drained(queue), 40, "every member and callback to leave the queue")
+    assert_counted_exactly(queue, found)
+    assert not logged.tracebacks()
+
+
+@pytest.fixture
+def persistent_server() -> Iterator[RedisServer]:
+    """A Redis of the test's own with AOF on (``appendfsync always``), to restart."""
+    with RedisServer(persistent=True) as server:
+        yield server
+
+
+def test_a_batch_across_redis_restarts_counts_exactly_and_calls_back_once(
+    persistent_server: RedisServer,
+) -> None:
+    target = RedisQueue(Config.resolve(redis_url=persistent_server.url))
+    workers = Workers(target.config, cwd=TESTS_DIR)
+    try:
+        found = dispatch(target, work_ms=2)
+        logged = Logged(workers)
+        for _ in range(2):
+            logged.start()
+        for share in (0.25, 0.6):
+            wanted = share * MEMBERS
+            wait_for(lambda: succeeded(found) >= wanted, 30, f"{share:.0%} of the members")  # noqa: B023
+            before = found.status()
+            assert before is not None and not before.finished, "the batch finished too soon"
+            persistent_server.kill()  # as a crash: only what the AOF holds survives
+            time.sleep(0.5)  # the outage
+            persistent_server.start()
+        wait_for(lambda: finished(found), 60, "the batch to finish")
+        wait_for(lambda: target.client.llen(flows.CALLED) >= 2, 20, "then and finally")
+        wait_for(lambda: drained(target), 40, "every member and callback to leave the queue")
+        assert_counted_exactly(target, found)
+        for worker in workers.started:
+            assert worker.process.poll() is None, "a worker exited during the restarts"
+        assert not logged.tracebacks()
+    finally:
+        workers.kill_all()
+        target.client.close()

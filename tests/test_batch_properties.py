@@ -1,0 +1,270 @@
+"""A state machine of batch counting (issue 12) on the real Lua scripts and Redis.
+
+Random sequences of members succeeding, failing, being skipped, running again (a
+worker that died before its ack), being retried after failing, adds and cancels go
+through ``BatchStore`` (batch_open/member/add/cancel.lua); after every step Redis
+must agree with a plain-Python model: the counts, the failed ids, the pending count,
+the cancellation, and each of then/catch/finally due in exactly one counted call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from rqueue.config import Config
+from rqueue.payload import new_id
+from rqueue.store.batch_store import BatchStore
+from rqueue.store.queue import RedisQueue
+from rqueue.workflows.batches import Batch
+from rqueue.workflows.effects import member_task_id
+
+CALLBACKS = msgpack.packb({"then": {}, "catch": {}, "finally": {}})
+KEEP_MS = 3_600_000
+ONCE = ("then", "catch", "finally")
+"""The callbacks that must be due in exactly one counted call (progress is per success)."""
+
+
+class BatchMachine(RuleBasedStateMachine):
+    """One batch in Redis, and what it should hold: each member's outcome by index."""
+
+    connection: RedisQueue
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.connection.client.flushall()
+        self.store = BatchStore(self.connection)
+        self.batch_id = new_id()
+        self.total = 0
+        self.allow_failures = False
+        self.outcomes: dict[int, str] = {}
+        """Index -> 's', 'f' or 'k': how each counted member stands now."""
+        self.due_by: dict[str, int] = {}
+        """Callback -> the index of the member whose counted call made it due."""
+        self.fired: Counter[str] = Counter()
+        """How many counted calls said each callback was due: never more than one."""
+        self.cancelled = False
+        self.tokens: dict[str, tuple[int, int]] = {}
+        """An add() call's token -> (first index, count)."""
+        self.last: tuple[int, str] | None = None
+
+    # -- the model -------------------------------------------------------------------
+
+    def _count(self, outcome: str) -> int:
+        return sum(1 for o in self.outcomes.values() if o == outcome)
+
+    def _pending(self) -> int:
+        return self.total - len(self.outcomes)
+
+    def _counts(self, index: int, outcome: str) -> bool:
+        """Whether reporting ``outcome`` for ``index`` changes it (the script's rules)."""
+        now = self.outcomes.get(index)
+        if outcome == "s":
+            return now != "s"
+        if outcome == "f":
+            return now in (None, "k")
+        return now is None
+
+    def _report(self, index: int, outcome: str) -> None:
+        reply = self.store.member(self.batch_id, index, outcome, member_task_id(self.batch_id, index))
+        counted = self._counts(index, outcome)
+        assert reply.exists
+        assert reply.counted == counted, (index, outcome, self.outcomes.get(index))
+        expected: set[str] = set()
+        if counted:
+            self.outcomes[index] = outcome
+            succeeded, failed = self._count("s"), self._count("f")
+            conditions = {
+                "catch": outcome == "f" and failed > 0,
+                "then": succeeded == self.total,
+                "finally": len(self.outcomes) == self.total,
+            }
+            for name in ONCE:
+                if conditions[name] and name not in self.due_by:
+                    self.due_by[name] = index
+                    expected.add(name)
+            if "catch" in expected and not self.allow_failures:
+                self.cancelled = True  # the first failure cancels the batch
+            self.fired.update(name for name in reply.due if name in ONCE)
+        else:
+            # A re-run of the member that made a callback due sees it due again (its
+            # push is idempotent); any other uncounted call sees nothing due.
+            expected = {name for name, by in self.due_by.items() if by == index}
+        if outcome == "s":
+            expected.add("progress")
+        assert sorted(reply.due) == sorted(expected), (index, outcome, self.due_by)
+        assert reply.callbacks == (CALLBACKS if reply.due else b"")
+        assert reply.cancelled == self.cancelled
+        self.last = (index, outcome)
+
+    # -- the rules -------------------------------------------------------------------
+    # Members are drawn by a number used modulo the total, so a sequence replays
+    # whatever adds came before it.
+
+    @initialize(total=st.integers(1, 6), allow_failures=st.booleans())
+    def open(self, total: int, allow_failures: bool) -> None:
+        self.total, self.allow_failures = total, allow_failures
+        args = (self.batch_id, total, "props", allow_failures, CALLBACKS, KEEP_MS, ["default"])
+        assert self.store.open(*args) > 0
+        assert self.store.open(*args) == 0  # opened once: a second open resets nothing
+
+    @rule(number=st.integers(0, 50))
+    def succeed(self, number: int) -> None:
+        self._report(number % self.total, "s")
+
+    @rule(number=st.integers(0, 50))
+    def fail(self, number: int) -> None:
+        self._report(number % self.total, "f")
+
+    @rule(number=st.integers(0, 50))
+    def skip(self, number: int) -> None:
+        self._report(number % self.total, "k")
+
+    @precondition(lambda self: self.last is not None)
+    @rule()
+    def run_again(self) -> None:
+        """The last member's worker died before its ack: it runs and reports again."""
+        assert self.last is not None
+        self._report(*self.last)
+
+    @precondition(lambda self: "f" in self.outcomes.values())
+    @rule(number=st.integers(0, 50))
+    def retry_failed(self, number: int) -> None:
+        """A member that failed for good is retried (``rqueue batches retry``) and succeeds."""
+        failed = sorted(i for i, o in self.outcomes.items() if o == "f")
+        self._report(failed[number % len(failed)], "s")
+
+    @precondition(lambda self: self._pending() > 0)
+    @rule(count=st.integers(1, 3))
+    def add(self, count: int) -> None:
+        """A running member (so the batch is not finished) adds members."""
+        token = f"{new_id()}:1"
+        first = self.store.add(self.batch_id, token, count, ["default", "other"])
+        assert first == self.total
+        self.tokens[token] = (first, count)
+        self.total += count
+
+    @precondition(lambda self: bool(self.tokens))
+    @rule(number=st.integers(0, 50))
+    def add_again(self, number: int) -> None:
+        """The adding member runs again: the same call gets the same indexes, adds none."""
+        tokens = sorted(self.tokens)
+        token = tokens[number % len(tokens)]
+        first, count = self.tokens[token]
+        assert self.store.add(self.batch_id, token, count, ["default"]) == first
+
+    @rule()
+    def cancel(self) -> None:
+        assert self.store.cancel(self.batch_id) == (0 if self.cancelled else 1)
+        self.cancelled = True
+
+    @rule(beyond=st.integers(0, 5))
+    def not_a_member(self, beyond: int) -> None:
+        """An index past the total (a forged payload) is refused and changes nothing."""
+        reply = self.store.member(self.batch_id, self.total + beyond, "s", "x" * 32)
+        assert reply.exists and not reply.counted and not reply.due
+
+    # -- the invariants --------------------------------------------------------------
+
+    @invariant()
+    def counts_agree_with_the_model(self) -> None:
+        state = self.store.read(self.batch_id)
+        assert state is not None
+        succeeded, failed, skipped = self._count("s"), self._count("f"), self._count("k")
+        assert (state.total, state.succeeded, state.failed, state.skipped) == (
+            self.total,
+            succeeded,
+            failed,
+            skipped,
+        )
+        failed_ids = sorted(
+            member_task_id(self.batch_id, i) for i, o in self.outcomes.items() if o == "f"
+        )
+        assert list(state.failed_ids) == failed_ids
+        assert state.queues == (("default", "other") if self.tokens else ("default",))
+        status = Batch(self.batch_id, self.connection).status()
+        assert status is not None
+        assert status.pending == self.total - succeeded - failed - skipped == self._pending()
+        assert status.processed == succeeded + failed
+        assert status.cancelled == self.cancelled == (self.store.cancelled(self.batch_id) is True)
+        assert status.finished == ("finally" in self.due_by)
+
+    @invariant()
+    def each_callback_is_due_in_at_most_one_counted_call(self) -> None:
+        assert all(self.fired[name] <= 1 for name in ONCE), self.fired
+        assert set(self.due_by) == {name for name in ONCE if self.fired[name]}
+        # Due exactly when its condition first held: all finished, all succeeded, a failure.
+        if self._pending() == 0:
+            assert "finally" in self.due_by
+        if self._count("s") == self.total:
+            assert "then" in self.due_by
+        if self._count("f"):
+            assert "catch" in self.due_by
+
+    @invariant()
+    def a_finished_batch_expires_whole(self) -> None:
+        """Once finished every key of the batch has a TTL; none outlives the others."""
+        client, keys = self.connection.client, self.store.keys(self.batch_id)
+        ttls = {key: client.pttl(key) for key in keys.all() if client.exists(key)}
+        if "finally" in self.due_by:
+            assert all(0 < ttl <= KEEP_MS for ttl in ttls.values()), ttls
+        else:
+            assert all(ttl == -1 for ttl in ttls.values()), ttls
+
+
+def test_a_batch_retried_after_it_finished_still_expires_whole(queue: RedisQueue) -> None:
+    """The first failure cancels the batch, the rest are skipped, it finishes; then
+    ``rqueue batches retry`` runs the failed member again and it succeeds. The bitmap
+    that success creates must expire with the batch, not outlive it for ever."""
+    store = BatchStore(queue)
+    batch_id = new_id()
+    store.open(batch_id, 2, "", False, CALLBACKS, KEEP_MS, ["default"])
+    assert store.member(batch_id, 0, "f", member_task_id(batch_id, 0)).due == ("catch",)
+    assert store.member(batch_id, 1, "k", member_task_id(batch_id, 1)).due == ("finally",)
+    assert store.member(batch_id, 0, "s", member_task_id(batch_id, 0)).counted
+    keys = store.keys(batch_id)
+    ttls = {key: queue.client.pttl(key) for key in keys.all() if queue.client.exists(key)}
+    assert keys.succeeded in ttls
+    assert all(0 < ttl <= KEEP_MS for ttl in ttls.values()), ttls
+
+
+def test_a_missing_batch_counts_nothing(queue: RedisQueue) -> None:
+    store = BatchStore(queue)
+    batch_id = new_id()
+    reply = store.member(batch_id, 0, "s", member_task_id(batch_id, 0))
+    assert not reply.exists and not reply.counted and not reply.due
+    assert store.add(batch_id, "token", 1, ["default"]) == -1
+    assert store.cancel(batch_id) == -1
+    assert store.read(batch_id) is None and store.cancelled(batch_id) is None
+    assert not queue.client.keys("*")  # nothing was created by the calls above
+
+
+@pytest.mark.timeout(120)
+def test_batch_counts_are_exact_after_any_sequence(config: Config) -> None:
+    connection = RedisQueue(config)
+    BatchMachine.connection = connection
+    try:
+        run_state_machine_as_test(
+            BatchMachine,
+            settings=settings(
+                max_examples=80,
+                stateful_step_count=30,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    finally:
+        connection.client.flushall()
+        connection.client.close()

@@ -1,0 +1,125 @@
+"""Workflows at the edges: signing, hostile meta, tasks the parent had to fail."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import apptasks
+import pytest
+import workflow_tasks as flows
+from support import Workers, push_job, strings, wait_for
+
+from rqueue import TaskFailed, batch, chain, result_of, use
+from rqueue.config import Config
+from rqueue.failed import FailedTasks
+from rqueue.store.queue import RedisQueue
+
+SECRET = "a-long-random-secret-for-workflows"
+
+
+def flow(queue: RedisQueue) -> list[str]:
+    return strings(queue.client, flows.DONE)
+
+
+def test_with_a_secret_every_step_and_callback_is_signed_and_runs(
+    config: Config, queue: RedisQueue, workers: Workers
+) -> None:
+    signing = RedisQueue(replace(config, secret=SECRET))
+    use(signing)
+    chain(flows.note.pending("a"), flows.note.pending("b")).dispatch()
+    batch([flows.member.pending(i) for i in range(3)]).then(
+        flows.batch_callback.pending("then")
+    ).dispatch()
+    workers.start(env={"RQUEUE_SECRET": SECRET})
+    wait_for(lambda: "then:3/0/3" in flow(queue), 20)
+    wait_for(lambda: "note:b" in flow(queue), 20)
+    assert FailedTasks(queue).list() == []
+
+
+def test_a_malformed_chain_step_fails_that_task_alone(queue: RedisQueue, workers: Workers) -> None:
+    push_job(queue, "workflow_tasks:note", "poisoned", meta={"chain": [{"task": "x;rm"}]})
+    apptasks.record.dispatch("after")
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    assert strings(queue.client, apptasks.DONE) == ["after"]
+    [failed] = FailedTasks(queue).list()
+    assert failed.exception == "InvalidPayload" and "workflow step" in failed.message
+    assert flow(queue) == []  # refused before it ran
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"keep": -5},
+        {"keep": "forever"},
+        {"batch": "not-a-batch"},
+        {"gets": ["batch", "../../etc"]},
+        {"gets": ["failure", {"id": 1}]},
+        {"catch": "nope"},
+        {"chain": "nope"},
+    ],
+)
+def test_hostile_workflow_entries_are_refused_with_a_clear_error(
+    queue: RedisQueue, workers: Workers, meta: dict[str, object]
+) -> None:
+    push_job(queue, "workflow_tasks:note", "poisoned", meta=meta)
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    [failed] = FailedTasks(queue).list()
+    assert failed.exception == "InvalidPayload"
+    assert flow(queue) == []
+
+
+def test_a_plain_task_that_appends_to_its_chain_starts_one(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    flows.grow_chain.dispatch("plain")
+    workers.start()
+    wait_for(lambda: len(flow(queue)) == 2, 20)
+    assert flow(queue) == ["note:prepended-after-plain", "note:appended-after-plain"]
+
+
+def test_a_member_the_parent_fails_is_counted_failed_and_its_result_says_why(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """A member that swallows its timeout is killed by the parent, which fails it: the
+    batch counts it, catch fires, and its kept result is the TaskTimeout."""
+    kept = apptasks.swallows_timeout.using(keep_result=60)
+    b = batch([kept.pending()]).catch(flows.batch_callback.pending("catch")).dispatch()
+    workers.start()
+    wait_for(lambda: any(s.startswith("catch") for s in flow(queue)), 30)
+    status = b.status()
+    assert status is not None and (status.failed, status.total) == (1, 1)
+    with pytest.raises(TaskFailed) as raised:
+        result_of(status.failed_ids[0]).result(timeout=5)
+    assert raised.value.exception == "TaskTimeout"
+
+
+def test_a_batch_whose_state_was_overwritten_fails_its_member_alone(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    b = batch([flows.member.pending(0)]).dispatch()
+    state = queue.client.keys(f"*batches*{b.id}*")
+    for key in state:
+        queue.client.delete(key)
+    queue.client.set(min(state, key=len), "not a hash")  # WRONGTYPE for every script
+    apptasks.record.dispatch("after")
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    assert strings(queue.client, apptasks.DONE) == ["after"]
+    [failed] = FailedTasks(queue).list()
+    assert "WRONGTYPE" in failed.message
+
+
+def test_garbage_callbacks_are_logged_and_the_member_still_counts(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    b = batch([flows.member.pending(0)]).then(flows.batch_callback.pending("then")).dispatch()
+    state = min(queue.client.keys(f"*batches*{b.id}*"), key=len)
+    queue.client.hset(state, "callbacks", b"\xc1\xc1")
+    code, output = workers.run("--stop-when-empty")
+    assert code == 0
+    status = b.status()
+    assert status is not None and status.succeeded == 1
+    assert "callbacks are unreadable" in output
+    assert FailedTasks(queue).list() == []
