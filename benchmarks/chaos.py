@@ -23,6 +23,11 @@ Scenarios (issue 3):
 - ``all``            children, parents and Redis restarts together (the long run).
 - ``soak``           no faults: tasks dispatched at a steady pace over ``--duration``
                      while the parents' RSS is sampled (it should stay flat).
+- ``batch``          the tasks are the members of one batch (issue 12), with then,
+                     catch and finally callbacks; children are killed at random, a
+                     whole worker every 6 s, and Redis is restarted from its AOF
+                     (``--redis-faults``, default 1). The batch must finish with exact
+                     counts, and each of then and finally be queued exactly once.
 
 After a loss the run prints the lost task numbers and every key that still mentions
 one, and keeps Redis's data folder and the worker logs; with ``--keep-history`` the
@@ -50,12 +55,14 @@ from typing import Any
 
 import msgpack
 
-from rqueue import task
+from rqueue import Batch, current_job, task
 from rqueue.store.default import default_queue
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "chaos"
 DONE = "chaos:done"
+CALLBACKS = "chaos:callbacks"
+"""batch: one ``name:attempt:succeeded/failed/total`` entry per callback run."""
 SCENARIOS = (
     "kill-children",
     "kill-parent",
@@ -65,6 +72,7 @@ SCENARIOS = (
     "clock-skew",
     "all",
     "soak",
+    "batch",
 )
 SKEW_ENV = "RQUEUE_CHAOS_CLOCK_SKEW"
 
@@ -117,6 +125,20 @@ def chaos_ack_probe(number: int) -> None:
 
 
 @task(queue=QUEUE)
+def chaos_batch_callback(found: Batch, name: str) -> None:
+    """Record one run of a batch's callback, its attempt, and the counts it saw.
+
+    A callback killed mid-run runs again (attempt 2, ...); a second copy of it would
+    show as a second run at attempt 1.
+    """
+    job = current_job()
+    status = found.status()
+    seen = "gone" if status is None else f"{status.succeeded}/{status.failed}/{status.total}"
+    attempt = job.attempts if job is not None else 0
+    _results().rpush(CALLBACKS, f"{name}:{attempt}:{seen}")
+
+
+@task(queue=QUEUE)
 def chaos_clock() -> None:
     """Record this worker's idea of the time (shows that a skew took effect)."""
     default_queue().client.rpush("chaos:clock", repr(time.time()))
@@ -165,6 +187,8 @@ class Result:
     extra_runs: int = 0
     kills: int = 0
     parent_kills: int = 0
+    worker_kills: int = 0
+    """Whole workers (parent and children) killed by the harness (batch)."""
     redis_restarts: int = 0
     freezes: int = 0
     wall_time: float = 0.0
@@ -179,6 +203,12 @@ class Result:
     parent_rss: tuple[float, float, float, int] | None = None
     """soak: average parent RSS in MB, first sample, last, max, and how many samples."""
     skewed_clock_offset: float = 0.0
+    batch_dispatch_time: float = 0.0
+    batch_counts: tuple[int, int, int, int, int] | None = None
+    """batch: total, succeeded, failed, skipped and pending, as the batch counted them."""
+    batch_finished: bool = False
+    callback_runs: dict[str, list[int]] = field(default_factory=dict)
+    """batch: each callback's runs, by attempt number."""
     failed_reasons: dict[str, int] = field(default_factory=dict)
     probe_counts: dict[int, int] = field(default_factory=dict)
 
@@ -198,6 +228,8 @@ class Result:
             ("Redis freezes", self.freezes),
             ("wall time", f"{self.wall_time:.1f} s"),
         ]
+        if self.worker_kills:
+            rows.append(("whole workers killed (of the kills)", self.worker_kills))
         if self.parent_kills:
             rows.append(("orphaned children: slowest exit", f"{self.orphan_exit_max:.2f} s"))
             rows.append(("orphaned children still running", self.orphans_left))
@@ -208,6 +240,19 @@ class Result:
             rows.append(("skewed workers' clock offset", f"{self.skewed_clock_offset:+.1f} s"))
         if self.probe_counts:
             rows.append(("lost-ack probes: runs each", sorted(self.probe_counts.values())))
+        if self.batch_counts is not None:
+            rows.append(("batch dispatch", f"{self.batch_dispatch_time:.2f} s"))
+            rows.append(
+                (
+                    "batch: total/succeeded/failed/skipped/pending",
+                    "/".join(map(str, self.batch_counts)),
+                )
+            )
+            rows.append(("batch finished", self.batch_finished))
+            for name in ("then", "catch", "finally"):
+                runs = self.callback_runs.get(name, [])
+                rows.append((f"callback {name}: runs (attempts)", f"{len(runs)} {runs}"))
+            rows.append(("batch counted exactly, callbacks queued once", self.batch_exact()))
         if self.parent_rss:
             first, last, peak, count = self.parent_rss
             rows.append(
@@ -222,6 +267,25 @@ class Result:
         for reason, count in sorted(self.failed_reasons.items()):
             rows.append((f"failed: {reason}", count))
         return rows
+
+    def batch_exact(self) -> bool:
+        """batch: every member counted once as succeeded, then and finally queued once
+        (one run at attempt 1; a later attempt is that copy re-run after a kill)."""
+        if self.batch_counts is None:
+            return False
+        first_runs = {n: runs.count(1) for n, runs in self.callback_runs.items()}
+        return (
+            self.batch_finished
+            and self.batch_counts == (self.dispatched, self.dispatched, 0, 0, 0)
+            and first_runs.get("then") == 1
+            and first_runs.get("finally") == 1
+            and not self.callback_runs.get("catch")
+        )
+
+    def ok(self) -> bool:
+        """Nothing lost or left behind (and, for a batch, counted exactly)."""
+        clean = self.lost == 0 and self.pending == 0
+        return clean and (self.params.scenario != "batch" or self.batch_exact())
 
     def table(self) -> str:
         width = max(len(k) for k, _ in self.rows())
@@ -322,6 +386,7 @@ class Chaos:
         self.workers: list[Worker] = []
         self._worker_count = 0
         self._orphans: list[tuple[int, float]] = []
+        self.batch_id: str | None = None
         self.probes: set[int] = set()
         if params.scenario == "lost-ack":
             self.probes = {
@@ -351,6 +416,9 @@ class Chaos:
     def _dispatch_all(self) -> None:
         from rqueue.store.queue import RedisQueue
 
+        if self.params.scenario == "batch":
+            self._dispatch_batch()
+            return
         producer = RedisQueue(self._config())
         bound = chaos_task.using(connection=producer)
         work_ms = self.params.work_ms
@@ -365,6 +433,27 @@ class Chaos:
                 ]
             )
             self.result.dispatched += len(numbers)
+        producer.client.close()
+
+    def _dispatch_batch(self) -> None:
+        """All the tasks as the members of one batch, in one dispatch."""
+        from rqueue import batch
+        from rqueue.store.queue import RedisQueue
+
+        producer = RedisQueue(self._config())
+        member = chaos_task.using(connection=producer)
+        started = time.monotonic()
+        found = (
+            batch([member.pending(n, self.params.work_ms) for n in range(self.params.tasks)])
+            .then(chaos_batch_callback.pending("then"))
+            .catch(chaos_batch_callback.pending("catch"))
+            .finally_(chaos_batch_callback.pending("finally"))
+            .name("chaos")
+            .dispatch(producer)
+        )
+        self.result.batch_dispatch_time = time.monotonic() - started
+        self.result.dispatched = self.params.tasks
+        self.batch_id = found.id
         producer.client.close()
 
     # -- faults -----------------------------------------------------------------------
@@ -392,6 +481,21 @@ class Chaos:
         killed_at = time.monotonic()
         self._orphans += [(pid, killed_at) for pid in children]
         self.result.parent_kills += 1
+        self._start_worker()
+
+    def _kill_worker(self) -> None:
+        """SIGKILL a whole worker, parent and children at once: the acks it had not sent
+        yet are lost, and what it held comes back when its reservations expire."""
+        alive = [w for w in self.workers if w.alive()]
+        if not alive:
+            return
+        victim = self.random.choice(alive)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(victim.process.pid, signal.SIGKILL)
+        victim.process.wait()
+        victim.replaced = True
+        self.result.kills += 1
+        self.result.worker_kills += 1
         self._start_worker()
 
     def _replace_dead_workers(self) -> None:
@@ -505,6 +609,7 @@ class Chaos:
         deadline = started + params.duration
         next_kill = time.monotonic() + self._kill_interval()
         next_parent_kill = time.monotonic() + 3.0
+        next_worker_kill = time.monotonic() + 3.0
         next_redis = time.monotonic() + params.restart_every
         last_check = 0.0
         while time.monotonic() < deadline:
@@ -514,20 +619,23 @@ class Chaos:
                 self._check_orphans()
                 if self._all_done():
                     return
-            if scenario in ("kill-children", "all") and now >= next_kill:
+            if scenario in ("kill-children", "all", "batch") and now >= next_kill:
                 self._kill_child()
                 next_kill = now + self._kill_interval()
             if scenario in ("kill-parent", "all") and now >= next_parent_kill:
                 self._kill_parent()
                 next_parent_kill = now + (3.0 if scenario == "kill-parent" else 8.0)
+            if scenario == "batch" and now >= next_worker_kill:
+                self._kill_worker()
+                next_worker_kill = now + 6.0
             self._replace_dead_workers()
             redis_faults = self.result.redis_restarts + self.result.freezes
             if params.redis_faults and redis_faults >= params.redis_faults:
                 next_redis = float("inf")
-            if scenario in ("restart-redis", "all") and now >= next_redis:
+            if scenario in ("restart-redis", "all", "batch") and now >= next_redis:
                 self._restart_redis()
                 next_redis = time.monotonic() + params.restart_every * (
-                    1 if scenario == "restart-redis" else 5
+                    5 if scenario == "all" else 1
                 )
             if scenario == "freeze-redis" and now >= next_redis:
                 self._freeze_redis()
@@ -623,6 +731,8 @@ class Chaos:
         result.completed_thrice = sum(1 for c in counts.values() if c >= 3)
         result.extra_runs = sum(c - 1 for c in counts.values() if c >= 2)
         result.probe_counts = {n: counts.get(n, 0) for n in sorted(self.probes)}
+        if self.batch_id is not None:
+            self._read_batch(queue)
         if result.lost:
             lost = [n for n in numbers if not counts.get(n) and n not in pending | failed_numbers]
             self._keep_evidence(queue, lost)
@@ -636,6 +746,27 @@ class Chaos:
             for worker in self.workers:
                 if "Traceback" in worker.log_path.read_text(errors="replace"):
                     print(f"(worker log with a traceback: {worker.log_path})", file=sys.stderr)
+
+    def _read_batch(self, queue: Any) -> None:
+        """The batch's own counts, and each callback's runs by attempt."""
+        from rqueue import batch_of
+
+        assert self.batch_id is not None
+        status = batch_of(self.batch_id, queue).status()
+        if status is not None:
+            self.result.batch_counts = (
+                status.total,
+                status.succeeded,
+                status.failed,
+                status.skipped,
+                status.pending,
+            )
+            self.result.batch_finished = status.finished
+        runs: dict[str, list[int]] = {}
+        for entry in queue.client.lrange(CALLBACKS, 0, -1):
+            name, attempt, _ = entry.decode().split(":", 2)
+            runs.setdefault(name, []).append(int(attempt))
+        self.result.callback_runs = runs
 
     def _keep_evidence(self, queue: Any, lost: list[int]) -> None:
         """After a loss: say which keys still mention the lost tasks (a claims key, say),
@@ -705,7 +836,8 @@ def main(argv: list[str] | None = None) -> int:
         "--redis-faults",
         type=int,
         default=None,
-        help="most Redis restarts/freezes (default: 2 freezes, no restart limit)",
+        help="most Redis restarts/freezes (default: 2 freezes, 1 restart for batch, "
+        "else no restart limit)",
     )
     parser.add_argument(
         "--keep-history",
@@ -728,13 +860,11 @@ def main(argv: list[str] | None = None) -> int:
         keep_history=args.keep_history,
         redis_faults=args.redis_faults
         if args.redis_faults is not None
-        else 2
-        if args.scenario == "freeze-redis"
-        else 0,
+        else {"freeze-redis": 2, "batch": 1}.get(args.scenario, 0),
     )
     result = run(params)
     print(result.table())
-    return 0 if result.lost == 0 and result.pending == 0 else 1
+    return 0 if result.ok() else 1
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def test_the_first_failure_fires_catch_and_cancels_the_rest(
     status = b.status()
     assert status is not None and status.cancelled and status.finished
     assert (status.failed, status.succeeded + status.skipped) == (1, 19)
-    assert status.failed_ids == (f"{b.id[:24]}{0:08x}",)
+    assert status.failed_ids == (b.member_id(0),)
     assert int(queue.client.get("test:member-runs")) == 1 + status.succeeded
     assert [c.split(":")[0] for c in callbacks(queue)] == ["catch", "finally"]
 
@@ -149,8 +149,46 @@ def test_retry_dispatches_the_failed_members_again(queue: RedisQueue, workers: W
 
 
 def test_an_empty_batch_fires_then_and_finally_at_once(queue: RedisQueue, workers: Workers) -> None:
-    batch([]).then(flows.batch_callback.pending("then")).finally_(
-        flows.batch_callback.pending("finally")
-    ).dispatch(rqueue.store.default.default_queue())
+    b = (
+        batch([])
+        .then(flows.batch_callback.pending("then"))
+        .finally_(flows.batch_callback.pending("finally"))
+        .dispatch(queue)
+    )
+    status = b.status()
+    assert status is not None and status.finished and status.total == 0
+    assert queue.client.pttl(min(queue.client.keys(f"*batches*{b.id}*"), key=len)) > 0
     workers.start()
     wait_for(lambda: callbacks(queue) == ["finally:0/0/0", "then:0/0/0"], 20)
+
+
+def test_retry_opens_a_batch_its_first_failure_cancelled_and_then_fires(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    b = (
+        batch([flows.fails_first_time.pending(0)])
+        .then(flows.batch_callback.pending("then"))
+        .finally_(flows.batch_callback.pending("finally"))
+        .dispatch()
+    )
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    status = b.status()
+    assert status is not None and status.cancelled and status.finished and status.failed == 1
+    assert b.retry() == 1
+    status = b.status()
+    assert status is not None and not status.cancelled and not status.finished
+    workers.start()
+    wait_for(lambda: "then:1/0/1" in flow(queue), 20)
+    status = b.status()
+    assert status is not None and (status.succeeded, status.failed) == (1, 0) and status.finished
+    assert int(queue.client.get("test:member-runs")) == 1
+    assert [c.split(":")[0] for c in callbacks(queue)] == ["finally", "then"]  # finally once
+
+
+def test_members_that_keep_results_read_by_member_id(queue: RedisQueue, workers: Workers) -> None:
+    b = batch([flows.add.pending(i, i) for i in range(3)]).dispatch()
+    handles = [rqueue.result_of(b.member_id(i), "default") for i in range(3)]
+    assert [h.status() for h in handles] == ["pending"] * 3
+    workers.start()
+    assert [h.result(timeout=20) for h in handles] == [0, 2, 4]

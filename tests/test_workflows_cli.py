@@ -16,10 +16,10 @@ from rqueue.store.batch_store import BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows.prune import Pruned, prune_batches
 
-HOSTILE = "x\x1b]52;c;cHduZWQ=\x07\x1b[2J\nFORGED line\r\u202e\x9b"
-"""An OSC 52 clipboard write, a screen clear, a forged line, a bidi override, C1 CSI."""
 pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
+HOSTILE = "x\x1b]52;c;cHduZWQ=\x07\x1b[2J\nFORGED line\r\u202e\x9b"
+"""An OSC 52 clipboard write, a screen clear, a forged line, a bidi override, C1 CSI."""
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 
 
@@ -192,7 +192,7 @@ def test_batches_list_show_cancel_and_retry(
 
     shown = cli(config, "batches", "show", mixed.id)
     assert shown.returncode == 0, shown.stderr
-    failed_member = f"{mixed.id[:24]}{0:08x}"
+    failed_member = mixed.member_id(0)
     described = fields(shown.stdout)
     assert (described["name"], described["state"], described["queues"]) == (
         "mixed",

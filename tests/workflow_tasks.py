@@ -106,3 +106,12 @@ def step_then_die(value: str) -> str:
     """A step whose worker child dies right after it succeeded (in its hook)."""
     redis().rpush(DONE, f"step-then-die:{value}")
     return value
+
+
+@task(tries=1)
+def fails_first_time(index: int) -> int:
+    """Fails on its first run, succeeds when retried."""
+    if redis().incr(f"test:fails-first:{index}") == 1:
+        raise RuntimeError(f"first run of {index} fails")
+    redis().incr("test:member-runs")
+    return index

@@ -12,13 +12,12 @@ from __future__ import annotations
 import click
 import redis
 
-from rqueue.cli.common import connection_options, die, say, table
+from rqueue.cli.common import connection_options, die, moment, say, table
 from rqueue.config import Config
 from rqueue.errors import InvalidPayload
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
-from rqueue.timing import iso
 from rqueue.workflows.batches import Batch, BatchStatus, batch_of
 from rqueue.workflows.prune import prune_batches
 
@@ -78,7 +77,7 @@ def batches_list(config: Config, limit: int) -> None:
                     status.failed,
                     f"{status.progress:.1f}%",
                     _state(status),
-                    _iso(status.created_at),
+                    moment(status.created_at),
                 )
             )
     headers = ("id", "name", "total", "pending", "failed", "progress", "state", "created")
@@ -105,9 +104,9 @@ def batches_show(config: Config, batch_id: str) -> None:
         ("failed", status.failed),
         ("skipped", status.skipped),
         ("progress", f"{status.progress:.1f}%"),
-        ("created", _iso(status.created_at)),
-        ("cancelled", _iso(status.cancelled_at) if status.cancelled_at is not None else "-"),
-        ("finished", _iso(status.finished_at) if status.finished_at is not None else "-"),
+        ("created", moment(status.created_at)),
+        ("cancelled", moment(status.cancelled_at) if status.cancelled_at is not None else "-"),
+        ("finished", moment(status.finished_at) if status.finished_at is not None else "-"),
         ("queues", ", ".join(status.queues) or "-"),
         ("failed ids", len(status.failed_ids)),
     ]
@@ -139,12 +138,14 @@ def batches_retry(config: Config, batch_id: str) -> None:
     """Re-dispatch a batch's failed members.
 
     As Laravel's queue:retry-batch: each is pushed back onto its queue with its
-    attempts reset; one that succeeds then counts as succeeded instead of failed.
+    attempts reset; one that succeeds then counts as succeeded instead of failed. A
+    batch its first failure cancelled is opened again; one with no failed member,
+    cancelled by hand, stays cancelled.
     """
     found = batch_of(batch_id, RedisQueue(config))
-    status = _status(found)  # exit 1 if there is no such batch: retry() alone would say 0
+    _status(found)  # exit 1 if there is no such batch: retry() alone would say 0
     say(f"Retried {found.retry()} failed member(s) of batch {batch_id}.")
-    if status.cancelled:  # without allow_failures, its first failure cancelled it
+    if _status(found).cancelled:
         say("The batch is cancelled: workers skip its members instead of running them.")
 
 
@@ -176,11 +177,3 @@ def _state(status: BatchStatus) -> str:
     if status.cancelled:
         return "cancelled, finished" if status.finished else "cancelled"
     return "finished" if status.finished else "in progress"
-
-
-def _iso(seconds: float) -> str:
-    """UTC to the millisecond; a time no date can hold (read from Redis) as its number."""
-    try:
-        return iso(round(seconds * 1000))
-    except (OverflowError, ValueError, OSError):
-        return f"{seconds!r} (out of range)"

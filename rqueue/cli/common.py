@@ -29,6 +29,7 @@ from rqueue.config import Config, ConfigError, read_url_file
 from rqueue.errors import InvalidQueueName, RQueueError
 from rqueue.redis_url import parse_redis_url
 from rqueue.text import shown
+from rqueue.timing import iso
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,6 +112,15 @@ def _redis_url(url: str | None, url_file: str | None) -> tuple[str | None, str]:
         where = "REDIS_URL_FILE (from the environment)" if file_from_env else "--redis-url-file"
         return read_url_file(url_file, where), f"{where} (the URL in {url_file})"
     return None, "the default Redis URL"
+
+
+def moment(seconds: float) -> str:
+    """A time read from Redis, in UTC to the millisecond; one no date can hold (a
+    hostile record's ``1e20``) as its number instead of an error."""
+    try:
+        return iso(round(seconds * 1000))
+    except (OverflowError, ValueError, OSError):
+        return f"{seconds!r} (out of range)"
 
 
 def say(text: object, multiline: bool = False, err: bool = False) -> None:

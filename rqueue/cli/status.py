@@ -13,13 +13,12 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import connection_options, die, say
+from rqueue.cli.common import connection_options, die, moment, say
 from rqueue.config import Config
 from rqueue.errors import InvalidQueueName
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import find_queue, read_status
-from rqueue.timing import iso
 
 
 def _queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -58,12 +57,12 @@ def status(config: Config, task_id: str, queue: str | None) -> None:
     ]
     fields += [(field, record[field]) for field in ("task", "attempts") if field in record]
     if "due" in record:
-        fields.append(("due", _iso(record["due"] / 1000)))
+        fields.append(("due", moment(record["due"] / 1000)))
     if "started_at" in record:
-        fields.append(("started", _iso(record["started_at"])))
+        fields.append(("started", moment(record["started_at"])))
     if "finished_at" in record:
         took = record["finished_at"] - record.get("started_at", record["finished_at"])
-        fields.append(("finished", f"{_iso(record['finished_at'])} (took {took:.3f} s)"))
+        fields.append(("finished", f"{moment(record['finished_at'])} (took {took:.3f} s)"))
     if found.status == "succeeded":
         fields.append(("result", _repr(record.get("result"))))
     if found.status == "failed":
@@ -73,14 +72,6 @@ def status(config: Config, task_id: str, queue: str | None) -> None:
     if found.status == "failed" and record.get("traceback"):
         say("")
         say(record["traceback"].rstrip(), multiline=True)
-
-
-def _iso(seconds: float) -> str:
-    """UTC to the millisecond; a time no date can hold (read from Redis) as its number."""
-    try:
-        return iso(round(seconds * 1000))
-    except (OverflowError, ValueError, OSError):
-        return f"{seconds!r} (out of range)"
 
 
 def _repr(value: Any) -> str:

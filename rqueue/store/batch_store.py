@@ -66,10 +66,12 @@ class BatchStore:
         callbacks: bytes,
         keep_ms: int,
         queues: Sequence[str],
+        progress: bool = False,
     ) -> int:
         """Create the batch; Redis's clock (ms) at creation, 0 if it existed already."""
         keys = self.keys(batch_id)
-        args = [total, name, "1" if allow_failures else "0", callbacks, keep_ms, *queues]
+        flags = ["1" if allow_failures else "0", callbacks, keep_ms, "1" if progress else "0"]
+        args = [total, name, *flags, *queues]
         created = int(
             self.queue.scripts.batch_open(self.queue.client, (keys.state, keys.queues), args)
         )
@@ -81,17 +83,7 @@ class BatchStore:
         """Count a member's outcome: ``s`` succeeded, ``f`` failed for good, ``k`` skipped."""
         keys = self.keys(batch_id)
         reply = self.queue.scripts.batch_member(
-            self.queue.wire,
-            (
-                keys.state,
-                keys.succeeded,
-                keys.failed,
-                keys.skipped,
-                keys.failed_ids,
-                keys.adds,
-                keys.queues,
-            ),
-            (index, outcome, task_id),
+            self.queue.wire, keys.all(), (index, outcome, task_id)
         )
         code = int(reply[0])
         if code < 0:
@@ -108,6 +100,13 @@ class BatchStore:
             )
         )
 
+    def reopen(self, batch_id: str, members: Sequence[tuple[int, str]]) -> int:
+        """Before failed ``members`` (index, task id) are retried: pending again, and the
+        batch not cancelled, finished nor expiring; how many were failed."""
+        keys = self.keys(batch_id)
+        args = [part for member in members for part in member]
+        return int(self.queue.scripts.batch_retry(self.queue.client, keys.all(), args))
+
     def cancel(self, batch_id: str) -> int:
         """1 if cancelled now, 0 if it was already, -1 if there is no such batch."""
         keys = self.keys(batch_id)
@@ -116,7 +115,7 @@ class BatchStore:
     def cancelled(self, batch_id: str) -> bool | None:
         """Whether the batch is cancelled; None if there is no such batch."""
         keys = self.keys(batch_id)
-        total, cancelled_at = self.queue.client.hmget(keys.state, "total", "cancelled_at")
+        total, cancelled_at = self.queue.wire.call("HMGET", keys.state, "total", "cancelled_at")
         if total is None:
             return None
         return cancelled_at is not None
@@ -146,7 +145,10 @@ class BatchStore:
     def forget(self, batch_ids: Sequence[str]) -> None:
         """Take batches off the list, and delete their keys (one slot per batch)."""
         for batch_id in batch_ids:
-            self.queue.client.delete(*self.keys(batch_id).all())
+            try:
+                self.queue.client.delete(*self.keys(batch_id).all())
+            except ValueError:  # not a batch id (written by hand): it has no keys
+                continue
         if batch_ids:
             self.queue.client.zrem(self.queue.global_keys.batches, *batch_ids)
 

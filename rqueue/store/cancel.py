@@ -35,8 +35,7 @@ class CancelOutcome(enum.Enum):
             CancelOutcome.ALREADY_CANCELLED: "was already cancelled",
             CancelOutcome.RUNNING: "is running (reserved by a worker); not cancelled",
             CancelOutcome.NOT_PENDING: (
-                "is not pending: it finished, failed, is waiting for a retry, or no such "
-                "task was dispatched; not cancelled"
+                "is not pending: it finished, failed, or no such task was dispatched; not cancelled"
             ),
         }[self]
 

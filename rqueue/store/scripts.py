@@ -91,6 +91,7 @@ class Scripts:
     batch_member: LuaScript
     batch_add: LuaScript
     batch_cancel: LuaScript
+    batch_retry: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:

@@ -165,7 +165,10 @@ class ChildWorker(InterruptibleWaits):
             self._wait_for_work()
             return
         if not self.options.effective_max_jobs and not self._should_exit():
-            self.batches.read_ahead(batch)  # a limit counted over all children reads none
+            # A limit counted over all children reads none. If Redis cannot take the
+            # call, only a head start is lost: the batch in hand runs all the same.
+            with contextlib.suppress(*REDIS_ERRORS):
+                self.batches.read_ahead(batch)
         if self.batches.acks_pending():
             # No reserve call carried them, and the batch they belong to has left our
             # slot: if we died now, the parent could not tell those tasks had finished.

@@ -105,7 +105,13 @@ class Batches:
         name = self.options.queues[0]
         acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
         self._reset_ack_deadline()
-        reply = self._reserve(name, self._size, acks, kept)
+        try:
+            reply = self._reserve(name, self._size, acks, kept)
+        except BaseException:
+            # Not sent, or not all of it (a connection broken by a Redis restart): the
+            # acks go with the next call, and whatever it may have reserved is reclaimed.
+            self._restore(name, acks, kept)
+            raise
         self._ahead = _ReadAhead(time.monotonic(), reply, acks, kept)
 
     def settle(self) -> Batch | None:
@@ -121,12 +127,17 @@ class Batches:
         except BaseException:
             # Whether the acks landed is unknown: send them again (ZREM is idempotent),
             # before the next task starts.
-            self._acks.setdefault(self.options.queues[0], [])[:0] = ahead.acks
-            self._kept.setdefault(self.options.queues[0], [])[:0] = ahead.kept
-            self._ack_deadline = 0.0
-            self._reply_lost = True
+            self._restore(self.options.queues[0], ahead.acks, ahead.kept)
             raise
         return Batch(0, reservation, ahead.sent_at)
+
+    def _restore(self, name: str, acks: list[bytes], kept: list[Kept]) -> None:
+        """Put back acks a reserve call may not have delivered, due at once, and mark
+        its reply lost so that what it may have reserved is given back (_reclaim)."""
+        self._acks.setdefault(name, [])[:0] = acks
+        self._kept.setdefault(name, [])[:0] = kept
+        self._ack_deadline = 0.0
+        self._reply_lost = True
 
     def acknowledge(
         self, queue: str, payload: bytes, expires_at: float, kept: Kept | None = None

@@ -13,6 +13,8 @@ argument, so they fire even if the process that dispatched the batch is gone.
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,19 +23,35 @@ from typing import Any
 import msgpack
 
 from rqueue.current import current_job
-from rqueue.errors import BatchCancelled, InvalidPayload, RQueueError
+from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
-from rqueue.payload import KEEP, Job, PayloadTemplate, new_id
+from rqueue.payload import KEEP, Job, PayloadTemplate, encode, new_id
 from rqueue.store.batch_store import BatchState, BatchStore
 from rqueue.store.default import default_queue
+from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import Push, RedisQueue
 from rqueue.task import PendingDispatch, Task
-from rqueue.workflows.steps import ONCE_MS, Step, delay_ms, derived_id, step_job, step_of
+from rqueue.workflows.steps import (
+    ONCE_MS,
+    Step,
+    callback_call,
+    checked_step,
+    delay_ms,
+    derived_id,
+    step_job,
+    step_of,
+)
+
+log = logging.getLogger("rqueue.worker")
 
 BATCH, GETS = "batch", "gets"
 KEEP_FINISHED_MS = 7 * 24 * 3600 * 1000
 """How long a finished batch stays readable (``rqueue batches prune`` removes sooner)."""
-CALLBACKS = ("then", "catch", "finally", "progress")
+_IDS = 2**128
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
+_SPREAD = 0x9E3779B97F4A7C15F39CC0605CEDC835
+_UNSPREAD = pow(_SPREAD, -1, _IDS)
+_MAX_MEMBERS = 2**32
 
 
 @dataclass(frozen=True)
@@ -118,14 +136,37 @@ class Batch:
             ids.append(member.id)
         return ids
 
+    def member_id(self, index: int) -> str:
+        """The task id of the member at ``index`` (0-based, in dispatch order; added
+        members follow): ``result_of(b.member_id(i))`` reads its result if it keeps one."""
+        return member_id(self.id, index)
+
     def retry(self) -> int:
-        """Push the failed members back (``rqueue batches retry``); how many went."""
-        state = self._store().read(self.id)
-        if state is None:
+        """Push the failed members back (``rqueue batches retry``, Laravel's
+        ``queue:retry-batch``); how many went.
+
+        The batch is opened again first: a first failure cancelled it (without
+        ``allow_failures``), and its members would be skipped instead of run.
+        """
+        store = self._store()
+        state = store.read(self.id)
+        if state is None or not state.failed_ids:
             return 0
         wanted = set(state.failed_ids)
+        queues = [name for name in state.queues if _valid_queue(name)]
         failed = FailedTasks(self.connection or default_queue())
-        return sum(failed.retry(f) for f in failed.list(state.queues) if f.id in wanted)
+        records = []
+        for record in failed.list(queues):
+            job = record.job() if record.id in wanted else None
+            if job is not None and job.meta.get(BATCH) == self.id:
+                try:
+                    records.append((member_index(job), record))
+                except InvalidPayload:  # a record written by hand: not one of ours
+                    continue
+        if not records:  # forgotten or flushed: reopening would leave it unfinished
+            return 0
+        store.reopen(self.id, [(index, record.id) for index, record in records])
+        return sum(failed.retry(record) for _, record in records)
 
 
 class PendingBatch:
@@ -137,21 +178,29 @@ class PendingBatch:
         self._name = ""
         self._allow_failures = False
 
-    def then(self, callback: Task[Any, Any] | PendingDispatch) -> PendingBatch:
+    def then(
+        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
+    ) -> PendingBatch:
         """Run once every member succeeded."""
-        return self._on("then", callback)
+        return self._on("then", callback_call(callback, args, kwargs))
 
-    def catch(self, callback: Task[Any, Any] | PendingDispatch) -> PendingBatch:
+    def catch(
+        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
+    ) -> PendingBatch:
         """Run once, on the first member to fail for good."""
-        return self._on("catch", callback)
+        return self._on("catch", callback_call(callback, args, kwargs))
 
-    def finally_(self, callback: Task[Any, Any] | PendingDispatch) -> PendingBatch:
+    def finally_(
+        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
+    ) -> PendingBatch:
         """Run once every member finished, succeeded, failed or skipped."""
-        return self._on("finally", callback)
+        return self._on("finally", callback_call(callback, args, kwargs))
 
-    def progress(self, callback: Task[Any, Any] | PendingDispatch) -> PendingBatch:
+    def progress(
+        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
+    ) -> PendingBatch:
         """Run after each member that succeeds."""
-        return self._on("progress", callback)
+        return self._on("progress", callback_call(callback, args, kwargs))
 
     def allow_failures(self, allow: bool = True) -> PendingBatch:
         """Keep going after a failure (otherwise the first failure cancels the batch)."""
@@ -162,8 +211,8 @@ class PendingBatch:
         self._name = name
         return self
 
-    def _on(self, what: str, callback: Task[Any, Any] | PendingDispatch) -> PendingBatch:
-        call = callback.pending() if isinstance(callback, Task) else callback
+    def _on(self, what: str, call: PendingDispatch) -> PendingBatch:
+        """Callbacks are tasks, called with the Batch first and then ``call``'s args."""
         self._callbacks[what] = step_of(call)
         return self
 
@@ -182,20 +231,11 @@ class PendingBatch:
             callbacks,
             KEEP_FINISHED_MS,
             queues,
+            "progress" in self._callbacks,
         )
         _push_members(self.calls, batch_id)
         if not self.calls:  # nothing will ever complete: then and finally are due now
-            for what in ("then", "finally"):
-                if what in self._callbacks:
-                    job = callback_job(self._callbacks[what], batch_id, what)
-                    payload = PayloadTemplate(job).encode(job.id, job.args, job.kwargs)
-                    queue.push_once(
-                        job.queue,
-                        payload,
-                        delay_ms(self._callbacks[what]),
-                        ONCE_MS,
-                        bool(job.meta.get(KEEP)),
-                    )
+            push_callbacks(queue, batch_id, 0, callbacks, ("then", "finally"))
         return Batch(batch_id, queue)
 
 
@@ -228,24 +268,54 @@ def skip_if_batch_cancelled() -> None:
 def member_index(job: Job) -> int:
     """The member's index in its batch, read off its id; InvalidPayload if it is not one."""
     batch_id = job.meta.get(BATCH)
-    if not isinstance(batch_id, str) or len(batch_id) != 32 or job.id[:24] != batch_id[:24]:
-        raise InvalidPayload(
-            f"task {job.id} claims batch {batch_id!r}, whose ids it does not share"
-        )
-    try:
-        return int(job.id[24:], 16)
-    except ValueError:
-        raise InvalidPayload(f"task {job.id} is not a member id of batch {batch_id}") from None
+    index = -1
+    if isinstance(batch_id, str) and _HEX_ID.fullmatch(batch_id) and _HEX_ID.fullmatch(job.id):
+        index = ((int(job.id, 16) - int(batch_id, 16)) * _UNSPREAD) % _IDS - 1
+    if not 0 <= index < _MAX_MEMBERS:
+        raise InvalidPayload(f"task {job.id} is not a member of batch {batch_id!r}")
+    return index
 
 
 def member_job(call: PendingDispatch, batch_id: str, index: int) -> Job:
     job = call.task.make_job(call.args, call.kwargs, meta={BATCH: batch_id})
-    job.id = f"{batch_id[:24]}{index:08x}"
+    job.id = member_id(batch_id, index)
     return job
 
 
-def callback_job(step: Step, batch_id: str, what: str) -> Job:
-    return step_job(step, derived_id(batch_id, what), {GETS: [BATCH, batch_id]})
+def member_id(batch_id: str, index: int) -> str:
+    """A member's task id: the batch's id plus ``index + 1`` times an odd constant,
+    modulo 2**128, so the index can be read back (:func:`member_index`) and every digit
+    differs from one member to the next. Ids that differ in their last digits only
+    would make Redis's Lua hash every member's payload alike (it hashes a long string
+    from a sample of its bytes), which slowed every script that takes them threefold."""
+    return f"{(int(batch_id, 16) + (index + 1) * _SPREAD) % _IDS:032x}"
+
+
+def push_callbacks(
+    queue: RedisQueue, batch_id: str, index: int, packed: bytes, due: Iterable[str]
+) -> None:
+    """Push the callbacks due, each once (derived ids, push_once.lua); ``index`` is
+    the member whose completion made them due. A callback that is malformed (the
+    batch's hash was written by hand) is logged and left out: the member's outcome
+    stands."""
+    try:
+        callbacks = msgpack.unpackb(packed, raw=False)
+    except Exception as exc:
+        log.error("batch %s: its callbacks are unreadable (%r); none pushed", batch_id, exc)
+        return
+    for name in due:
+        step = callbacks.get(name) if type(callbacks) is dict else None
+        if step is None:
+            continue
+        what = f"progress:{index}" if name == "progress" else name
+        try:
+            step = checked_step(step)
+            job = step_job(step, derived_id(batch_id, what), {GETS: [BATCH, batch_id]})
+            payload = encode(job, queue.config.max_payload_bytes)
+        except RQueueError as exc:
+            log.error("batch %s: its %s callback cannot be pushed: %s", batch_id, name, exc)
+            continue
+        queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, bool(job.meta.get(KEEP)))
 
 
 def _push_members(calls: Sequence[PendingDispatch], batch_id: str) -> None:
@@ -262,8 +332,8 @@ def _push_members(calls: Sequence[PendingDispatch], batch_id: str) -> None:
                 task.make_job((), {}, {BATCH: batch_id}, now)
             )
         queue = task.connection()
-        member_id = f"{batch_id[:24]}{index:08x}"
-        payload = template.encode(member_id, call.args, call.kwargs, queue.config.max_payload_bytes)
+        member = member_id(batch_id, index)
+        payload = template.encode(member, call.args, call.kwargs, queue.config.max_payload_bytes)
         key = (id(queue), task.options.queue, round(call.delay * 1000))
         entry = groups.get(key)
         if entry is None:
@@ -273,9 +343,7 @@ def _push_members(calls: Sequence[PendingDispatch], batch_id: str) -> None:
         if task.keep_ms:
             groups[key] = (
                 queue,
-                push._replace(
-                    kept=push.kept | {member_id}, keep_ms=max(push.keep_ms, task.keep_ms)
-                ),
+                push._replace(kept=push.kept | {member}, keep_ms=max(push.keep_ms, task.keep_ms)),
             )
     by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
     for (connection_id, _, _), (queue, push) in groups.items():
@@ -294,6 +362,15 @@ def _next_add(job: Job) -> int:
         _adds[:] = [job, 0]
     _adds[1] += 1
     return int(_adds[1])
+
+
+def _valid_queue(name: str) -> bool:
+    """A queue name read from the batch's set (Redis: it may be anything) is one."""
+    try:
+        validate_queue_name(name)
+    except InvalidQueueName:
+        return False
+    return True
 
 
 def _status(state: BatchState) -> BatchStatus:

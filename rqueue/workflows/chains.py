@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from rqueue.payload import CHAIN, KEEP, encode
 from rqueue.task import Dispatched, PendingDispatch, Task
 from rqueue.workflows.effects import CATCH, PIPE
-from rqueue.workflows.steps import derived_id, step_of
+from rqueue.workflows.steps import callback_call, derived_id, step_of
 
 
 class DispatchedChain(NamedTuple):
@@ -42,10 +42,10 @@ class Chain:
         self.pipe = pipe
         self._catch: PendingDispatch | None = None
 
-    def catch(self, callback: Task[Any, Any] | PendingDispatch) -> Chain:
-        """Dispatch ``callback`` if a step fails for good; it gets the failure
-        (a ``TaskFailed``) as its first argument."""
-        self._catch = callback.pending() if isinstance(callback, Task) else callback
+    def catch(self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any) -> Chain:
+        """Dispatch ``callback`` if a step fails for good; it gets the failure (a
+        ``TaskFailed``) as its first argument, then ``args`` and ``kwargs``."""
+        self._catch = callback_call(callback, args, kwargs)
         return self
 
     def dispatch(self) -> DispatchedChain:

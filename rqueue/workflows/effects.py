@@ -25,19 +25,35 @@ from typing import Any, NamedTuple
 import msgpack
 
 from rqueue.arguments import check_arguments, describe_unencodable
-from rqueue.errors import InvalidPayload, RQueueError, TaskFailed, UnserializableArgument
+from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
 from rqueue.payload import CHAIN, KEEP, Job, encode
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.task import PendingDispatch
-from rqueue.workflows.batches import BATCH, GETS, Batch, callback_job, member_index
+from rqueue.workflows.batches import (
+    BATCH,
+    GETS,
+    Batch,
+    member_id,
+    member_index,
+    push_callbacks,
+)
 from rqueue.workflows.steps import ONCE_MS, checked_step, delay_ms, derived_id, step_job, step_of
 
 log = logging.getLogger("rqueue.worker")
 
 CATCH, PIPE = "catch", "pipe"
+_CATCH_TRACEBACK = 8_000
+"""Characters of the traceback a catch step is given (its end, where the error is):
+the failure travels in the catch's payload, which has a size limit."""
 _KEYS = frozenset({KEEP, CHAIN, CATCH, PIPE, BATCH, GETS})
+_FRESH = 0.5
+"""Seconds a child goes by what it last heard of a batch's cancellation (see
+:func:`batch_cancelled`): a member starting that soon after a cancel may still run."""
+_REMEMBERED = 1000
+_cancelled: dict[str, tuple[bool, float]] = {}
+"""Batch id -> (cancelled, when it was heard, monotonic), in this worker child."""
 
 
 class Follower(NamedTuple):
@@ -158,7 +174,7 @@ def on_failure(
             "task": job.task,
             "exception": exception,
             "message": message,
-            "traceback": traceback,
+            "traceback": traceback[-_CATCH_TRACEBACK:],
         }
         step = checked_step(catch)
         catch_job = step_job(step, derived_id(job.id, "catch"), {GETS: ["failure", failure]})
@@ -201,44 +217,35 @@ def apply(
 
 def _count_member(member: tuple[str, int, str], queue: RedisQueue) -> None:
     batch_id, index, outcome = member
-    counted = BatchStore(queue).member(batch_id, index, outcome, member_task_id(batch_id, index))
+    counted = BatchStore(queue).member(batch_id, index, outcome, member_id(batch_id, index))
+    _remember(batch_id, counted.cancelled)
     if not counted.exists:
         log.warning("batch %s is gone (expired or pruned); member %d not counted", batch_id, index)
     elif counted.due:
-        _push_callbacks(queue, batch_id, index, counted.callbacks, counted.due)
-
-
-def _push_callbacks(
-    queue: RedisQueue, batch_id: str, index: int, packed: bytes, due: tuple[str, ...]
-) -> None:
-    """Push the callbacks due, each once. A callback that is malformed (the batch's
-    hash was written by hand) is logged and left out: the member's outcome stands."""
-    try:
-        callbacks = msgpack.unpackb(packed, raw=False)
-    except Exception as exc:
-        log.error("batch %s: its callbacks are unreadable (%r); none pushed", batch_id, exc)
-        return
-    for name in due:
-        step = callbacks.get(name) if type(callbacks) is dict else None
-        if step is None:
-            continue
-        what = f"progress:{index}" if name == "progress" else name
-        try:
-            job = callback_job(checked_step(step), batch_id, what)
-            follower = _follower(step, job, queue.config.max_payload_bytes)
-        except RQueueError as exc:
-            log.error("batch %s: its %s callback cannot be pushed: %s", batch_id, name, exc)
-            continue
-        queue.push_once(follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept)
+        push_callbacks(queue, batch_id, index, counted.callbacks, counted.due)
 
 
 def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
-    """True if the job is a member of a batch that was cancelled: skip it."""
-    return BatchStore(queue).cancelled(job.meta[BATCH]) is True
+    """True if the job is a member of a batch that was cancelled: skip it.
+
+    What the last count of a member of the same batch said (batch_member.lua answers
+    it) is taken as is for ``_FRESH`` seconds: a child running a batch's members one
+    after another then pays one round trip per member, its count, instead of two.
+    A cancellation is for good, so a cancelled batch is never read again.
+    """
+    batch_id = job.meta[BATCH]
+    known = _cancelled.get(batch_id)
+    if known is not None and (known[0] or time.monotonic() - known[1] < _FRESH):
+        return known[0]
+    cancelled = BatchStore(queue).cancelled(batch_id) is True
+    _remember(batch_id, cancelled)
+    return cancelled
 
 
-def member_task_id(batch_id: str, index: int) -> str:
-    return f"{batch_id[:24]}{index:08x}"
+def _remember(batch_id: str, cancelled: bool) -> None:
+    if len(_cancelled) >= _REMEMBERED:
+        _cancelled.clear()
+    _cancelled[batch_id] = (cancelled, time.monotonic())
 
 
 def _next_step(job: Job, steps: list[Any], result: Any, max_bytes: int | None) -> Follower:

@@ -31,7 +31,7 @@ from rqueue.payload import (
     checked_tries,
 )
 from rqueue.store.keys import validate_queue_name
-from rqueue.task import PendingDispatch
+from rqueue.task import PendingDispatch, Task
 from rqueue.task_names import check_name
 
 Step = dict[str, Any]
@@ -57,6 +57,22 @@ def step_of(call: PendingDispatch) -> Step:
         "delay": call.delay,
         "keep": task.keep_ms,
     }
+
+
+def callback_call(
+    callback: Task[Any, Any] | PendingDispatch, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> PendingDispatch:
+    """A callback's call: a task with the arguments it gets after the one the worker
+    gives it first (the batch, the failure), or a ``pending()`` call as it is.
+
+    ``then(notify, "ops")`` rather than ``then(notify.pending("ops"))``: ``pending``
+    is typed with the task's whole signature, first argument included.
+    """
+    if isinstance(callback, PendingDispatch):
+        if args or kwargs:
+            raise TypeError("pass arguments either to pending() or here, not to both")
+        return callback
+    return PendingDispatch(callback, args, kwargs)
 
 
 def checked_step(step: object) -> Step:

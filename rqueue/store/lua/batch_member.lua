@@ -12,10 +12,10 @@
 -- succeeded. Each of then, catch and finally is due in one call only, the one whose
 -- member made it due; a re-run of that same member (its worker died before the ack)
 -- sees it due again, and the caller's push is idempotent (push_once.lua): so each
--- callback is queued exactly once. The finished batch expires after keep_ms.
+-- callback is queued exactly once. The batch expires keep_ms after it finished.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local index, outcome = tonumber(ARGV[1]), ARGV[2]
-local fields = redis.call('HMGET', KEYS[1], 'total', 'allow_failures', 'keep_ms')
+local fields = redis.call('HMGET', KEYS[1], 'total', 'allow_failures', 'keep_ms', 'progress')
 local total = tonumber(fields[1])
 if index == nil or index < 0 or index >= total or index ~= math.floor(index) then return {-2} end
 local s = redis.call('GETBIT', KEYS[2], index)
@@ -69,11 +69,16 @@ if trigger('catch', outcome == 'f' and failed > 0) and fields[2] ~= '1' then
   redis.call('HSETNX', KEYS[1], 'cancelled_at', now)
 end
 trigger('then', succeeded == total)
-if trigger('finally', succeeded + failed + skipped == total) then
-  redis.call('HSET', KEYS[1], 'finished_at', now)
-  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], tonumber(fields[3])) end
+trigger('finally', succeeded + failed + skipped == total)
+-- Finished whenever nothing is pending, again after a retry (batch_retry.lua); a
+-- change to a finished batch (a member retried from the failed list) may create a
+-- key, so every key's expiry is set again then too.
+if succeeded + failed + skipped == total then
+  if redis.call('HSETNX', KEYS[1], 'finished_at', now) == 1 or changed then
+    for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], tonumber(fields[3])) end
+  end
 end
-if outcome == 's' then due[#due + 1] = 'progress' end
+if outcome == 's' and fields[4] == '1' then due[#due + 1] = 'progress' end
 local code = 0
 if changed then code = 1 end
 local reply = {code, succeeded, failed, skipped, total,

@@ -2,15 +2,22 @@
 -- KEYS[1] state hash   KEYS[2] member queues set
 -- ARGV[1] total members   ARGV[2] name   ARGV[3] '1' to allow failures
 -- ARGV[4] callbacks (msgpack, see workflows/batches.py)   ARGV[5] ms to keep the
--- batch once it finished   ARGV[6..] the queues its members go to
+-- batch once it finished   ARGV[6] '1' if it has a progress callback
+-- ARGV[7..] the queues its members go to
 -- Returns Redis's clock in ms (the batch's creation time), or 0 if it existed already.
 -- Invariant: the counts start at 0 and the total is known before any member can run,
--- so a member that finishes at once cannot finish the batch early.
+-- so a member that finishes at once cannot finish the batch early. A batch of no
+-- members is finished at once (its caller pushes then and finally itself).
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('HSET', KEYS[1], 'total', ARGV[1], 'name', ARGV[2], 'allow_failures', ARGV[3],
-  'callbacks', ARGV[4], 'keep_ms', ARGV[5], 'created_at', now,
+  'callbacks', ARGV[4], 'keep_ms', ARGV[5], 'progress', ARGV[6], 'created_at', now,
   'succeeded', 0, 'failed', 0, 'skipped', 0)
-if #ARGV > 5 then redis.call('SADD', KEYS[2], unpack(ARGV, 6)) end
+if #ARGV > 6 then redis.call('SADD', KEYS[2], unpack(ARGV, 7)) end
+if tonumber(ARGV[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'finished_at', now)
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+end
 return now
