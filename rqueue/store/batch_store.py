@@ -8,6 +8,7 @@ call of its own: a global key never shares a script or pipeline with another slo
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -55,7 +56,7 @@ class BatchStore:
 
     def keys(self, batch_id: str) -> BatchKeys:
         config = self.queue.config
-        return BatchKeys.for_batch(batch_id, config.prefix, config.cluster)
+        return _batch_keys(batch_id, config.prefix, config.cluster)
 
     def open(
         self,
@@ -83,7 +84,7 @@ class BatchStore:
         """Count a member's outcome: ``s`` succeeded, ``f`` failed for good, ``k`` skipped."""
         keys = self.keys(batch_id)
         reply = self.queue.scripts.batch_member(
-            self.queue.wire, keys.all(), (index, outcome, task_id)
+            self.queue.side, keys.all(), (index, outcome, task_id)
         )
         code = int(reply[0])
         if code < 0:
@@ -115,7 +116,7 @@ class BatchStore:
     def cancelled(self, batch_id: str) -> bool | None:
         """Whether the batch is cancelled; None if there is no such batch."""
         keys = self.keys(batch_id)
-        total, cancelled_at = self.queue.wire.call("HMGET", keys.state, "total", "cancelled_at")
+        total, cancelled_at = self.queue.side.call("HMGET", keys.state, "total", "cancelled_at")
         if total is None:
             return None
         return cancelled_at is not None
@@ -151,6 +152,12 @@ class BatchStore:
                 continue
         if batch_ids:
             self.queue.client.zrem(self.queue.global_keys.batches, *batch_ids)
+
+
+@functools.lru_cache(maxsize=1024)
+def _batch_keys(batch_id: str, prefix: str, cluster: bool) -> BatchKeys:
+    """A batch's keys, named once: a worker counts its members one call each."""
+    return BatchKeys.for_batch(batch_id, prefix, cluster)
 
 
 def _state(

@@ -107,6 +107,9 @@ class RedisQueue:
         self.config = config
         self.client = client if client is not None else connect(config)
         self.wire = Wire(self.client)
+        self.side = Wire(self.client)
+        """A second lean connection, for the calls a worker child makes while its next
+        reserve call is in flight on ``wire``: a workflow's pushes and batch counts."""
         self.scripts = Scripts()
         self.global_keys = GlobalKeys.for_prefix(config.prefix, config.cluster)
         self._waits = ShardedWaits(self.client) if isinstance(self.client, ClusterClient) else None
@@ -191,7 +194,7 @@ class RedisQueue:
                 args[-2:] = [result.record, result.keep_ms]
         pushed: list[bool] = []
         self._dispatching(
-            lambda: pushed.append(bool(self.scripts.push_once(self.wire, script_keys, args))),
+            lambda: pushed.append(bool(self.scripts.push_once(self.side, script_keys, args))),
             [queue],
         )
         return pushed[0]

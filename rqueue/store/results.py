@@ -25,7 +25,6 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
 
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
-STATES = ("pending", "delayed", "running", "succeeded", "failed", "cancelled", "unknown")
 _QUEUED = frozenset({"pending", "delayed"})
 _WAIT_CHUNK = 1.0
 """Longest single block on Redis: under any socket timeout, and a lost connection is
