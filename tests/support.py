@@ -182,3 +182,26 @@ def ready(queue: RedisQueue, name: str = "default") -> list[bytes]:
     Sentinel (``pytest -m topology``)."""
     payloads: list[bytes] = queue.client.lrange(queue.keys(name).ready, 0, -1)  # type: ignore[assignment]
     return payloads
+
+
+def run_machine(machine: Any, config: Config, examples: int, steps: int) -> None:
+    """Run a hypothesis state machine against the test Redis: the machine reads its
+    connection from the class attribute ``connection``; Redis is emptied after."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    connection = RedisQueue(config)
+    machine.connection = connection
+    try:
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=steps,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    finally:
+        connection.client.flushall()
+        connection.client.close()

@@ -14,7 +14,6 @@ from collections import Counter
 
 import msgpack
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -22,8 +21,8 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
+from support import run_machine
 
 from rqueue.config import Config
 from rqueue.payload import new_id
@@ -276,18 +275,4 @@ def test_a_missing_batch_counts_nothing(queue: RedisQueue) -> None:
 
 @pytest.mark.timeout(120)
 def test_batch_counts_are_exact_after_any_sequence(config: Config) -> None:
-    connection = RedisQueue(config)
-    BatchMachine.connection = connection
-    try:
-        run_state_machine_as_test(
-            BatchMachine,
-            settings=settings(
-                max_examples=80,
-                stateful_step_count=30,
-                deadline=None,
-                suppress_health_check=list(HealthCheck),
-            ),
-        )
-    finally:
-        connection.client.flushall()
-        connection.client.close()
+    run_machine(BatchMachine, config, examples=80, steps=30)

@@ -15,9 +15,10 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from support import run_machine
 
 from rqueue.config import Config
 from rqueue.failed import FailedTasks, make_record
@@ -244,18 +245,4 @@ class QueueMachine(RuleBasedStateMachine):
 
 @pytest.mark.timeout(120)
 def test_every_task_is_in_exactly_one_place_after_any_sequence(config: Config) -> None:
-    connection = RedisQueue(config)
-    QueueMachine.connection = connection
-    try:
-        run_state_machine_as_test(
-            QueueMachine,
-            settings=settings(
-                max_examples=40,
-                stateful_step_count=25,
-                deadline=None,
-                suppress_health_check=list(HealthCheck),
-            ),
-        )
-    finally:
-        connection.client.flushall()
-        connection.client.close()
+    run_machine(QueueMachine, config, examples=40, steps=25)

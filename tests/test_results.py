@@ -11,6 +11,7 @@ from support import Workers, wait_for
 
 import rqueue
 from rqueue import InvalidTaskOption, TaskCancelled, TaskFailed
+from rqueue.failed import FailedTasks
 from rqueue.store.queue import RedisQueue
 
 
@@ -119,3 +120,18 @@ def test_many_waiters_all_wake_on_one_result(queue: RedisQueue, workers: Workers
     for thread in threads:
         thread.join(25)
     assert seen == [42, 42, 42]
+
+
+def test_a_failed_task_retried_from_the_failed_list_reads_pending_and_can_be_cancelled(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    handle = flows.explode.dispatch("once")
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    assert handle.status() == "failed"
+    failed = FailedTasks(queue)
+    [record] = failed.list()
+    assert failed.retry(record)
+    assert handle.status() == "pending"
+    assert handle.cancel()
+    assert handle.status() == "cancelled"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rqueue.store.header import payload_id
 from rqueue.store.queue import RedisQueue
 
 
@@ -35,10 +36,10 @@ class FailedStore:
         False if the record was gone already: someone else retried or forgot it.
         """
         keys = self.queue.keys(queue)
+        result = keys.result(payload_id(payload) or "-")
+        script_keys = (keys.failed, keys.ready, keys.notify, keys.pending_ids, result)
         return bool(
-            self.queue.scripts.retry_failed(
-                self.queue.client, (keys.failed, keys.ready, keys.notify), (record, payload)
-            )
+            self.queue.scripts.retry_failed(self.queue.client, script_keys, (record, payload))
         )
 
     def forget(self, queue: str, record: bytes) -> bool:
