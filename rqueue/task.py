@@ -300,22 +300,28 @@ class Task(Generic[P, R]):
         return Dispatched(job.id, job.task, job.queue, queue)
 
 
-def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
+def dispatch_many(
+    calls: Iterable[PendingDispatch],
+    ids: Sequence[str] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> list[Dispatched]:
     """Queue calls of any tasks, grouped per connection, one round trip per connection.
 
     Each distinct task (with its options) is encoded once as a template; each call
-    then packs only its id, args and kwargs (see ``PayloadTemplate``).
+    then packs only its id, args and kwargs (see ``PayloadTemplate``). ``ids`` (one
+    per call; new ones if None) and ``meta`` (shared by every call) are for workflows:
+    a batch gives its members ids it can count them by.
     """
     calls = list(calls)
-    ids = new_ids(len(calls))
-    by_connection: dict[int, tuple[RedisQueue, dict[str, Push]]] = {}
+    ids = new_ids(len(calls)) if ids is None else list(ids)
+    groups: dict[tuple[int, str, int], _Group] = {}
+    """Per connection, queue and delay (ms): the payloads pushed together."""
     replicas: dict[int, int] = {}
     """Per connection, the most replicas any of its tasks waits for (its own, or the
     connection's ``wait_replicas``)."""
     # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
-    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate, Push]] = {}
+    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate]] = {}
     now = time.time()
-    kept: set[str] = set()
     handles: list[Dispatched] = []
     for call, task_id in zip(calls, ids, strict=True):
         entry = templates.get(id(call.task))
@@ -323,26 +329,40 @@ def dispatch_many(calls: Iterable[PendingDispatch]) -> list[Dispatched]:
             task = call.task
             task.check_dispatchable()
             queue = task.connection()
-            groups = by_connection.setdefault(id(queue), (queue, {}))[1]
             wanted = task.options.wait_replicas
             wanted = queue.config.wait_replicas if wanted is None else wanted
             replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
-            template = PayloadTemplate(task.make_job((), {}, dispatched_at=now))
-            name = task.options.queue
-            group = groups.setdefault(name, Push(name, 0, [], frozenset(), 0))
-            groups[name] = group = group._replace(keep_ms=max(group.keep_ms, task.keep_ms))
-            entry = templates[id(task)] = (task, queue, template, group)
-        task, queue, template, group = entry
-        group.payloads.append(  # type: ignore[attr-defined]
+            template = PayloadTemplate(task.make_job((), {}, meta, dispatched_at=now))
+            entry = templates[id(task)] = (task, queue, template)
+        task, queue, template = entry
+        key = (id(queue), task.options.queue, round(call.delay * 1000))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(queue, [], set(), 0)
+        group.payloads.append(
             template.encode(task_id, call.args, call.kwargs, queue.config.max_payload_bytes)
         )
         if task.keep_ms:
-            kept.add(task_id)
+            group.kept.add(task_id)
+            group.keep_ms = max(group.keep_ms, task.keep_ms)
         handles.append(Dispatched(task_id, task.name, task.options.queue, queue))
-    for key, (queue, groups) in by_connection.items():
-        pushes = [push._replace(kept=frozenset(kept)) if kept else push for push in groups.values()]
-        queue.push_many(pushes, replicas.get(key))
+    by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
+    for (connection, name, delay_ms), group in groups.items():
+        push = Push(name, delay_ms, group.payloads, frozenset(group.kept), group.keep_ms)
+        by_connection.setdefault(connection, (group.queue, []))[1].append(push)
+    for connection, (queue, pushes) in by_connection.items():
+        queue.push_many(pushes, replicas.get(connection))
     return handles
+
+
+@dataclass
+class _Group:
+    """Payloads of one connection, queue and delay, gathered by ``dispatch_many``."""
+
+    queue: RedisQueue
+    payloads: list[bytes]
+    kept: set[str]
+    keep_ms: int
 
 
 def delay_until(when: When) -> float:

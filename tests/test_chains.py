@@ -132,3 +132,9 @@ def test_a_step_is_acknowledged_in_the_script_call_that_pushes_its_successor(
     # run again (a lost reply): nothing more is pushed, and it stays acked
     assert effects.apply(completion, queue, ("default", reserved)) is True
     assert queue.client.llen(queue.keys("default").ready) == 1
+
+
+def test_dispatch_many_keeps_each_pending_calls_delay(queue: RedisQueue) -> None:
+    rqueue.dispatch_many([flows.note.pending("now"), flows.note.pending("later").delayed(3600)])
+    assert queue.client.llen(queue.keys("default").ready) == 1
+    assert queue.client.zcard(queue.keys("default").delayed) == 1

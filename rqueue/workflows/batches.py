@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +24,12 @@ import msgpack
 from rqueue.current import current_job
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
-from rqueue.payload import KEEP, Job, PayloadTemplate, encode, new_id
+from rqueue.payload import KEEP, Job, encode, new_id
 from rqueue.store.batch_store import BatchState, BatchStore
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
-from rqueue.store.queue import Push, RedisQueue
-from rqueue.task import PendingDispatch, Task
+from rqueue.store.queue import RedisQueue
+from rqueue.task import PendingDispatch, Task, dispatch_many
 from rqueue.workflows.steps import (
     ONCE_MS,
     Step,
@@ -129,7 +128,7 @@ class Batch:
         for offset, call in enumerate(calls):
             member = member_job(call, self.id, first + offset)
             queue = call.task.connection()
-            payload = PayloadTemplate(member).encode(member.id, member.args, member.kwargs)
+            payload = encode(member, queue.config.max_payload_bytes)
             queue.push_once(
                 member.queue, payload, round(call.delay * 1000), ONCE_MS, bool(call.task.keep_ms)
             )
@@ -233,7 +232,8 @@ class PendingBatch:
             queues,
             "progress" in self._callbacks,
         )
-        _push_members(self.calls, batch_id)
+        ids = [member_id(batch_id, index) for index in range(len(self.calls))]
+        dispatch_many(self.calls, ids, {BATCH: batch_id})
         if not self.calls:  # nothing will ever complete: then and finally are due now
             push_callbacks(queue, batch_id, 0, callbacks, ("then", "finally"))
         return Batch(batch_id, queue)
@@ -316,40 +316,6 @@ def push_callbacks(
             log.error("batch %s: its %s callback cannot be pushed: %s", batch_id, name, exc)
             continue
         queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, bool(job.meta.get(KEEP)))
-
-
-def _push_members(calls: Sequence[PendingDispatch], batch_id: str) -> None:
-    """Push the members: one template per task (its options), one round trip per node."""
-    groups: dict[tuple[int, str, int], tuple[RedisQueue, Push]] = {}
-    templates: dict[int, PayloadTemplate] = {}
-    now = time.time()
-    for index, call in enumerate(calls):
-        task = call.task
-        template = templates.get(id(task))
-        if template is None:
-            task.check_dispatchable()
-            template = templates[id(task)] = PayloadTemplate(
-                task.make_job((), {}, {BATCH: batch_id}, now)
-            )
-        queue = task.connection()
-        member = member_id(batch_id, index)
-        payload = template.encode(member, call.args, call.kwargs, queue.config.max_payload_bytes)
-        key = (id(queue), task.options.queue, round(call.delay * 1000))
-        entry = groups.get(key)
-        if entry is None:
-            entry = groups[key] = (queue, Push(key[1], key[2], [], frozenset(), 0))
-        push = entry[1]
-        push.payloads.append(payload)  # type: ignore[attr-defined]
-        if task.keep_ms:
-            groups[key] = (
-                queue,
-                push._replace(kept=push.kept | {member}, keep_ms=max(push.keep_ms, task.keep_ms)),
-            )
-    by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
-    for (connection_id, _, _), (queue, push) in groups.items():
-        by_connection.setdefault(connection_id, (queue, []))[1].append(push)
-    for queue, pushes in by_connection.values():
-        queue.push_many(pushes)
 
 
 _adds: list[Any] = [None, 0]
