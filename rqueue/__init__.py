@@ -1,6 +1,7 @@
 """rqueue: a Laravel-style task queue for Python on Redis."""
 
 from rqueue import schedules
+from rqueue.codec import register_type
 from rqueue.config import Config, ConfigError
 from rqueue.current import current_job
 from rqueue.errors import (
@@ -80,6 +81,7 @@ __all__ = [
     "on_failed",
     "on_processed",
     "on_processing",
+    "register_type",
     "result_of",
     "schedules",
     "skip_if_batch_cancelled",

@@ -3,18 +3,21 @@
 msgpack encodes some values a worker could not use as they were given (a tuple dict
 key comes back as a list, which cannot be a key; a NaN key never equals itself), and
 refuses others with an error that does not say which argument. Both are answered
-here, at dispatch, with the argument's path (``args[0]['user'] key (1, 2)``).
+here, at dispatch, with the argument's path (``args[0]['user'] key (1, 2)``). What
+"msgpack can encode" means is :mod:`rqueue.codec`'s answer: its own types, the
+extension types (Decimal, UUID, date, time, timedelta) and registered ones.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
-import msgpack
-
+from rqueue.codec import is_registered, pack
 from rqueue.errors import UnserializableArgument
 
 MAX_NESTING = 500
@@ -55,8 +58,10 @@ def describe_unencodable(
     found = _find(args, kwargs, _encodable)
     if found is None:
         return f"cannot encode the arguments of task {task}: {exc}"
-    path, value, _ = found
+    path, value, why = found
     kind = type(value).__name__
+    if is_registered(type(value)) or type(value) is time:
+        return f"cannot encode argument {path} of task {task}: {kind} value: {why}"
     hint = ""
     if isinstance(value, datetime) and value.tzinfo is None:
         hint = " (naive datetimes are refused: attach a timezone)"
@@ -66,12 +71,16 @@ def describe_unencodable(
         hint = " (it holds a lone surrogate, which UTF-8 cannot encode)"
     return (
         f"cannot encode argument {path} of task {task}: {kind} value is not supported "
-        f"by msgpack{hint}; pass None, bool, int, float, str, bytes, lists, dicts "
-        "or timezone-aware datetimes"
+        f"by msgpack{hint}; pass None, bool, int, float, str, bytes, lists, dicts, "
+        "timezone-aware datetimes, Decimal, UUID, date, time, timedelta, or a type "
+        "registered with rqueue.register_type"
     )
 
 
-_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+_SCALARS = frozenset(
+    {str, int, float, bool, bytes, type(None), Decimal, UUID, date, time, timedelta}
+)
+"""Values with nothing inside to walk: arguments of these types alone skip the walk."""
 STRINGS = frozenset({str})
 _Link = tuple["_Link | None", str]
 """A path as a chain of (parent, step): the text is built only for the value at fault."""
@@ -116,7 +125,9 @@ def _returnable(value: Any, is_key: bool) -> str | None:
             f"a dict key that is a {type(value).__name__} would reach the worker as a list, "
             "which cannot be a key; use a string or a number"
         )
-    if isinstance(value, float) and math.isnan(value):
+    if (isinstance(value, float) and math.isnan(value)) or (
+        isinstance(value, Decimal) and value.is_nan()
+    ):
         return "a NaN dict key never equals itself, so the worker could not look it up"
     return None
 
@@ -125,9 +136,9 @@ def _encodable(value: Any, is_key: bool) -> str | None:
     if isinstance(value, (list, tuple, dict, float)):
         return None
     try:
-        msgpack.packb(value, use_bin_type=True, datetime=True)
-    except (TypeError, ValueError, OverflowError):
-        return "not supported by msgpack"
+        pack(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return str(exc)
     return None
 
 

@@ -134,3 +134,11 @@ class TaskCancelled(RQueueError):
 class BatchCancelled(RQueueError):
     """Raised by ``skip_if_batch_cancelled()`` inside a member of a cancelled batch: the
     worker counts the member as skipped, neither succeeded nor failed."""
+
+
+class UnregisteredType(InvalidPayload):
+    """A payload holds a value of a type ``register_type`` did not name in this process.
+
+    A worker imports a task's module on first use, and that module may be where the
+    type is registered: so the worker imports it and decodes again before it gives up.
+    """

@@ -2,20 +2,22 @@
 
 A payload is an ordinary msgpack map, so any msgpack library can read it. Its first
 three entries are a fixed-width header that the Lua scripts read and patch in place;
-that layout lives in :mod:`rqueue.store.header`, and this module writes it.
+that layout lives in :mod:`rqueue.store.header`, and this module writes it. Values
+msgpack has no type for (a Decimal, a UUID, a registered dataclass) travel as the
+extension types of :mod:`rqueue.codec`.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import msgpack
-
 from rqueue.arguments import STRINGS, check_arguments, describe_unencodable
+from rqueue.codec import pack, unpack
 from rqueue.errors import (
     InvalidPayload,
     InvalidTaskOption,
@@ -40,6 +42,14 @@ KEEP = "keep"
 """The ``meta`` entry of a call that keeps its result: milliseconds to keep it."""
 CHAIN = "chain"
 """The ``meta`` entry of a chain's steps still to come (rqueue/workflows/)."""
+EXPONENTIAL = "exponential"
+EXPONENTIAL_BASE = 1.0
+EXPONENTIAL_CAP = 300.0
+"""``backoff="exponential"``: 1 s before the first retry, doubling, at most 5 minutes."""
+
+Backoff = tuple[float, ...] | tuple[str, float, float]
+"""Seconds before each retry (a list's last entry repeats), or ``("exponential", base,
+cap)``: a plain tuple either way, so it round-trips through msgpack as a list."""
 
 
 @dataclass(slots=True)
@@ -58,9 +68,14 @@ class Job:
     attempts: int = 0
     tries: int | None = None
     timeout: float | None = None
-    backoff: tuple[float, ...] = ()
+    backoff: Backoff = ()
     dispatched_at: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    max_exceptions: int | None = None
+    """Exceptions (not timeouts) after which it fails even with tries left."""
+    retry_until: float | None = None
+    """Epoch seconds after which it is not retried, nor started."""
+    fail_on_timeout: bool = False
 
     @property
     def chain(self) -> ChainSteps:
@@ -77,10 +92,17 @@ class Job:
         """Seconds to wait before retrying after failed attempt number ``attempt`` (1-based).
 
         As in Laravel, a list gives one delay per retry and its last entry repeats.
+        Exponential is ``min(cap, base * 2**(attempt - 1))`` with full jitter (a
+        uniform pick from 0 to that), so tasks that failed together do not all come
+        back together.
         """
-        if not self.backoff:
+        backoff = self.backoff
+        if not backoff:
             return 0.0
-        return float(self.backoff[min(attempt, len(self.backoff)) - 1])
+        if backoff[0] == EXPONENTIAL:
+            _, base, cap = backoff
+            return random.uniform(0.0, min(float(cap), float(base) * 2.0 ** min(attempt - 1, 64)))
+        return float(backoff[min(attempt, len(backoff)) - 1])
 
 
 class ChainSteps(list[Any]):
@@ -124,9 +146,17 @@ class PayloadTemplate:
         }
         if job.meta:
             shared["meta"] = job.meta
+        # One map, only if a control is set: a plain task's payload stays as it was,
+        # and decoding it costs one more lookup.
+        if job.max_exceptions is not None or job.retry_until is not None or job.fail_on_timeout:
+            shared["controls"] = {
+                "max_exceptions": job.max_exceptions,
+                "retry_until": job.retry_until,
+                "fail_on_timeout": job.fail_on_timeout,
+            }
         try:
             # The entries without their map's one-byte fixmap header (< 16 entries).
-            self._shared = _pack(shared)[1:]
+            self._shared = pack(shared)[1:]
         except (TypeError, ValueError, OverflowError) as exc:
             raise UnserializableArgument(
                 describe_unencodable(job.task, job.args, job.kwargs, exc)
@@ -162,8 +192,8 @@ class PayloadTemplate:
             raise ValueError(f"a task id is {ID_LENGTH} ASCII characters, got {task_id!r}")
         check_arguments(self.job.task, args, kwargs)
         try:
-            packed_args = _pack(args) if args else _EMPTY_ARRAY
-            packed_kwargs = _pack(kwargs) if kwargs else _EMPTY_MAP
+            packed_args = pack(args) if args else _EMPTY_ARRAY
+            packed_kwargs = pack(kwargs) if kwargs else _EMPTY_MAP
             data = b"".join(
                 (self._prefix, raw_id, self._shared, _ARGS, packed_args, _KWARGS, packed_kwargs)
             )
@@ -199,7 +229,9 @@ def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
     if fixed is None:
         raise InvalidPayload("not an rqueue payload (missing the fixed header)")
     try:
-        fields = msgpack.unpackb(data, raw=False, strict_map_key=False, timestamp=3)
+        fields = unpack(data)
+    except InvalidPayload:
+        raise  # an argument type it cannot decode: the codec says which and why
     except Exception as exc:
         raise InvalidPayload(f"payload is not valid msgpack: {describe(exc)[1]}") from None
     try:
@@ -223,7 +255,8 @@ def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
     if kwargs and not STRINGS.issuperset(map(type, kwargs)):
         raise TypeError("kwargs keys must be strings")
     tries, backoff, meta = fields.get("tries"), fields.get("backoff"), fields.get("meta")
-    return Job(
+    controls = fields.get("controls")
+    job = Job(
         task_id,
         task,
         tuple(args),
@@ -236,6 +269,9 @@ def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
         _checked_moment(fields.get("dispatched_at") or 0.0),
         _checked_meta(meta) if meta else {},
     )
+    if controls is not None:
+        job.max_exceptions, job.retry_until, job.fail_on_timeout = checked_controls(controls)
+    return job
 
 
 def _check_fields(job: Job) -> None:
@@ -255,6 +291,12 @@ def _check_fields(job: Job) -> None:
         checked_backoff(job.backoff)
         _checked_moment(job.dispatched_at)
         _checked_meta(job.meta)
+        if job.max_exceptions is not None:
+            checked_max_exceptions(job.max_exceptions)
+        if job.retry_until is not None:
+            checked_retry_until(job.retry_until)
+        if type(job.fail_on_timeout) is not bool:
+            raise TypeError(f"fail_on_timeout must be True or False, got {job.fail_on_timeout!r}")
     except (TypeError, ValueError) as exc:
         raise InvalidTaskOption(f"task {job.task!r}: {exc}") from None
 
@@ -289,21 +331,72 @@ def checked_keep(keep: object) -> float:
     return float(keep)  # type: ignore[arg-type]
 
 
-def checked_backoff(backoff: object) -> tuple[float, ...]:
-    """Seconds before each retry, from a number or a list of numbers, else ValueError.
+def checked_max_exceptions(count: object) -> int:
+    """``max_exceptions`` if it is an integer from 1 to MAX_TRIES, else ValueError naming it."""
+    if type(count) is not int or not 1 <= count <= MAX_TRIES:
+        raise ValueError(
+            f"max_exceptions must be an integer from 1 to {MAX_TRIES:,}, got {count!r}"
+        )
+    return count
+
+
+def checked_retry_until(moment: object) -> float:
+    """``retry_until`` as epoch seconds: a positive finite number, else ValueError."""
+    if not _is_number(moment) or not 0 < moment <= 2**40:  # type: ignore[operator]
+        raise ValueError(f"retry_until must be a time in epoch seconds, got {moment!r}")
+    return float(moment)  # type: ignore[arg-type]
+
+
+def checked_controls(controls: object) -> tuple[int | None, float | None, bool]:
+    """A payload's ``controls`` map as (max_exceptions, retry_until, fail_on_timeout),
+    each checked; TypeError or ValueError naming the one at fault."""
+    if type(controls) is not dict:
+        raise TypeError("controls must be a map")
+    max_exceptions, retry_until = controls.get("max_exceptions"), controls.get("retry_until")
+    fail_on_timeout = controls.get("fail_on_timeout", False)
+    if type(fail_on_timeout) is not bool:
+        raise TypeError(f"fail_on_timeout must be true or false, got {fail_on_timeout!r}")
+    return (
+        None if max_exceptions is None else checked_max_exceptions(max_exceptions),
+        None if retry_until is None else checked_retry_until(retry_until),
+        fail_on_timeout,
+    )
+
+
+def checked_backoff(backoff: object) -> Backoff:
+    """Seconds before each retry, from a number or a list of numbers, or an exponential
+    backoff (``"exponential"`` or ``("exponential", base, cap)``), else ValueError.
 
     A string is refused rather than read as a sequence: ``backoff="30"`` once became
     ``(3.0, 0.0)``.
     """
+    if backoff == EXPONENTIAL:
+        return (EXPONENTIAL, EXPONENTIAL_BASE, EXPONENTIAL_CAP)
+    if isinstance(backoff, (list, tuple)) and backoff and backoff[0] == EXPONENTIAL:
+        return _checked_exponential(backoff)
     delays = [backoff] if _is_number(backoff) else backoff
     if not isinstance(delays, (list, tuple)) or not all(
         _is_number(d) and 0 <= d <= MAX_DELAY_SECONDS for d in delays
     ):
         raise ValueError(
             "backoff must be a number of seconds or a list of them, each from 0 to "
-            f"{MAX_DELAY_SECONDS:,} (ten years), got {backoff!r}"
+            f"{MAX_DELAY_SECONDS:,} (ten years), or 'exponential', got {backoff!r}"
         )
     return tuple(float(d) for d in delays)
+
+
+def _checked_exponential(backoff: list[Any] | tuple[Any, ...]) -> tuple[str, float, float]:
+    if len(backoff) != 3 or not all(
+        _is_number(d) and 0 < d <= MAX_DELAY_SECONDS for d in backoff[1:]
+    ):
+        raise ValueError(
+            "backoff=('exponential', base, cap) needs two numbers of seconds above 0 and at "
+            f"most {MAX_DELAY_SECONDS:,} (ten years), got {backoff!r}"
+        )
+    _, base, cap = backoff
+    if base > cap:
+        raise ValueError(f"backoff=('exponential', base, cap) needs base <= cap, got {backoff!r}")
+    return (EXPONENTIAL, float(base), float(cap))
 
 
 def _checked_moment(moment: object) -> float:
@@ -327,7 +420,3 @@ def _timeout_ms(timeout: float | None) -> int:
     if timeout is None:
         return 0
     return max(1, min(round(timeout * 1000), 2**32 - 1))
-
-
-def _pack(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]

@@ -21,10 +21,13 @@ from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
 from rqueue.payload import (
     KEEP,
     MAX_DELAY_SECONDS,
+    Backoff,
     Job,
     PayloadTemplate,
     checked_backoff,
     checked_keep,
+    checked_max_exceptions,
+    checked_retry_until,
     checked_timeout,
     checked_tries,
     encode,
@@ -54,6 +57,11 @@ T = TypeVar("T")
 
 Hook = Callable[..., Any]
 When = datetime | timedelta | float | int
+BackoffOption = float | Sequence[float] | str | tuple[str, float, float]
+"""Seconds, a list of them, ``"exponential"`` or ``("exponential", base, cap)``."""
+RetryUntil = When | Callable[[], When]
+"""A datetime, or a timedelta or seconds from dispatch; or a callable returning one,
+called at each dispatch."""
 
 _registered: dict[str, Task[Any, Any]] = {}
 """Every ``@task`` of this process by name: the only process-wide state besides the
@@ -67,7 +75,7 @@ class TaskOptions:
     queue: str = "default"
     tries: int | None = None
     timeout: float | None = None
-    backoff: tuple[float, ...] = ()
+    backoff: Backoff = ()
     after_succeeded: Hook | None = None
     after_failed: Hook | None = None
     connection: RedisQueue | None = field(default=None, compare=False)
@@ -75,6 +83,12 @@ class TaskOptions:
     """Replicas each dispatch waits for (Redis ``WAIT``); None: the connection's config."""
     keep_result: float | None = None
     """Seconds to keep each call's status and result (docs/workflows.md); None: none kept."""
+    max_exceptions: int | None = None
+    """Raised exceptions (timeouts and lost workers aside) after which it fails for good."""
+    retry_until: RetryUntil | None = None
+    """When it stops being retried or started (docs/tasks.md, "Job controls")."""
+    fail_on_timeout: bool = False
+    """A timeout fails it at once instead of retrying it."""
 
     def __post_init__(self) -> None:
         """The same ranges a worker checks when it decodes a payload (payload.py)."""
@@ -88,6 +102,16 @@ class TaskOptions:
         if self.timeout is not None:
             _option(checked_timeout, self.timeout)
         _option(checked_backoff, self.backoff)
+        if self.max_exceptions is not None:
+            _option(checked_max_exceptions, self.max_exceptions)
+        if callable(self.retry_until):
+            check_callable(self.retry_until, "retry_until")
+        elif self.retry_until is not None:
+            retry_until_at(self.retry_until, time.time())
+        if type(self.fail_on_timeout) is not bool:
+            raise InvalidTaskOption(
+                f"fail_on_timeout must be True or False, got {self.fail_on_timeout!r}"
+            )
         for label, hook in (
             ("after_succeeded", self.after_succeeded),
             ("after_failed", self.after_failed),
@@ -204,10 +228,13 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         tries: int | None = None,
         timeout: float | None = None,
-        backoff: float | Sequence[float] | None = None,
+        backoff: BackoffOption | None = None,
         connection: RedisQueue | None = None,
         wait_replicas: int | None = None,
         keep_result: float | timedelta | None = None,
+        max_exceptions: int | None = None,
+        retry_until: RetryUntil | None = None,
+        fail_on_timeout: bool | None = None,
     ) -> Task[P, R]:
         """The same task with options overridden for the dispatches made through it.
 
@@ -223,6 +250,9 @@ class Task(Generic[P, R]):
             "wait_replicas": wait_replicas,
             "backoff": None if backoff is None else _backoff_tuple(backoff),
             "keep_result": None if keep_result is None else _keep_seconds(keep_result),
+            "max_exceptions": max_exceptions,
+            "retry_until": retry_until,
+            "fail_on_timeout": fail_on_timeout,
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         return Task(self.fn, options, self.name)
@@ -267,6 +297,11 @@ class Task(Generic[P, R]):
         options = self.options
         if options.keep_result is not None:
             meta = {**(meta or {}), KEEP: self.keep_ms}
+        if dispatched_at is None:
+            dispatched_at = time.time()
+        until = options.retry_until
+        if until is not None:
+            until = retry_until_at(until() if callable(until) else until, dispatched_at)
         return Job(
             id=new_id(),
             task=self.name,
@@ -276,8 +311,11 @@ class Task(Generic[P, R]):
             tries=options.tries,
             timeout=options.timeout,
             backoff=options.backoff,
-            dispatched_at=time.time() if dispatched_at is None else dispatched_at,
+            dispatched_at=dispatched_at,
             meta=meta or {},
+            max_exceptions=options.max_exceptions,
+            retry_until=until,
+            fail_on_timeout=options.fail_on_timeout,
         )
 
     @property
@@ -395,7 +433,30 @@ def delay_until(when: When) -> float:
     return max(0.0, seconds)
 
 
-def _backoff_tuple(backoff: object) -> tuple[float, ...]:
+def retry_until_at(when: object, dispatched_at: float) -> float:
+    """``retry_until`` as epoch seconds: a datetime as it is (a naive one in local time),
+    a timedelta or a number of seconds counted from ``dispatched_at``; InvalidTaskOption
+    naming it otherwise (a callable's result too, at dispatch)."""
+    if isinstance(when, bool) or not isinstance(when, (datetime, timedelta, int, float)):
+        raise InvalidTaskOption(
+            "retry_until must be a datetime, a timedelta, seconds or a callable returning "
+            f"one, got {when!r}"
+        )
+    try:
+        if isinstance(when, datetime):
+            return checked_retry_until(when.timestamp())
+        after = when.total_seconds() if isinstance(when, timedelta) else float(when)
+        if not 0 < after <= MAX_DELAY_SECONDS:
+            raise ValueError(
+                f"retry_until must be above 0 and at most {MAX_DELAY_SECONDS:,} seconds "
+                f"(ten years) after dispatch, got {when!r}"
+            )
+        return checked_retry_until(dispatched_at + after)
+    except (OverflowError, ValueError, OSError) as exc:
+        raise InvalidTaskOption(f"retry_until cannot use {when!r}: {exc}") from None
+
+
+def _backoff_tuple(backoff: object) -> Backoff:
     return _option(checked_backoff, backoff)
 
 
@@ -414,7 +475,7 @@ def task(
     *,
     queue: str = "default",
     tries: int | None = None,
-    backoff: float | Sequence[float] = (),
+    backoff: BackoffOption = (),
     timeout: float | None = None,
     after_succeeded: Hook | None = None,
     after_failed: Hook | None = None,
@@ -423,6 +484,9 @@ def task(
     every: float | timedelta | None = None,
     timezone: str = "UTC",
     keep_result: float | timedelta | None = None,
+    max_exceptions: int | None = None,
+    retry_until: RetryUntil | None = None,
+    fail_on_timeout: bool = False,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -432,7 +496,7 @@ def task(
     *,
     queue: str = "default",
     tries: int | None = None,
-    backoff: float | Sequence[float] = (),
+    backoff: BackoffOption = (),
     timeout: float | None = None,
     after_succeeded: Hook | None = None,
     after_failed: Hook | None = None,
@@ -441,11 +505,16 @@ def task(
     every: float | timedelta | None = None,
     timezone: str = "UTC",
     keep_result: float | timedelta | None = None,
+    max_exceptions: int | None = None,
+    retry_until: RetryUntil | None = None,
+    fail_on_timeout: bool = False,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function as a task; use bare (``@task``) or with options.
 
     ``keep_result=`` (seconds or a timedelta) keeps each call's status and return value
     that long, for ``handle.status()`` and ``handle.result()`` (docs/workflows.md).
+    ``max_exceptions=``, ``retry_until=`` and ``fail_on_timeout=`` end its retries
+    early (docs/tasks.md, "Job controls").
     ``cron=`` or ``every=`` (with ``timezone=``) declares a schedule named after the
     task; worker parents serving its queue create or update it (see docs/schedules.md).
     """
@@ -460,6 +529,9 @@ def task(
         after_succeeded=after_succeeded,
         after_failed=after_failed,
         keep_result=None if keep_result is None else _keep_seconds(keep_result),
+        max_exceptions=max_exceptions,
+        retry_until=retry_until,
+        fail_on_timeout=fail_on_timeout,
     )
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:

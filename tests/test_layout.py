@@ -14,7 +14,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "rqueue"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("rqueue.errors", "rqueue.text", "rqueue.redis_url", "rqueue.config"),
+    ("rqueue.errors", "rqueue.text", "rqueue.redis_url", "rqueue.config", "rqueue.codec"),
     ("rqueue.store",),
     (
         "rqueue.arguments",

@@ -12,7 +12,8 @@ from typing import Any
 
 import msgpack
 
-from rqueue.payload import Job, new_id
+from rqueue.errors import InvalidSchedule
+from rqueue.payload import Backoff, Job, new_id
 from rqueue.timing import Timing, from_ms, iso
 
 MISFIRE_POLICIES = ("skip", "all")
@@ -48,7 +49,7 @@ class Schedule:
     created_ms: int = 0
     tries: int | None = None
     timeout: float | None = None
-    backoff: tuple[float, ...] = ()
+    backoff: Backoff = ()
     declared: bool = False
     """Declared with ``@task(cron=...)``; workers keep it in line with the code."""
     next_ms: int | None = None
@@ -132,7 +133,16 @@ class Schedule:
                 stored[name] = getattr(self, name)
         stored["args"] = list(self.args)
         stored["backoff"] = list(self.backoff)
-        return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
+        try:
+            return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
+        except (TypeError, ValueError, OverflowError) as exc:
+            # Definitions are read by every process that lists or fires them, which may
+            # not have registered a type: so they hold msgpack's own types only.
+            raise InvalidSchedule(
+                f"schedule {self.name!r}: its arguments must be msgpack's own types (None, "
+                "bool, numbers, str, bytes, lists, maps, aware datetimes); Decimal, UUID, "
+                f"dates and registered types are not supported in schedules: {exc}"
+            ) from None
 
     @classmethod
     def decode(cls, data: bytes, next_ms: int | None = None, trusted: bool = True) -> Schedule:

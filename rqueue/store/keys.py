@@ -24,9 +24,10 @@ from rqueue.errors import InvalidQueueName
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
-_PER_TASK = ("result", "done", "once")
+_PER_TASK = ("result", "done", "once", "exceptions")
 """Parts followed by a task id: its kept result, the list that wakes whoever waits for
-it, and the marker that makes a workflow's push of it idempotent."""
+it, the marker that makes a workflow's push of it idempotent, and its count of raised
+exceptions (``max_exceptions``)."""
 _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
@@ -115,6 +116,11 @@ class QueueKeys:
     def once(self, task_id: str) -> str:
         """Set by push_once.lua: a task with this id was pushed by a workflow already."""
         return f"{self.ready}:once:{task_id}"
+
+    def exceptions(self, task_id: str) -> str:
+        """How many exceptions a task with ``max_exceptions`` has raised so far
+        (count_exception.lua), kept across its attempts and whichever worker runs them."""
+        return f"{self.ready}:exceptions:{task_id}"
 
     @classmethod
     def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:

@@ -445,6 +445,16 @@ class RedisQueue:
             args += [kept.record, kept.keep_ms]
         return bool(self.scripts.fail(self.wire, script_keys, args))
 
+    def count_exception(self, queue: str, task_id: str, keep_ms: int) -> int:
+        """Count one exception of a task with ``max_exceptions``; the count so far, this
+        one included, kept ``keep_ms`` more (count_exception.lua)."""
+        keys = (self.keys(queue).exceptions(task_id),)
+        return int(self.scripts.count_exception(self.wire, keys, (keep_ms,)))
+
+    def forget_exceptions(self, queue: str, task_id: str) -> None:
+        """Delete a task's count of exceptions: it has finished for good."""
+        self.wire.call("DEL", self.keys(queue).exceptions(task_id))
+
     def migrate(self, queue: str, limit: int = _MIGRATE_LIMIT) -> Migration:
         keys = self.keys(queue)
         moved, next_due, now = self.scripts.migrate(

@@ -18,8 +18,7 @@ import math
 import time
 from typing import Any, NamedTuple
 
-import msgpack
-
+from rqueue.codec import unpack
 from rqueue.errors import InvalidPayload, TaskCancelled, TaskFailed
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
@@ -108,7 +107,9 @@ def outcome(status: TaskStatus) -> Any:
 def decode_result(raw: bytes, task_id: str) -> dict[str, Any]:
     """The record at a task's result key, checked; InvalidPayload if it is not one."""
     try:
-        record = msgpack.unpackb(raw, raw=False, strict_map_key=False, timestamp=3)
+        record = unpack(raw)
+    except InvalidPayload as exc:  # a value in it this process cannot decode
+        raise InvalidPayload(f"the result record of task {task_id}: {exc}") from None
     except Exception:
         raise InvalidPayload(f"the result record of task {task_id} is not valid msgpack") from None
     if type(record) is not dict or record.get("state") not in (*_QUEUED, *FINAL):

@@ -87,6 +87,7 @@ class Scripts:
     remove_schedule: LuaScript
     clock: LuaScript
     push_once: LuaScript
+    count_exception: LuaScript
     batch_open: LuaScript
     batch_member: LuaScript
     batch_add: LuaScript

@@ -26,7 +26,13 @@ from setproctitle import setproctitle
 from rqueue import events, registry
 from rqueue.config import Config
 from rqueue.current import set_current_job
-from rqueue.errors import BatchCancelled, InvalidPayload, RQueueError, TaskNotRegistered
+from rqueue.errors import (
+    BatchCancelled,
+    InvalidPayload,
+    RQueueError,
+    TaskNotRegistered,
+    UnregisteredType,
+)
 from rqueue.events import TaskEvent
 from rqueue.payload import Job
 from rqueue.store.default import use
@@ -35,11 +41,11 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
 from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
-from rqueue.worker.admission import admit
+from rqueue.worker.admission import admit, task_name
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import Outcomes, run_hook
+from rqueue.worker.outcomes import Outcomes, forget_exceptions, run_hook
 from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Batch, Batches
 from rqueue.worker.scoreboard import Slot, State
@@ -258,7 +264,10 @@ class ChildWorker(InterruptibleWaits):
     ) -> None:
         """Run one task; ``fixed`` is its header as ``_hold`` read it (None: none)."""
         try:  # before the lookup: never import the module of a payload we refuse
-            job = admit(payload, queue, self.config.secret, fixed)
+            try:
+                job = admit(payload, queue, self.config.secret, fixed)
+            except UnregisteredType as unknown:
+                job = self._admit_after_import(index, payload, queue, fixed, unknown)
         except InvalidPayload as exc:  # InvalidSignature included
             self.outcomes.rejected(index, queue, payload, None, type(exc).__name__, str(exc))
             return
@@ -266,6 +275,10 @@ class ChildWorker(InterruptibleWaits):
         if job.attempts > tries:
             message = f"attempted {job.attempts} times, more than its {tries} tries"
             self.outcomes.rejected(index, queue, payload, job, "MaxAttemptsExceeded", message)
+            return
+        if job.retry_until is not None and time.time() >= job.retry_until:
+            message = f"its retry_until (epoch {job.retry_until:.3f}) passed before it started"
+            self.outcomes.rejected(index, queue, payload, job, "RetryUntilPassed", message)
             return
         workflow = bool(job.meta) and effects.involved(job)
         args = job.args
@@ -338,6 +351,8 @@ class ChildWorker(InterruptibleWaits):
                 return
             if not acked:
                 self.batches.acknowledge(queue, payload, expires_at, completion.kept)
+        if job.max_exceptions is not None and job.attempts > 1:  # an earlier one may have raised
+            forget_exceptions(self.queue, self._persist, queue, job)
         if task.options.after_succeeded is not None or events.has_listeners("processed"):
             self.outcomes.reporting(index)
         else:
@@ -348,6 +363,37 @@ class ChildWorker(InterruptibleWaits):
             run_hook(task.options.after_succeeded, result, job)
         if events.has_listeners("processed"):
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def _admit_after_import(
+        self,
+        index: int,
+        payload: bytes,
+        queue: str,
+        fixed: tuple[str, int, int] | None,
+        unknown: UnregisteredType,
+    ) -> Job:
+        """Admit a payload whose argument types its task's module registers, by importing
+        that module first (as the attempt would), then decoding again.
+
+        The payload passed every other check (its signature included): only a value's
+        type was unknown. The import runs under the default time limit, with a kill
+        deadline in the slot, as an attempt's import does. Whatever goes wrong, the
+        payload is refused with the original reason.
+        """
+        name = task_name(payload)
+        if name is None:
+            raise unknown
+        timeout = self.options.timeout
+        self.slot.set(State.RUNNING, index, time.monotonic() + timeout + self.options.kill_grace)
+        try:
+            self.time_limit.arm(timeout)
+            try:
+                registry.lookup(name, self.options.preload)
+            finally:
+                self.time_limit.disarm()
+        except BaseException:  # TaskTimeout included: the import did not finish
+            raise unknown from None
+        return admit(payload, queue, self.config.secret, fixed)
 
     def _batch_cancelled(self, index: int, queue: str, payload: bytes, job: Job) -> bool | None:
         """Whether the member's batch was cancelled; None, with the task failed, if the

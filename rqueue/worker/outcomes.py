@@ -34,6 +34,10 @@ from rqueue.workflows import effects
 
 log = logging.getLogger("rqueue.worker")
 
+_COUNT_SLACK = 7 * 24 * 3600
+"""Seconds a count of exceptions outlives the backoff before the task's next attempt:
+a task that waits longer than a week in its queue starts counting afresh."""
+
 
 class Outcomes:
     """Reports one child's outcomes; built once, when the child starts.
@@ -65,21 +69,28 @@ class Outcomes:
         exc: BaseException,
         duration: float,
     ) -> None:
-        """An attempt raised (or timed out): retry it later, or fail it if none are left."""
+        """An attempt raised (or timed out): retry it later, or fail it for good if no
+        tries are left or one of its job controls says so (:func:`retry_delay`,
+        ``max_exceptions``)."""
         timed_out = isinstance(exc, TaskTimeout)
-        will_retry = job.attempts < tries
         # The task has stopped: no kill deadline while Redis is slow to take its outcome
         # (still RUNNING, so a death here is settled by the parent as a crash).
         self.slot.set(State.RUNNING, index)
+        delay = retry_delay(job, job.attempts, tries, timed_out)
+        limit = job.max_exceptions  # timeouts are not counted, nor a last failure
+        if limit is not None and delay is not None and not timed_out:
+            delay = None if self._count_exception(queue, job, delay) >= limit else delay
+        will_retry = delay is not None
         kind, message = describe(exc)
-        if will_retry:
-            delay = job.backoff_for(job.attempts)
-            self.persist(lambda: self.queue.release(queue, [payload], delay))
+        if delay is not None:
+            after = delay
+            self.persist(lambda: self.queue.release(queue, [payload], after))
         else:
             trace = _traceback(exc)
             record = make_record(queue, payload, kind, message, trace, job, timed_out)
             kept = self.complete_failure(job, payload, kind, message, trace, duration)
             self.persist(lambda: self.queue.fail(queue, payload, record, kept=kept))
+            forget_exceptions(self.queue, self.persist, queue, job)
         self.reporting(index)
         outcome = "timed out" if timed_out else f"raised {kind}: {message}"
         log_outcome(
@@ -103,6 +114,8 @@ class Outcomes:
         foreign = job is None
         kept = None if job is None else self.complete_failure(job, payload, kind, message, "", 0.0)
         self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign, kept=kept))
+        if job is not None:
+            forget_exceptions(self.queue, self.persist, queue, job)
         self.reporting(index)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
@@ -118,6 +131,16 @@ class Outcomes:
             self.queue, self.persist, job, payload, kind, message, trace, duration
         )
 
+    def _count_exception(self, queue: str, job: Job, delay: float) -> int:
+        """The task's exceptions so far, this one included (count_exception.lua); 0 if
+        its counter is not a count (a key of another type): it is then not counted."""
+        keep_ms = round((delay + _COUNT_SLACK) * 1000)
+        try:
+            return self.persist(lambda: self.queue.count_exception(queue, job.id, keep_ms))
+        except redis.ResponseError as exc:
+            log.error("task %s (%s): its exceptions cannot be counted: %s", job.task, job.id, exc)
+            return 0
+
     def _final_failure(self, job: Job, exc: BaseException | None) -> None:
         # No import here: a task that ran is registered, and one that did not has no hook.
         task = registered_task(job.task)
@@ -129,6 +152,25 @@ class Outcomes:
         """Counted as processed; its hooks and listeners get the default timeout to run."""
         self.slot.count_processed()
         self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
+
+
+def retry_delay(job: Job, attempts: int, tries: int, timed_out: bool) -> float | None:
+    """Seconds before the next attempt after failed attempt ``attempts``, or None if
+    the task fails for good now: no tries left, a timeout with ``fail_on_timeout``, or
+    a retry that would start after its ``retry_until``. The child and the parent (for
+    a task whose worker died or was killed) both decide by it."""
+    if attempts >= tries or (timed_out and job.fail_on_timeout):
+        return None
+    delay = job.backoff_for(attempts)
+    if job.retry_until is not None and time.time() + delay >= job.retry_until:
+        return None
+    return delay
+
+
+def forget_exceptions(queue: RedisQueue, persist: Persist, name: str, job: Job) -> None:
+    """A task with ``max_exceptions`` that finished for good leaves no count behind."""
+    if job.max_exceptions is not None:
+        persist(lambda: queue.forget_exceptions(name, job.id))
 
 
 def complete_failure(

@@ -21,7 +21,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.worker import parent_failures
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import complete_failure
+from rqueue.worker.outcomes import complete_failure, forget_exceptions, retry_delay
 from rqueue.worker.scoreboard import Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
@@ -115,12 +115,14 @@ class Recovery:
         else:
             kind, message = "WorkerLost", f"the worker running the task was {how}"
         attempts = payload_attempts(member)
-        if job is not None and attempts < tries:
+        # A lost worker or a timeout is not an exception: max_exceptions does not count it.
+        delay = None if job is None else retry_delay(job, attempts, tries, killed_for_timeout)
+        if job is not None and delay is not None:
             log.warning(
                 "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
             )
-            delay = job.backoff_for(attempts)
-            self.persist(lambda: self.queue.release(name, [member], delay))
+            after = delay
+            self.persist(lambda: self.queue.release(name, [member], after))
         else:
             log.error(
                 "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
@@ -133,6 +135,7 @@ class Recovery:
                 )
             self.persist(lambda: self.queue.fail(name, member, record, kept=kept))
             if job is not None:  # after_failed and listeners run in a child
+                forget_exceptions(self.queue, self.persist, name, job)
                 parent_failures.queue_report(self.queue, name, record)
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgpack
 
+from rqueue import codec
 from rqueue.current import current_job
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
@@ -219,7 +220,7 @@ class PendingBatch:
         """Create the batch, then push its members; returns its handle."""
         queue = connection or (self.calls[0].task.connection() if self.calls else default_queue())
         batch_id = new_id()
-        callbacks = msgpack.packb(self._callbacks, use_bin_type=True, datetime=True)
+        callbacks = codec.pack(self._callbacks)
         queues = sorted({call.task.options.queue for call in self.calls})
         store = BatchStore(queue)
         store.open(

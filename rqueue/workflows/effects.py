@@ -22,9 +22,8 @@ import logging
 import time
 from typing import Any, NamedTuple
 
-import msgpack
-
 from rqueue.arguments import check_arguments, describe_unencodable
+from rqueue.codec import pack
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
 from rqueue.payload import CHAIN, KEEP, Job, encode
 from rqueue.store.batch_store import BatchStore
@@ -296,7 +295,7 @@ def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
         **fields,
     }
     try:
-        return msgpack.packb(record, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+        return pack(record)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (fields.get("result"),), {}, exc)
         raise UnserializableArgument(
