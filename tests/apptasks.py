@@ -51,14 +51,19 @@ def sleeps(seconds: float) -> None:
     redis().rpush(DONE, "slept")
 
 
-def _swallow_timeouts_for_a_minute() -> None:
-    redis().rpush("test:started", os.getpid())
-    deadline = time.monotonic() + 60
+def swallow_timeouts(seconds: float) -> None:
+    """Sleep ``seconds``, swallowing every TaskTimeout: only the parent's kill stops it."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            time.sleep(60)
+            time.sleep(seconds)
         except TaskTimeout:
             continue
+
+
+def _swallow_timeouts_for_a_minute() -> None:
+    redis().rpush("test:started", os.getpid())
+    swallow_timeouts(60)
 
 
 @task(timeout=1, tries=1)

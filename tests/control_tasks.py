@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta, timezone
 
+from apptasks import swallow_timeouts
+
 from rqueue import task
-from rqueue.errors import TaskTimeout
 from rqueue.store.default import default_queue
 
 DONE = "test:controls:done"
@@ -76,12 +77,7 @@ def sleeps(value: str) -> None:
 def swallows_timeout(value: str) -> None:
     """Swallows its TaskTimeout: the parent kills the child, and fails it at once."""
     attempt(value)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            time.sleep(30)
-        except TaskTimeout:
-            continue
+    swallow_timeouts(30)
 
 
 @task(tries=4, backoff=("exponential", 0.3, 0.6))
