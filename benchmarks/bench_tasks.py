@@ -12,6 +12,7 @@ import time
 import redis
 
 from rqueue import task
+from rqueue.middleware import Middleware, RateLimited
 
 COUNTER = "bench:done"
 STARTS = "bench:starts"
@@ -55,3 +56,18 @@ def log_start(due: float) -> None:
     if not _start_log:
         _start_log.append(os.open(os.environ["START_LOG"], os.O_WRONLY | os.O_APPEND))
     os.write(_start_log[0], f"{time.time()!r} {due!r}\n".encode())
+
+
+@task(middleware=[Middleware()])
+def empty_passthrough() -> None:
+    """Empty, through one middleware that only calls the next: the stack's own cost."""
+
+
+@task(middleware=[RateLimited("bench", 1_000_000, 1.0)])
+def empty_rate_limited() -> None:
+    """Empty, under a limit it never reaches: the cost of the check (one script call)."""
+
+
+@task(unique=lambda number: number)
+def empty_unique(number: int) -> None:
+    """Empty, unique per number: a lock taken at dispatch and released on success."""

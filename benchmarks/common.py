@@ -22,6 +22,7 @@ from typing import Any
 
 import psutil
 import redis
+from redis.connection import AbstractConnection
 
 BENCH_DIR = Path(__file__).resolve().parent
 COUNTER = "bench:done"
@@ -223,3 +224,32 @@ def run_at_once(
     for process in processes:
         process.join()
     return finished - started
+
+
+class Requests:
+    """Counts the requests this process writes to Redis while in use: one per command
+    or pipeline.
+
+    Both of the child's paths to Redis (its wire and redis-py's pool) send through
+    ``AbstractConnection.send_packed_command``, so counting its calls counts round
+    trips, which ``INFO commandstats`` cannot tell apart from commands run in scripts.
+    """
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self._send = AbstractConnection.send_packed_command
+
+    def __enter__(self) -> Requests:
+        send = self._send
+
+        def counted(
+            connection: AbstractConnection, command: Any, check_health: bool = True
+        ) -> None:
+            self.sent += 1
+            send(connection, command, check_health)  # type: ignore[no-untyped-call]
+
+        AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        AbstractConnection.send_packed_command = self._send  # type: ignore[method-assign]

@@ -17,17 +17,47 @@ import argparse
 import logging
 import os
 import time
+from collections.abc import Callable
 
 import bench_tasks
 from common import machine_summary, table
 
 from rqueue.config import Config
+from rqueue.current import Runner, set_runner
 from rqueue.server import RedisServer
 from rqueue.store.default import use
 from rqueue.worker.child import ChildWorker
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Scoreboard
 from rqueue.worker.timeouts import TimeLimit
+
+
+def in_process_child(url: str, prefetch: int = 100) -> ChildWorker:
+    """One worker child in this process (no parent, no fork), ready to ``_step()``."""
+    options = WorkerOptions(prefetch=prefetch)
+    board = Scoreboard(1, options.batch_limit)
+    worker = ChildWorker(
+        options, Config.resolve(redis_url=url), board.slot(0), 1, os.getppid(), "hot"
+    )
+    use(worker.queue)
+    worker.time_limit = TimeLimit()
+    set_runner(Runner(worker.queue, options.timeout, options.kill_grace))
+    return worker
+
+
+def fill(dispatch: Callable[[int], object], tasks: int) -> None:
+    """Queue ``tasks`` (``dispatch(count)`` queues ``count`` more), 1,000 at a time."""
+    for start in range(0, tasks, 1000):
+        dispatch(min(1000, tasks - start))
+
+
+def drain(worker: ChildWorker, tasks: int) -> tuple[float, float]:
+    """Run ``tasks`` more tasks: (child CPU seconds, wall seconds)."""
+    target = worker.slot.processed + tasks
+    cpu, wall = time.process_time(), time.perf_counter()
+    while worker.slot.processed < target:
+        worker._step()
+    return time.process_time() - cpu, time.perf_counter() - wall
 
 
 def main() -> None:
@@ -39,22 +69,12 @@ def main() -> None:
     logging.getLogger("rqueue").setLevel(logging.WARNING)
     with RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
-        options = WorkerOptions(prefetch=args.prefetch)
-        board = Scoreboard(1, options.batch_limit)
-        worker = ChildWorker(
-            options, Config.resolve(redis_url=server.url), board.slot(0), 1, os.getppid(), "hot"
-        )
-        use(worker.queue)
-        worker.time_limit = TimeLimit()
+        worker = in_process_child(server.url, args.prefetch)
         print(machine_summary(worker.queue.client))
         rows = []
         for round_number in range(1, args.rounds + 1):
-            for start in range(0, args.tasks, 1000):
-                bench_tasks.empty.dispatch_many([()] * min(1000, args.tasks - start))
-            cpu, wall = time.process_time(), time.perf_counter()
-            while worker.slot.processed < args.tasks * round_number:
-                worker._step()
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            fill(lambda count: bench_tasks.empty.dispatch_many([()] * count), args.tasks)
+            cpu, wall = drain(worker, args.tasks)
             rows.append((round_number, args.tasks, cpu / args.tasks * 1e6, args.tasks / wall))
     table(
         ("round", "tasks", "child CPU us/task", "tasks/s"),

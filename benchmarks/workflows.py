@@ -28,12 +28,10 @@ import logging
 import os
 import subprocess
 import time
-from typing import Any
 
 import bench_tasks
 import redis
-from common import command_calls, machine_summary, median, rqueue_work, table
-from redis.connection import AbstractConnection
+from common import Requests, command_calls, machine_summary, median, rqueue_work, table
 
 from rqueue import Batch, BatchStatus, batch, task
 from rqueue.config import Config
@@ -60,35 +58,6 @@ def record_then(finished: Batch) -> None:
     pipe.hincrby(THEN_KEY + finished.id, "runs", 1)
     pipe.hset(THEN_KEY + finished.id, "at", repr(time.time()))
     pipe.execute()
-
-
-class Requests:
-    """Counts the requests this process writes to Redis while in use: one per command
-    or pipeline.
-
-    Both of the child's paths to Redis (its wire and redis-py's pool) send through
-    ``AbstractConnection.send_packed_command``, so counting its calls counts round
-    trips, which ``INFO commandstats`` cannot tell apart from commands run in scripts.
-    """
-
-    def __init__(self) -> None:
-        self.sent = 0
-        self._send = AbstractConnection.send_packed_command
-
-    def __enter__(self) -> Requests:
-        send = self._send
-
-        def counted(
-            connection: AbstractConnection, command: Any, check_health: bool = True
-        ) -> None:
-            self.sent += 1
-            send(connection, command, check_health)  # type: ignore[no-untyped-call]
-
-        AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        AbstractConnection.send_packed_command = self._send  # type: ignore[method-assign]
 
 
 # -- 1. per task, in one run --------------------------------------------------------------

@@ -1,5 +1,7 @@
 """rqueue: a Laravel-style task queue for Python on Redis."""
 
+import os
+
 from rqueue import schedules
 from rqueue.codec import register_type
 from rqueue.config import Config, ConfigError
@@ -88,3 +90,8 @@ __all__ = [
     "task",
     "use",
 ]
+
+if os.environ.get("RQUEUE_SYNC", "") not in ("", "0"):  # dispatches run inline: docs/testing.md
+    from rqueue.testing.sync import sync_from_environment
+
+    sync_from_environment()

@@ -267,7 +267,7 @@ def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
         timeout_ms / 1000 if timeout_ms else None,
         checked_backoff(backoff) if backoff else (),
         _checked_moment(fields.get("dispatched_at") or 0.0),
-        _checked_meta(meta) if meta else {},
+        checked_meta(meta) if meta else {},
     )
     if controls is not None:
         job.max_exceptions, job.retry_until, job.fail_on_timeout = checked_controls(controls)
@@ -290,7 +290,7 @@ def _check_fields(job: Job) -> None:
             checked_timeout(job.timeout)
         checked_backoff(job.backoff)
         _checked_moment(job.dispatched_at)
-        _checked_meta(job.meta)
+        checked_meta(job.meta)
         if job.max_exceptions is not None:
             checked_max_exceptions(job.max_exceptions)
         if job.retry_until is not None:
@@ -405,7 +405,7 @@ def _checked_moment(moment: object) -> float:
     return float(moment)  # type: ignore[arg-type]
 
 
-def _checked_meta(meta: object) -> dict[str, Any]:
+def checked_meta(meta: object) -> dict[str, Any]:
     if type(meta) is not dict or (meta and not STRINGS.issuperset(map(type, meta))):
         raise TypeError("meta must be a map with string keys")
     return meta

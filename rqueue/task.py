@@ -14,10 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, ParamSpec, TypeVar, overload
 
 from rqueue.config import LIMITS
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
+from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack, dispatching
 from rqueue.payload import (
     KEEP,
     MAX_DELAY_SECONDS,
@@ -37,7 +38,7 @@ from rqueue.payload import (
 from rqueue.store.cancel import CancelOutcome, cancel
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
-from rqueue.store.queue import Push
+from rqueue.store.queue import Push, UniqueLock
 from rqueue.store.results import outcome, read_status, wait_status
 from rqueue.task_names import (
     INTERNAL_PREFIX,
@@ -62,6 +63,18 @@ BackoffOption = float | Sequence[float] | str | tuple[str, float, float]
 RetryUntil = When | Callable[[], When]
 """A datetime, or a timedelta or seconds from dispatch; or a callable returning one,
 called at each dispatch."""
+UniqueKey = bool | Callable[..., object]
+"""``True`` (one per task) or a callable of the call's arguments returning its key."""
+UniqueUntil = Literal["processed", "processing"]
+DEFAULT_UNIQUE_FOR = 3600.0
+"""Seconds a unique lock lasts unless released first: a lost worker never leaves one."""
+UNIQUE = "unique"
+"""The ``meta`` entry of a unique task's call: ``{"key": its lock's key, "until":
+"processed" or "processing"}``, for the worker that releases the lock."""
+
+Interceptor = Callable[["PendingDispatch", "str | None", "dict[str, Any] | None"], "Dispatched"]
+"""Takes every dispatch instead of Redis: ``(call, id or None, meta or None)``."""
+_interceptor: Interceptor | None = None
 
 _registered: dict[str, Task[Any, Any]] = {}
 """Every ``@task`` of this process by name: the only process-wide state besides the
@@ -89,6 +102,15 @@ class TaskOptions:
     """When it stops being retried or started (docs/tasks.md, "Job controls")."""
     fail_on_timeout: bool = False
     """A timeout fails it at once instead of retrying it."""
+    middleware: tuple[Middleware, ...] = ()
+    """Declared with ``@task(middleware=)``: the worker's registered task has them."""
+    dispatch_middleware: tuple[Middleware, ...] = ()
+    """Given to ``using(middleware=)``: they travel in each call's payload and run
+    after the declared ones (Laravel's ``through()``)."""
+    unique: UniqueKey = False
+    """At most one call per key queued or running (docs/tasks.md, "Unique tasks")."""
+    unique_for: float = DEFAULT_UNIQUE_FOR
+    unique_until: UniqueUntil = "processed"
 
     def __post_init__(self) -> None:
         """The same ranges a worker checks when it decodes a payload (payload.py)."""
@@ -111,6 +133,15 @@ class TaskOptions:
         if type(self.fail_on_timeout) is not bool:
             raise InvalidTaskOption(
                 f"fail_on_timeout must be True or False, got {self.fail_on_timeout!r}"
+            )
+        check_stack(self.middleware, "middleware")
+        check_stack(self.dispatch_middleware, "using(middleware=)", carried=True)
+        if self.unique is not False and self.unique is not True:
+            check_callable(self.unique, "unique")
+        _option(checked_unique_for, self.unique_for)
+        if self.unique_until not in ("processed", "processing"):
+            raise InvalidTaskOption(
+                f"unique_until must be 'processed' or 'processing', got {self.unique_until!r}"
             )
         for label, hook in (
             ("after_succeeded", self.after_succeeded),
@@ -152,9 +183,13 @@ class Dispatched(NamedTuple):
     task: str
     queue: str
     connection: RedisQueue | None = None
+    deduplicated: bool = False
+    """True if a unique task's call was not queued: ``id`` is the call already queued
+    or running with its key."""
 
     def __repr__(self) -> str:
-        return f"Dispatched(id={self.id!r}, task={self.task!r}, queue={self.queue!r})"
+        dedup = ", deduplicated=True" if self.deduplicated else ""
+        return f"Dispatched(id={self.id!r}, task={self.task!r}, queue={self.queue!r}{dedup})"
 
     def cancel(self) -> CancelOutcome:
         """Cancel the task if it has not started; the outcome says what happened."""
@@ -215,6 +250,8 @@ class Task(Generic[P, R]):
         self.__wrapped__ = fn
         self.schedule: tuple[str | None, float | None, str] | None = None
         """``(cron, every seconds, timezone)`` if declared with ``@task(cron=/every=)``."""
+        self.dispatch_hooks = dispatching(options.middleware + options.dispatch_middleware)
+        """Its middleware that act at dispatch: each call then gets a job of its own."""
 
     def __repr__(self) -> str:
         return f"<task {self.name} on {self.options.queue!r}>"
@@ -235,8 +272,13 @@ class Task(Generic[P, R]):
         max_exceptions: int | None = None,
         retry_until: RetryUntil | None = None,
         fail_on_timeout: bool | None = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> Task[P, R]:
         """The same task with options overridden for the dispatches made through it.
+
+        ``middleware=`` adds middleware to these calls only, after the declared ones:
+        they travel in the payload, so each must be a dataclass of plain values
+        (docs/middleware.md).
 
         ``wait_replicas=1``: each dispatch returns once a replica has the task, so a
         failover right after cannot lose it (ReplicasNotReached if none confirms it in
@@ -253,6 +295,7 @@ class Task(Generic[P, R]):
             "max_exceptions": max_exceptions,
             "retry_until": retry_until,
             "fail_on_timeout": fail_on_timeout,
+            "dispatch_middleware": None if middleware is None else tuple(middleware),
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         return Task(self.fn, options, self.name)
@@ -293,17 +336,27 @@ class Task(Generic[P, R]):
         kwargs: dict[str, Any],
         meta: dict[str, Any] | None = None,
         dispatched_at: float | None = None,
+        task_id: str | None = None,
+        template: bool = False,
     ) -> Job:
+        """The job of one call, with every ``before_dispatch`` of its middleware
+        applied; or a ``template`` for ``dispatch_many``, with no arguments, to which
+        none is."""
         options = self.options
         if options.keep_result is not None:
             meta = {**(meta or {}), KEEP: self.keep_ms}
+        if options.dispatch_middleware:
+            meta = {**(meta or {}), MIDDLEWARE: [carry(m) for m in options.dispatch_middleware]}
+        if options.unique is not False and not template:
+            lock = {"key": self._unique_key(args, kwargs), "until": options.unique_until}
+            meta = {**(meta or {}), UNIQUE: lock}
         if dispatched_at is None:
             dispatched_at = time.time()
         until = options.retry_until
         if until is not None:
             until = retry_until_at(until() if callable(until) else until, dispatched_at)
-        return Job(
-            id=new_id(),
+        job = Job(
+            id=task_id or new_id(),
             task=self.name,
             args=tuple(args),
             kwargs=kwargs,
@@ -317,6 +370,29 @@ class Task(Generic[P, R]):
             retry_until=until,
             fail_on_timeout=options.fail_on_timeout,
         )
+        if not template:
+            for middleware in self.dispatch_hooks:
+                middleware.before_dispatch(job)
+        return job
+
+    def _unique_key(self, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+        """The call's lock key, scoped by the task's name: two tasks never share one."""
+        unique = self.options.unique
+        if not callable(unique):  # True: one lock for the whole task
+            return self.name
+        key = unique(*args, **kwargs)
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise InvalidTaskOption(
+                f"unique= of task {self.name} returned {key!r} for this call; it must return "
+                "a str or an int, the call's lock key"
+            )
+        return f"{self.name}:{key}"
+
+    def unique_lock(self, job: Job, position: int = 0) -> UniqueLock:
+        """The lock a unique task's call takes as its payload (at ``position`` among
+        those pushed with it) is pushed."""
+        lasts_ms = round(self.options.unique_for * 1000)
+        return UniqueLock(position, job.meta[UNIQUE]["key"], job.id, lasts_ms)
 
     @property
     def keep_ms(self) -> int:
@@ -328,13 +404,18 @@ class Task(Generic[P, R]):
         return self.options.connection or default_queue()
 
     def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> Dispatched:
+        if _interceptor is not None:
+            return _interceptor(PendingDispatch(self, tuple(args), dict(kwargs), delay), None, None)
         self.check_dispatchable()
         queue = self.connection()
         job = self.make_job(args, kwargs)
         payload = encode(job, queue.config.max_payload_bytes)
         kept = frozenset([job.id] if self.keep_ms else [])
         wait = self.options.wait_replicas
-        queue.push(job.queue, [payload], int(delay * 1000), wait, kept, self.keep_ms)
+        locks = [self.unique_lock(job)] if self.options.unique is not False else []
+        owner = queue.push(job.queue, [payload], int(delay * 1000), wait, kept, self.keep_ms, locks)
+        if owner:  # deduplicated: the handle is the call that holds the lock
+            return Dispatched(owner[job.id], job.task, job.queue, queue, deduplicated=True)
         return Dispatched(job.id, job.task, job.queue, queue)
 
 
@@ -351,6 +432,10 @@ def dispatch_many(
     a batch gives its members ids it can count them by.
     """
     calls = list(calls)
+    if _interceptor is not None:
+        given = [None] * len(calls) if ids is None else list(ids)
+        return [_interceptor(c, i, meta) for c, i in zip(calls, given, strict=True)]
+    unique = ids is None  # a workflow's calls are not deduplicated: a batch counts each
     ids = new_ids(len(calls)) if ids is None else list(ids)
     groups: dict[tuple[int, str, int], _Group] = {}
     """Per connection, queue and delay (ms): the payloads pushed together."""
@@ -370,26 +455,37 @@ def dispatch_many(
             wanted = task.options.wait_replicas
             wanted = queue.config.wait_replicas if wanted is None else wanted
             replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
-            template = PayloadTemplate(task.make_job((), {}, meta, dispatched_at=now))
+            template = PayloadTemplate(task.make_job((), {}, meta, now, template=True))
             entry = templates[id(task)] = (task, queue, template)
         task, queue, template = entry
         key = (id(queue), task.options.queue, round(call.delay * 1000))
         group = groups.get(key)
         if group is None:
-            group = groups[key] = _Group(queue, [], set(), 0)
-        group.payloads.append(
-            template.encode(task_id, call.args, call.kwargs, queue.config.max_payload_bytes)
-        )
+            group = groups[key] = _Group(queue, [], set(), 0, [])
+        limit = queue.config.max_payload_bytes
+        if task.dispatch_hooks or task.options.unique is not False:  # each call's own job
+            job = task.make_job(call.args, call.kwargs, meta, now, task_id)
+            if unique and task.options.unique is not False:
+                group.locks.append(task.unique_lock(job, len(group.payloads)))
+            group.payloads.append(encode(job, limit))
+        else:
+            group.payloads.append(template.encode(task_id, call.args, call.kwargs, limit))
         if task.keep_ms:
             group.kept.add(task_id)
             group.keep_ms = max(group.keep_ms, task.keep_ms)
         handles.append(Dispatched(task_id, task.name, task.options.queue, queue))
     by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
     for (connection, name, delay_ms), group in groups.items():
-        push = Push(name, delay_ms, group.payloads, frozenset(group.kept), group.keep_ms)
+        kept = frozenset(group.kept)
+        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks)
         by_connection.setdefault(connection, (group.queue, []))[1].append(push)
+    owners: dict[str, str] = {}
     for connection, (queue, pushes) in by_connection.items():
-        queue.push_many(pushes, replicas.get(connection))
+        owners.update(queue.push_many(pushes, replicas.get(connection)))
+    if owners:  # deduplicated: each handle is the call that holds its lock
+        handles = [
+            h._replace(id=owners[h.id], deduplicated=True) if h.id in owners else h for h in handles
+        ]
     return handles
 
 
@@ -401,6 +497,7 @@ class _Group:
     payloads: list[bytes]
     kept: set[str]
     keep_ms: int
+    locks: list[UniqueLock]
 
 
 def delay_until(when: When) -> float:
@@ -456,6 +553,20 @@ def retry_until_at(when: object, dispatched_at: float) -> float:
         raise InvalidTaskOption(f"retry_until cannot use {when!r}: {exc}") from None
 
 
+def checked_unique_for(duration: object) -> float:
+    """Seconds a unique lock may last: from 1 ms to ten years, else ValueError naming it."""
+    if (
+        isinstance(duration, bool)
+        or not isinstance(duration, (int, float))
+        or not 0.001 <= duration <= MAX_DELAY_SECONDS
+    ):
+        raise ValueError(
+            f"unique_for must be a number of seconds (or a timedelta) from 0.001 to "
+            f"{MAX_DELAY_SECONDS:,} (ten years), got {duration!r}"
+        )
+    return float(duration)
+
+
 def _backoff_tuple(backoff: object) -> Backoff:
     return _option(checked_backoff, backoff)
 
@@ -487,6 +598,10 @@ def task(
     max_exceptions: int | None = None,
     retry_until: RetryUntil | None = None,
     fail_on_timeout: bool = False,
+    middleware: Sequence[Middleware] = (),
+    unique: UniqueKey = False,
+    unique_for: float | timedelta = DEFAULT_UNIQUE_FOR,
+    unique_until: UniqueUntil = "processed",
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -508,6 +623,10 @@ def task(
     max_exceptions: int | None = None,
     retry_until: RetryUntil | None = None,
     fail_on_timeout: bool = False,
+    middleware: Sequence[Middleware] = (),
+    unique: UniqueKey = False,
+    unique_for: float | timedelta = DEFAULT_UNIQUE_FOR,
+    unique_until: UniqueUntil = "processed",
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function as a task; use bare (``@task``) or with options.
 
@@ -515,6 +634,8 @@ def task(
     that long, for ``handle.status()`` and ``handle.result()`` (docs/workflows.md).
     ``max_exceptions=``, ``retry_until=`` and ``fail_on_timeout=`` end its retries
     early (docs/tasks.md, "Job controls").
+    ``middleware=`` wraps each run (and may act at dispatch); ``unique=`` keeps at most
+    one call per key queued, for ``unique_for`` at most (docs/tasks.md, "Unique tasks").
     ``cron=`` or ``every=`` (with ``timezone=``) declares a schedule named after the
     task; worker parents serving its queue create or update it (see docs/schedules.md).
     """
@@ -532,6 +653,12 @@ def task(
         max_exceptions=max_exceptions,
         retry_until=retry_until,
         fail_on_timeout=fail_on_timeout,
+        middleware=tuple(middleware),
+        unique=unique,
+        unique_for=(
+            seconds(unique_for, "unique_for") if isinstance(unique_for, timedelta) else unique_for
+        ),
+        unique_until=unique_until,
     )
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:
@@ -567,6 +694,20 @@ def call_hook(hook: Hook, value: Any, job: Job) -> None:
         hook(value, job)
     else:
         hook(value)
+
+
+def intercept(interceptor: Interceptor | None) -> Interceptor | None:
+    """Send every dispatch of this process to ``interceptor`` instead of Redis (None:
+    to Redis again); returns the one it replaces. For :mod:`rqueue.testing`."""
+    global _interceptor
+    previous, _interceptor = _interceptor, interceptor
+    return previous
+
+
+def current_interceptor() -> Any:
+    """What :func:`intercept` set, or None. rqueue.testing's also takes whole chains
+    and batches (``take_chain``, ``take_batch``), hence ``Any``."""
+    return _interceptor
 
 
 def registered() -> dict[str, Task[Any, Any]]:

@@ -20,7 +20,14 @@ from rqueue.config import Config
 from rqueue.store.queue import RedisQueue
 
 ROOT = Path(__file__).parent.parent
-DOCUMENTS = ("README.md", "docs/tasks.md", "docs/schedules.md", "docs/workflows.md")
+DOCUMENTS = (
+    "README.md",
+    "docs/tasks.md",
+    "docs/schedules.md",
+    "docs/workflows.md",
+    "docs/testing.md",
+    "docs/middleware.md",
+)
 _BLOCK = re.compile(r"^```python runnable\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

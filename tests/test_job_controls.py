@@ -16,7 +16,7 @@ import control_tasks
 import pytest
 from support import Workers, strings, wait_for
 
-from rqueue import task
+from rqueue import chain, task
 from rqueue.errors import InvalidPayload, InvalidTaskOption
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.payload import Job, decode, encode, new_id
@@ -54,6 +54,14 @@ def test_max_exceptions_fails_a_task_that_has_tries_left(
     assert (record.id, record.exception, record.attempts) == (handle.id, "ValueError", 2)
     assert attempts(queue, "a") == 2
     assert counter(queue, handle.id) is None  # deleted once it failed for good
+
+
+def test_a_chain_step_keeps_its_job_controls(queue: RedisQueue, workers: Workers) -> None:
+    chain(control_tasks.record.pending("c1"), control_tasks.raises.pending("c2")).dispatch()
+    workers.start(*FAST)
+    (record,) = wait_for(lambda: failed(queue), 10, "the step to fail for good")
+    assert (record.exception, record.attempts) == ("ValueError", 2)  # max_exceptions=2
+    assert attempts(queue, "c2") == 2
 
 
 def test_timeouts_do_not_count_as_exceptions(queue: RedisQueue, workers: Workers) -> None:

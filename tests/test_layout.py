@@ -25,16 +25,18 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.registry",
         "rqueue.events",
         "rqueue.current",
+        "rqueue.middleware",
         "rqueue.failed",
         "rqueue.server",
     ),
     ("rqueue.schedules", "rqueue.workflows"),
     ("rqueue.worker",),
-    ("rqueue",),
+    ("rqueue", "rqueue.testing"),
     ("rqueue.cli", "rqueue.__main__"),
 ]
 """Bottom first. ``rqueue`` is the package's ``__init__``: the public API, which may
-gather anything but the command line."""
+gather anything but the command line; ``rqueue.testing`` (fakes, sync mode, the pytest
+plugin) stands beside it, so that ``RQUEUE_SYNC=1`` can take effect on import."""
 
 
 def module_names() -> dict[str, Path]:

@@ -23,7 +23,7 @@ from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.text import shown
 from rqueue.worker import logs
-from rqueue.worker.options import LIMITS, WorkerOptions
+from rqueue.worker.options import LIMITS, WorkerOptions, parse_rates
 
 
 def _field_option(
@@ -108,6 +108,14 @@ def _queue_list(value: str) -> tuple[str, ...]:
     help="Fire due schedules of these queues from this worker's parent.",
 )
 @click.option(
+    "--rate",
+    default=None,
+    metavar="RATE",
+    help="Start at most this many tasks of each queue per period, across every worker "
+    "given the same rate: 100/m, 50/s, 10/2s, 5/h; or per queue: emails=100/m,sms=5/s. "
+    "See docs/worker.md.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -130,6 +138,7 @@ def work(
     log_level: str,
     log_format: str,
     wait_replicas: int | None,
+    rate: str | None,
     **options: Any,
 ) -> None:
     """Run tasks from QUEUES (comma-separated, highest priority first)."""
@@ -141,8 +150,13 @@ def work(
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--wait-replicas") from None
 
+    names = _queue_list(queues)
     try:
-        worker_options = WorkerOptions(queues=_queue_list(queues), **options)
+        rates = {} if rate is None else parse_rates(rate, names)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--rate") from None
+    try:
+        worker_options = WorkerOptions(queues=names, rates=rates, **options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if os.getcwd() not in sys.path:

@@ -50,7 +50,8 @@ class CancelResult:
 def cancel(queue: RedisQueue, task_id: str, queue_name: str) -> CancelOutcome:
     """Cancel ``task_id`` on ``queue_name`` if it is still ready or delayed."""
     keys = queue.keys(queue_name)
-    script_keys = (keys.pending_ids, keys.cancelled, keys.result(task_id), keys.done(task_id))
+    result, done = keys.result(task_id), keys.done(task_id)
+    script_keys = (keys.pending_ids, keys.cancelled, result, done, keys.unique)
     answer = int(queue.scripts.cancel(queue.client, script_keys, (task_id,)))
     if answer == 1:
         return CancelOutcome.CANCELLED

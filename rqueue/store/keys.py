@@ -24,10 +24,10 @@ from rqueue.errors import InvalidQueueName
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
-_PER_TASK = ("result", "done", "once", "exceptions")
+_PER_TASK = ("result", "done", "once", "exceptions", "middleware")
 """Parts followed by a task id: its kept result, the list that wakes whoever waits for
 it, the marker that makes a workflow's push of it idempotent, and its count of raised
-exceptions (``max_exceptions``)."""
+exceptions (``max_exceptions``); and the state of middleware, by kind and key."""
 _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
@@ -38,6 +38,8 @@ _PARTS = {
     "cancelled": "cancelled",
     "schedules": "schedules",
     "schedule_defs": "schedule-defs",
+    "rate": "rate",
+    "unique": "unique",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
 KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
@@ -97,6 +99,13 @@ class QueueKeys:
     """Schedules firing into this queue: zset of name -> next fire time (ms)."""
     schedule_defs: str
     """Their definitions: hash of name -> msgpack map."""
+    rate: str
+    """The queue's rate limit state (``rqueue work --rate``): the theoretical arrival
+    time of its next task in ms (GCRA, reserve.lua)."""
+    unique: str
+    """Its unique tasks' locks (``@task(unique=)``), a hash: ``key:<lock key>`` ->
+    ``"<owner id> <expiry ms>"`` and ``id:<owner id>`` -> its lock key, so that a lock
+    is released by its owner's id alone (push.lua, release_unique.lua)."""
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).
@@ -121,6 +130,11 @@ class QueueKeys:
         """How many exceptions a task with ``max_exceptions`` has raised so far
         (count_exception.lua), kept across its attempts and whichever worker runs them."""
         return f"{self.ready}:exceptions:{task_id}"
+
+    def middleware(self, kind: str, key: str) -> str:
+        """State of one middleware key (a rate limiter's, a lock's, a circuit breaker's),
+        in the queue's slot so its check-and-set is one script on Redis Cluster too."""
+        return f"{self.ready}:middleware:{kind}:{key}"
 
     @classmethod
     def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:

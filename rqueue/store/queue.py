@@ -47,6 +47,17 @@ _STATUS_SLACK_MS = 24 * 3600 * 1000
 the queue before a worker takes it, after which its status reads ``unknown``."""
 
 
+class UniqueLock(NamedTuple):
+    """The lock a unique task's payload takes as it is pushed (``@task(unique=)``)."""
+
+    position: int
+    """Its payload's place among those pushed with it, from 0."""
+    key: str
+    owner: str
+    """The payload's task id: the only one that may release the lock."""
+    lasts_ms: int
+
+
 class Push(NamedTuple):
     """Payloads for one queue, pushed together (:meth:`RedisQueue.push_many`)."""
 
@@ -57,6 +68,16 @@ class Push(NamedTuple):
     """Ids of the payloads that keep their result: each gets a status record."""
     keep_ms: int = 0
     """The longest keep time among them."""
+    locks: Sequence[UniqueLock] = ()
+    """Unique tasks' locks: a payload whose lock is held is not pushed (push.lua)."""
+
+
+def _deduplicated(reply: object) -> dict[str, str]:
+    """push.lua's reply with locks: ``[id, owner id, ...]`` -> ``{id: owner id}``."""
+    if not isinstance(reply, list):
+        raise DispatchRefused(f"push.lua answered {reply!r} where it lists deduplicated tasks")
+    ids = [item.decode() if isinstance(item, bytes) else str(item) for item in reply]
+    return dict(zip(ids[::2], ids[1::2], strict=True))
 
 
 class Kept(NamedTuple):
@@ -81,6 +102,8 @@ class Reservation(NamedTuple):
     payloads: list[bytes]
     still_ready: int
     """How many tasks were left in the list after this call took its own."""
+    rate_wait_ms: int = 0
+    """With a rate limit: ms until it lets the next task start (0: now, or no limit)."""
 
 
 @dataclass(frozen=True)
@@ -134,28 +157,41 @@ class RedisQueue:
         wait_replicas: int | None = None,
         kept: frozenset[str] = frozenset(),
         keep_ms: int = 0,
-    ) -> None:
+        locks: Sequence[UniqueLock] = (),
+    ) -> dict[str, str]:
         """Queue ``payloads`` (after ``delay_ms``); with ``wait_replicas`` (default: the
         config's) return only once that many replicas have them (see push_many).
-        ``kept`` are the ids among them that keep their result for ``keep_ms``."""
+        ``kept`` are the ids among them that keep their result for ``keep_ms``.
+        Returns the deduplicated ones, as for push_many."""
+        push = Push(queue, delay_ms, payloads, kept, keep_ms, locks)
         if len(payloads) > _PUSH_CHUNK or self._replicas(wait_replicas):
-            self.push_many([Push(queue, delay_ms, payloads, kept, keep_ms)], wait_replicas)
-            return
+            return self.push_many([push], wait_replicas)
         self._register_if_due([queue])
-        keys, args = self._push_call(
-            Push(queue, delay_ms, self._signed(queue, payloads), kept, keep_ms)
-        )
-        self._dispatching(lambda: self.scripts.push(self.wire, keys, args), [queue])
+        keys, args = self._push_call(push._replace(payloads=self._signed(queue, payloads)))
+        replies: list[object] = []
+        self._dispatching(lambda: replies.append(self.scripts.push(self.wire, keys, args)), [queue])
+        return _deduplicated(replies[0]) if locks else {}
 
-    def _push_call(self, push: Push) -> tuple[list[str], list[bytes | int]]:
+    def _push_call(self, push: Push) -> tuple[list[str], list[bytes | int | str]]:
         """push.lua's keys and arguments for one chunk of signed payloads."""
         keys = self.keys(push.queue)
         script_keys = [keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids]
+        status_ms = max(0, push.delay_ms) + push.keep_ms + _STATUS_SLACK_MS
+        args: list[bytes | int | str] = [push.delay_ms, status_ms, len(push.locks)]
+        if push.locks:
+            script_keys.append(keys.unique)
+            for lock in push.locks:
+                args += [lock.position + 1, lock.key, lock.owner, lock.lasts_ms]
         if push.kept:
             ids = (payload_id(payload) for payload in push.payloads)
             script_keys += [keys.result(i) for i in ids if i is not None and i in push.kept]
-        status_ms = max(0, push.delay_ms) + push.keep_ms + _STATUS_SLACK_MS
-        return script_keys, [push.delay_ms, status_ms, *push.payloads]
+        args += push.payloads
+        return script_keys, args
+
+    def release_unique(self, queue: str, task_id: str) -> bool:
+        """Release the unique lock ``task_id`` holds, if it still holds one."""
+        keys = [self.keys(queue).unique]
+        return bool(self.scripts.release_unique(self.wire, keys, [task_id]))
 
     def push_once(
         self,
@@ -208,9 +244,10 @@ class RedisQueue:
         self,
         groups: Iterable[Push | tuple[str, int, Sequence[bytes]]],
         wait_replicas: int | None = None,
-    ) -> None:
+    ) -> dict[str, str]:
         """Push groups of payloads (a :class:`Push` or ``(queue, delay_ms, payloads)``
-        each), in one round trip per node.
+        each), in one round trip per node. Returns the unique tasks deduplicated: the
+        id of each not pushed -> the id of the task holding its lock.
 
         A push that Redis refused for a passing reason (``retry.py``) is sent again,
         alone: the ones that landed are never sent twice. With ``wait_replicas`` each
@@ -221,12 +258,19 @@ class RedisQueue:
         timeout_ms = max(1, round(self.config.wait_replicas_timeout * 1000))
         pending: list[Push] = []
         confirmed: list[int] = []
+        deduplicated: dict[str, str] = {}
         pushes = [Push(*group) for group in groups]
         self._register_if_due(sorted({push.queue for push in pushes}))
         for push in pushes:
             signed = self._signed(push.queue, push.payloads)
             for start in range(0, len(signed), _PUSH_CHUNK):
-                pending.append(push._replace(payloads=signed[start : start + _PUSH_CHUNK]))
+                end = start + _PUSH_CHUNK
+                locks = [
+                    lock._replace(position=lock.position - start)
+                    for lock in push.locks
+                    if start <= lock.position < end
+                ]
+                pending.append(push._replace(payloads=signed[start:end], locks=locks))
 
         def send() -> None:
             pipe = self.client.pipeline(transaction=False)
@@ -242,6 +286,9 @@ class RedisQueue:
                 for push, result in zip(pending, pushes, strict=True)
                 if isinstance(result, Exception)
             ]
+            for push, result in zip(pending, pushes, strict=True):
+                if push.locks and not isinstance(result, Exception):
+                    deduplicated.update(_deduplicated(result))
             if replicas:
                 confirmed.extend(
                     int(acks) if isinstance(acks, int) else 0
@@ -259,6 +306,7 @@ class RedisQueue:
                 f"confirmed them within {self.config.wait_replicas_timeout:g} s: a failover "
                 "now could lose them (see docs/deployment.md)"
             )
+        return deduplicated
 
     def _replicas(self, wait_replicas: int | None) -> int:
         return self.config.wait_replicas if wait_replicas is None else wait_replicas
@@ -351,6 +399,7 @@ class RedisQueue:
         ack: Sequence[bytes] = (),
         claims: str | None = None,
         kept: Sequence[Kept] = (),
+        rate: tuple[int, int] | None = None,
     ) -> Callable[[], Reservation]:
         """Pop and reserve up to ``count`` tasks, first acking ``ack``, in one call.
 
@@ -358,6 +407,9 @@ class RedisQueue:
         worker child can run its current batch meanwhile. ``claims`` is a child's
         token: the batch is also recorded under it (reserve.lua), so the child's
         parent can give it back if the child dies before reading the reply.
+        ``rate`` is the queue's limit as ``(tasks, period_ms)``: no more are reserved
+        than it frees, counted in the queue's rate key, so across every worker that
+        passes the same limit.
         """
         keys = self.keys(queue)
         script_keys = [keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled]
@@ -368,11 +420,16 @@ class RedisQueue:
         for done in kept:
             script_keys += [keys.result(done.task_id), keys.done(done.task_id)]
             args += [done.payload, done.record, done.keep_ms]
+        if rate is not None:
+            script_keys.append(keys.rate)
+            args += [rate[1], rate[0]]
         reply = self.scripts.reserve.send(self.wire, script_keys, args)
 
         def reservation() -> Reservation:
             raw = reply()
-            return Reservation(int(raw[0]), queue, raw[2:], int(raw[1]))
+            if rate is None:
+                return Reservation(int(raw[0]), queue, raw[2:], int(raw[1]))
+            return Reservation(int(raw[0]), queue, raw[3:], int(raw[1]), int(raw[2]))
 
         return reservation
 
@@ -550,6 +607,7 @@ class RedisQueue:
                     keys.timer,
                     keys.pending_ids,
                     keys.cancelled,
+                    keys.unique,
                 ),
                 (),
             )

@@ -93,6 +93,11 @@ class Scripts:
     batch_add: LuaScript
     batch_cancel: LuaScript
     batch_retry: LuaScript
+    release_unique: LuaScript
+    rate_limit: LuaScript
+    lock: LuaScript
+    unlock: LuaScript
+    breaker: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:

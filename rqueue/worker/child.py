@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import TypeVar
 
@@ -25,7 +25,7 @@ from setproctitle import setproctitle
 
 from rqueue import events, registry
 from rqueue.config import Config
-from rqueue.current import set_current_job
+from rqueue.current import Runner, set_current_job, set_runner
 from rqueue.errors import (
     BatchCancelled,
     InvalidPayload,
@@ -34,13 +34,17 @@ from rqueue.errors import (
     UnregisteredType,
 )
 from rqueue.events import TaskEvent
+from rqueue.middleware.base import Middleware, Release, RetryIn, run_through, stack_of
 from rqueue.payload import Job
 from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
-from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
+from rqueue.worker import (
+    parent_failures,  # noqa: F401  (registers the internal report task)
+    unique_locks,
+)
 from rqueue.worker.admission import admit, task_name
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.logs import log_outcome
@@ -103,6 +107,7 @@ class ChildWorker(InterruptibleWaits):
 
     def run(self) -> int:
         use(self.queue)
+        set_runner(Runner(self.queue, self.options.timeout, self.options.kill_grace))
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)
@@ -302,6 +307,7 @@ class ChildWorker(InterruptibleWaits):
         # a crash in C) has used up an attempt instead of giving the task back for ever.
         self.slot.set(State.RUNNING, index, started + timeout + self.options.kill_grace)
         task = None
+        stack: Sequence[Middleware] | None = None
         try:
             self.time_limit.arm(timeout)
             try:
@@ -313,7 +319,12 @@ class ChildWorker(InterruptibleWaits):
                 if events.has_listeners("processing"):
                     events.emit(TaskEvent("processing", job))
                 set_current_job(job)
-                result = task.fn(*args, **job.kwargs)
+                declared = task.options.middleware
+                stack = stack_of(declared, job) if job.meta else declared
+                if stack or job.meta:
+                    result = self._run(queue, task.fn, args, job, stack)
+                else:
+                    result = task.fn(*args, **job.kwargs)
                 completion = None
                 # After the call: a running task may have started a chain (job.chain).
                 # A result that cannot be kept or piped fails the task.
@@ -328,13 +339,20 @@ class ChildWorker(InterruptibleWaits):
             finally:
                 self.time_limit.disarm()
         except BaseException as exc:  # SystemExit and the like too: user code raised it
+            duration = time.monotonic() - started
             if type(exc) is BatchCancelled and workflow and effects.is_member(job):
                 self._skip(index, queue, payload, job, expires_at)
             elif task is None and type(exc) is TaskNotRegistered:
                 # Not a task (TaskImportFailed, its subclass, is an attempt that failed).
                 self.outcomes.rejected(index, queue, payload, job, "TaskNotRegistered", str(exc))
+            elif stack is None and isinstance(exc, InvalidPayload):  # its middleware
+                self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
+            elif type(exc) is Release:
+                self._release(index, queue, payload, job, exc.delay, duration)
+            elif type(exc) is RetryIn and exc.__cause__ is not None:
+                cause = exc.__cause__
+                self.outcomes.failed(index, queue, payload, job, tries, cause, duration, exc.delay)
             else:
-                duration = time.monotonic() - started
                 self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
             return
         duration = time.monotonic() - started
@@ -353,6 +371,8 @@ class ChildWorker(InterruptibleWaits):
                 self.batches.acknowledge(queue, payload, expires_at, completion.kept)
         if job.max_exceptions is not None and job.attempts > 1:  # an earlier one may have raised
             forget_exceptions(self.queue, self._persist, queue, job)
+        if job.meta:
+            unique_locks.on_finish(self.queue, self._persist, queue, job)
         if task.options.after_succeeded is not None or events.has_listeners("processed"):
             self.outcomes.reporting(index)
         else:
@@ -363,6 +383,37 @@ class ChildWorker(InterruptibleWaits):
             run_hook(task.options.after_succeeded, result, job)
         if events.has_listeners("processed"):
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def _run(
+        self,
+        queue: str,
+        fn: Callable[..., object],
+        args: tuple[object, ...],
+        job: Job,
+        stack: Sequence[Middleware],
+    ) -> object:
+        """Run a task through its middleware; a unique one's lock is released (if it
+        lasts only until processing) once they let it start."""
+
+        def call() -> object:
+            if job.meta:
+                unique_locks.on_start(self.queue, self._persist, queue, job)
+            return fn(*args, **job.kwargs)
+
+        return run_through(stack, job, call) if stack else call()
+
+    def _release(
+        self, index: int, queue: str, payload: bytes, job: Job, delay: float, duration: float
+    ) -> None:
+        """A middleware put the job back (``Release``): due in ``delay`` seconds, with
+        its attempt given back, since it did not run."""
+        self.slot.set(State.RUNNING, index)  # stopped: no kill deadline meanwhile
+        release = functools.partial(self.queue.release, queue, [payload], delay, unstarted=True)
+        self._persist(release)
+        self.slot.count_processed()
+        # DEBUG: a rate limit may put back most of a backlog, each task once.
+        message = f"released by its middleware for {delay:g} s"
+        log_outcome(log, job, message, duration, logging.DEBUG)
 
     def _admit_after_import(
         self,
@@ -460,16 +511,29 @@ class ChildWorker(InterruptibleWaits):
         self._sleep(backoff_delay(failures))
 
     def _wait_for_work(self) -> None:
+        """Wait for a push, or for a queue's rate limit to free a task (whichever first).
+
+        A rate-limited queue's pushes are not waited for (it could take none of them):
+        its wait is exactly until its limit frees the next task, at most a second at a
+        time so that a pause or a stop is seen as soon as in any idle wait.
+        """
+        queues, longest = self.options.queues, 1.0
+        if self.batches.limited:
+            queues = tuple(q for q in queues if q not in self.batches.limited)
+            longest = min(1.0, *self.batches.limited.values())
+            if not queues:
+                self._sleep(longest)
+                return
         if self.options.block_for > 0:
             self._interruptible = True
             try:
                 self._woken = self.queue.wait_for_ready(
-                    self.options.queues, min(self.options.block_for, 1.0)
+                    queues, min(self.options.block_for, longest)
                 )
             finally:
                 self._interruptible = False
         else:
-            self._sleep(self.options.sleep)
+            self._sleep(min(self.options.sleep, longest))
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requested = True

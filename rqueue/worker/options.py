@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rqueue.config import Limit
+from rqueue.config import ConfigError, Limit
 from rqueue.payload import MAX_TIMEOUT_SECONDS, MAX_TRIES
 from rqueue.store.keys import validate_queue_name
 
@@ -31,6 +32,65 @@ LIMITS: Mapping[str, Limit] = {
 """The range of every numeric field below; ``rqueue work`` checks its options against
 the same table, so the command and the Python API refuse the same values. ``timeout``
 and ``tries`` have the bounds ``@task`` gives a task's own."""
+
+
+MAX_RATE = 1_000_000
+"""The most tasks per second a rate limit may allow: more is taken for a mistake."""
+_RATE_LIMIT = Limit(1, MAX_RATE, whole=True)
+_RATE_PERIOD = Limit(0.001, 86_400, unit="seconds")
+_RATE_TEXT = re.compile(r"(\d+)/(\d*)([smh])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``limit`` tasks of a queue start per ``per`` seconds (``--rate 100/m``).
+
+    Up to ``limit`` may start at once after a quiet spell, then one every ``per /
+    limit`` seconds (GCRA, enforced by reserve.lua in Redis, not by sleeping here).
+    """
+
+    limit: int
+    per: float = 1.0
+
+    def __post_init__(self) -> None:
+        _RATE_LIMIT.check("a rate's limit", self.limit)
+        _RATE_PERIOD.check("a rate's period", self.per)
+        if self.limit / self.per > MAX_RATE:
+            raise ConfigError(f"a rate may allow at most {MAX_RATE:,} tasks a second")
+
+    @property
+    def period_ms(self) -> int:
+        return max(1, round(self.per * 1000))
+
+    @classmethod
+    def parse(cls, text: str) -> Rate:
+        """``100/m``, ``50/s``, ``10/2s``, ``5/h``: tasks per (a whole number of) units."""
+        match = _RATE_TEXT.fullmatch(text.strip())
+        if match is None:
+            raise ConfigError(
+                f"a rate is TASKS/PERIOD such as 100/m, 50/s, 10/2s or 5/h, not {text!r}"
+            )
+        limit, count, unit = match.groups()
+        return cls(int(limit), int(count or 1) * _UNIT_SECONDS[unit])
+
+
+def parse_rates(text: str, queues: Sequence[str]) -> dict[str, Rate]:
+    """``--rate``: one rate for every queue (``100/m``), or one per named queue
+    (``emails=100/m,sms=5/s``, each among ``queues``)."""
+    if "=" not in text:
+        rate = Rate.parse(text)
+        return dict.fromkeys(queues, rate)
+    rates: dict[str, Rate] = {}
+    for item in text.split(","):
+        name, _, rate_text = item.partition("=")
+        name = name.strip()
+        if name not in queues:
+            raise ConfigError(f"{name!r} is not one of this worker's queues ({', '.join(queues)})")
+        if name in rates:
+            raise ConfigError(f"queue {name!r} is given two rates")
+        rates[name] = Rate.parse(rate_text)
+    return rates
 
 
 @dataclass(frozen=True)
@@ -67,6 +127,8 @@ class WorkerOptions:
     preload: tuple[str, ...] = field(default_factory=tuple)
     schedule: bool = True
     """Run the scheduler tick in the parent (``--no-schedule`` turns it off)."""
+    rates: Mapping[str, Rate] = field(default_factory=dict)
+    """Queue name -> its rate limit (``--rate``); queues not named have none."""
 
     def __post_init__(self) -> None:
         if not self.queues:
@@ -75,6 +137,9 @@ class WorkerOptions:
             validate_queue_name(name)
         for name, limit in LIMITS.items():
             limit.check(name, getattr(self, name))
+        for name, rate in self.rates.items():
+            if name not in self.queues or not isinstance(rate, Rate):
+                raise ValueError(f"rates: {name!r} -> {rate!r} is not a Rate for one of queues")
 
     @property
     def batch_limit(self) -> int:

@@ -27,6 +27,7 @@ from rqueue.payload import Job
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.task import Hook, call_hook, registered_task
+from rqueue.worker import unique_locks
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Slot, State
@@ -68,15 +69,17 @@ class Outcomes:
         tries: int,
         exc: BaseException,
         duration: float,
+        retry_after: float | None = None,
     ) -> None:
         """An attempt raised (or timed out): retry it later, or fail it for good if no
         tries are left or one of its job controls says so (:func:`retry_delay`,
-        ``max_exceptions``)."""
+        ``max_exceptions``). ``retry_after`` replaces the task's backoff (a middleware's
+        own, as ThrottlesExceptions')."""
         timed_out = isinstance(exc, TaskTimeout)
         # The task has stopped: no kill deadline while Redis is slow to take its outcome
         # (still RUNNING, so a death here is settled by the parent as a crash).
         self.slot.set(State.RUNNING, index)
-        delay = retry_delay(job, job.attempts, tries, timed_out)
+        delay = retry_delay(job, job.attempts, tries, timed_out, retry_after)
         limit = job.max_exceptions  # timeouts are not counted, nor a last failure
         if limit is not None and delay is not None and not timed_out:
             delay = None if self._count_exception(queue, job, delay) >= limit else delay
@@ -91,6 +94,7 @@ class Outcomes:
             kept = self.complete_failure(job, payload, kind, message, trace, duration)
             self.persist(lambda: self.queue.fail(queue, payload, record, kept=kept))
             forget_exceptions(self.queue, self.persist, queue, job)
+            unique_locks.on_failed(self.queue, self.persist, queue, job)
         self.reporting(index)
         outcome = "timed out" if timed_out else f"raised {kind}: {message}"
         log_outcome(
@@ -116,6 +120,7 @@ class Outcomes:
         self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign, kept=kept))
         if job is not None:
             forget_exceptions(self.queue, self.persist, queue, job)
+            unique_locks.on_failed(self.queue, self.persist, queue, job)
         self.reporting(index)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
@@ -154,14 +159,17 @@ class Outcomes:
         self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
 
 
-def retry_delay(job: Job, attempts: int, tries: int, timed_out: bool) -> float | None:
+def retry_delay(
+    job: Job, attempts: int, tries: int, timed_out: bool, backoff: float | None = None
+) -> float | None:
     """Seconds before the next attempt after failed attempt ``attempts``, or None if
     the task fails for good now: no tries left, a timeout with ``fail_on_timeout``, or
     a retry that would start after its ``retry_until``. The child and the parent (for
-    a task whose worker died or was killed) both decide by it."""
+    a task whose worker died or was killed) both decide by it. ``backoff`` (seconds)
+    replaces the task's own."""
     if attempts >= tries or (timed_out and job.fail_on_timeout):
         return None
-    delay = job.backoff_for(attempts)
+    delay = job.backoff_for(attempts) if backoff is None else backoff
     if job.retry_until is not None and time.time() + delay >= job.retry_until:
         return None
     return delay

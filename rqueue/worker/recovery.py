@@ -19,7 +19,7 @@ from rqueue.payload import decode
 from rqueue.store.header import payload_attempts, payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.worker import parent_failures
+from rqueue.worker import parent_failures, unique_locks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import complete_failure, forget_exceptions, retry_delay
 from rqueue.worker.scoreboard import Held, SlotView, State
@@ -136,6 +136,7 @@ class Recovery:
             self.persist(lambda: self.queue.fail(name, member, record, kept=kept))
             if job is not None:  # after_failed and listeners run in a child
                 forget_exceptions(self.queue, self.persist, name, job)
+                unique_locks.on_failed(self.queue, self.persist, name, job)
                 parent_failures.queue_report(self.queue, name, record)
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:

@@ -14,6 +14,10 @@ trip per task. Two refinements live here:
   Every reserve call also records its batch under the child's claims key, so if the
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).
+
+A queue with a rate limit (``--rate``) hands out no more tasks than the limit frees
+(reserve.lua); when it held tasks back, the reply says when it frees the next one,
+and ``limited`` tells the child how long to wait for it.
 """
 
 from __future__ import annotations
@@ -59,6 +63,10 @@ class Batches:
         self._size = 1
         self._ahead: _ReadAhead | None = None
         self._reply_lost = False
+        self._rates = {name: (r.limit, r.period_ms) for name, r in options.rates.items()}
+        self.limited: dict[str, float] = {}
+        """After a ``take`` that found nothing: queues whose rate limit held back ready
+        tasks, and the seconds until it lets the next one start."""
 
     def take(self, allowed: int, first: str | None = None) -> Batch | None:
         """The next batch: the one read ahead if it has tasks, else reserve now, from the
@@ -71,6 +79,7 @@ class Batches:
         if batch is not None and batch.reservation.payloads:
             return self._grown(batch)
         count = min(allowed, self._size)
+        self.limited = {}
         queues = list(enumerate(self.options.queues))
         for index, name in sorted(queues, key=lambda queue: queue[1] != first):
             acks, kept = self._acks.get(name, []), self._kept.get(name, [])
@@ -86,6 +95,8 @@ class Batches:
                 self._reset_ack_deadline()
             if reservation.payloads:
                 return self._grown(Batch(index, reservation, sent_at))
+            if reservation.rate_wait_ms and reservation.still_ready:
+                self.limited[name] = reservation.rate_wait_ms / 1000
         self._size = 1
         return None
 
@@ -193,6 +204,7 @@ class Batches:
             ack=acks,
             claims=self.claims,
             kept=kept,
+            rate=self._rates.get(name),
         )
 
     def _grown(self, batch: Batch) -> Batch:

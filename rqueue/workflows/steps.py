@@ -26,12 +26,14 @@ from rqueue.payload import (
     MAX_DELAY_SECONDS,
     Job,
     checked_backoff,
+    checked_controls,
     checked_keep,
+    checked_meta,
     checked_timeout,
     checked_tries,
 )
 from rqueue.store.keys import validate_queue_name
-from rqueue.task import PendingDispatch, Task
+from rqueue.task import UNIQUE, PendingDispatch, Task
 from rqueue.task_names import check_name
 
 Step = dict[str, Any]
@@ -41,12 +43,19 @@ ONCE_MS = 7 * 24 * 3600 * 1000
 worker died before the ack) does so within its reservation and retries, far sooner."""
 
 
+_OWN_META = (KEEP, UNIQUE)
+"""Meta entries a step's job gets afresh when its turn comes, not from the step."""
+
+
 def step_of(call: PendingDispatch) -> Step:
-    """The step for ``call``: its task, arguments and the options its task carries."""
+    """The step for ``call``: its task, arguments and the options its task carries,
+    job controls and ``using(middleware=)`` included (as its job would have them now:
+    a ``retry_until`` in seconds counts from the workflow's dispatch)."""
     task = call.task
     task.check_dispatchable()
     options = task.options
-    return {
+    job = task.make_job(call.args, call.kwargs)
+    step = {
         "task": task.name,
         "args": list(call.args),
         "kwargs": dict(call.kwargs),
@@ -57,6 +66,16 @@ def step_of(call: PendingDispatch) -> Step:
         "delay": call.delay,
         "keep": task.keep_ms,
     }
+    if job.max_exceptions is not None or job.retry_until is not None or job.fail_on_timeout:
+        step["controls"] = {
+            "max_exceptions": job.max_exceptions,
+            "retry_until": job.retry_until,
+            "fail_on_timeout": job.fail_on_timeout,
+        }
+    meta = {key: value for key, value in job.meta.items() if key not in _OWN_META}
+    if meta:
+        step["meta"] = meta
+    return step
 
 
 def callback_call(
@@ -94,6 +113,10 @@ def checked_step(step: object) -> Step:
             raise ValueError(f"delay must be 0 to {MAX_DELAY_SECONDS} seconds, got {delay!r}")
         if step.get("keep"):
             checked_keep(step["keep"] / 1000)
+        if "controls" in step:
+            checked_controls(step["controls"])
+        if "meta" in step:
+            checked_meta(step["meta"])
     except Exception as exc:
         raise InvalidPayload(f"a workflow step is malformed: {exc!r}") from None
     return step
@@ -110,7 +133,9 @@ def step_job(
     """The job a step becomes, with ``first_args`` before its own (a piped value)."""
     if step.get("keep"):
         meta = {**meta, KEEP: step["keep"]}
-    return Job(
+    if step.get("meta"):
+        meta = {**step["meta"], **meta}
+    job = Job(
         id=task_id,
         task=step["task"],
         args=(*first_args, *step["args"]),
@@ -122,6 +147,11 @@ def step_job(
         dispatched_at=time.time(),
         meta=meta,
     )
+    if "controls" in step:
+        job.max_exceptions, job.retry_until, job.fail_on_timeout = checked_controls(
+            step["controls"]
+        )
+    return job
 
 
 def delay_ms(step: Step) -> int:

@@ -2,6 +2,9 @@
 -- KEYS[1] pending-ids set   KEYS[2] cancelled set
 -- KEYS[3] the task's result key   KEYS[4] its done list: if the task keeps its result
 -- (its status record exists), it is marked cancelled and whoever waits for it wakes
+-- KEYS[5] the queue's unique locks hash: a cancelled task releases the lock it holds (as
+-- release_unique.lua does, here so that no dispatch is deduplicated against a task
+-- already cancelled)
 -- ARGV[1] task id (32 hex characters)
 -- Returns 1 if cancelled now, 2 if it was already cancelled, 0 if it is not pending
 -- (reserved, finished, failed, or never pushed).
@@ -17,6 +20,12 @@ if redis.call('SREM', KEYS[1], ARGV[1]) == 1 then
     redis.call('DEL', KEYS[4])
     redis.call('RPUSH', KEYS[4], 1)
     redis.call('PEXPIRE', KEYS[4], ttl)
+  end
+  local key = redis.call('TYPE', KEYS[5])['ok'] == 'hash' and redis.call('HGET', KEYS[5], 'id:' .. ARGV[1])
+  if key then
+    redis.call('HDEL', KEYS[5], 'id:' .. ARGV[1])
+    local held = redis.call('HGET', KEYS[5], 'key:' .. key)
+    if held and string.sub(held, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then redis.call('HDEL', KEYS[5], 'key:' .. key) end
   end
   return 1
 end

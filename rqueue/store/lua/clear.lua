@@ -2,8 +2,10 @@
 -- KEYS[1] ready list   KEYS[2] delayed zset   KEYS[3] reserved zset
 -- KEYS[4] notify list  KEYS[5] timer list
 -- KEYS[6] pending-ids set   KEYS[7] cancelled set (cancel's bookkeeping goes too)
+-- KEYS[8] unique locks hash: the locks of the tasks deleted go with them (a task that
+-- is running meanwhile then releases nothing: its lock is gone)
 -- Returns how many tasks were deleted.
 local count = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
   + redis.call('ZCARD', KEYS[3])
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('DEL', unpack(KEYS))
 return count

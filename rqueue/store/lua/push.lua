@@ -1,44 +1,95 @@
--- push.lua: add tasks to a queue, ready now or after a delay.
+-- push.lua: add tasks to a queue, ready now or after a delay; a unique task only if
+-- its lock is free, taking the lock in the same call.
 -- KEYS[1] ready list   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
 -- KEYS[5] pending-ids set (the payloads' ids are added, one SADD per call: O(1) per
 --         payload, so that cancel.lua can cancel a task by id without a scan)
--- KEYS[6..] (optional) the result keys of the payloads that keep their result: each
---         gets a status record saying the task is pending or delayed (and when it is
---         due), so a caller can tell "queued" from "never heard of" (results.py)
+-- KEYS[6] the unique locks hash, if ARGV[3] > 0 (keys.py's QueueKeys.unique)
+-- KEYS[6..] (KEYS[7..] with locks; optional) the result keys of the payloads that keep
+--         their result: each gets a status record saying the task is pending or
+--         delayed (and when it is due), so a caller can tell "queued" from "never heard
+--         of" (results.py)
 -- ARGV[1] delay in milliseconds (0 or less: ready now)
 -- ARGV[2] how long those status records last, in milliseconds
--- ARGV[3..] payloads
--- Returns the length of the list or set the payloads went into.
--- Invariant: each payload is in exactly one of ready or delayed; an idle worker blocked
--- on notify wakes for ready tasks, and a parent blocked on timer wakes when the
+-- ARGV[3] how many unique locks follow (0: a plain push)
+-- ARGV[4..] four per lock: its payload's place among the payloads (from 1), the lock's
+--         key, its owner (that payload's task id), how long it lasts in milliseconds
+-- then the payloads
+-- Returns, for a plain push, the length of the list or set the payloads went into; with
+-- locks, the deduplicated tasks as a flat list: id, id of the lock's owner, ...
+-- Invariant: each payload pushed is in exactly one of ready or delayed; an idle worker
+-- blocked on notify wakes for ready tasks, and a parent blocked on timer wakes when the
 -- earliest due time moves earlier. Due times come from Redis TIME, the one clock.
+-- A lock is held by one task id until that id releases it (release_unique.lua,
+-- cancel.lua), clear.lua drops them all, or it expires; an expired one is taken over
+-- here. The lock is checked before any write, so a refusal leaves nothing behind.
 local delay = tonumber(ARGV[1])
+local locks = tonumber(ARGV[3])
+local payloads, first, results = ARGV, 4 + 4 * locks, 6
+local deduplicated, dropped = {}, {}
+if locks > 0 then
+  results = 7
+  local kind = redis.call('TYPE', KEYS[6])['ok']
+  if kind ~= 'hash' and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[6] .. " holds a " .. kind ..
+      ", not rqueue's unique locks (a hash): delete it to dispatch unique tasks")
+  end
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local skip = {}
+  for i = 4, first - 1, 4 do
+    local field, owner, lasts = 'key:' .. ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+    local holder, expires = string.match(redis.call('HGET', KEYS[6], field) or '', '^(%S+) (%d+)$')
+    if holder and tonumber(expires) > now then
+      skip[tonumber(ARGV[i])] = true
+      dropped[owner] = true
+      deduplicated[#deduplicated + 1] = owner
+      deduplicated[#deduplicated + 1] = holder
+    else
+      if holder then redis.call('HDEL', KEYS[6], 'id:' .. holder) end
+      redis.call('HSET', KEYS[6], field, owner .. ' ' .. (now + lasts), 'id:' .. owner, ARGV[i + 1])
+      if redis.call('PTTL', KEYS[6]) < lasts then redis.call('PEXPIRE', KEYS[6], lasts) end
+    end
+  end
+  if #deduplicated > 0 then
+    payloads = {}
+    for i = first, #ARGV do
+      if not skip[i - first + 1] then payloads[#payloads + 1] = ARGV[i] end
+    end
+    first = 1
+    if #payloads == 0 then return deduplicated end
+  end
+end
 local ids = {}
-for i = 3, #ARGV do
-  if string.sub(ARGV[i], 37, 38) == '\217\32' then ids[#ids + 1] = string.sub(ARGV[i], 39, 70) end
+for i = first, #payloads do
+  if string.sub(payloads[i], 37, 38) == '\217\32' then ids[#ids + 1] = string.sub(payloads[i], 39, 70) end
 end
 if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
-if #KEYS > 5 then
+if #KEYS >= results then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local state = 'pending'
   if delay > 0 then state = 'delayed' end
   local record = cmsgpack.pack({state = state, due = now + math.max(delay, 0)})
-  for i = 6, #KEYS do redis.call('SET', KEYS[i], record, 'PX', ARGV[2]) end
+  for i = results, #KEYS do
+    if not dropped[string.sub(KEYS[i], -32)] then redis.call('SET', KEYS[i], record, 'PX', ARGV[2]) end
+  end
 end
+local reply
 if delay <= 0 then
-  local length = redis.call('RPUSH', KEYS[1], unpack(ARGV, 3))
+  reply = redis.call('RPUSH', KEYS[1], unpack(payloads, first))
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
-  return length
+else
+  local time = redis.call('TIME')
+  local due = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + delay
+  local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  for i = first, #payloads do
+    redis.call('ZADD', KEYS[2], due, payloads[i])
+  end
+  if earliest[2] == nil or due < tonumber(earliest[2]) then
+    redis.call('DEL', KEYS[4])
+    redis.call('RPUSH', KEYS[4], due)
+  end
+  reply = redis.call('ZCARD', KEYS[2])
 end
-local time = redis.call('TIME')
-local due = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + delay
-local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-for i = 3, #ARGV do
-  redis.call('ZADD', KEYS[2], due, ARGV[i])
-end
-if earliest[2] == nil or due < tonumber(earliest[2]) then
-  redis.call('DEL', KEYS[4])
-  redis.call('RPUSH', KEYS[4], due)
-end
-return redis.call('ZCARD', KEYS[2])
+if locks > 0 then return deduplicated end
+return reply

@@ -4,7 +4,7 @@
 -- KEYS[4] pending-ids set: the popped tasks' ids leave it (one SREM per call)
 -- KEYS[5] cancelled set: a popped task whose id is in it is dropped, not reserved
 --         (one SCARD per call; one SREM per task only while cancellations wait)
--- KEYS[6] (optional: present if #KEYS is 6 + 2k) the calling child's claims key: set
+-- KEYS[6] (optional: present if "last" below is 6 + 2k) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
@@ -19,14 +19,25 @@
 -- ARGV[8..7+n] reserved payloads of tasks that completed: removed first, as ack.lua does
 -- then k triples (reserved payload, result record, milliseconds to keep it) of tasks
 -- that completed and keep their result: each is removed the same way and its record
--- written to KEYS[#KEYS-2k+2i-1] (its result key), with a token pushed to the next
+-- written to KEYS[last-2k+2i-1] (its result key), with a token pushed to the next
 -- key (its done list) that wakes whoever waits for the result (see ack.lua)
+-- then, only for a queue with a rate limit (rqueue work --rate), two more: its period
+-- in ms and its limit; its state key (the queue's rate key) is then the last of KEYS,
+-- after the result keys ("last" above is the key before it, else #KEYS). The limit is
+-- a GCRA with no burst: the key holds the theoretical arrival time (TAT, ms) of the
+-- next task, each task moves it on by period / limit, and a task may start once TAT
+-- is not ahead of now; TAT lags now by one interval at most. So tasks start period /
+-- limit apart over time and no window of `period` ms holds more than `limit` + 1 (a
+-- burst of `limit` would let up to twice that into one).
 -- Returns {now_ms, still_ready, reserved_1, reserved_2, ...}: how many tasks are left
 -- in the list (a worker reserves its next batch early only from a deep queue), then
 -- only the reserved bytes, which the worker acks, releases or fails by (the
--- original differs in the attempt counter only)
+-- original differs in the attempt counter only). With a rate limit, the ms until the
+-- limit frees its next task (0: free now) comes third: {now_ms, still_ready, wait_ms,
+-- reserved_1, ...}; the claims key holds the reply without it.
 -- Invariant: a popped task is in the reserved set before the script ends, its
--- attempt counter (4 bytes at offset 14, see payload.py) one higher than in the list.
+-- attempt counter (4 bytes at offset 14, see payload.py) one higher than in the list;
+-- with a rate limit, no more tasks are reserved than it has free now.
 -- Each reservation lasts margin + the task's own timeout + grace. A worker runs a
 -- batch one task after another; before starting a task whose reservation could run
 -- out before the task's worst-case end, it renews it (renew.lua), and skips it if it
@@ -34,11 +45,14 @@
 -- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
 local plain, kept = tonumber(ARGV[6]), tonumber(ARGV[7])
+local rate_at, last = 8 + plain + 3 * kept, #KEYS
+local rate = false
+if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
 if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 8, 7 + plain)) end
 local claims = false
-if #KEYS == 6 + 2 * kept then claims = KEYS[6] end
+if last == 6 + 2 * kept then claims = KEYS[6] end
 if kept > 0 then
-  local first_key, first_arg = #KEYS - 2 * kept, 7 + plain
+  local first_key, first_arg = last - 2 * kept, 7 + plain
   for i = 1, kept do
     local at = first_arg + 3 * (i - 1)
     redis.call('ZREM', KEYS[2], ARGV[at + 1])
@@ -51,14 +65,42 @@ if kept > 0 then
 end
 local ready = redis.call('LLEN', KEYS[1])
 local take = math.min(tonumber(ARGV[1]), math.ceil(ready / tonumber(ARGV[5])))
-local items = false
-if take > 0 then items = redis.call('LPOP', KEYS[1], take) end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local limited = false  -- with a rate limit: records the tasks reserved, adds the wait
+if rate then
+  local exact = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+  local period = tonumber(ARGV[rate_at])
+  local interval = period / tonumber(ARGV[rate_at + 1])
+  -- Redis data is not trusted: a garbled or NaN TAT reads as now, and none may lie
+  -- further ahead than one period (no garbage blocks the queue for long).
+  -- A worker late for its turn (its wake-up, the round trip) keeps it: the next turn
+  -- is one interval after the missed one, not after now, so lateness does not pile up
+  -- (up to one interval of it; a TAT further behind, or none, reads as now).
+  local tat = tonumber(redis.call('GET', rate) or '') or exact
+  if not (tat > exact - interval) then
+    tat = exact
+  elseif tat > exact + period then
+    tat = exact + period
+  end
+  -- the free tasks: n such that tat + (n - 1) * interval <= exact
+  local free = math.floor((exact - tat) / interval + 1e-9) + 1
+  if free < take then take = math.max(free, 0) end
+  limited = function(result)
+    tat = tat + (#result - 2) * interval
+    if #result > 2 then
+      redis.call('SET', rate, string.format('%.3f', tat), 'PX', math.ceil(tat + interval - exact) + 1)
+    end
+    table.insert(result, 3, math.max(0, math.ceil(tat - exact)))
+  end
+end
+local items = false
+if take > 0 then items = redis.call('LPOP', KEYS[1], take) end
 local result = {now, ready - take}
 if not items then
   redis.call('DEL', KEYS[3])
   if claims then redis.call('DEL', claims) end
+  if limited then limited(result) end
   return result
 end
 local default_timeout = tonumber(ARGV[2])
@@ -103,4 +145,5 @@ if ready > #items then
 else
   redis.call('DEL', KEYS[3])
 end
+if limited then limited(result) end
 return result

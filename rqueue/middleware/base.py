@@ -1,0 +1,227 @@
+"""What a job middleware is, how a stack of them runs, and how one travels in a payload.
+
+A middleware wraps each run of a task in the worker child (``__call__(job,
+call_next)``) and may act at dispatch (``before_dispatch``). Hooks
+(``after_succeeded``/``after_failed``) and event listeners observe outcomes; only a
+middleware can decide whether, and when, a task runs (docs/middleware.md).
+
+Middleware declared with ``@task(middleware=)`` live in code, on both sides. Those
+given to ``using(middleware=)`` concern some calls only, so they travel in the
+payload as ``[class name, fields]``, and the worker builds them again from classes
+already defined in its process: a payload can name a middleware, never a module to
+import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rqueue.codec import pack
+from rqueue.current import Runner, current_runner
+from rqueue.errors import InvalidPayload, InvalidTaskOption, describe
+from rqueue.payload import MAX_DELAY_SECONDS, Job
+from rqueue.task_names import module_name
+
+MIDDLEWARE = "middleware"
+"""The ``meta`` entry of a call's own middleware (``using(middleware=)``)."""
+
+MAX_KEY = 500
+"""Longest name or key a middleware's state may have (part of a Redis key)."""
+
+_classes: dict[str, type[Middleware]] = {}
+"""Every Middleware subclass defined in this process, by ``module:qualname``."""
+
+
+class Middleware:
+    """Subclass it and override either method, or both.
+
+    ``__call__`` runs in the worker around the task: call ``call_next()`` to run the
+    rest of the stack and the task, and return its result. Not calling it skips the
+    run, which then counts as a success returning what you return (as a Laravel job
+    whose middleware does not call ``$next``). Raise :class:`Release` to put the job
+    back for later without using an attempt.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _classes[_name(cls)] = cls
+
+    def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
+        return call_next()
+
+    def before_dispatch(self, job: Job) -> None:
+        """Runs in the dispatching process before the call is encoded: it may add to
+        ``job.meta``, or raise to refuse the dispatch."""
+
+
+class Release(Exception):
+    """Raised by a middleware: put the job back, due in ``delay`` seconds, with its
+    attempt given back (a rate limit or a lock is not the task failing)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        if not _is_seconds(delay):
+            raise ValueError(
+                f"Release(delay) needs seconds from 0 to {MAX_DELAY_SECONDS:,}, got {delay!r}"
+            )
+        super().__init__(f"released for {delay:g} s")
+        self.delay = float(delay)
+
+
+class RetryIn(Exception):
+    """Raised ``from`` a task's exception: handle it as that exception, but retry (if
+    a retry is due at all) after ``delay`` seconds instead of the task's backoff."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"retry in {delay:g} s")
+        self.delay = delay
+
+
+def run_through(stack: Sequence[Middleware], job: Job, call: Callable[[], Any]) -> Any:
+    """Call ``call`` inside every middleware of ``stack``, the first outermost."""
+
+    def step(index: int) -> Any:
+        if index == len(stack):
+            return call()
+        return stack[index](job, lambda: step(index + 1))
+
+    return step(0)
+
+
+def dispatching(stack: Sequence[Middleware]) -> tuple[Middleware, ...]:
+    """The middleware of ``stack`` that act at dispatch (override ``before_dispatch``)."""
+    return tuple(m for m in stack if type(m).before_dispatch is not Middleware.before_dispatch)
+
+
+def check_stack(stack: object, what: str, carried: bool = False) -> None:
+    """Refuse what is not a sequence of middleware; a ``carried`` one must also be a
+    dataclass whose fields msgpack can encode (it travels in the payload)."""
+    if not isinstance(stack, (tuple, list)):
+        raise InvalidTaskOption(f"{what} must be a list of middleware, got {stack!r}")
+    for middleware in stack:
+        if not isinstance(middleware, Middleware):
+            raise InvalidTaskOption(
+                f"{what}: {middleware!r} is not a middleware (subclass rqueue.middleware."
+                "Middleware)"
+            )
+        if carried:
+            carry(middleware)
+
+
+def carry(middleware: Middleware) -> list[Any]:
+    """``[class name, fields]``: a middleware as the payload holds it."""
+    cls = type(middleware)
+    name = _name(cls)
+    if not dataclasses.is_dataclass(middleware) or _classes.get(name) is not cls:
+        raise InvalidTaskOption(
+            f"using(middleware=): {middleware!r} travels in the payload, so it must be a "
+            "dataclass defined at a module's top level; declare it with "
+            "@task(middleware=) instead"
+        )
+    fields = {f.name: getattr(middleware, f.name) for f in dataclasses.fields(middleware) if f.init}
+    try:
+        pack(fields)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidTaskOption(
+            f"using(middleware=): {middleware!r} travels in the payload, and msgpack cannot "
+            f"encode its fields ({exc}); a function cannot travel: declare it with "
+            "@task(middleware=) instead"
+        ) from None
+    return [name, fields]
+
+
+def carried(entries: object) -> tuple[Middleware, ...]:
+    """The middleware a payload carries, built again; InvalidPayload if any entry is
+    not one that this process defines, or its class refuses its fields."""
+    if type(entries) is not list:
+        raise InvalidPayload("the payload's middleware must be a list")
+    built: list[Middleware] = []
+    for entry in entries:
+        if type(entry) is not list or len(entry) != 2 or type(entry[1]) is not dict:
+            raise InvalidPayload("a payload's middleware entry must be [name, fields]")
+        name, fields = entry
+        cls = _classes.get(name) if type(name) is str else None
+        if cls is None or not dataclasses.is_dataclass(cls):
+            raise InvalidPayload(f"the payload names middleware {name!r}, not defined here")
+        try:
+            built.append(cls(**fields))
+        except Exception as exc:  # its own checks refused the fields
+            raise InvalidPayload(
+                f"middleware {name} refused the payload's fields: {describe(exc)[1]}"
+            ) from None
+    return tuple(built)
+
+
+def _name(cls: type) -> str:
+    """``module:qualname``, with the module's importable name when it runs as a
+    script: the worker imports the script's module by that name (as for a task)."""
+    return f"{module_name(cls.__module__)}:{cls.__qualname__}"
+
+
+def _is_seconds(value: object) -> bool:
+    return (
+        type(value) in (int, float)
+        and math.isfinite(value)  # type: ignore[arg-type]
+        and 0 <= value <= MAX_DELAY_SECONDS  # type: ignore[operator]
+    )
+
+
+def stack_of(declared: Sequence[Middleware], job: Job) -> Sequence[Middleware]:
+    """The middleware a job runs through: its task's declared ones, then its own
+    (InvalidPayload if those cannot be built)."""
+    if job.meta and MIDDLEWARE in job.meta:
+        return (*declared, *carried(job.meta[MIDDLEWARE]))
+    return declared
+
+
+def running_on(what: str) -> Runner:
+    """The worker running this job (or ``rqueue.testing.sync()``); a clear error where
+    there is none, such as a task called inline."""
+    runner = current_runner()
+    if runner is None:
+        raise RuntimeError(
+            f"{what} keeps its state in Redis and runs in a worker (or under "
+            "rqueue.testing.sync()), not around a task called inline"
+        )
+    return runner
+
+
+def key_of(by: object, job: Job, default: str) -> str:
+    """A middleware's key for one call: ``by`` itself (a str or an int), or what it
+    returns for the call's arguments if it is a function; ``default`` if None."""
+    key = by(*job.args, **job.kwargs) if callable(by) else by
+    if key is None:
+        return default
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise TypeError(f"a middleware key must be a str or an int, got {key!r}")
+    key = str(key)
+    if not 0 < len(key) <= MAX_KEY:
+        raise ValueError(f"a middleware key must have 1 to {MAX_KEY} characters, got {key!r}")
+    return key
+
+
+def check_name(name: object, what: str) -> None:
+    """A middleware's name (part of its Redis key): a non-empty str of at most MAX_KEY."""
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_KEY:
+        raise ValueError(f"{what} must be a str of 1 to {MAX_KEY} characters, got {name!r}")
+
+
+def check_by(by: object) -> None:
+    if (
+        by is not None
+        and not callable(by)
+        and (isinstance(by, bool) or not isinstance(by, (str, int)))
+    ):
+        raise ValueError(f"by must be None, a str, an int or a function, got {by!r}")
+
+
+def check_seconds(value: object, what: str, low: float = 0.0) -> float:
+    """``value`` as seconds: a finite number from ``low`` to ten years, else ValueError."""
+    if not _is_seconds(value) or value < low:  # type: ignore[operator]
+        raise ValueError(
+            f"{what} must be a number of seconds from {low:g} to {MAX_DELAY_SECONDS:,}, "
+            f"got {value!r}"
+        )
+    return float(value)  # type: ignore[arg-type]

@@ -1,0 +1,65 @@
+"""``WithoutOverlapping``: one run at a time per key, under a lock that always expires."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rqueue.middleware.base import Middleware, Release, check_name, check_seconds, running_on
+from rqueue.payload import Job
+from rqueue.store.guards import lock, unlock
+
+RETRY_CAP = 1.0
+"""Seconds a locked-out call waits at most before it tries again, by default."""
+
+
+@dataclass(frozen=True)
+class WithoutOverlapping(Middleware):
+    """Runs with one ``key`` (per task; across tasks with ``shared=True``) never overlap.
+
+    The lock belongs to the run that took it (its task id and attempt): only that run
+    frees it, when it finishes, however it finishes. It expires after
+    ``expire_after`` seconds, by default the task's timeout plus the worker's kill
+    grace, so a worker killed mid-run (SIGKILL, a lost host) never leaves it stuck:
+    Laravel's default lock never expires. A call that finds the key locked is put
+    back, without using an attempt, for ``release_after`` seconds (0: until the lock
+    may be free, at most a second); ``dont_release()`` drops it instead.
+    """
+
+    key: str
+    release_after: float = 0.0
+    expire_after: float | None = None
+    shared: bool = False
+    release: bool = True
+
+    def __post_init__(self) -> None:
+        check_name(self.key, "WithoutOverlapping(key)")
+        check_seconds(self.release_after, "WithoutOverlapping(release_after)")
+        if self.expire_after is not None:
+            check_seconds(self.expire_after, "WithoutOverlapping(expire_after)", 0.001)
+        for flag in ("shared", "release"):
+            if type(getattr(self, flag)) is not bool:
+                raise ValueError(f"WithoutOverlapping({flag}) must be True or False")
+
+    def dont_release(self) -> WithoutOverlapping:
+        """The same lock, dropping a call that finds it taken instead of delaying it."""
+        return dataclasses.replace(self, release=False)
+
+    def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
+        runner = running_on("WithoutOverlapping")
+        key = self.key if self.shared else f"{job.task}:{self.key}"
+        token = f"{job.id}:{job.attempts}"
+        lasting = self.expire_after
+        if lasting is None:
+            lasting = (job.timeout or runner.timeout) + runner.kill_grace
+        held = lock(runner.connection, job.queue, key, token, lasting)
+        if held:
+            if not self.release:
+                return None
+            raise Release(self.release_after or min(held, RETRY_CAP))
+        try:
+            return call_next()
+        finally:
+            unlock(runner.connection, job.queue, key, token)

@@ -1,0 +1,197 @@
+"""``fake()``: dispatches are recorded instead of sent (Laravel's ``Queue::fake()``).
+
+Each dispatch still becomes its payload (the real encoding: an argument msgpack
+cannot carry fails here as it would for real), and is kept with the call it came
+from, for the ``assert_*`` methods; ``run_all()`` then runs what was recorded,
+inline and in order (``inline.py``). A chain or a batch is recorded whole as well:
+a chain's first step and a batch's members count as dispatched, as they are pushed
+at once for real; a chain's later steps are dispatched only when ``run_all()``
+reaches them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import rqueue.registry as registry
+from rqueue.payload import Job
+from rqueue.task import PendingDispatch, Task, intercept
+from rqueue.testing.inline import InlineRunner, Interception, Outcome
+from rqueue.workflows.batches import Batch, PendingBatch
+from rqueue.workflows.chains import Chain, DispatchedChain
+
+TaskRef = Task[Any, Any] | str
+"""A task, or its name (``module:function``)."""
+Where = Callable[[PendingDispatch], object]
+"""Called with each recorded call (``call.args``, ``call.kwargs``, ``call.delay``,
+``call.task.options.queue``): keep those for which it returns a true value."""
+
+
+class Fake(Interception):
+    """What ``fake()`` yields: the recorded dispatches, assertions on them, and
+    ``run_all()``."""
+
+    def __init__(self) -> None:
+        super().__init__(InlineRunner(later=self._due_later))
+        self.calls: list[PendingDispatch] = []
+        """Every call dispatched, in order."""
+        self.chains: list[Chain] = []
+        self.batches: list[PendingBatch] = []
+        self._due: deque[bytes] = deque()
+        self.runner.followed = self._followed
+
+    # -- recording ----------------------------------------------------------------
+
+    def taken(self, payload: bytes, call: PendingDispatch | None) -> None:
+        if call is not None:
+            self.calls.append(call)
+        self._due.append(payload)
+
+    def take_chain(self, chain: Chain) -> DispatchedChain:
+        handles = super().take_chain(chain)
+        self.chains.append(chain)
+        return handles
+
+    def take_batch(self, pending: PendingBatch) -> Batch:
+        opened = super().take_batch(pending)
+        self.batches.append(pending)
+        return opened
+
+    def _followed(self, job: Job) -> None:
+        self.calls.append(PendingDispatch(registry.lookup(job.task), job.args, job.kwargs))
+
+    def _due_later(self, payloads: list[bytes]) -> None:
+        self._due.extend(payloads)
+
+    # -- running ------------------------------------------------------------------
+
+    def run_all(self) -> list[Outcome]:
+        """Run every recorded call not run yet, in order, and what running them
+        dispatches, until nothing is left; each call's outcome, in the order they ran.
+
+        A chain runs step by step (each step's result piped to the next with
+        ``pipe=True``; its catch on a failure); a batch's callbacks run when its
+        members make them due, with an in-memory stand-in of the batch first.
+        """
+        before = len(self.runner.outcomes)
+        while self._due:
+            self.runner.run(self._due.popleft())
+        return list(self.runner.outcomes.values())[before:]
+
+    # -- reading ------------------------------------------------------------------
+
+    def dispatched(self, task: TaskRef, where: Where | None = None) -> list[PendingDispatch]:
+        """The recorded calls of ``task`` (that ``where`` keeps), in dispatch order."""
+        name = _name(task)
+        return [c for c in self.calls if c.task.name == name and (where is None or where(c))]
+
+    # -- assertions -----------------------------------------------------------------
+
+    def assert_dispatched(
+        self, task: TaskRef, times: int | None = None, where: Where | None = None
+    ) -> None:
+        """``task`` was dispatched (exactly ``times`` times, if given; counting the
+        calls ``where`` keeps, if given)."""
+        found = len(self.dispatched(task, where))
+        if found == 0 if times is None else found != times:
+            wanted = "at least once" if times is None else f"{times} time(s)"
+            matching = " matching where=" if where is not None else ""
+            raise AssertionError(
+                f"expected {_name(task)} dispatched {wanted}{matching}, got {found}; "
+                + self._listing()
+            )
+
+    def assert_not_dispatched(self, task: TaskRef, where: Where | None = None) -> None:
+        found = self.dispatched(task, where)
+        if found:
+            matching = " matching where=" if where is not None else ""
+            raise AssertionError(
+                f"expected {_name(task)} not dispatched{matching}, got {len(found)}; "
+                + self._listing()
+            )
+
+    def assert_dispatched_on(self, queue: str, task: TaskRef) -> None:
+        """``task`` was dispatched at least once to ``queue``."""
+        if not self.dispatched(task, lambda call: call.task.options.queue == queue):
+            raise AssertionError(
+                f"expected {_name(task)} dispatched on {queue!r}; " + self._listing()
+            )
+
+    def assert_nothing_dispatched(self) -> None:
+        if self.calls or self.batches:
+            raise AssertionError("expected nothing dispatched; " + self._listing())
+
+    def assert_chained(self, steps: list[TaskRef | PendingDispatch]) -> None:
+        """A chain was dispatched with these steps, in order: each a task (any
+        arguments) or a ``pending()`` call (these arguments)."""
+        for chain in self.chains:
+            if len(chain.steps) == len(steps) and all(map(_same, chain.steps, steps)):
+                return
+        shown = ", ".join(_shown_step(step) for step in steps)
+        chains = "\n".join(
+            "  - chain(" + ", ".join(_call(step) for step in chain.steps) + ")"
+            for chain in self.chains
+        )
+        raise AssertionError(
+            f"expected a chain of [{shown}]; "
+            + (f"chains dispatched:\n{chains}" if chains else "no chain was dispatched")
+        )
+
+    def assert_batched(self, where: Callable[[PendingBatch], object]) -> None:
+        """A batch was dispatched for which ``where(pending_batch)`` is true; it reads
+        ``.calls`` (its members' ``pending()`` calls), ``.name()``-given name and
+        callbacks as :class:`PendingBatch` holds them."""
+        if not any(where(pending) for pending in self.batches):
+            batches = "\n".join(
+                f"  - batch {pending._name!r} of "
+                + ", ".join(_call(call) for call in pending.calls)
+                for pending in self.batches
+            )
+            raise AssertionError(
+                "expected a batch matching where=; "
+                + (f"batches dispatched:\n{batches}" if batches else "no batch was dispatched")
+            )
+
+    def _listing(self) -> str:
+        if not self.calls:
+            return "nothing was dispatched"
+        lines = [f"  - {_call(call)} on {call.task.options.queue!r}" for call in self.calls]
+        return "dispatched:\n" + "\n".join(lines)
+
+
+@contextmanager
+def fake() -> Iterator[Fake]:
+    """Record every dispatch of this process instead of sending it, until the block
+    ends (the pytest fixture ``rqueue_fake`` is this)."""
+    recorder = Fake()
+    previous = intercept(recorder)
+    try:
+        yield recorder
+    finally:
+        intercept(previous)
+
+
+def _name(task: TaskRef) -> str:
+    return task if isinstance(task, str) else task.name
+
+
+def _same(step: PendingDispatch, wanted: TaskRef | PendingDispatch) -> bool:
+    if isinstance(wanted, PendingDispatch):
+        return (step.task.name, step.args, step.kwargs) == (
+            wanted.task.name,
+            wanted.args,
+            wanted.kwargs,
+        )
+    return step.task.name == _name(wanted)
+
+
+def _call(call: PendingDispatch) -> str:
+    arguments = [repr(a) for a in call.args] + [f"{k}={v!r}" for k, v in call.kwargs.items()]
+    return f"{call.task.name}({', '.join(arguments)})"
+
+
+def _shown_step(step: TaskRef | PendingDispatch) -> str:
+    return _call(step) if isinstance(step, PendingDispatch) else _name(step)

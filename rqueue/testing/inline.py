@@ -1,0 +1,424 @@
+"""Run task calls inline, in this process, the way a worker would run them.
+
+Shared by ``sync()`` (a dispatch runs at once) and ``fake().run_all()`` (what was
+recorded runs when asked). Each call goes through the real payload code (encode,
+then decode: an argument msgpack cannot carry fails here as it would at a real
+dispatch), the task's middleware stack, its retries, and the workflow rules of
+``rqueue.workflows.effects`` (a chain's next step, its catch, a batch's callbacks),
+with a batch's counts kept in memory by :class:`MemoryBatch` instead of in Redis.
+
+What differs from a worker, on purpose: nothing sleeps (a backoff or a ``later()``
+delay is not waited for), there is no time limit, and a middleware's ``Release``
+leaves the call ``delayed`` instead of running it again (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import rqueue.registry as registry
+from rqueue.config import Config
+from rqueue.current import Runner, current_job, current_runner, set_current_job, set_runner
+from rqueue.errors import BatchCancelled, RQueueError, TaskCancelled, TaskFailed, describe
+from rqueue.middleware.base import Release, run_through, stack_of
+from rqueue.payload import Job, decode, encode, new_id
+from rqueue.store.cancel import CancelOutcome
+from rqueue.task import Dispatched, PendingDispatch, registered_task
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.outcomes import retry_delay, run_hook
+from rqueue.workflows import effects
+from rqueue.workflows.batches import (
+    BATCH,
+    GETS,
+    Batch,
+    BatchStatus,
+    PendingBatch,
+    member_id,
+    member_job,
+)
+from rqueue.workflows.chains import Chain, DispatchedChain
+from rqueue.workflows.steps import derived_id, step_job
+
+_DEFAULTS = WorkerOptions()
+"""A worker's defaults (``tries``, ``timeout``, ``kill_grace``) for calls that set none."""
+
+
+@dataclass
+class Outcome:
+    """How one call ended: ``succeeded``, ``failed``, ``cancelled`` (a batch member
+    skipped, or a call cancelled before it ran) or ``delayed`` (released by its
+    middleware, and not run again)."""
+
+    id: str
+    task: str
+    status: str
+    value: Any = None
+    failure: TaskFailed | None = None
+    attempts: int = 0
+    released_for: float | None = None
+
+    def result(self) -> Any:
+        """The value, or what ``Dispatched.result()`` raises for this outcome."""
+        if self.status == "succeeded":
+            return self.value
+        if self.failure is not None:
+            raise self.failure
+        if self.status == "cancelled":
+            raise TaskCancelled(f"task {self.id} was cancelled before it ran")
+        raise TimeoutError(
+            f"task {self.id} was released by its middleware for {self.released_for:g} s; "
+            "run inline, a released call is not run again"
+        )
+
+
+class InlineDispatched(Dispatched):
+    """A ``Dispatched`` whose ``status()`` and ``result()`` answer from memory."""
+
+    _runner: InlineRunner
+
+    @classmethod
+    def of(cls, runner: InlineRunner, job_id: str, task: str, queue: str) -> InlineDispatched:
+        handle = cls(job_id, task, queue)
+        handle._runner = runner
+        return handle
+
+    def status(self) -> str:
+        """As a worker's record would say: ``pending`` (or ``delayed``) until it runs."""
+        found = self._runner.outcomes.get(self.id)
+        if found is not None:
+            return found.status
+        return self._runner.waiting.get(self.id, "unknown")
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Its value; TaskFailed, TaskCancelled as from a worker; TimeoutError if it has
+        not run (a fake before ``run_all()``) or was released."""
+        found = self._runner.outcomes.get(self.id)
+        if found is None:
+            raise TimeoutError(f"task {self.id} has not run (it is {self.status()})")
+        return found.result()
+
+    def cancel(self) -> CancelOutcome:
+        """Cancel it if it has not run yet (a fake's recorded call)."""
+        if self.id in self._runner.outcomes:
+            if self._runner.outcomes[self.id].status == "cancelled":
+                return CancelOutcome.ALREADY_CANCELLED
+            return CancelOutcome.NOT_PENDING
+        if self.id not in self._runner.waiting:
+            return CancelOutcome.NOT_PENDING
+        del self._runner.waiting[self.id]
+        self._runner.outcomes[self.id] = Outcome(self.id, self.task, "cancelled")
+        return CancelOutcome.CANCELLED
+
+
+class InlineRunner:
+    """Runs payloads one after another and remembers each call's outcome by id."""
+
+    def __init__(self, later: Callable[[list[bytes]], None] | None = None) -> None:
+        self.later = later
+        """Where payloads made while a call runs go (``Batch.add``); None: run now."""
+        self.followed: Callable[[Job], None] | None = None
+        """Told of each call a completion dispatches (a chain's next step, a catch, a
+        batch callback) before it runs."""
+        self.outcomes: dict[str, Outcome] = {}
+        self.waiting: dict[str, str] = {}
+        """Ids made into payloads and not run yet: ``pending`` or ``delayed``."""
+        self.batches: dict[str, MemoryBatch] = {}
+        self._max_bytes: int | None = None
+        self._limit_read = False
+
+    # -- dispatching --------------------------------------------------------------
+
+    def payload(
+        self, call: PendingDispatch, task_id: str | None, meta: dict[str, Any] | None
+    ) -> tuple[bytes, InlineDispatched]:
+        """The call's payload and its handle, as a dispatch makes them: refused as a
+        dispatch would refuse it (a task in ``__main__``, an unencodable argument)."""
+        task = call.task
+        task.check_dispatchable()
+        job = task.make_job(call.args, call.kwargs, meta, task_id=task_id or new_id())
+        return self._encoded(job, call.delay)
+
+    def chain_payload(self, first_job: Job, delay: float) -> tuple[bytes, InlineDispatched]:
+        return self._encoded(first_job, delay)
+
+    def _encoded(self, job: Job, delay: float) -> tuple[bytes, InlineDispatched]:
+        payload = encode(job, self.max_bytes())
+        self.waiting[job.id] = "delayed" if delay > 0 else "pending"
+        return payload, InlineDispatched.of(self, job.id, job.task, job.queue)
+
+    def open_batch(self, pending: PendingBatch) -> tuple[MemoryBatch, list[bytes]]:
+        """A batch in memory and its members' payloads, made as ``dispatch`` makes them."""
+        opened = MemoryBatch(new_id(), pending, self)
+        self.batches[opened.id] = opened
+        return opened, opened.member_payloads(pending.calls, 0)
+
+    def max_bytes(self) -> int | None:
+        """The payload size limit of the configuration (read once, from the environment)."""
+        if not self._limit_read:
+            self._max_bytes = Config.resolve().max_payload_bytes
+            self._limit_read = True
+        return self._max_bytes
+
+    def added(self, payloads: list[bytes]) -> None:
+        if self.later is not None:
+            self.later(payloads)
+        else:
+            for payload in payloads:
+                self.run(payload)
+
+    # -- running ------------------------------------------------------------------
+
+    def run(self, payload: bytes) -> Outcome:
+        """Run one payload as a worker would, then whatever its completion makes due
+        (a chain's next step, a catch, batch callbacks), each inline in turn."""
+        job = decode(payload)
+        if job.id in self.outcomes:  # cancelled before its turn
+            return self.outcomes[job.id]
+        self.waiting.pop(job.id, None)
+        task = registry.lookup(job.task)
+        effects.check(job)
+        args = job.args
+        if effects.is_member(job) and self.batches[job.meta[BATCH]].cancelled():
+            return self._skipped(job, payload)
+        if effects.is_callback(job):
+            given = effects.given(job, None)
+            args = (self.batches[job.meta[GETS][1]] if given is None else given, *args)
+        stack = stack_of(task.options.middleware, job)
+        tries = job.tries or _DEFAULTS.tries
+        connection = task.connection()
+        runner = Runner(connection, job.timeout or _DEFAULTS.timeout, _DEFAULTS.kill_grace)
+        exceptions = 0
+        while True:
+            job.attempts += 1
+            started = time.time()
+            outer_job, outer_runner = current_job(), current_runner()
+            set_current_job(job)
+            set_runner(runner)
+            try:
+                value = run_through(stack, job, lambda: task.fn(*args, **job.kwargs))
+                completion = effects.on_success(job, payload, value, started, self.max_bytes())
+            except Release as release:
+                job.attempts -= 1  # a release gives its attempt back
+                found = Outcome(job.id, job.task, "delayed", attempts=job.attempts)
+                found.released_for = release.delay
+                self.outcomes[job.id] = found
+                return found
+            except BatchCancelled:
+                if effects.is_member(job):
+                    return self._skipped(job, payload)
+                raise
+            except Exception as exc:
+                exceptions += 1
+                delay = retry_delay(job, job.attempts, tries, False)
+                limit = job.max_exceptions
+                if delay is not None and (limit is None or exceptions < limit):
+                    continue  # retried at once: a backoff is not waited for
+                return self._failed(job, payload, exc, started)
+            finally:
+                set_current_job(outer_job)
+                set_runner(outer_runner)
+            found = Outcome(job.id, job.task, "succeeded", value, attempts=job.attempts)
+            self.outcomes[job.id] = found
+            if task.options.after_succeeded is not None:
+                run_hook(task.options.after_succeeded, value, job)
+            self._complete(completion)
+            return found
+
+    def _failed(self, job: Job, payload: bytes, exc: Exception, started: float) -> Outcome:
+        kind, message = describe(exc)
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        failure = TaskFailed(job.id, kind, message, trace)
+        found = Outcome(job.id, job.task, "failed", failure=failure, attempts=job.attempts)
+        self.outcomes[job.id] = found
+        task = registered_task(job.task)
+        if task is not None and task.options.after_failed is not None:
+            run_hook(task.options.after_failed, exc, job)
+        if effects.involved(job):
+            limit = self.max_bytes()
+            self._complete(effects.on_failure(job, payload, kind, message, trace, started, limit))
+        return found
+
+    def _skipped(self, job: Job, payload: bytes) -> Outcome:
+        found = Outcome(job.id, job.task, "cancelled", attempts=job.attempts)
+        self.outcomes[job.id] = found
+        self._complete(effects.on_skip(job, payload))
+        return found
+
+    def _complete(self, completion: effects.Completion) -> None:
+        """Run what a completion makes due, as a worker would push it."""
+        due = []
+        if completion.member is not None:
+            batch_id, index, outcome = completion.member
+            due += self.batches[batch_id].count(index, outcome)
+        if completion.follower is not None:
+            due.append(completion.follower.payload)
+        for payload in due:
+            if self.followed is not None:
+                self.followed(decode(payload))
+            self.run(payload)
+
+
+@dataclass
+class _Counts:
+    succeeded: set[int] = field(default_factory=set)
+    failed: dict[int, str] = field(default_factory=dict)
+    skipped: set[int] = field(default_factory=set)
+
+
+class MemoryBatch(Batch):
+    """A stand-in for :class:`Batch` that answers from memory what a worker's batch
+    answers from Redis: ``status()``, ``cancel()``, ``cancelled()``, ``add()``. It is
+    what a fake's or ``sync()``'s ``batch(...).dispatch()`` returns, and what its
+    callbacks get first. ``retry()`` needs the failed list in Redis: not here."""
+
+    def __init__(self, batch_id: str, pending: PendingBatch, runner: InlineRunner) -> None:
+        self.id = batch_id
+        self.connection = None
+        self.pending = pending
+        self.total = len(pending.calls)
+        self.counts = _Counts()
+        self.created_at = time.time()
+        self.cancelled_at: float | None = None
+        self.finished_at: float | None = None
+        self._fired: set[str] = set()
+        self._runner = runner
+
+    def __repr__(self) -> str:
+        return f"MemoryBatch(id={self.id!r}, total={self.total})"
+
+    def status(self) -> BatchStatus:
+        counts = self.counts
+        processed = len(counts.succeeded) + len(counts.failed)
+        return BatchStatus(
+            id=self.id,
+            name=self.pending._name,
+            total=self.total,
+            pending=self.total - processed - len(counts.skipped),
+            processed=processed,
+            succeeded=len(counts.succeeded),
+            failed=len(counts.failed),
+            skipped=len(counts.skipped),
+            failed_ids=tuple(counts.failed.values()),
+            cancelled=self.cancelled_at is not None,
+            finished=self.finished_at is not None,
+            created_at=self.created_at,
+            finished_at=self.finished_at,
+            cancelled_at=self.cancelled_at,
+            queues=tuple(sorted({call.task.options.queue for call in self.pending.calls})),
+        )
+
+    def cancel(self) -> bool:
+        if self.cancelled_at is not None:
+            return False
+        self.cancelled_at = time.time()
+        return True
+
+    def cancelled(self) -> bool:
+        return self.cancelled_at is not None
+
+    def add(self, calls: Iterable[PendingDispatch]) -> list[str]:
+        """Add members; they run after those already due (a fake: when ``run_all``
+        reaches them; ``sync()``: at once)."""
+        calls = list(calls)
+        first, self.total = self.total, self.total + len(calls)
+        payloads = self.member_payloads(calls, first)
+        self._runner.added(payloads)
+        return [member_id(self.id, first + offset) for offset in range(len(calls))]
+
+    def retry(self) -> int:
+        raise RQueueError("a batch run inline keeps no failed list to retry from")
+
+    def member_payloads(self, calls: list[PendingDispatch], first: int) -> list[bytes]:
+        payloads = []
+        for offset, call in enumerate(calls):
+            job = member_job(call, self.id, first + offset)
+            payloads.append(self._runner._encoded(job, call.delay)[0])
+        if not self.total:  # nothing will complete: then and finally are due now
+            payloads.extend(self._callbacks(0, ("then", "finally")))
+        return payloads
+
+    def count(self, index: int, outcome: str) -> list[bytes]:
+        """Count a member and return the callbacks now due, by the rules of
+        store/lua/batch_member.lua: catch on the first failure (which cancels the batch
+        unless it allows failures), then once all succeeded, finally once all
+        finished, progress after each success."""
+        counts = self.counts
+        if outcome == "s":
+            counts.succeeded.add(index)
+        elif outcome == "f":
+            counts.failed[index] = member_id(self.id, index)
+        else:
+            counts.skipped.add(index)
+        due = []
+        if outcome == "f" and self._fire("catch"):
+            due.append("catch")
+            if not self.pending._allow_failures and self.cancelled_at is None:
+                self.cancelled_at = time.time()
+        if len(counts.succeeded) == self.total and self._fire("then"):
+            due.append("then")
+        finished = len(counts.succeeded) + len(counts.failed) + len(counts.skipped) == self.total
+        if finished and self._fire("finally"):
+            due.append("finally")
+            self.finished_at = time.time()
+        if outcome == "s" and "progress" in self.pending._callbacks:
+            due.append("progress")
+        return self._callbacks(index, due)
+
+    def _fire(self, name: str) -> bool:
+        fired = name in self._fired
+        self._fired.add(name)
+        return not fired
+
+    def _callbacks(self, index: int, due: Iterable[str]) -> list[bytes]:
+        payloads = []
+        for name in due:
+            step = self.pending._callbacks.get(name)
+            if step is None:
+                continue
+            what = f"progress:{index}" if name == "progress" else name
+            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id]})
+            payloads.append(encode(job, self._runner.max_bytes()))
+        return payloads
+
+
+class Interception:
+    """What ``rqueue.task.intercept()`` is given: every dispatch of the process, and
+    (through the seams of ``Chain.dispatch`` and ``PendingBatch.dispatch``) every
+    chain and batch whole. Each call becomes its payload here; :meth:`taken` says
+    what happens to it then (recorded, or run at once)."""
+
+    def __init__(self, runner: InlineRunner) -> None:
+        self.runner = runner
+
+    def taken(self, payload: bytes, call: PendingDispatch | None) -> None:
+        """``call``'s payload was made (None: a callback an empty batch made due)."""
+        raise NotImplementedError
+
+    def __call__(
+        self, call: PendingDispatch, task_id: str | None, meta: dict[str, Any] | None
+    ) -> Dispatched:
+        payload, handle = self.runner.payload(call, task_id, meta)
+        self.taken(payload, call)
+        return handle
+
+    def take_chain(self, chain: Chain) -> DispatchedChain:
+        first = chain.steps[0]
+        payload, handle = self.runner.chain_payload(chain.first_job(), first.delay)
+        handles: list[Dispatched] = [handle]
+        for step in chain.steps[1:]:  # their ids are derived as a worker derives them
+            step_id = derived_id(handles[-1].id, "next")
+            task = step.task
+            handles.append(InlineDispatched.of(self.runner, step_id, task.name, task.options.queue))
+        self.taken(payload, first)
+        return DispatchedChain(handles)
+
+    def take_batch(self, pending: PendingBatch) -> Batch:
+        opened, payloads = self.runner.open_batch(pending)
+        calls = pending.calls
+        for index, payload in enumerate(payloads):
+            self.taken(payload, calls[index] if index < len(calls) else None)
+        return opened

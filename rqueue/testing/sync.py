@@ -1,0 +1,52 @@
+"""``sync()`` and ``RQUEUE_SYNC=1``: every dispatch runs inline, at once (Celery's
+eager mode, RQ's ``is_async=False``), through the same encode, decode and
+middleware as in a worker, so an argument a worker could not get still fails.
+
+``later()`` and ``.delayed()`` run at once too: nothing waits. A failed attempt is
+retried at once, up to the task's ``tries`` (the worker's default, 3, if it sets
+none), so a test sees the outcome a worker would reach; a middleware's ``Release``
+leaves the call ``delayed`` and not run again (its ``result()`` says so).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rqueue.task import PendingDispatch, intercept
+from rqueue.testing.inline import InlineRunner, Interception
+
+ENVIRONMENT = "RQUEUE_SYNC"
+
+
+class Sync(Interception):
+    """Runs each dispatch as soon as its payload is made."""
+
+    def __init__(self) -> None:
+        super().__init__(InlineRunner())
+
+    def taken(self, payload: bytes, call: PendingDispatch | None) -> None:
+        self.runner.run(payload)
+
+
+@contextmanager
+def sync() -> Iterator[Sync]:
+    """Run every dispatch of this process inline until the block ends; each handle's
+    ``status()`` and ``result()`` give its outcome."""
+    runner = Sync()
+    previous = intercept(runner)
+    try:
+        yield runner
+    finally:
+        intercept(previous)
+
+
+def sync_from_environment() -> bool:
+    """Turn sync mode on for the rest of the process if ``RQUEUE_SYNC`` is set to
+    anything but ``0`` or nothing; True if it did. Importing ``rqueue`` calls it, so
+    ``RQUEUE_SYNC=1 pytest`` or ``RQUEUE_SYNC=1 python app.py`` need nothing more."""
+    if os.environ.get(ENVIRONMENT, "") in ("", "0"):
+        return False
+    intercept(Sync())
+    return True

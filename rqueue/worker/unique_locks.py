@@ -1,0 +1,57 @@
+"""Releasing a unique task's lock (``@task(unique=)``) as the task starts or finishes.
+
+push.lua takes the lock in the call that queues the task; from then on only the
+task's own id releases it (release_unique.lua), whichever attempt or process does so:
+a retry keeps it, and a task whose lock expired and was taken by a newer dispatch
+leaves that one's lock alone. A lock that cannot be released (its key is not a hash)
+is logged, never raised: the task's outcome stands, and the lock expires by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from rqueue.payload import Job
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import Persist
+from rqueue.task import UNIQUE
+
+log = logging.getLogger("rqueue.worker")
+
+
+def on_start(queue: RedisQueue, persist: Persist, name: str, job: Job) -> None:
+    """The task is about to run: ``unique_until="processing"`` releases its lock now."""
+    if _until(job) == "processing":
+        _release(queue, persist, name, job)
+
+
+def on_finish(queue: RedisQueue, persist: Persist, name: str, job: Job) -> None:
+    """The task succeeded: its lock goes, unless it went when the task started."""
+    until = _until(job)
+    if until is not None and until != "processing":
+        _release(queue, persist, name, job)
+
+
+def on_failed(queue: RedisQueue, persist: Persist, name: str, job: Job) -> None:
+    """The task failed for good (or could not run at all, so perhaps never started):
+    its lock goes whatever ``unique_until`` says."""
+    if _until(job) is not None:
+        _release(queue, persist, name, job)
+
+
+def _until(job: Job) -> object:
+    """The call's ``unique_until``, or None if it is not a unique task's call. Anything
+    else in its meta (Redis's data: any value) counts as the default, "processed"."""
+    entry = job.meta.get(UNIQUE)
+    if entry is None:
+        return None
+    return entry.get("until", "processed") if isinstance(entry, dict) else "processed"
+
+
+def _release(queue: RedisQueue, persist: Persist, name: str, job: Job) -> None:
+    try:
+        persist(lambda: queue.release_unique(name, job.id))
+    except redis.ResponseError as exc:
+        log.error("task %s (%s): its unique lock cannot be released: %s", job.task, job.id, exc)

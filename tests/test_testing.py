@@ -1,0 +1,305 @@
+"""rqueue.testing: the fake (recorded dispatches, assertions, run_all), sync mode, and
+the pytest plugin's fixtures, run through a real pytest in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import testing_tasks as t
+
+from rqueue import TaskFailed, UnserializableArgument, batch, chain
+from rqueue.store.queue import RedisQueue
+from rqueue.testing import MemoryBatch, fake, sync
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+
+
+@pytest.fixture(autouse=True)
+def _fresh_seen() -> Iterator[None]:
+    t.seen.clear()
+    yield
+    t.seen.clear()
+
+
+# -- fake: recording and assertions ---------------------------------------------------
+
+
+def test_fake_records_dispatches_and_sends_nothing(queue: RedisQueue) -> None:
+    with fake() as recorded:
+        handle = t.add.dispatch(1, 2)
+        t.send.later(60, "ann")
+        t.add.using(queue="slow").dispatch(3, 4)
+    assert handle.status() == "pending"
+    assert handle.deduplicated is False
+    assert (handle.task, handle.queue) == (t.add.name, "default")
+    assert [c.args for c in recorded.dispatched(t.add)] == [(1, 2), (3, 4)]
+    assert t.seen == []  # nothing ran
+    assert sum(s.ready + s.delayed for s in queue.sizes(["default", "emails", "slow"])) == 0
+    recorded.assert_dispatched(t.add, times=2)
+    recorded.assert_dispatched(t.add, where=lambda call: call.args == (3, 4))
+    recorded.assert_dispatched(t.send.name)  # by name too
+    recorded.assert_dispatched_on("emails", t.send)
+    recorded.assert_dispatched_on("slow", t.add)
+    recorded.assert_not_dispatched(t.double)
+    recorded.assert_not_dispatched(t.add, where=lambda call: call.args == (9, 9))
+
+
+def test_fake_assertions_fail_listing_what_was_dispatched() -> None:
+    with fake() as recorded:
+        recorded.assert_nothing_dispatched()
+        with pytest.raises(AssertionError, match="nothing was dispatched"):
+            recorded.assert_dispatched(t.add)
+        t.add.dispatch(1, 2)
+        failures = [
+            lambda: recorded.assert_dispatched(t.add, times=2),
+            lambda: recorded.assert_dispatched(t.add, where=lambda call: call.args == (5, 5)),
+            lambda: recorded.assert_dispatched(t.double),
+            lambda: recorded.assert_not_dispatched(t.add),
+            lambda: recorded.assert_dispatched_on("emails", t.add),
+            recorded.assert_nothing_dispatched,
+        ]
+        for failing in failures:
+            with pytest.raises(AssertionError, match=r"testing_tasks:add\(1, 2\) on 'default'"):
+                failing()
+
+
+def test_fake_refuses_an_unencodable_argument_at_dispatch() -> None:
+    with fake() as recorded:
+        with pytest.raises(UnserializableArgument, match="Point"):
+            t.add.dispatch(t.Point(1, 2), 3)
+        recorded.assert_nothing_dispatched()
+
+
+def test_fake_ends_with_its_block(queue: RedisQueue) -> None:
+    with fake():
+        pass
+    handle = t.add.dispatch(1, 2)
+    assert queue.sizes(["default"])[0].ready == 1
+    assert handle.status() == "unknown"  # a real handle: no record kept
+
+
+def test_fake_records_chains_and_batches() -> None:
+    with fake() as recorded:
+        chain(t.add.pending(1, 2), t.double.pending(), pipe=True).catch(t.alert, "ops").dispatch()
+        handle = batch([t.double.pending(i) for i in range(3)]).name("doubles").dispatch()
+    assert isinstance(handle, MemoryBatch)
+    recorded.assert_chained([t.add, t.double])
+    recorded.assert_chained([t.add.pending(1, 2), t.double])
+    with pytest.raises(AssertionError, match=r"chain\(testing_tasks:add\(1, 2\)"):
+        recorded.assert_chained([t.add.pending(1, 3), t.double])
+    with pytest.raises(AssertionError, match="chains dispatched"):
+        recorded.assert_chained([t.double, t.add])
+    recorded.assert_batched(lambda b: b._name == "doubles" and len(b.calls) == 3)
+    with pytest.raises(AssertionError, match="batch 'doubles' of testing_tasks:double"):
+        recorded.assert_batched(lambda b: len(b.calls) == 4)
+    # a chain's first step and a batch's members are dispatched at once; later steps not
+    recorded.assert_dispatched(t.add, times=1)
+    recorded.assert_dispatched(t.double, times=3)
+
+
+# -- fake: run_all ----------------------------------------------------------------
+
+
+def test_run_all_runs_what_was_recorded_and_what_that_dispatches() -> None:
+    with fake() as recorded:
+        first = t.add.dispatch(1, 2)
+        t.fan_out.dispatch(2)
+        assert first.status() == "pending"
+        outcomes = recorded.run_all()
+        assert [o.status for o in outcomes] == ["succeeded"] * 4
+        assert first.result() == 3
+        recorded.assert_dispatched(t.send, times=2)
+        assert t.seen == [("add", 1, 2), ("send", "user0"), ("send", "user1")]
+        assert recorded.run_all() == []  # each runs once
+
+
+def test_run_all_runs_a_chain_step_by_step_piping_results() -> None:
+    with fake() as recorded:
+        steps = chain(t.add.pending(1, 2), t.double.pending(), t.double.pending(), pipe=True)
+        handles = steps.dispatch()
+        assert handles.status() == ["pending", "unknown", "unknown"]
+        recorded.run_all()
+    assert handles.status() == ["succeeded"] * 3
+    assert handles.result() == 12
+    assert t.seen == [("add", 1, 2), ("double", 3), ("double", 6)]
+
+
+def test_run_all_runs_a_chains_catch_when_a_step_fails() -> None:
+    with fake() as recorded:
+        handles = chain(t.add.pending(1, 2), t.boom.pending("no"), t.double.pending(1))
+        handles = handles.catch(t.alert, "ops").dispatch()
+        recorded.run_all()
+    assert handles.status() == ["succeeded", "failed", "unknown"]
+    assert t.seen == [("add", 1, 2), ("alert", "RuntimeError", "no", "ops")]
+    with pytest.raises(TaskFailed, match="RuntimeError: no"):
+        handles.steps[1].result()
+
+
+def test_run_all_runs_batch_callbacks_with_the_batch_first() -> None:
+    with fake() as recorded:
+        good = batch([t.double.pending(i) for i in range(3)])
+        good = good.then(t.on_batch, "then").finally_(t.on_batch, "finally").dispatch()
+        bad = batch([t.boom.pending("x"), t.double.pending(9)]).catch(t.on_batch, "catch")
+        bad = bad.finally_(t.on_batch, "finally").then(t.on_batch, "never").dispatch()
+        recorded.run_all()
+    assert ("then", 3, 0, 3) in t.seen
+    assert ("finally", 3, 0, 3) in t.seen
+    assert ("catch", 0, 1, 2) in t.seen
+    assert ("double", 9) not in t.seen  # the first failure cancelled its batch
+    assert not any(entry[0] == "never" for entry in t.seen)
+    status = bad.status()
+    assert (status.failed, status.skipped, status.cancelled, status.finished) == (1, 1, True, True)
+    assert good.status().progress == 100.0
+
+
+# -- sync mode ----------------------------------------------------------------------
+
+
+def test_sync_runs_each_dispatch_at_once_through_encode_and_decode() -> None:
+    with sync():
+        handle = t.add.dispatch(1, 2)
+        assert t.seen == [("add", 1, 2)]
+        assert (handle.status(), handle.result()) == ("succeeded", 3)
+        assert t.send.later(3600, "ann").result() == "sent to ann"  # later() runs now too
+        with pytest.raises(UnserializableArgument, match="Point"):
+            t.add.dispatch(t.Point(1, 2), 3)
+    assert len(t.seen) == 2
+
+
+def test_sync_retries_up_to_tries_and_reports_failure_as_a_worker_would() -> None:
+    with sync():
+        assert t.flaky.dispatch(2).result() == 3  # third attempt of three
+        failed = t.flaky.dispatch(3)
+        assert failed.status() == "failed"
+        with pytest.raises(TaskFailed, match="attempt 3 failed") as raised:
+            failed.result()
+        assert raised.value.exception == "ValueError"
+
+
+def test_sync_runs_the_middleware_stack() -> None:
+    with sync():
+        assert t.wrapped.dispatch(1).result() == 2
+        assert t.seen == [("before", t.wrapped.name), ("after", 2)]
+        released = t.limited.dispatch()
+    assert released.status() == "delayed"
+    with pytest.raises(TimeoutError, match="released by its middleware for 30 s"):
+        released.result()
+    assert t.seen[-1] != ("limited ran",)
+
+
+def test_sync_runs_chains_and_batches() -> None:
+    with sync():
+        assert chain(t.add.pending(1, 2), t.double.pending(), pipe=True).dispatch().result() == 6
+        handle = batch([t.double.pending(i) for i in range(2)]).then(t.on_batch, "then").dispatch()
+    assert ("then", 2, 0, 2) in t.seen
+    assert handle.status().finished
+
+
+def test_rqueue_sync_from_the_environment_runs_dispatches_inline(tmp_path: Path) -> None:
+    result = run_pytest(
+        tmp_path,
+        """
+        import testing_tasks as t
+
+        def test_inline():
+            handle = t.add.dispatch(2, 3)
+            assert handle.result() == 5
+            assert t.seen == [("add", 2, 3)]
+        """,
+        {"RQUEUE_SYNC": "1", "REDIS_URL": "redis://127.0.0.1:1/0"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+
+
+def test_rqueue_sync_from_the_environment_runs_a_script_s_dispatches_inline(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "app.py").write_text(
+        "import testing_tasks as t\nprint(t.add.dispatch(2, 3).result())\n"
+    )
+    env = {
+        **os.environ,
+        "RQUEUE_SYNC": "1",
+        "REDIS_URL": "redis://127.0.0.1:1/0",  # nothing listens: nothing may reach Redis
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+    }
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (0, "5\n"), result.stderr
+
+
+# -- the pytest plugin --------------------------------------------------------------
+
+
+def plugin_options() -> list[str]:
+    """``-p`` the plugin unless the installed package registers it (its entry point)."""
+    installed = {ep.value for ep in entry_points(group="pytest11")}
+    return [] if "rqueue.testing.plugin" in installed else ["-p", "rqueue.testing.plugin"]
+
+
+def test_the_plugin_is_declared_as_a_pytest_entry_point() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '[project.entry-points.pytest11]\nrqueue = "rqueue.testing.plugin"' in text
+
+
+def run_pytest(
+    tmp_path: Path, source: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_user.py").write_text(textwrap.dedent(source))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *plugin_options(), "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)]),
+            **(env or {}),
+        },
+    )
+
+
+def test_the_plugins_fixtures_in_a_users_test_run(tmp_path: Path) -> None:
+    result = run_pytest(
+        tmp_path,
+        """
+        import testing_tasks as t
+        from rqueue import Config, RedisQueue
+
+        def test_fake(rqueue_fake):
+            t.add.dispatch(1, 2)
+            rqueue_fake.assert_dispatched(t.add, times=1)
+
+        def test_redis_and_worker(rqueue_redis, rqueue_worker):
+            assert RedisQueue(Config.resolve(redis_url=rqueue_redis.config.redis_url))
+            assert rqueue_redis.client.dbsize() == 0          # flushed per test
+            good, bad = t.add.dispatch(1, 2), t.boom.dispatch("no")
+            run = rqueue_worker("default")
+            assert run.returncode == 0, run.log
+            assert run[good] == "succeeded"
+            assert run[bad] == "raised RuntimeError: no; failed"
+            assert run.failed == [bad.id]
+
+        def test_flushed_again(rqueue_redis):
+            assert rqueue_redis.client.dbsize() == 0
+            t.add.dispatch(1, 2)
+        """,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout

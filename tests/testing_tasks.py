@@ -1,0 +1,97 @@
+"""Tasks for tests/test_testing.py (fake and sync modes, the pytest plugin)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rqueue import Batch, TaskFailed, current_job, task
+from rqueue.middleware import Middleware
+from rqueue.middleware.base import Release
+from rqueue.payload import Job
+
+seen: list[Any] = []
+"""What the tasks below were called with, in order (inline runs only)."""
+
+
+@task
+def add(a: int, b: int) -> int:
+    seen.append(("add", a, b))
+    return a + b
+
+
+@task(queue="emails")
+def send(to: str) -> str:
+    seen.append(("send", to))
+    return f"sent to {to}"
+
+
+@task
+def double(n: int) -> int:
+    seen.append(("double", n))
+    return n * 2
+
+
+@task
+def fan_out(n: int) -> None:
+    """Dispatches while it runs: ``run_all`` runs those too."""
+    for i in range(n):
+        send.dispatch(f"user{i}")
+
+
+@task(tries=3)
+def flaky(fail_times: int) -> int:
+    job = current_job()
+    assert job is not None
+    if job.attempts <= fail_times:
+        raise ValueError(f"attempt {job.attempts} failed")
+    return job.attempts
+
+
+@task(tries=1)
+def boom(message: str) -> None:
+    raise RuntimeError(message)
+
+
+@task
+def alert(failure: TaskFailed, channel: str) -> None:
+    seen.append(("alert", failure.exception, failure.message, channel))
+
+
+@task
+def on_batch(batch: Batch, what: str) -> None:
+    status = batch.status()
+    assert status is not None
+    seen.append((what, status.succeeded, status.failed, status.total))
+
+
+class Tagging(Middleware):
+    """Wraps a run: records it ran, and what the task returned."""
+
+    def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
+        seen.append(("before", job.task))
+        result = call_next()
+        seen.append(("after", result))
+        return result
+
+
+class AlwaysRelease(Middleware):
+    def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
+        raise Release(30)
+
+
+@task(middleware=[Tagging()])
+def wrapped(n: int) -> int:
+    return n + 1
+
+
+@task(middleware=[AlwaysRelease()])
+def limited() -> None:
+    seen.append(("limited ran",))
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
