@@ -6,12 +6,17 @@ the peers' INCR tasks and the bare-INCR processes do, so the comparison is like 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 
 import redis
+import redis.asyncio
+from peers._runner import IO_WAIT
 
 from rqueue import task
+from rqueue.errors import InvalidTaskOption
 from rqueue.middleware import Middleware, RateLimited
 
 COUNTER = "bench:done"
@@ -71,3 +76,35 @@ def empty_rate_limited() -> None:
 @task(unique=lambda number: number)
 def empty_unique(number: int) -> None:
     """Empty, unique per number: a lock taken at dispatch and released on success."""
+
+
+@task
+def wait_then_incr() -> None:
+    """compare.py's io workload, sync: a blocking 20 ms wait (a call to an HTTP API or a
+    database), then the INCR."""
+    time.sleep(IO_WAIT)
+    client().incr(COUNTER)
+
+
+_async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+
+
+def async_client() -> redis.asyncio.Redis:
+    """An asyncio Redis client of the running loop (a client belongs to the loop it
+    first ran on), opened lazily as ``client()`` is."""
+    loop = asyncio.get_running_loop()
+    if loop not in _async_clients:
+        _async_clients[loop] = redis.asyncio.Redis.from_url(os.environ["REDIS_URL"])
+    return _async_clients[loop]
+
+
+async def wait_then_incr_async() -> None:
+    """compare.py's io workload, async: ``await asyncio.sleep`` 20 ms, then an async INCR."""
+    await asyncio.sleep(IO_WAIT)
+    await async_client().incr(COUNTER)
+
+
+# A task only where ``@task`` takes ``async def`` (slot mode); before that it stays a
+# plain coroutine function, so the other benchmarks' workers can still import this.
+with contextlib.suppress(InvalidTaskOption):
+    wait_then_incr_async = task(wait_then_incr_async)  # type: ignore[assignment]

@@ -8,8 +8,17 @@ Right before each system, two plain redis-py processes doing only the INCR measu
 the ceiling again, and each system is quoted as a fraction of its own ceiling: this
 machine's speed drifts over the minutes a run takes.
 
+``--workload io``: each task waits 20 ms (``time.sleep`` in sync peers and rqueue's
+sync task, ``await asyncio.sleep`` in arq, saq and rqueue's ``async def`` task), as a
+call to an HTTP API would, then does the INCR. Every peer runs 2 processes with its
+documented concurrency for I/O-bound work, ``--per-process`` tasks at once in each
+(RQ has processes only); rqueue runs in process mode and, where ``rqueue work`` has
+``--slots``, in slot mode. No ceiling is measured: the waits, not Redis, bound these
+rates, so each row is set beside what its tasks in flight allow (in flight / 20 ms).
+
     python benchmarks/compare.py                        # 20,000 tasks, concurrency 2
     python benchmarks/compare.py --tasks 2000 --only rqueue,huey
+    python benchmarks/compare.py --workload io          # 2,000 tasks, ~3 min
 """
 
 from __future__ import annotations
@@ -25,8 +34,10 @@ from typing import Any
 
 import redis
 from common import BENCH_DIR, bare_incr_rate, machine_summary, table
+from peers._runner import IO_WAIT
 
 from rqueue.server import RedisServer
+from rqueue.task import Task
 
 VENVS = BENCH_DIR / ".venvs"
 
@@ -40,7 +51,8 @@ class Peer:
 
 PEERS = (
     Peer("rq", ("rq", "hiredis"), ("fork", "simple")),
-    Peer("celery", ("celery[redis]", "hiredis")),
+    # gevent: Celery's pool for I/O-bound tasks (``--workload io``).
+    Peer("celery", ("celery[redis]", "hiredis", "gevent")),
     Peer("dramatiq", ("dramatiq[redis]", "hiredis")),
     Peer("arq", ("arq", "hiredis")),
     Peer("huey", ("huey", "redis", "hiredis")),
@@ -77,10 +89,15 @@ def install(peer: Peer) -> None:
     marker.write_text(wanted)
 
 
+def _pythonpath() -> str:
+    """benchmarks/ first, then any PYTHONPATH given (say, another rqueue source tree)."""
+    return os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH")) if p)
+
+
 def run_one(
-    python: str, module: str, url: str, tasks: int, concurrency: int, variant: str, timeout: float
+    python: str, module: str, variant: str, url: str, args: argparse.Namespace
 ) -> dict[str, Any] | None:
-    env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": str(BENCH_DIR)}
+    env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": _pythonpath()}
     try:
         finished = subprocess.run(
             [
@@ -90,19 +107,23 @@ def run_one(
                 "--redis-url",
                 url,
                 "--tasks",
-                str(tasks),
+                str(args.tasks),
                 "--concurrency",
-                str(concurrency),
+                str(args.concurrency),
                 "--variant",
                 variant,
                 "--timeout",
-                str(timeout),
+                str(args.timeout),
+                "--workload",
+                args.workload,
+                "--per-process",
+                str(args.per_process),
             ],
             cwd=BENCH_DIR,
             env=env,
             capture_output=True,
             text=True,
-            timeout=timeout + 300,
+            timeout=args.timeout + 300,
         )
     except subprocess.TimeoutExpired:
         print(f"  ! {module} {variant}: runner timed out", flush=True)
@@ -126,17 +147,28 @@ def _note(result: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--workload", choices=("incr", "io"), default="incr")
+    parser.add_argument("--tasks", type=int, help="default 20,000 (incr), 2,000 (io)")
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes per system")
+    parser.add_argument(
+        "--per-process",
+        type=int,
+        default=100,
+        help="io: tasks at once per worker process (threads, greenlets, jobs, slots)",
+    )
     parser.add_argument("--only", default="", help="comma-separated: rqueue,rq,celery,...")
     parser.add_argument(
         "--timeout",
         type=float,
-        default=120.0,
-        help="seconds of processing per system; a slower one is stopped and "
-        "its rate taken over the tasks it ran",
+        help="seconds of processing per system, default 120 (incr), 40 (io); a slower "
+        "one is stopped and its rate taken over the tasks it ran",
     )
     args = parser.parse_args()
+    io = args.workload == "io"
+    if args.tasks is None:
+        args.tasks = 2_000 if io else 20_000
+    if args.timeout is None:
+        args.timeout = 40.0 if io else 120.0
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     peers = [p for p in PEERS if not only or p.name in only]
 
@@ -147,27 +179,34 @@ def main() -> None:
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         print(machine_summary(client))
-        print(f"{args.tasks:,} INCR tasks, concurrency {args.concurrency}", flush=True)
-        runs = [(sys.executable, "rqueue", "default")] if not only or "rqueue" in only else []
+        kind = "wait-20-ms-then-INCR" if io else "INCR"
+        print(f"{args.tasks:,} {kind} tasks, concurrency {args.concurrency}", flush=True)
+        runs = [(sys.executable, "rqueue", v) for v in _rqueue_variants(args.workload, only)]
         runs += [(str(python_of(p)), p.name, v) for p in peers for v in p.variants]
         for python, module, variant in runs:
-            # The ceiling is measured again right before each system: this machine's
-            # speed drifts over a run of minutes, and a ratio should not carry that.
             client.flushall()
-            bare = bare_incr_rate(server.url, args.tasks, args.concurrency)
-            result = run_one(
-                python, module, server.url, args.tasks, args.concurrency, variant, args.timeout
+            if not io:
+                # The ceiling is measured again right before each system: this machine's
+                # speed drifts over a run of minutes, and a ratio should not carry that.
+                bare = bare_incr_rate(server.url, args.tasks, args.concurrency)
+            result = run_one(python, module, variant, server.url, args)
+            if result is None:
+                continue
+            results.append(result)
+            if io:
+                print(f"  {result['system']}: {result['steady']:,.0f} tasks/s", flush=True)
+                continue
+            result["bare"] = bare
+            print(
+                f"  {result['system']}: {result['steady']:,.0f} tasks/s "
+                f"({result['done']:,} done; bare INCR just before: {bare:,.0f}/s)",
+                flush=True,
             )
-            if result is not None:
-                result["bare"] = bare
-                results.append(result)
-                print(
-                    f"  {result['system']}: {result['steady']:,.0f} tasks/s "
-                    f"({result['done']:,} done; bare INCR just before: {bare:,.0f}/s)",
-                    flush=True,
-                )
 
     results.sort(key=lambda r: r["steady"], reverse=True)
+    if io:
+        _io_table(results, args)
+        return
     ours = next((r for r in results if r["system"] == "rqueue"), None)
     table(
         (
@@ -189,6 +228,78 @@ def main() -> None:
         "worth of concurrency (tasks/s: first task started to last done; bare INCR: "
         f"{args.concurrency} plain redis-py processes doing only the INCR, measured right "
         "before each system)",
+    )
+
+
+def _slots_available() -> bool:
+    """Whether this checkout has slot mode: ``rqueue work --slots``, and ``@task`` taking
+    bench_tasks' ``async def`` task (it stays a plain function where refused)."""
+    usage = subprocess.run(
+        [sys.executable, "-m", "rqueue", "work", "--help"], capture_output=True, text=True
+    )
+    import bench_tasks
+
+    return "--slots" in usage.stdout and isinstance(bench_tasks.wait_then_incr_async, Task)
+
+
+def _rqueue_variants(workload: str, only: set[str]) -> list[str]:
+    """rqueue's runs: one for the incr workload; process mode, then slot mode if this
+    checkout has it, for the io workload."""
+    if only and "rqueue" not in only:
+        return []
+    if workload == "incr":
+        return ["default"]
+    if _slots_available():
+        return ["sync", "async"]
+    print("  rqueue (async, --slots): skipped, slot mode not available in this checkout")
+    return ["sync"]
+
+
+def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The io workload's table: each rate beside the best peer's and beside what its
+    tasks in flight allow, with the largest process's RSS (a worker child's, for
+    rqueue; the goal there is under 60 MB with 100 slots)."""
+    peers = [r["steady"] for r in results if not r["system"].startswith("rqueue")]
+    best = max(peers, default=0.0)
+    rows = []
+    for r in results:
+        allowed = r["in_flight"] / IO_WAIT
+        rows.append(
+            (
+                r["system"],
+                r["versions"],
+                r["settings"],
+                r["in_flight"],
+                r["steady"],
+                r["from_start"],
+                f"{r['steady'] / best:.2f}" if best else "-",
+                f"{r['steady'] / allowed:.2f}" if allowed else "-",
+                r["enqueue_rate"],
+                f"{r['peak_rss_mb']:.0f}",
+                f"{r['largest_process_mb']:.0f}",
+                _note(r),
+            )
+        )
+    table(
+        (
+            "system",
+            "versions",
+            "workers",
+            "tasks at once",
+            "tasks/s",
+            "tasks/s incl. startup",
+            "x best peer",
+            "x in flight / 20 ms",
+            "enqueue/s",
+            "peak RSS MB, all",
+            "largest process MB",
+            "note",
+        ),
+        rows,
+        f"{args.tasks:,} tasks each waiting {IO_WAIT * 1000:.0f} ms then doing one Redis INCR, "
+        f"{args.concurrency} worker processes per system, up to {args.per_process} tasks at "
+        "once in each where the system runs more than one (tasks/s: first task started to "
+        "last done; x best peer: beside the fastest non-rqueue row)",
     )
 
 

@@ -35,7 +35,7 @@ from rqueue.worker.timeouts import TimeLimit
 def in_process_child(url: str, prefetch: int = 100) -> ChildWorker:
     """One worker child in this process (no parent, no fork), ready to ``_step()``."""
     options = WorkerOptions(prefetch=prefetch)
-    board = Scoreboard(1, options.batch_limit)
+    board = Scoreboard(1, options.held_limit)
     worker = ChildWorker(
         options, Config.resolve(redis_url=url), board.slot(0), 1, os.getppid(), "hot"
     )

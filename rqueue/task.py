@@ -7,6 +7,7 @@ sees the worker.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 import time
@@ -159,15 +160,17 @@ def _option(check: Callable[[object], T], value: object) -> T:
         raise InvalidTaskOption(str(exc)) from None
 
 
-def check_callable(fn: object, what: str) -> None:
+def check_callable(fn: object, what: str, may_be_async: bool = False) -> None:
     """Refuse what a worker would call and get nothing done: a coroutine or generator
-    function runs none of its body when called, and the call would count as a success."""
+    function runs none of its body when called, and the call would count as a success.
+    A task function (``may_be_async``) may be ``async def``: workers await it (slot
+    mode, docs/worker.md); hooks and the like may not, yet."""
     if not callable(fn):
         raise InvalidTaskOption(f"{what} must be callable, got {fn!r}")
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+    if inspect.isasyncgenfunction(fn) or (inspect.iscoroutinefunction(fn) and not may_be_async):
         raise InvalidTaskOption(
             f"{what} {getattr(fn, '__qualname__', fn)!r} is an async function; workers do not "
-            "run async code yet: make it a plain def (call asyncio.run() inside if needed)"
+            "await it here: make it a plain def (call asyncio.run() inside if needed)"
         )
     if inspect.isgeneratorfunction(fn):
         raise InvalidTaskOption(
@@ -211,6 +214,10 @@ class Dispatched(NamedTuple):
         queue = self.connection or default_queue()
         return outcome(wait_status(queue, self.queue, self.id, timeout))
 
+    async def result_async(self, timeout: float | None = None) -> Any:
+        """``result()`` for async code: the wait blocks a thread, never the event loop."""
+        return await asyncio.to_thread(self.result, timeout)
+
 
 class PendingDispatch(NamedTuple):
     """One call of a task, ready to be dispatched alone or in bulk, or as a workflow step."""
@@ -234,7 +241,7 @@ class Task(Generic[P, R]):
     """A function registered with ``@task``."""
 
     def __init__(self, fn: Callable[P, R], options: TaskOptions, name: str | None = None):
-        check_callable(fn, "@task")
+        check_callable(fn, "@task", may_be_async=True)
         self.fn = fn
         self.options = options
         self.name = name or f"{module_name(fn.__module__)}:{fn.__qualname__}"
@@ -316,6 +323,21 @@ class Task(Generic[P, R]):
         A naive datetime means this machine's local time.
         """
         return self._send(delay_until(when), args, kwargs)
+
+    async def dispatch_async(self, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+        """``dispatch()`` for async code (FastAPI, aiohttp, an ``async def`` task).
+
+        The push runs on a thread of the loop's default executor, through the very code
+        ``dispatch()`` runs (encoding, signing, unique locks, retries during a failover,
+        ``wait_replicas``, Redis Cluster and Sentinel), so the event loop never waits on
+        Redis and no option behaves differently. A thread hop costs tens of
+        microseconds, well under the round trip itself.
+        """
+        return await asyncio.to_thread(self._send, 0.0, args, kwargs)
+
+    async def later_async(self, when: When, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+        """``later()`` for async code; ``when`` is read now, as ``later()`` reads it."""
+        return await asyncio.to_thread(self._send, delay_until(when), args, kwargs)
 
     def dispatch_many(self, calls: Iterable[Sequence[Any] | PendingDispatch]) -> list[Dispatched]:
         """Queue many calls in one round trip; each is an args tuple or a ``pending()``."""

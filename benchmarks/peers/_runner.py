@@ -3,6 +3,11 @@
 Runs inside each peer's own virtualenv (``benchmarks/.venvs/<name>``), so it uses only
 the standard library, redis-py (every peer brings it) and psutil (installed beside).
 A runner prints one line ``RESULT {json}`` that compare.py reads.
+
+Two workloads: ``incr`` (each task does one INCR) and ``io`` (each task waits
+``IO_WAIT`` seconds, as a call to an HTTP API or a database would, then does the INCR),
+where each peer runs its documented I/O-bound concurrency, ``--per-process`` tasks at
+once in each worker process.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import redis
 BENCH_DIR = Path(__file__).resolve().parent.parent
 LOG_DIR = BENCH_DIR / ".venvs" / "logs"
 COUNTER = "bench:done"
+IO_WAIT = 0.02
 
 _client: list[redis.Redis] = []
 
@@ -43,17 +49,47 @@ def arguments(variants: Sequence[str] = ("default",)) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--variant", choices=variants, default=variants[0])
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--workload", choices=("incr", "io"), default="incr")
+    parser.add_argument(
+        "--per-process", type=int, default=100, help="io: tasks at once per worker process"
+    )
     args = parser.parse_args()
     os.environ["REDIS_URL"] = args.redis_url
+    # Worker settings that are module attributes (arq, saq) read it at import; the
+    # incr workload keeps each peer's default.
+    os.environ.pop("BENCH_PER_PROCESS", None)
+    if args.workload == "io":
+        os.environ["BENCH_PER_PROCESS"] = str(args.per_process)
     return args
 
 
+def per_process(default: int) -> int:
+    """The io workload's tasks at once per process, as the runner was told (workers
+    inherit it through the environment); ``default`` for the incr workload."""
+    return int(os.environ.get("BENCH_PER_PROCESS", default))
+
+
+def wait_then_incr_sync() -> None:
+    """The io workload's task for sync peers: a blocking wait, then the INCR."""
+    time.sleep(IO_WAIT)
+    client().incr(COUNTER)
+
+
 def version(*packages: str) -> str:
-    return ", ".join(f"{p} {metadata.version(p)}" for p in packages)
+    """``redis 8.1.0, hiredis 3.5.0``; an optional one not installed reads ``no hiredis``."""
+    found = []
+    for package in packages:
+        try:
+            found.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"no {package}")
+    return ", ".join(found)
 
 
 def worker_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(BENCH_DIR), "PYTHONUNBUFFERED": "1"}
+    # compare.py put benchmarks/ first on PYTHONPATH; peers keep what else it holds.
+    pythonpath = os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
 
 
 def run(
@@ -63,8 +99,12 @@ def run(
     enqueue: Callable[[int], None],
     commands: list[list[str]],
     args: argparse.Namespace,
+    in_flight: int = 0,
 ) -> None:
     """Enqueue ``args.tasks`` INCR tasks, start ``commands``, time until all have run.
+
+    ``in_flight``: the most tasks the workers run at once (io workload), reported so
+    compare.py can set the rate beside what that many ``IO_WAIT`` waits allow.
 
     A system still busy after ``args.timeout`` seconds is stopped and its rate is
     reported over the tasks it did run (the result says how many).
@@ -75,7 +115,8 @@ def run(
     enqueue(args.tasks)
     enqueue_rate = args.tasks / (time.perf_counter() - started)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    log = open(LOG_DIR / f"{system.split()[0].lower()}-{args.variant}.log", "wb")  # noqa: SIM115
+    log_name = f"{system.split()[0].lower()}-{args.variant}-{args.workload}.log"
+    log = open(LOG_DIR / log_name, "wb")  # noqa: SIM115
     started = time.perf_counter()
     workers = [
         subprocess.Popen(
@@ -121,6 +162,9 @@ def run(
         "from_start": count / ((done or stopped) - started),
         "steady": count / ((done or stopped) - first) if first else 0.0,
         "peak_rss_mb": sampler.peak_total / 2**20,
+        "largest_process_mb": max(sampler.peaks.values(), default=0) / 2**20,
+        "in_flight": in_flight,
+        "workload": args.workload,
     }
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -142,11 +186,13 @@ def _stop(worker: subprocess.Popen[bytes]) -> None:
 
 
 class _RssSampler:
-    """Peak total RSS of the worker process trees (if psutil is installed)."""
+    """Peak total RSS of the worker process trees, and each process's own peak (so the
+    largest worker child can be quoted), if psutil is installed."""
 
     def __init__(self, pids: list[int]) -> None:
         self.pids = pids
         self.peak_total = 0
+        self.peaks: dict[int, int] = {}
         self._last = 0.0
         try:
             import psutil
@@ -164,7 +210,9 @@ class _RssSampler:
             try:
                 root = self._psutil.Process(pid)
                 for process in [root, *root.children(recursive=True)]:
-                    total += process.memory_info().rss
+                    rss = process.memory_info().rss
+                    total += rss
+                    self.peaks[process.pid] = max(rss, self.peaks.get(process.pid, 0))
             except self._psutil.Error:
                 continue
         self.peak_total = max(self.peak_total, total)

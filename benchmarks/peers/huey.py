@@ -1,6 +1,8 @@
 """Huey with ``RedisHuey``: ``huey_consumer -k process`` (process workers).
 
 Settings: blocking reads (the RedisHuey default), periodic tasks off (``-n``), quiet.
+The io workload runs one consumer per process with thread workers (``-k thread -w N``),
+which Huey's docs name for I/O-bound tasks.
 """
 
 from __future__ import annotations
@@ -9,7 +11,15 @@ import os
 
 from huey import RedisHuey
 
-from peers._runner import COUNTER, arguments, client, python_bin, run, version
+from peers._runner import (
+    COUNTER,
+    arguments,
+    client,
+    python_bin,
+    run,
+    version,
+    wait_then_incr_sync,
+)
 
 huey = RedisHuey("bench", url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
 
@@ -19,12 +29,33 @@ def incr() -> None:
     client().incr(COUNTER)
 
 
+@huey.task()
+def wait_then_incr() -> None:
+    wait_then_incr_sync()
+
+
 def main() -> None:
     args = arguments()
 
+    io = args.workload == "io"
+    job = wait_then_incr if io else incr
+
     def enqueue(count: int) -> None:
         for _ in range(count):
-            incr()
+            job()
+
+    if io:
+        threads = ["-k", "thread", "-w", str(args.per_process), "-n", "-q"]
+        run(
+            "Huey",
+            version("huey", "redis"),
+            f"{args.concurrency} consumers, -k thread -w {args.per_process} each",
+            enqueue,
+            [[python_bin("huey_consumer"), "peers.huey.huey", *threads]] * args.concurrency,
+            args,
+            in_flight=args.concurrency * args.per_process,
+        )
+        return
 
     command = [
         python_bin("huey_consumer"),
@@ -43,6 +74,7 @@ def main() -> None:
         enqueue,
         [command],
         args,
+        in_flight=args.concurrency,
     )
 
 

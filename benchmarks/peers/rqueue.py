@@ -2,17 +2,24 @@
 
 Settings: the defaults (``--prefetch 100``), ``--log-level WARNING`` as the peers run quiet.
 Runs in the project's own environment, not a separate virtualenv.
+
+The io workload has two variants: ``sync`` (``bench_tasks.wait_then_incr``, a blocking
+wait, one task at a time per child: process mode) and ``async``
+(``bench_tasks.wait_then_incr_async`` under ``--slots``, up to that many at once per
+child). compare.py runs ``async`` only where ``rqueue work`` has ``--slots``.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from peers._runner import arguments, run, version
 
 
 def main() -> None:
-    args = arguments()
+    args = arguments(("default", "sync", "async"))
+    slots = args.workload == "io" and args.variant == "async"
     import bench_tasks
 
     from rqueue.config import Config
@@ -21,9 +28,13 @@ def main() -> None:
 
     use(RedisQueue(Config(redis_url=args.redis_url)))
 
+    job: Any = bench_tasks.incr
+    if args.workload == "io":
+        job = bench_tasks.wait_then_incr_async if slots else bench_tasks.wait_then_incr
+
     def enqueue(count: int) -> None:
         for start in range(0, count, 1000):
-            bench_tasks.incr.dispatch_many([()] * min(1000, count - start))
+            job.dispatch_many([()] * min(1000, count - start))
 
     command = [
         sys.executable,
@@ -35,14 +46,24 @@ def main() -> None:
         str(args.concurrency),
         "--log-level",
         "WARNING",
+        *(["--slots", str(args.per_process)] if slots else []),
     ]
+    name = "rqueue"
+    if args.workload == "io":
+        name = (
+            f"rqueue (async, --slots {args.per_process})"
+            if slots
+            else "rqueue (sync, process mode)"
+        )
     run(
-        "rqueue",
+        name,
         version("rqueue", "redis", "hiredis"),
-        f"`rqueue work --concurrency {args.concurrency}`",
+        f"`rqueue work --concurrency {args.concurrency}"
+        + (f" --slots {args.per_process}`" if slots else "`"),
         enqueue,
         [command],
         args,
+        in_flight=args.concurrency * (args.per_process if slots else 1),
     )
 
 

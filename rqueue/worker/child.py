@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import signal
@@ -40,6 +41,7 @@ from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
+from rqueue.task import Task
 from rqueue.text import shown
 from rqueue.worker import (
     parent_failures,  # noqa: F401  (registers the internal report task)
@@ -53,6 +55,7 @@ from rqueue.worker.outcomes import Outcomes, forget_exceptions, run_hook
 from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Batch, Batches
 from rqueue.worker.scoreboard import Slot, State
+from rqueue.worker.slots import Attempt, SlotRunner
 from rqueue.worker.timeouts import TimeLimit
 from rqueue.workflows import effects
 
@@ -71,6 +74,8 @@ HANDLED_SIGNALS = {
 """The signals the parent handles; it blocks them across fork() until the child has its own."""
 _ACK_SAFETY = 1.0
 _NO_HEADER = ("-" * 32, 0, 0)
+_is_async = functools.cache(inspect.iscoroutinefunction)
+"""Whether a task function is ``async def`` (run in slot mode): asked once per task."""
 
 
 class ChildWorker(InterruptibleWaits):
@@ -98,6 +103,8 @@ class ChildWorker(InterruptibleWaits):
         self._parent_checked_at = 0.0
         self._woken: str | None = None
         """The queue whose push ended the last idle wait: its batch is reserved first."""
+        self._slots: SlotRunner | None = None
+        """Runs ``async def`` tasks on an event loop, made when the first one comes."""
         # Queue names are checked (store/keys.py), and escaped once here all the same.
         self._title = shown(
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
@@ -133,6 +140,8 @@ class ChildWorker(InterruptibleWaits):
                 failures += 1
                 log.exception("worker %d: unexpected error; backing off", self.number)
                 self._backoff(failures, None)
+        if self._slots is not None:  # a warm stop lets running coroutines finish
+            self._slots.drain()
         self._give_back_read_ahead()
         self._persist(self.batches.flush)
         self.slot.set(State.WAITING)
@@ -153,6 +162,9 @@ class ChildWorker(InterruptibleWaits):
         return gone
 
     def _step(self) -> None:
+        if self.slot.concurrent and self._slots is not None:
+            self._slots.step()
+            return
         if self.slot.board.paused:
             self._give_back_read_ahead()
             self.batches.flush()
@@ -160,12 +172,7 @@ class ChildWorker(InterruptibleWaits):
             setproctitle(f"{self._title}: paused")
             self._sleep(0.2)
             return
-        with self._claiming():
-            allowed = self._allowed()
-            woken, self._woken = self._woken, None
-            batch = self.batches.take(allowed, woken) if allowed > 0 else None
-            # Recorded inside the claim: under --max-jobs the other children count it.
-            headers = self._hold(batch) if batch is not None else []
+        allowed, batch, headers, entries = self._claim(self.options.batch_limit)
         if allowed <= 0:
             self._limit_reached()
             return
@@ -184,8 +191,23 @@ class ChildWorker(InterruptibleWaits):
             # No reserve call carried them, and the batch they belong to has left our
             # slot: if we died now, the parent could not tell those tasks had finished.
             self._persist(self.batches.flush)
-        self._run_batch(batch, headers)
+        self._run_batch(batch, headers, entries)
         self.time_limit.stop()
+
+    def _claim(
+        self, most: int
+    ) -> tuple[int, Batch | None, list[tuple[str, int, int]], Sequence[int]]:
+        """Reserve and hold a batch of at most ``most`` tasks: how many this child was
+        allowed, the batch (None: none ready), its headers and its scoreboard entries."""
+        with self._claiming():
+            allowed = min(most, self._allowed())
+            woken, self._woken = self._woken, None
+            batch = self.batches.take(allowed, woken) if allowed > 0 else None
+            if batch is None:
+                return allowed, None, [], ()
+            # Recorded inside the claim: under --max-jobs the other children count it.
+            headers = [header(payload) or _NO_HEADER for payload in batch.reservation.payloads]
+            return allowed, batch, headers, self.slot.hold(batch.queue_index, headers)
 
     def _allowed(self) -> int:
         """How many more tasks this child may take (``--max-jobs``, ``--once``)."""
@@ -210,19 +232,17 @@ class ChildWorker(InterruptibleWaits):
         with self.slot.board.claiming():
             yield
 
-    def _hold(self, batch: Batch) -> list[tuple[str, int, int]]:
-        """Write a new batch to the scoreboard; return each task's (id, attempts, timeout_ms)."""
-        headers = [header(payload) or _NO_HEADER for payload in batch.reservation.payloads]
-        self.slot.hold(batch.queue_index, headers)
-        return headers
-
-    def _run_batch(self, batch: Batch, headers: list[tuple[str, int, int]]) -> None:
+    def _run_batch(
+        self, batch: Batch, headers: list[tuple[str, int, int]], entries: Sequence[int]
+    ) -> None:
+        """Run (or, for ``async def`` tasks, start) a batch's tasks in order; ``entries``
+        are their places in the scoreboard slot."""
         queue, payloads = batch.reservation.queue, batch.reservation.payloads
         margin, grace = self.options.reservation_margin, self.options.kill_grace
         for index, payload in enumerate(payloads):
             if self._should_exit():
                 self._give_back_read_ahead()
-                self._give_back(queue, payloads[index:])
+                self._give_back(queue, payloads[index:], entries[index:])
                 return
             timeout = headers[index][2] / 1000 or self.options.timeout
             # When this task's reservation runs out (reserve.lua), on our clock and early.
@@ -239,15 +259,17 @@ class ChildWorker(InterruptibleWaits):
                         "it went back to the queue and is left to another worker",
                         queue,
                     )
+                    self.slot.set(State.HOLDING, entries[index] + 1)  # no longer ours
                     continue
             if self.batches.acks_due_by(worst_end):
                 self._persist(self.batches.flush)
-            fixed = headers[index]
-            self._process(index, queue, payload, None if fixed is _NO_HEADER else fixed, expires_at)
+            fixed, entry = headers[index], entries[index]
+            self._process(entry, queue, payload, None if fixed is _NO_HEADER else fixed, expires_at)
             # Between tasks, with no deadline: resting, or importing the next task's
             # module, is not this task overrunning, and a finished task must never look
             # like the running one (to be retried or failed) if this child dies now.
-            self.slot.set(State.HOLDING, index + 1)
+            # (A coroutine it started runs on: slot mode leaves its entry running.)
+            self.slot.set(State.HOLDING, entry + 1)
             if memory_exceeded(self.options.memory):
                 log.info(
                     "worker %d: over %d MB of memory; recycling", self.number, self.options.memory
@@ -255,7 +277,8 @@ class ChildWorker(InterruptibleWaits):
                 self.recycle = True
             if self.options.rest:
                 time.sleep(self.options.rest)
-        self.slot.set(State.HOLDING, len(payloads))
+        if not self.slot.concurrent:
+            self.slot.set(State.HOLDING, len(payloads))
 
     # -- one task -----------------------------------------------------------------
 
@@ -318,44 +341,87 @@ class ChildWorker(InterruptibleWaits):
                 setproctitle(f"{self._title}: running {job.task} {job_id}")
                 if events.has_listeners("processing"):
                     events.emit(TaskEvent("processing", job))
-                set_current_job(job)
                 declared = task.options.middleware
                 stack = stack_of(declared, job) if job.meta else declared
+                if _is_async(task.fn):  # runs on, on the event loop: see slots.py
+                    attempt: Attempt = (
+                        index,
+                        queue,
+                        payload,
+                        job,
+                        task,
+                        args,
+                        stack,
+                        tries,
+                        workflow,
+                    )
+                    self._slot_runner().start(attempt, started, timeout, expires_at)
+                    return
+                set_current_job(job)
                 if stack or job.meta:
                     result = self._run(queue, task.fn, args, job, stack)
                 else:
                     result = task.fn(*args, **job.kwargs)
-                completion = None
-                # After the call: a running task may have started a chain (job.chain).
-                # A result that cannot be kept or piped fails the task.
-                if job.meta and effects.involved(job):
-                    completion = effects.on_success(
-                        job,
-                        payload,
-                        result,
-                        self._started_at(started),
-                        self.config.max_payload_bytes,
-                    )
+                completion = self._completion(job, payload, result, started) if job.meta else None
             finally:
                 self.time_limit.disarm()
         except BaseException as exc:  # SystemExit and the like too: user code raised it
             duration = time.monotonic() - started
-            if type(exc) is BatchCancelled and workflow and effects.is_member(job):
-                self._skip(index, queue, payload, job, expires_at)
-            elif task is None and type(exc) is TaskNotRegistered:
-                # Not a task (TaskImportFailed, its subclass, is an attempt that failed).
-                self.outcomes.rejected(index, queue, payload, job, "TaskNotRegistered", str(exc))
-            elif stack is None and isinstance(exc, InvalidPayload):  # its middleware
-                self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
-            elif type(exc) is Release:
-                self._release(index, queue, payload, job, exc.delay, duration)
-            elif type(exc) is RetryIn and exc.__cause__ is not None:
-                cause = exc.__cause__
-                self.outcomes.failed(index, queue, payload, job, tries, cause, duration, exc.delay)
-            else:
-                self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
+            attempt = (index, queue, payload, job, task, args, stack, tries, workflow)
+            self._attempt_failed(attempt, exc, duration, expires_at)
             return
         duration = time.monotonic() - started
+        self._succeeded(
+            index, queue, payload, job, task, tries, result, completion, duration, expires_at
+        )
+
+    def _completion(
+        self, job: Job, payload: bytes, result: object, started: float
+    ) -> effects.Completion | None:
+        """What follows a success of a job with ``meta`` in a workflow (None if it is in
+        none). After the call:
+        a running task may have started a chain (job.chain). A result that cannot be
+        kept or piped fails the task."""
+        if effects.involved(job):
+            return effects.on_success(
+                job, payload, result, self._started_at(started), self.config.max_payload_bytes
+            )
+        return None
+
+    def _attempt_failed(
+        self, attempt: Attempt, exc: BaseException, duration: float, expires_at: float
+    ) -> None:
+        """An attempt raised: what that means (``outcomes.py`` has the rules)."""
+        index, queue, payload, job, task, _, stack, tries, workflow = attempt
+        # (task and stack are None if the lookup failed: see _process.)
+        if type(exc) is BatchCancelled and workflow and effects.is_member(job):
+            self._skip(index, queue, payload, job, expires_at)
+        elif task is None and type(exc) is TaskNotRegistered:
+            # Not a task (TaskImportFailed, its subclass, is an attempt that failed).
+            self.outcomes.rejected(index, queue, payload, job, "TaskNotRegistered", str(exc))
+        elif stack is None and isinstance(exc, InvalidPayload):  # its middleware
+            self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
+        elif type(exc) is Release:
+            self._release(index, queue, payload, job, exc.delay, duration)
+        elif type(exc) is RetryIn and exc.__cause__ is not None:
+            cause = exc.__cause__
+            self.outcomes.failed(index, queue, payload, job, tries, cause, duration, exc.delay)
+        else:
+            self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
+
+    def _succeeded(
+        self,
+        index: int,
+        queue: str,
+        payload: bytes,
+        job: Job,
+        task: Task[..., object],
+        tries: int,
+        result: object,
+        completion: effects.Completion | None,
+        duration: float,
+        expires_at: float,
+    ) -> None:
         # A success is the hot path, so it is settled here: the ack waits for the next
         # reserve call, and nothing else happens unless a hook or a listener waits for it.
         if completion is None:
@@ -383,6 +449,11 @@ class ChildWorker(InterruptibleWaits):
             run_hook(task.options.after_succeeded, result, job)
         if events.has_listeners("processed"):
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def _slot_runner(self) -> SlotRunner:
+        if self._slots is None:
+            self._slots = SlotRunner(self)
+        return self._slots
 
     def _run(
         self,
@@ -471,7 +542,7 @@ class ChildWorker(InterruptibleWaits):
 
     # -- giving back, acking, waiting ---------------------------------------------
 
-    def _give_back(self, queue: str, unstarted: list[bytes]) -> None:
+    def _give_back(self, queue: str, unstarted: list[bytes], entries: Sequence[int] = ()) -> None:
         """Release tasks this child will not run, attempts returned, at the queue's front.
 
         The child's claims key goes in the same step: once another worker holds them,
@@ -479,7 +550,7 @@ class ChildWorker(InterruptibleWaits):
         """
         # Forget them in the slot first: if we die in between, they wait for their
         # reservation to expire rather than being released twice.
-        self.slot.set(State.WAITING)
+        self.slot.forget(entries)
         release = functools.partial(
             self.queue.release, queue, unstarted, unstarted=True, claims=self.batches.claims
         )

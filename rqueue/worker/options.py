@@ -26,6 +26,7 @@ LIMITS: Mapping[str, Limit] = {
     "memory": Limit(0, MAX_COUNT, whole=True, unit="MB"),
     "rest": _SECONDS,
     "prefetch": Limit(1, 1000, whole=True),
+    "slots": Limit(1, 10_000, whole=True),
     "kill_grace": _SECONDS,
     "reservation_margin": _SECONDS,
 }
@@ -120,6 +121,8 @@ class WorkerOptions:
     """Seconds a child rests after each task."""
     prefetch: int = 100
     """Most tasks a child reserves in one round trip when the queue is deep."""
+    slots: int = 100
+    """Most ``async def`` tasks a child runs at once on its event loop (slot mode)."""
     kill_grace: float = 5.0
     """Seconds after a task's timeout before the parent kills a child that did not stop."""
     reservation_margin: float = 15.0
@@ -149,6 +152,13 @@ class WorkerOptions:
         if self.max_jobs:
             return max(1, min(self.prefetch, self.max_jobs))
         return self.prefetch
+
+    @property
+    def held_limit(self) -> int:
+        """Most tasks a child's scoreboard slot records at once: a batch in process
+        mode; in slot mode the running coroutines, plus a batch read ahead before the
+        child knew its tasks were async, plus finished ones whose acks are pending."""
+        return self.slots + 2 * self.batch_limit
 
     @property
     def effective_concurrency(self) -> int:

@@ -6,12 +6,20 @@ returned, and the task it was running is retried or failed as if it had raised:
 a timeout if the parent killed it for overrunning, ``WorkerLost`` otherwise.
 Reservations are matched by task id and attempt count against the reserved set, so
 only this child's exact reservations are touched.
+
+A child in slot mode (``async def`` tasks) had many tasks running at once, each entry
+of its slot saying what became of it: each running one is settled the same way, as a
+timeout if the parent killed the child for a deadline that entry had passed, else as
+``WorkerLost`` (a coroutine that blocked the loop costs its siblings an attempt too,
+so that a poison task cannot loop for ever).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import time
+from collections import defaultdict
 
 from rqueue.errors import InvalidPayload
 from rqueue.failed import make_record
@@ -22,7 +30,7 @@ from rqueue.store.retry import Persist
 from rqueue.worker import parent_failures, unique_locks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import complete_failure, forget_exceptions, retry_delay
-from rqueue.worker.scoreboard import Held, SlotView, State
+from rqueue.worker.scoreboard import Entry, Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
 
@@ -79,6 +87,9 @@ class Recovery:
         the task it was running."""
         if not view.held or view.state in (State.WAITING, State.EMPTY, State.STARTING):
             return
+        if view.state == State.CONCURRENT:
+            self._settle_entries(view, how, killed_for_timeout, cold)
+            return
         name = self.options.queues[view.queue_index]
         running = view.held[view.current] if view.state == State.RUNNING else None
         first_unstarted = view.current + (1 if running else 0)
@@ -95,6 +106,33 @@ class Recovery:
             member = members.get((running.id, running.attempts))
             if member is not None:
                 self._settle_running(name, member, how, killed_for_timeout, cold)
+
+    def _settle_entries(
+        self, view: SlotView, how: str, killed_for_timeout: bool, cold: bool
+    ) -> None:
+        """A slot-mode child: settle each entry by its own state, queue by queue."""
+        now = time.monotonic()
+        by_queue: dict[int, dict[Entry, list[tuple[Held, float]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for entry in view.entries:
+            if entry.state != Entry.FREE and entry.queue_index < len(self.options.queues):
+                by_queue[entry.queue_index][entry.state].append((entry.held, entry.deadline))
+        for index, states in by_queue.items():
+            name = self.options.queues[index]
+            members = self._reserved_by_key(name)
+
+            def exact(entries: list[tuple[Held, float]]) -> list[bytes]:
+                return [m for h, _ in entries if (m := members.get(h)) is not None]  # noqa: B023
+
+            done, unstarted = exact(states[Entry.DONE]), exact(states[Entry.UNSTARTED])
+            self.persist(lambda: self.queue.ack(name, done))  # noqa: B023
+            self.persist(lambda: self.queue.release(name, unstarted, unstarted=True))  # noqa: B023
+            for held, deadline in states[Entry.RUNNING]:
+                member = members.get(held)
+                if member is not None:
+                    overran = killed_for_timeout and 0 < deadline <= now
+                    self._settle_running(name, member, how, overran, cold)
 
     def _settle_running(
         self, name: str, member: bytes, how: str, killed_for_timeout: bool, cold: bool

@@ -4,6 +4,12 @@ Each child writes, without any system call, which tasks it holds and when the on
 runs must end. The parent reads that to kill a child that overruns and, when a child
 dies, to give its tasks back at once instead of waiting for reservations to expire.
 A sequence counter (a seqlock) lets the parent read a consistent slot without locks.
+
+A child in process mode runs its batch in order, so one index (``current``) says
+which tasks are done, running and not started. A child running ``async def`` tasks
+(slot mode, ``slots.py``) has many running at once, from several batches: its slot
+is then ``CONCURRENT``, each entry carries its own state, queue and kill deadline,
+and the header's deadline is the earliest of them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,16 @@ class State(IntEnum):
     RUNNING = 3  # entry ``current`` is running
     REPORTING = 4  # entry ``current - 1`` finished; hooks and listeners are running
     EMPTY = 5  # like WAITING, after finding every queue empty
+    CONCURRENT = 6  # slot mode: each entry's own state says what became of it
+
+
+class Entry(IntEnum):
+    """An entry's own state; only a ``CONCURRENT`` slot's entries use it."""
+
+    UNSTARTED = 0
+    RUNNING = 1
+    DONE = 2  # finished (its hooks may still run, under the entry's deadline)
+    FREE = 3  # holds no task: its ack went, or it was given back
 
 
 class Held(NamedTuple):
@@ -34,6 +50,16 @@ class Held(NamedTuple):
 
     id: str
     attempts: int
+
+
+class EntryView(NamedTuple):
+    """A ``CONCURRENT`` slot's entry: its task, what became of it, its queue and when
+    it must end (0: no kill deadline)."""
+
+    held: Held
+    state: Entry
+    queue_index: int
+    deadline: float
 
 
 @dataclass(frozen=True)
@@ -44,11 +70,23 @@ class SlotView:
     current: int
     deadline: float
     processed: int
+    entries: tuple[EntryView, ...] = ()
+    """Filled in for a ``CONCURRENT`` slot only."""
+
+    def unfinished(self) -> int:
+        """Tasks held and not finished yet (``--max-jobs`` counts them as taken)."""
+        if self.state == State.CONCURRENT:
+            return sum(1 for e in self.entries if e.state in (Entry.UNSTARTED, Entry.RUNNING))
+        if self.state in (State.HOLDING, State.RUNNING, State.REPORTING):
+            return len(self.held) - self.current
+        return 0
 
 
 _GLOBAL = struct.Struct("<Bxxxxxxxq")  # paused flag, tasks processed by exited children
 _HEADER = struct.Struct("<qiiiidq")  # seq, state, queue, count, current, deadline, processed
-_ENTRY = struct.Struct("<32sI")
+_ENTRY = struct.Struct("<32sIHBxd")  # id, attempts, queue, entry state, deadline
+_ENTRY_TAIL = struct.Struct("<Bxd")  # an entry's state and deadline, which slot mode rewrites
+_TAIL_AT = 38  # their offset in the entry
 _SEQ = struct.Struct("<q")
 _TORN_AFTER = 0.05  # seconds a write may stay unfinished before the slot counts as torn
 _GLOBAL_SIZE = _GLOBAL.size
@@ -110,15 +148,24 @@ class Scoreboard:
         offset = self.offset(index)
         memory = self._memory
         seq, state, queue, count, current, deadline, processed = _HEADER.unpack_from(memory, offset)
-        held = tuple(
-            Held(raw.decode("ascii", "replace"), attempts)
-            for raw, attempts in _ENTRY.iter_unpack(
+        count = max(0, min(count, self.max_held))  # torn, if out of range: the seq tells
+        raw_entries = list(
+            _ENTRY.iter_unpack(
                 memory[offset + _HEADER.size : offset + _HEADER.size + _ENTRY.size * count]
             )
         )
-        if seq % 2 == 0 and _HEADER.unpack_from(memory, offset)[0] == seq:
-            return SlotView(State(state), queue, held, current, deadline, processed)
-        return None
+        if seq % 2 != 0 or _HEADER.unpack_from(memory, offset)[0] != seq:
+            return None
+        held = tuple(
+            Held(raw.decode("ascii", "replace"), attempts) for raw, attempts, *_ in raw_entries
+        )
+        entries: tuple[EntryView, ...] = ()
+        if state == State.CONCURRENT:
+            entries = tuple(
+                EntryView(h, Entry(e[3]), e[2], e[4])
+                for h, e in zip(held, raw_entries, strict=True)
+            )
+        return SlotView(State(state), queue, held, current, deadline, processed, entries)
 
     def clear(self, index: int) -> None:
         offset = self.offset(index)
@@ -150,9 +197,7 @@ class Scoreboard:
             if view is None:
                 total += self._processed(index)
             else:
-                total += view.processed
-                if view.state in (State.HOLDING, State.RUNNING, State.REPORTING):
-                    total += len(view.held) - view.current
+                total += view.processed + view.unfinished()
         return total
 
 
@@ -170,24 +215,40 @@ class Slot:
         self.current = 0
         self.deadline = 0.0
         self.processed = 0
+        self.concurrent = False
+        """Slot mode: entries carry their own states (see the module doc)."""
+        self.live_async: set[int] = set()
+        """Entries whose coroutine runs: finishing a step of the batch loop is not
+        finishing them (``set(HOLDING, ...)`` leaves them running)."""
+        self._entries: list[Entry] = []
+        self._deadlines: dict[int, float] = {}
 
-    def hold(self, queue_index: int, headers: Sequence[tuple[str, int, int]]) -> None:
-        """Record a new batch of reserved tasks, none started.
+    def hold(self, queue_index: int, headers: Sequence[tuple[str, int, int]]) -> Sequence[int]:
+        """Record a new batch of reserved tasks, none started; return their entries.
 
         ``headers`` are the tasks' ``(id, attempts, timeout_ms)`` as
-        :func:`rqueue.payload.header` reads them; the timeout is not kept.
+        :func:`rqueue.payload.header` reads them; the timeout is not kept. In process
+        mode the batch replaces the last one (entries 0 to n - 1); in slot mode it
+        takes free entries (the caller made sure there are enough: :meth:`free`).
         """
+        if self.concurrent:
+            return self._hold_more(queue_index, headers)
         memory, offset, pack_into = self._memory, self._offset + _HEADER.size, _ENTRY.pack_into
         self._begin()
         for task_id, attempts, _ in headers:
-            pack_into(memory, offset, task_id.encode("ascii", "replace"), attempts)
+            encoded = task_id.encode("ascii", "replace")
+            pack_into(memory, offset, encoded, attempts, queue_index, 0, 0.0)
             offset += _ENTRY.size
         self.queue_index, self.count, self.current = queue_index, len(headers), 0
         self.state = State.HOLDING if headers else State.WAITING
         self.deadline = 0.0
         self._end()
+        return range(len(headers))
 
     def set(self, state: State, current: int | None = None, deadline: float = 0.0) -> None:
+        if self.concurrent:
+            self._set_entry(state, current, deadline)
+            return
         self._begin()
         self.state = state
         if current is not None:
@@ -200,11 +261,108 @@ class Slot:
     def count_processed(self) -> None:
         self.processed += 1
 
+    # -- slot mode ------------------------------------------------------------------
+
+    def enter_concurrent(self) -> None:
+        """Switch to slot mode from process mode, while entry ``current`` runs (the
+        first coroutine): the entries before it are done, those after it unstarted."""
+        self._begin()
+        states = [Entry.DONE] * self.current + [Entry.RUNNING]
+        states += [Entry.UNSTARTED] * (self.count - len(states))
+        states += [Entry.FREE] * (self.board.max_held - self.count)
+        self._entries = states
+        for entry in range(self.count):
+            self._write_entry(entry)
+        self._deadlines = {self.current: self.deadline} if self.deadline > 0 else {}
+        self.concurrent, self.state = True, State.CONCURRENT
+        self._end()
+
+    def leave_concurrent(self) -> None:
+        """Back to process mode once no task is held (every ack sent)."""
+        self.concurrent = False
+        self._entries, self._deadlines = [], {}
+        self.live_async.clear()
+        self.set(State.WAITING)
+
+    def running(self) -> int:
+        """Entries not finished (running or not started yet)."""
+        return sum(1 for e in self._entries if e in (Entry.UNSTARTED, Entry.RUNNING))
+
+    def free(self) -> int:
+        return self._entries.count(Entry.FREE)
+
+    def recycle_done(self) -> None:
+        """Finished entries whose acks have all been sent hold nothing any more."""
+        deadlines = self._deadlines  # a finished entry with one still runs its hooks
+        done = [i for i, e in enumerate(self._entries) if e == Entry.DONE and i not in deadlines]
+        if done:
+            self._mark(done, Entry.FREE)
+
+    def forget(self, entries: Sequence[int]) -> None:
+        """Tasks given back unstarted: in process mode the slot holds nothing now."""
+        if self.concurrent:
+            self._mark(entries, Entry.FREE)
+        else:
+            self.set(State.WAITING)
+
+    def _hold_more(
+        self, queue_index: int, headers: Sequence[tuple[str, int, int]]
+    ) -> Sequence[int]:
+        entries = [i for i, e in enumerate(self._entries) if e == Entry.FREE][: len(headers)]
+        if len(entries) < len(headers):
+            raise RuntimeError("scoreboard slot full")  # the caller checks free() first
+        memory, base, pack_into = self._memory, self._offset + _HEADER.size, _ENTRY.pack_into
+        self._begin()
+        for entry, (task_id, attempts, _) in zip(entries, headers, strict=True):
+            self._entries[entry] = Entry.UNSTARTED
+            pack_into(
+                memory,
+                base + entry * _ENTRY.size,
+                task_id.encode("ascii", "replace"),
+                attempts,
+                queue_index,
+                Entry.UNSTARTED,
+                0.0,
+            )
+        self.count = max(self.count, entries[-1] + 1) if entries else self.count
+        self._end()
+        return entries
+
+    def _set_entry(self, state: State, current: int | None, deadline: float) -> None:
+        """What process mode's writes mean for one entry (``current`` as they pass it)."""
+        if current is None:  # WAITING/EMPTY: nothing is held while slot mode lasts
+            return
+        if state == State.RUNNING:
+            self._mark([current], Entry.RUNNING, deadline)
+        elif state == State.REPORTING:  # entry current - 1 finished; its hooks run
+            self._mark([current - 1], Entry.DONE, deadline)
+        elif current - 1 not in self.live_async:  # HOLDING: a step of the batch is over
+            self._mark([current - 1], Entry.DONE)
+
+    def _mark(self, entries: Sequence[int], state: Entry, deadline: float = 0.0) -> None:
+        self._begin()
+        for entry in entries:
+            self._entries[entry] = state
+            if deadline > 0:
+                self._deadlines[entry] = deadline
+            else:
+                self._deadlines.pop(entry, None)
+            self._write_entry(entry)
+        self._end()
+
+    def _write_entry(self, entry: int) -> None:
+        offset = self._offset + _HEADER.size + entry * _ENTRY.size + _TAIL_AT
+        _ENTRY_TAIL.pack_into(
+            self._memory, offset, self._entries[entry], self._deadlines.get(entry, 0.0)
+        )
+
     def _begin(self) -> None:
         self._seq += 1
         _SEQ.pack_into(self._memory, self._offset, self._seq)
 
     def _end(self) -> None:
+        if self.concurrent:
+            self.deadline = min(self._deadlines.values(), default=0.0)
         _HEADER.pack_into(
             self._memory,
             self._offset,

@@ -41,6 +41,8 @@ T = TypeVar("T")
 _TICK = 1.0
 _REDIS_TIMEOUT_SLACK = 0.15
 _RESPAWN_BACKOFF = 1.0
+_TIMED = (State.RUNNING, State.REPORTING, State.CONCURRENT)
+"""Slot states whose deadline the parent enforces (in slot mode: the earliest one)."""
 
 
 @dataclass
@@ -73,7 +75,7 @@ class Supervisor(InterruptibleWaits):
         # Registered in the registry by the first tick, which also rides out a Redis that
         # refuses writes for now (a failover): reading works on a replica too.
         self._restart_marker = self.queue.restart_marker()
-        self.board = Scoreboard(self.options.effective_concurrency, self.options.batch_limit)
+        self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
         self.recovery = Recovery(self.queue, self.options, self._persist)
         self._started = time.monotonic()
         self._install_signals()
@@ -280,14 +282,14 @@ class Supervisor(InterruptibleWaits):
             view = self.board.read(child.number - 1)
             if view is None:  # died mid-write: reaped, not killed, on the next tick
                 continue
-            if view.state in (State.RUNNING, State.REPORTING) and 0 < view.deadline < now:
+            if view.state in _TIMED and 0 < view.deadline < now:
                 log.warning(
                     "worker %d (pid %d) overran its deadline by %.1f s; killing it",
                     child.number,
                     pid,
                     now - view.deadline,
                 )
-                child.killed_for_timeout = view.state == State.RUNNING
+                child.killed_for_timeout = view.state in (State.RUNNING, State.CONCURRENT)
                 os.kill(pid, signal.SIGKILL)
 
     def _time_to_next_deadline(self) -> float:
@@ -295,7 +297,7 @@ class Supervisor(InterruptibleWaits):
             v.deadline
             for v in (self.board.read(c.number - 1) for c in self.children.values())
             if v is not None
-            if v.state in (State.RUNNING, State.REPORTING) and v.deadline > 0
+            if v.state in _TIMED and v.deadline > 0
         ]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else _TICK
 

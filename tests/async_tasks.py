@@ -1,0 +1,94 @@
+"""``async def`` tasks for tests/test_async_tasks.py (slot mode); workers import this
+module from the tests folder. Each records what it saw in Redis lists the tests read."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from rqueue import current_job, task
+from rqueue.middleware import RateLimited, WithoutOverlapping
+from rqueue.store.default import default_queue
+
+STARTS = "test:async:starts"
+"""``n pid start-time`` of each run."""
+DONE = "test:async:done"
+"""``n attempt`` of each run that finished."""
+SEEN = "test:async:seen"
+"""``job-id n`` as a task saw them before and after it awaited."""
+LOCKED = "test:async:locked"
+"""``enter n`` / ``leave n`` around the awaited part of a locked task."""
+
+
+def note(key: str, text: str) -> None:
+    default_queue().client.rpush(key, text)
+
+
+def attempt() -> int:
+    job = current_job()
+    assert job is not None
+    return job.attempts
+
+
+@task
+async def nap(n: int, seconds: float = 0.5) -> int:
+    note(STARTS, f"{n} {os.getpid()} {time.time()}")
+    await asyncio.sleep(seconds)
+    note(DONE, f"{n} {attempt()}")
+    return n
+
+
+@task(timeout=1, tries=1)
+async def short_fuse(n: int, seconds: float) -> None:
+    """Times out (1 s) if ``seconds`` is longer: only that coroutine is cancelled."""
+    await asyncio.sleep(seconds)
+    note(DONE, f"{n} {attempt()}")
+
+
+@task(timeout=30, tries=3, backoff=0)
+async def patient(n: int) -> None:
+    """A sibling of ``blocker``: running (awaiting) when the loop is blocked."""
+    note(STARTS, f"{n} {os.getpid()} {time.time()}")
+    await asyncio.sleep(3)
+    note(DONE, f"{n} {attempt()}")
+
+
+@task(timeout=1, tries=1)
+async def blocker() -> None:
+    """Blocks the loop with sync code: no asyncio timeout can cancel it."""
+    note(STARTS, f"blocker {os.getpid()} {time.time()}")
+    time.sleep(60)
+
+
+@task
+async def whoami(n: int, pause: float) -> None:
+    job = current_job()
+    assert job is not None
+    note(SEEN, f"{job.id} {n}")
+    await asyncio.sleep(pause)
+    job = current_job()
+    assert job is not None
+    note(SEEN, f"{job.id} {n}")
+
+
+@task(tries=3, backoff=0)
+async def flaky(n: int) -> None:
+    """Fails its first attempt, succeeds on its second."""
+    await asyncio.sleep(0.01)
+    if attempt() < 2:
+        raise ValueError(f"first attempt of {n}")
+    note(DONE, f"{n} {attempt()}")
+
+
+@task(middleware=[WithoutOverlapping("async-report", release_after=0.05)])
+async def locked(n: int) -> None:
+    note(LOCKED, f"enter {n}")
+    await asyncio.sleep(0.05)
+    note(LOCKED, f"leave {n}")
+
+
+@task(middleware=[RateLimited("async-rate", 10, 1.0)])
+async def rate_limited(n: int) -> None:
+    await asyncio.sleep(0.01)
+    note(DONE, f"{n} {attempt()}")
