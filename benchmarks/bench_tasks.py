@@ -94,7 +94,11 @@ def async_client() -> redis.asyncio.Redis:
     first ran on), opened lazily as ``client()`` is."""
     loop = asyncio.get_running_loop()
     if loop not in _async_clients:
-        _async_clients[loop] = redis.asyncio.Redis.from_url(os.environ["REDIS_URL"])
+        # Room for every coroutine of a child at once (its slots, and a batch read while
+        # they run): redis-py's asyncio pool refuses a connection past its maximum.
+        _async_clients[loop] = redis.asyncio.Redis.from_url(
+            os.environ["REDIS_URL"], max_connections=1000
+        )
     return _async_clients[loop]
 
 

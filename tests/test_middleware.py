@@ -61,17 +61,18 @@ def test_rate_limited_starts_at_most_the_limit_and_uses_no_attempt(
 
 @pytest.mark.topology
 def test_the_limiter_hands_out_evenly_spaced_cells(queue: RedisQueue) -> None:
-    """What bounds every window: 100 calls at once get cells 1/50 s apart, each its own."""
-    waits = [guards.take_cell(queue, "default", "k", f"id-{i}", 50, 1.0) for i in range(100)]
-    assert waits[0] == 0
-    # Each wait is its cell's time less the (advancing) time of its call: the gaps
-    # between cells are 20 ms, less the time one call takes (well under a millisecond).
-    gaps = [b - a for a, b in itertools.pairwise(waits)]
-    assert all(0.017 <= gap <= 0.021 for gap in gaps), gaps
-    # A call that comes back for its cell runs then: it holds it, and takes no other.
-    assert guards.take_cell(queue, "default", "k", "id-99", 50, 1.0) == pytest.approx(
-        waits[-1], abs=0.05
-    )
+    """What bounds every window: 100 calls at once get cells ``per / limit`` apart, each
+    its own (10 s apart here, so no call can be slow enough to find its cell passed)."""
+    waits = [guards.take_cell(queue, "default", "k", f"id-{i}", 1, 10.0) for i in range(100)]
+    assert waits[0] == 0 and all(wait > 0 for wait in waits[1:])
+    cells = queue.keys("default").middleware("rate-cells", "k")
+    held = queue.client.zrange(cells, 0, -1, withscores=True)
+    assert [member for member, _ in held] == [f"id-{i}".encode() for i in range(1, 100)]
+    times = [score for _, score in held]  # each cell's time in ms, as the script set it
+    assert all(abs(b - a - 10_000.0) < 1e-3 for a, b in itertools.pairwise(times)), times
+    # A call that comes back early for its cell waits the rest, and takes no other.
+    assert 0 < guards.take_cell(queue, "default", "k", "id-99", 1, 10.0) <= waits[-1]
+    assert queue.client.zcard(cells) == 99
 
 
 def test_dont_release_drops_a_limited_call(queue: RedisQueue, workers: Workers) -> None:

@@ -335,15 +335,17 @@ class ChildWorker(InterruptibleWaits):
             self.time_limit.arm(timeout)
             try:
                 task = registry.lookup(job.task, self.options.preload)
-                # A registered name is Python identifiers; the id, from Redis, is
-                # escaped unless it is plain (it is, unless forged): a per-task cost.
-                job_id = job.id if job.id.isalnum() else shown(job.id)
-                setproctitle(f"{self._title}: running {job.task} {job_id}")
+                concurrent = _is_async(task.fn)
+                if not concurrent:  # slot mode titles each batch instead (slots.py)
+                    # A registered name is Python identifiers; the id, from Redis, is
+                    # escaped unless it is plain (it is, unless forged): a per-task cost.
+                    job_id = job.id if job.id.isalnum() else shown(job.id)
+                    setproctitle(f"{self._title}: running {job.task} {job_id}")
                 if events.has_listeners("processing"):
                     events.emit(TaskEvent("processing", job))
                 declared = task.options.middleware
                 stack = stack_of(declared, job) if job.meta else declared
-                if _is_async(task.fn):  # runs on, on the event loop: see slots.py
+                if concurrent:  # runs on, on the event loop: see slots.py
                     attempt: Attempt = (
                         index,
                         queue,

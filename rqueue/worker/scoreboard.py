@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import heapq
 import mmap
 import struct
 import tempfile
@@ -43,6 +44,11 @@ class Entry(IntEnum):
     RUNNING = 1
     DONE = 2  # finished (its hooks may still run, under the entry's deadline)
     FREE = 3  # holds no task: its ack went, or it was given back
+
+
+_UNFINISHED = (Entry.UNSTARTED, Entry.RUNNING)
+_FREE_ENTRY = Entry.FREE
+"""Module constants for the per-task writes: an enum's attribute costs a lookup."""
 
 
 class Held(NamedTuple):
@@ -222,6 +228,13 @@ class Slot:
         finishing them (``set(HOLDING, ...)`` leaves them running)."""
         self._entries: list[Entry] = []
         self._deadlines: dict[int, float] = {}
+        self._earliest: list[tuple[float, int]] = []
+        """A heap over ``_deadlines``, cleared lazily: a pair whose entry's deadline
+        changed since stays until it comes to the top (``_earliest_deadline``)."""
+        self._unfinished = 0
+        self._free = 0
+        """Counts of the entries' states, kept as they change: ``running()`` and
+        ``free()`` are asked once per turn of slot mode's loop."""
 
     def hold(self, queue_index: int, headers: Sequence[tuple[str, int, int]]) -> Sequence[int]:
         """Record a new batch of reserved tasks, none started; return their entries.
@@ -271,25 +284,29 @@ class Slot:
         states += [Entry.UNSTARTED] * (self.count - len(states))
         states += [Entry.FREE] * (self.board.max_held - self.count)
         self._entries = states
+        self._unfinished = self.count - self.current
+        self._free = self.board.max_held - self.count
         for entry in range(self.count):
             self._write_entry(entry)
         self._deadlines = {self.current: self.deadline} if self.deadline > 0 else {}
+        self._earliest = [(self.deadline, self.current)] if self.deadline > 0 else []
         self.concurrent, self.state = True, State.CONCURRENT
         self._end()
 
     def leave_concurrent(self) -> None:
         """Back to process mode once no task is held (every ack sent)."""
         self.concurrent = False
-        self._entries, self._deadlines = [], {}
+        self._entries, self._deadlines, self._earliest = [], {}, []
+        self._unfinished = self._free = 0
         self.live_async.clear()
         self.set(State.WAITING)
 
     def running(self) -> int:
         """Entries not finished (running or not started yet)."""
-        return sum(1 for e in self._entries if e in (Entry.UNSTARTED, Entry.RUNNING))
+        return self._unfinished
 
     def free(self) -> int:
-        return self._entries.count(Entry.FREE)
+        return self._free
 
     def recycle_done(self) -> None:
         """Finished entries whose acks have all been sent hold nothing any more."""
@@ -297,6 +314,11 @@ class Slot:
         done = [i for i, e in enumerate(self._entries) if e == Entry.DONE and i not in deadlines]
         if done:
             self._mark(done, Entry.FREE)
+
+    def finished(self, entry: int) -> None:
+        """A coroutine ended (its outcome is reported): its entry is done."""
+        self.live_async.discard(entry)
+        self._mark((entry,), Entry.DONE)
 
     def forget(self, entries: Sequence[int]) -> None:
         """Tasks given back unstarted: in process mode the slot holds nothing now."""
@@ -315,6 +337,8 @@ class Slot:
         self._begin()
         for entry, (task_id, attempts, _) in zip(entries, headers, strict=True):
             self._entries[entry] = Entry.UNSTARTED
+            self._free -= 1
+            self._unfinished += 1
             pack_into(
                 memory,
                 base + entry * _ENTRY.size,
@@ -340,15 +364,31 @@ class Slot:
             self._mark([current - 1], Entry.DONE)
 
     def _mark(self, entries: Sequence[int], state: Entry, deadline: float = 0.0) -> None:
+        unfinished, free = state in _UNFINISHED, state is _FREE_ENTRY
         self._begin()
         for entry in entries:
+            was = self._entries[entry]
             self._entries[entry] = state
+            self._unfinished += unfinished - (was in _UNFINISHED)
+            self._free += free - (was is _FREE_ENTRY)
             if deadline > 0:
                 self._deadlines[entry] = deadline
+                heapq.heappush(self._earliest, (deadline, entry))
             else:
                 self._deadlines.pop(entry, None)
             self._write_entry(entry)
         self._end()
+
+    def _earliest_deadline(self) -> float:
+        """The earliest of the entries' deadlines (0: none), in O(log n) per write
+        where a ``min`` over them all would cost O(n)."""
+        earliest, deadlines = self._earliest, self._deadlines
+        while earliest and deadlines.get(earliest[0][1]) != earliest[0][0]:
+            heapq.heappop(earliest)  # that entry's deadline went or changed
+        if len(earliest) > 4 * self.board.max_held:  # stale pairs below a long deadline
+            self._earliest = earliest = [(d, e) for e, d in deadlines.items()]
+            heapq.heapify(earliest)
+        return earliest[0][0] if earliest else 0.0
 
     def _write_entry(self, entry: int) -> None:
         offset = self._offset + _HEADER.size + entry * _ENTRY.size + _TAIL_AT
@@ -362,7 +402,7 @@ class Slot:
 
     def _end(self) -> None:
         if self.concurrent:
-            self.deadline = min(self._deadlines.values(), default=0.0)
+            self.deadline = self._earliest_deadline()
         _HEADER.pack_into(
             self._memory,
             self._offset,

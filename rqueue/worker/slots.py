@@ -10,12 +10,14 @@ another batch (up to the free slots), starts its async tasks as coroutines and r
 its sync ones inline as in process mode (the loop waits meanwhile), then lets the
 loop run. Once none is left it sends its acks and goes back to process mode.
 
-Each coroutine runs in its own context (``current_job()`` is its own job) under
-``asyncio.timeout_at`` its deadline: an overrun cancels that coroutine alone and is
-reported as ``TaskTimeout``. A coroutine that blocks the loop (``time.sleep`` in an
-``async def``) cannot be cancelled: the parent kills the child at the slot's deadline
-and recovery settles every entry. Middleware are sync code: a stack runs in a thread
-of its own, whose ``call_next()`` runs the coroutine on the loop and waits for it.
+Each coroutine runs in its own context (``current_job()`` is its own job). One
+watchdog per loop, a callback every ``_WATCH_EVERY`` seconds, cancels the coroutines
+past their deadlines: an overrun cancels that coroutine alone and is reported as
+``TaskTimeout``, up to that period late. A coroutine that blocks the loop
+(``time.sleep`` in an ``async def``) cannot be cancelled: the parent kills the child at
+the slot's deadline and recovery settles every entry. Middleware are sync code: a
+stack runs in a thread of its own, whose ``call_next()`` runs the coroutine on the
+loop and waits for it.
 
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
 with the same code as process mode; their Redis calls block the loop briefly.
@@ -26,11 +28,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
+
+from setproctitle import setproctitle
 
 from rqueue.current import set_current_job
 from rqueue.errors import TaskTimeout
@@ -41,7 +44,7 @@ from rqueue.task import Task
 from rqueue.worker import unique_locks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Batch, Batches
-from rqueue.worker.scoreboard import Slot, State
+from rqueue.worker.scoreboard import Slot
 from rqueue.worker.timeouts import TimeLimit
 from rqueue.workflows import effects
 
@@ -70,6 +73,7 @@ class Child(Protocol):
     batches: Batches
     number: int
     time_limit: TimeLimit
+    _title: str
 
     def _persist(self, call: Callable[[], T]) -> T: ...
     def _should_exit(self) -> bool: ...
@@ -109,6 +113,9 @@ _POLL = 0.05
 idle child blocks on a push instead, but a busy one must keep its loop running."""
 _FULL_WAIT = 0.2
 """Longest the loop runs, with every slot taken, before the child looks at signals."""
+_WATCH_EVERY = 0.05
+"""Seconds between the watchdog's rounds: how late past its deadline a coroutine may be
+cancelled. One periodic callback costs far less than a timer per coroutine."""
 
 
 class SlotRunner:
@@ -118,8 +125,15 @@ class SlotRunner:
         self.child = child
         self.slot = child.slot
         self.loop = asyncio.new_event_loop()
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        """The running attempts by entry: each takes itself out as it ends (no callback)."""
         self._threads: ThreadPoolExecutor | None = None
+        self._deadlines: dict[asyncio.Task[Any], float] = {}
+        """The running coroutines' deadlines (monotonic), by the asyncio task awaiting
+        them: the attempt's own, or the one ``call_next()`` started (middleware)."""
+        self._overdue: set[asyncio.Task[Any]] = set()
+        """Those the watchdog cancelled: their ``CancelledError`` is a ``TaskTimeout``."""
+        self._watchdog: asyncio.TimerHandle | None = None
 
     def start(self, attempt: Attempt, started: float, timeout: float, expires_at: float) -> None:
         """Start an attempt whose entry the slot already marks running (child.py)."""
@@ -127,8 +141,7 @@ class SlotRunner:
             self.slot.enter_concurrent()
         self.slot.live_async.add(attempt[0])
         task = self.loop.create_task(self._attempt(attempt, started, timeout, expires_at))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks[attempt[0]] = task
 
     def step(self) -> None:
         """One turn of the child's loop in slot mode."""
@@ -149,6 +162,8 @@ class SlotRunner:
             if batch is not None:
                 child._run_batch(batch, headers, entries)
                 child.time_limit.stop()
+                # One title per batch: setting it is a system call, too dear per coroutine.
+                setproctitle(f"{child._title}: running {len(self.tasks)} async tasks")
                 self._run(0.0)  # let the new coroutines take their first step
                 return
         self._run(_POLL if free > 0 else _FULL_WAIT)
@@ -165,7 +180,8 @@ class SlotRunner:
         if seconds <= 0 or not self.tasks:
             self.loop.run_until_complete(asyncio.sleep(0))
             return
-        waiting = asyncio.wait(self.tasks, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        running = self.tasks.values()
+        waiting = asyncio.wait(running, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         self.loop.run_until_complete(waiting)
 
     async def _attempt(
@@ -181,7 +197,7 @@ class SlotRunner:
 
                 def coroutine() -> Awaitable[Any]:
                     call: Awaitable[Any] = task.fn(*args, **job.kwargs)  # type: ignore[assignment]
-                    return _timed(call, deadline, timeout)
+                    return self._timed(call, deadline, timeout)
 
                 if stack:
                     result = await self._through(queue, stack, job, coroutine)
@@ -200,8 +216,8 @@ class SlotRunner:
         except Exception:  # reporting the outcome failed: the entry is done all the same
             log.exception("worker %d: unexpected error settling %s", child.number, job.id)
         finally:
-            self.slot.live_async.discard(index)
-            self.slot.set(State.HOLDING, index + 1)  # the entry is done
+            self.slot.finished(index)
+            del self.tasks[index]
 
     async def _through(
         self,
@@ -225,18 +241,35 @@ class SlotRunner:
         context = contextvars.copy_context()  # current_job() in the thread is this job
         return await loop.run_in_executor(self._threads, context.run, run_through, stack, job, call)
 
+    async def _timed(self, coroutine: Awaitable[Any], deadline: float, timeout: float) -> Any:
+        """Await ``coroutine``; the watchdog cancels it once ``deadline`` (monotonic)
+        passes, and that cancellation is raised as ``TaskTimeout``.
 
-async def _timed(coroutine: Awaitable[Any], deadline: float, timeout: float) -> Any:
-    """Await ``coroutine``, cancelled at ``deadline`` (monotonic) as a ``TaskTimeout``.
+        A ``TimeoutError`` the task raises itself stays its own.
+        """
+        running = asyncio.current_task()
+        assert running is not None  # a coroutine runs in a task
+        self._deadlines[running] = deadline
+        if self._watchdog is None:
+            self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
+        try:
+            return await coroutine
+        except asyncio.CancelledError:
+            if running in self._overdue:
+                raise TaskTimeout(f"task timed out after {timeout:g} s") from None
+            raise
+        finally:
+            del self._deadlines[running]
+            self._overdue.discard(running)
 
-    A ``TimeoutError`` the task raises itself before its deadline stays its own.
-    """
-    try:
-        if sys.version_info >= (3, 11):
-            async with asyncio.timeout_at(deadline):
-                return await coroutine
-        return await asyncio.wait_for(coroutine, deadline - time.monotonic())
-    except (TimeoutError, asyncio.TimeoutError):
-        if time.monotonic() >= deadline:
-            raise TaskTimeout(f"task timed out after {timeout:g} s") from None
-        raise
+    def _watch(self) -> None:
+        """The watchdog: cancel each coroutine past its deadline, then come again while
+        any runs (the loop only calls it while it runs, as it would a timer)."""
+        now = self.loop.time()  # the monotonic clock
+        for running, deadline in self._deadlines.items():
+            if deadline <= now and running not in self._overdue:
+                self._overdue.add(running)
+                running.cancel()
+        self._watchdog = None
+        if self._deadlines:
+            self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
