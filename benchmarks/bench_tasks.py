@@ -15,7 +15,7 @@ import redis
 import redis.asyncio
 from peers._runner import IO_WAIT
 
-from rqueue import task
+from rqueue import current_job, task
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware import Middleware, RateLimited
 
@@ -112,3 +112,60 @@ async def wait_then_incr_async() -> None:
 # plain coroutine function, so the other benchmarks' workers can still import this.
 with contextlib.suppress(InvalidTaskOption):
     wait_then_incr_async = task(wait_then_incr_async)  # type: ignore[assignment]
+
+
+# -- slot mode (issue 14): latency.py, stuck_loop.py and slot_memory.py -------------------
+
+STUCK_EVENTS = "bench:stuck"
+HOLDING = "bench:holding"
+RELEASE = "bench:release"
+
+
+async def record_start_async(due: float = 0.0) -> None:
+    """``record_start``'s twin for slot mode: latency.py measures both in one run."""
+    await async_client().rpush(STARTS, f"{time.time()!r} {due!r}")
+
+
+def _stuck_event(event: str, label: str) -> str:
+    """One line of stuck_loop.py's record: what happened, to which task, on which
+    attempt, in which child, when."""
+    job = current_job()
+    attempts = job.attempts if job is not None else 0
+    return f"{event} {label} {attempts} {os.getpid()} {time.time()!r}"
+
+
+async def block_loop(seconds: float) -> None:
+    """stuck_loop.py's poison task: reports its start, then blocks its child's event
+    loop with sync code (no ``await``), as a sync client call in an ``async def`` would.
+    No coroutine of that child runs again: only the parent's kill ends it."""
+    client().rpush(STUCK_EVENTS, _stuck_event("start", "blocker"))
+    time.sleep(seconds)
+
+
+async def sleep_then_report(label: str, seconds: float) -> None:
+    """A well-behaved coroutine beside ``block_loop``: reports its start and its end.
+
+    The start is reported on the sync client, before the first ``await``: an async
+    report would still be waiting for its connection when a blocker stops the loop."""
+    client().rpush(STUCK_EVENTS, _stuck_event("start", label))
+    await asyncio.sleep(seconds)
+    await async_client().rpush(STUCK_EVENTS, _stuck_event("done", label))
+
+
+async def hold_slot() -> None:
+    """Reports its start and its child's pid, then holds its slot until the benchmark
+    pushes to ``RELEASE``: blocked in a Redis call, as a task awaiting a database is.
+    slot_memory.py fills every slot with these; latency.py keeps a child in slot mode."""
+    await async_client().rpush(HOLDING, f"{os.getpid()} {time.time()!r}")
+    # BLPOP for a second at a time: redis-py's read timeout (5 s) would end a longer one.
+    while await async_client().blpop([RELEASE], timeout=1) is None:
+        pass
+
+
+with contextlib.suppress(InvalidTaskOption):  # as for wait_then_incr_async above
+    record_start_async = task(record_start_async)  # type: ignore[assignment]
+    # Only the blocker's own timeout counts, and it fails at once: the others outlast
+    # it and may be retried after the kill, so what recovery does with each shows.
+    block_loop = task(tries=1)(block_loop)  # type: ignore[assignment]
+    sleep_then_report = task(timeout=60, tries=3)(sleep_then_report)  # type: ignore[assignment]
+    hold_slot = task(hold_slot)  # type: ignore[assignment]

@@ -29,6 +29,12 @@ Scenarios (issue 3):
                      (``--redis-faults``, default 1). The batch must finish with exact
                      counts, and each of then and finally be queued exactly once.
 
+With ``--slots N`` the tasks are ``async def`` (issue 14): each child runs up to N at
+once in slot mode, so a fault lands on many tasks in flight at once (the scenarios
+that dispatch plain tasks: not ``soak`` or ``batch``)::
+
+    python benchmarks/chaos.py --scenario kill-children --slots 20 --work-ms 50
+
 After a loss the run prints the lost task numbers and every key that still mentions
 one, and keeps Redis's data folder and the worker logs; with ``--keep-history`` the
 AOF is never rewritten, so it holds every write of the run for a post-mortem.
@@ -40,6 +46,7 @@ directory is this folder), so the task below is all they load.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import random
@@ -114,6 +121,15 @@ def chaos_task(number: int, work_ms: float = 0.0) -> None:
 
 
 @task(queue=QUEUE)
+async def chaos_async_task(number: int, work_ms: float = 0.0) -> None:
+    """``chaos_task``'s ``async def`` twin (``--slots``): many run at once per child, so
+    a kill cuts short every coroutine its child had in flight."""
+    if work_ms:
+        await asyncio.sleep(work_ms / 1000)
+    _results().hincrby(DONE, str(number), 1)
+
+
+@task(queue=QUEUE)
 def chaos_ack_probe(number: int) -> None:
     """Record completion, then kill this whole worker (parent and children) at once.
 
@@ -169,6 +185,9 @@ class Params:
     ack_probes: int = 2
     """lost-ack: tasks that kill their whole worker right after their effect lands."""
     prefetch: int = 20
+    slots: int = 0
+    """Above 0: the workers get ``--slots`` this, and the tasks ``_dispatch_all`` sends
+    are ``chaos_async_task`` (slot mode); ``soak`` and ``batch`` are left as they are."""
     quiet: bool = False
     keep_history: bool = False
     """Never rewrite the AOF, so after a loss it holds every write since the start."""
@@ -331,6 +350,7 @@ class Worker:
             str(1 if short_batches else params.prefetch),
             "--log-level",
             "WARNING",
+            *(("--slots", str(params.slots)) if params.slots else ()),
         ]
         self.process = subprocess.Popen(
             args,
@@ -420,7 +440,8 @@ class Chaos:
             self._dispatch_batch()
             return
         producer = RedisQueue(self._config())
-        bound = chaos_task.using(connection=producer)
+        kind = chaos_async_task if self.params.slots else chaos_task
+        bound = kind.using(connection=producer)
         work_ms = self.params.work_ms
         chunk = 2000
         probe = chaos_ack_probe.using(connection=producer)
@@ -830,6 +851,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=2, help="children per parent")
     parser.add_argument("--work-ms", type=float, default=0.0, help="each task sleeps this long")
     parser.add_argument(
+        "--slots",
+        type=int,
+        default=0,
+        help="run async def tasks in slot mode, this many at once per child (default 0: off)",
+    )
+    parser.add_argument(
         "--restart-every", type=float, default=4.0, help="seconds between Redis restarts/freezes"
     )
     parser.add_argument(
@@ -845,8 +872,8 @@ def main(argv: list[str] | None = None) -> int:
         help="never rewrite Redis's AOF, so a loss can be traced through every write",
     )
     args = parser.parse_args(argv)
-    if args.tasks < 1 or args.duration <= 0 or args.kill_rate <= 0:
-        parser.error("--tasks, --duration and --kill-rate must be positive")
+    if args.tasks < 1 or args.duration <= 0 or args.kill_rate <= 0 or args.slots < 0:
+        parser.error("--tasks, --duration and --kill-rate must be positive, --slots not negative")
     params = Params(
         scenario=args.scenario,
         tasks=args.tasks,
@@ -856,6 +883,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         concurrency=args.concurrency,
         work_ms=args.work_ms,
+        slots=args.slots,
         restart_every=args.restart_every,
         keep_history=args.keep_history,
         redis_faults=args.redis_faults

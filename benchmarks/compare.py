@@ -12,8 +12,9 @@ machine's speed drifts over the minutes a run takes.
 sync task, ``await asyncio.sleep`` in arq, saq and rqueue's ``async def`` task), as a
 call to an HTTP API would, then does the INCR. Every peer runs 2 processes with its
 documented concurrency for I/O-bound work, ``--per-process`` tasks at once in each
-(RQ has processes only); rqueue runs in process mode and, where ``rqueue work`` has
-``--slots``, in slot mode. No ceiling is measured: the waits, not Redis, bound these
+(RQ has processes only); rqueue runs in process mode, then in thread mode
+(``--threads``, the sync task) and slot mode (``--slots``, the ``async def`` task) where
+``rqueue work`` has them. No ceiling is measured: the waits, not Redis, bound these
 rates, so each row is set beside what its tasks in flight allow (in flight / 20 ms).
 
     python benchmarks/compare.py                        # 20,000 tasks, concurrency 2
@@ -231,28 +232,29 @@ def main() -> None:
     )
 
 
-def _slots_available() -> bool:
-    """Whether this checkout has slot mode: ``rqueue work --slots``, and ``@task`` taking
-    bench_tasks' ``async def`` task (it stays a plain function where refused)."""
+def _modes_available() -> list[str]:
+    """The execution modes of ``rqueue work`` in this checkout, beside process mode:
+    ``threads`` (``--threads``) and ``async`` (``--slots``, where ``@task`` takes
+    bench_tasks' ``async def`` task: it stays a plain function where refused)."""
     usage = subprocess.run(
         [sys.executable, "-m", "rqueue", "work", "--help"], capture_output=True, text=True
     )
     import bench_tasks
 
-    return "--slots" in usage.stdout and isinstance(bench_tasks.wait_then_incr_async, Task)
+    modes = ["threads"] if "--threads" in usage.stdout else []
+    if "--slots" in usage.stdout and isinstance(bench_tasks.wait_then_incr_async, Task):
+        modes.append("async")
+    return modes
 
 
 def _rqueue_variants(workload: str, only: set[str]) -> list[str]:
-    """rqueue's runs: one for the incr workload; process mode, then slot mode if this
-    checkout has it, for the io workload."""
+    """rqueue's runs: one for the incr workload; for the io workload process mode, then
+    thread and slot mode where this checkout has them."""
     if only and "rqueue" not in only:
         return []
     if workload == "incr":
         return ["default"]
-    if _slots_available():
-        return ["sync", "async"]
-    print("  rqueue (async, --slots): skipped, slot mode not available in this checkout")
-    return ["sync"]
+    return ["sync", *_modes_available()]
 
 
 def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:

@@ -2,7 +2,12 @@
 
 - Dispatch-to-start: with ``rqueue work`` idle (its child blocked waiting for a
   push), dispatch one task, wait until it reports its start, pause so the child is
-  idle again, repeat. Reports p50/p99/max over the samples.
+  idle again, repeat. Reports p50/p99/max over the samples, for a plain task (process
+  mode) and for its ``async def`` twin (slot mode, ``--slots``), taking turns sample
+  by sample so that the machine's drift falls on both alike.
+- Dispatch-to-start beside a running coroutine: the same ``async def`` task while one
+  other holds a slot of the child (blocked in a Redis call), so the child is already
+  in slot mode when the task arrives.
 - Delayed: schedule many tasks with ``later()`` for one instant and report how late
   each started after that instant (p50/p99/max). All of them are due together, so the
   tail also includes waiting behind the others. These tasks append their start time
@@ -13,7 +18,7 @@
   blocked process through Redis can start a task sooner on the machine.
 
     python benchmarks/latency.py
-    python benchmarks/latency.py --samples 200 --delayed 50   # a quick check
+    python benchmarks/latency.py --samples 200 --delayed 50 --busy-samples 50  # quick
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -33,6 +39,7 @@ from rqueue.config import Config
 from rqueue.server import RedisServer, stop_process
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
+from rqueue.task import Task
 
 IDLE_PAUSE = 0.005
 """Seconds between samples: enough for the child to go back to its blocking wait."""
@@ -47,14 +54,31 @@ def wait_start(client: redis.Redis, timeout: float = 10.0) -> tuple[float, float
     return float(started), float(due)
 
 
-def dispatch_to_start(client: redis.Redis, samples: int) -> list[float]:
-    latencies = []
+def dispatch_to_start(
+    client: redis.Redis, samples: int, tasks: Sequence[Task[..., object]]
+) -> list[list[float]]:
+    """``samples`` latencies of each task, the tasks taking turns."""
+    latencies: list[list[float]] = [[] for _ in tasks]
     for _ in range(samples):
-        time.sleep(IDLE_PAUSE)
-        sent = time.time()
-        bench_tasks.record_start.dispatch()
-        started, _ = wait_start(client)
-        latencies.append(started - sent)
+        for task, measured in zip(tasks, latencies, strict=True):
+            time.sleep(IDLE_PAUSE)
+            sent = time.time()
+            task.dispatch()
+            started, _ = wait_start(client)
+            measured.append(started - sent)
+    return latencies
+
+
+def beside_running_coroutine(client: redis.Redis, samples: int) -> list[float]:
+    """Dispatch-to-start of the ``async def`` task while another holds a slot."""
+    # Its own timeout: it holds its slot for as long as the samples take.
+    bench_tasks.hold_slot.using(timeout=3600).dispatch()
+    if client.blpop([bench_tasks.HOLDING], timeout=10) is None:
+        raise TimeoutError("the holding task did not start")
+    try:
+        (latencies,) = dispatch_to_start(client, samples, [bench_tasks.record_start_async])
+    finally:
+        client.rpush(bench_tasks.RELEASE, 1)
     return latencies
 
 
@@ -106,12 +130,31 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
 
+def summary(measure: str, latencies: Sequence[float]) -> tuple[str, ...]:
+    """A table row: min, p50, p99 and max in ms."""
+    return (
+        measure,
+        ms(min(latencies)),
+        ms(percentile(latencies, 0.5)),
+        ms(percentile(latencies, 0.99)),
+        ms(max(latencies)),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1000, help="dispatch-to-start samples")
     parser.add_argument("--delayed", type=int, default=200, help="delayed tasks due together")
     parser.add_argument("--ahead", type=float, default=2.0, help="seconds until they are due")
     parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--slots", type=int, default=100, help="rqueue work --slots")
+    parser.add_argument(
+        "--busy-samples",
+        type=int,
+        default=200,
+        help="samples beside a running coroutine (each may wait out the child's "
+        "poll for new tasks while it runs coroutines)",
+    )
     parser.add_argument(
         "--hz",
         type=int,
@@ -130,43 +173,30 @@ def main() -> None:
         use(queue)
         client = redis.Redis.from_url(server.url)
         print(machine_summary(client))
-        worker = rqueue_work(server.url, args.concurrency)
+        worker = rqueue_work(server.url, args.concurrency, "--slots", str(args.slots))
+        tasks = [bench_tasks.record_start, bench_tasks.record_start_async]
         try:
-            bench_tasks.record_start.dispatch()  # warm up: children forked and connected
-            wait_start(client, timeout=30)
+            for task in tasks:  # warm up: children forked and connected, event loop made
+                task.dispatch()
+                wait_start(client, timeout=30)
             time.sleep(0.5)
-            idle = dispatch_to_start(client, args.samples)
+            idle, idle_async = dispatch_to_start(client, args.samples, tasks)
             late = delayed_lateness(client, log, args.delayed, args.ahead)
+            busy = beside_running_coroutine(client, args.busy_samples)
         finally:
             stop_process(worker)
         floor = wake_floor(server.url, args.samples)
     rows = [
-        (
-            f"dispatch to start, idle worker ({args.samples} samples)",
-            ms(min(idle)),
-            ms(percentile(idle, 0.5)),
-            ms(percentile(idle, 0.99)),
-            ms(max(idle)),
-        ),
-        (
-            f"floor: BLPOP wake-up + 1 round trip, no queue ({args.samples} samples)",
-            ms(min(floor)),
-            ms(percentile(floor, 0.5)),
-            ms(percentile(floor, 0.99)),
-            ms(max(floor)),
-        ),
-        (
-            f"delayed task start after due time ({args.delayed} due together)",
-            ms(min(late)),
-            ms(percentile(late, 0.5)),
-            ms(percentile(late, 0.99)),
-            ms(max(late)),
-        ),
+        summary(f"dispatch to start, idle worker, process mode ({args.samples} samples)", idle),
+        summary(f"dispatch to start, idle worker, slot mode ({args.samples} samples)", idle_async),
+        summary(f"floor: BLPOP wake-up + 1 round trip, no queue ({args.samples} samples)", floor),
+        summary(f"slot mode beside a running coroutine ({args.busy_samples} samples)", busy),
+        summary(f"delayed task start after due time ({args.delayed} due together)", late),
     ]
     table(
         ("measure", "min ms", "p50 ms", "p99 ms", "max ms"),
         rows,
-        f"Latency, `rqueue work --concurrency {args.concurrency}`"
+        f"Latency, `rqueue work --concurrency {args.concurrency} --slots {args.slots}`"
         + (f", redis-server --hz {args.hz}" if args.hz else ""),
     )
 

@@ -2,22 +2,26 @@
 
 Laravel's ``Queue::before``/``after``/``failing`` and ``Queue::exceptionOccurred``:
 metrics, auditing or alerting hang off these instead of branches in the worker loop.
-Listeners are registered at import time, like tasks, and run in the worker child.
+Listeners are registered at import time, like tasks, and run in the worker child;
+an ``async def`` listener is awaited (rqueue/awaiting.py says where and how).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rqueue import awaiting
 from rqueue.payload import Job
 from rqueue.task import check_callable
 
 EventName = Literal["processing", "processed", "exception", "failed"]
 
 log = logging.getLogger("rqueue.events")
+_RAISED = "listener %r for %s raised"
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class TaskEvent:
     duration: float = 0.0
 
 
-Listener = Callable[[TaskEvent], None]
+Listener = Callable[[TaskEvent], Awaitable[None] | None]
 _listeners: dict[str, list[Listener]] = {
     "processing": [],
     "processed": [],
@@ -47,7 +51,7 @@ _listeners: dict[str, list[Listener]] = {
 
 
 def listen(event: EventName, listener: Listener) -> Listener:
-    check_callable(listener, "listener")
+    check_callable(listener, "listener", may_be_async=True)
     _listeners[event].append(listener)
     return listener
 
@@ -79,9 +83,14 @@ def has_listeners(event: EventName) -> bool:
 
 
 def emit(event: TaskEvent) -> None:
-    """Call every listener; one that raises is logged and never affects the task."""
+    """Call every listener; one that raises is logged and never affects the task. An
+    ``async def`` listener is awaited here, or scheduled on the loop running in this
+    thread (rqueue/awaiting.py)."""
     for listener in _listeners[event.name]:
         try:
-            listener(event)
+            returned = listener(event)
         except BaseException:  # sys.exit() in a listener must not end the worker child
-            log.exception("listener %r for %s raised", listener, event.name)
+            log.exception(_RAISED, listener, event.name)
+            continue
+        if returned is not None and inspect.isawaitable(returned):  # None: a plain def's
+            awaiting.finish(returned, log, _RAISED, listener, event.name)

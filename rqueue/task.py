@@ -149,7 +149,7 @@ class TaskOptions:
             ("after_failed", self.after_failed),
         ):
             if hook is not None:
-                check_callable(hook, label)
+                check_callable(hook, label, may_be_async=True)  # awaited: see run_hook
 
 
 def _option(check: Callable[[object], T], value: object) -> T:
@@ -161,21 +161,22 @@ def _option(check: Callable[[object], T], value: object) -> T:
 
 
 def check_callable(fn: object, what: str, may_be_async: bool = False) -> None:
-    """Refuse what a worker would call and get nothing done: a coroutine or generator
-    function runs none of its body when called, and the call would count as a success.
-    A task function (``may_be_async``) may be ``async def``: workers await it (slot
-    mode, docs/worker.md); hooks and the like may not, yet."""
+    """Refuse what rqueue would call and get nothing done: a generator function (async
+    or not) runs none of its body when called, and the call would count as done.
+    ``may_be_async``: it may be ``async def``, as tasks (slot mode awaits them), hooks and
+    listeners (awaited, rqueue/awaiting.py) may; a callable whose value dispatch needs
+    at once (``retry_until``, ``unique``) may not."""
     if not callable(fn):
         raise InvalidTaskOption(f"{what} must be callable, got {fn!r}")
-    if inspect.isasyncgenfunction(fn) or (inspect.iscoroutinefunction(fn) and not may_be_async):
-        raise InvalidTaskOption(
-            f"{what} {getattr(fn, '__qualname__', fn)!r} is an async function; workers do not "
-            "await it here: make it a plain def (call asyncio.run() inside if needed)"
-        )
-    if inspect.isgeneratorfunction(fn):
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise InvalidTaskOption(
             f"{what} {getattr(fn, '__qualname__', fn)!r} is a generator function: calling it "
             "only creates a generator and runs none of its body; return a value instead"
+        )
+    if inspect.iscoroutinefunction(fn) and not may_be_async:
+        raise InvalidTaskOption(
+            f"{what} {getattr(fn, '__qualname__', fn)!r} is an async function, but its value "
+            "is needed at once, where nothing awaits it: make it a plain def"
         )
 
 
@@ -703,19 +704,18 @@ def _declared_schedule(
     return (cron, every_s, timezone)
 
 
-def call_hook(hook: Hook, value: Any, job: Job) -> None:
-    """Call a hook with ``(value, job)``, or ``(value)`` if it takes one argument."""
+def call_hook(hook: Hook, value: Any, job: Job) -> Any:
+    """Call a hook with ``(value, job)``, or ``(value)`` if it takes one argument; what
+    it returns (an ``async def`` hook's coroutine) is the caller's to await."""
     try:
         parameters = inspect.signature(hook).parameters.values()
     except (TypeError, ValueError):
-        hook(value, job)
-        return
+        return hook(value, job)
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     takes_varargs = any(p.kind == p.VAR_POSITIONAL for p in parameters)
     if len(positional) >= 2 or takes_varargs:
-        hook(value, job)
-    else:
-        hook(value)
+        return hook(value, job)
+    return hook(value)
 
 
 def intercept(interceptor: Interceptor | None) -> Interceptor | None:

@@ -39,6 +39,23 @@ async def nap(n: int, seconds: float = 0.5) -> int:
     return n
 
 
+_arrived: dict[int, int] = {}
+_all_here: dict[int, asyncio.Event] = {}
+
+
+@task(timeout=60, tries=1)
+async def gather(n: int, expected: int) -> None:
+    """Finishes only once ``expected`` runs are in flight in this child at once: run one
+    at a time, the first would wait for ever (and time out)."""
+    note(STARTS, f"{n} {os.getpid()} {time.time()}")
+    _arrived[expected] = _arrived.get(expected, 0) + 1
+    here = _all_here.setdefault(expected, asyncio.Event())
+    if _arrived[expected] >= expected:
+        here.set()
+    await here.wait()
+    note(DONE, f"{n} {attempt()}")
+
+
 @task(timeout=1, tries=1)
 async def short_fuse(n: int, seconds: float) -> None:
     """Times out (1 s) if ``seconds`` is longer: only that coroutine is cancelled."""

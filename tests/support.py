@@ -17,6 +17,7 @@ import psutil
 import redis
 
 from rqueue.config import Config
+from rqueue.failed import FailedTasks
 from rqueue.payload import Job, encode, new_id
 from rqueue.store.queue import RedisQueue
 
@@ -182,6 +183,17 @@ def ready(queue: RedisQueue, name: str = "default") -> list[bytes]:
     Sentinel (``pytest -m topology``)."""
     payloads: list[bytes] = queue.client.lrange(queue.keys(name).ready, 0, -1)  # type: ignore[assignment]
     return payloads
+
+
+def settled(queue: RedisQueue, name: str = "default") -> bool:
+    """Nothing of queue ``name`` ready, delayed or reserved."""
+    size = queue.sizes([name])[0]
+    return size.ready == size.delayed == size.reserved == 0
+
+
+def failures(queue: RedisQueue, name: str = "default") -> list[str]:
+    """``task exception`` of each failed task of queue ``name``, newest first."""
+    return [f"{r.task} {r.exception}" for r in FailedTasks(queue).list([name])]
 
 
 def run_machine(machine: Any, config: Config, examples: int, steps: int) -> None:

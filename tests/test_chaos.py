@@ -55,6 +55,18 @@ def test_children_killed_at_random_lose_nothing() -> None:
     assert result.failed == 0
 
 
+def test_children_killed_at_random_in_slot_mode_lose_nothing() -> None:
+    # Each kill cuts short up to 20 coroutines: each is retried (WorkerLost uses one of
+    # its 50 tries). One whose completion landed before its ack runs twice; a child's
+    # slot holds at most 20 running and 2 x 20 finished or read ahead (held_limit).
+    result = _run(
+        scenario="kill-children", tasks=8000, work_ms=50, duration=90, prefetch=20, slots=20
+    )
+    assert result.kills >= 3
+    assert result.completed_twice <= result.kills * (20 + 2 * 20)
+    assert result.failed == 0
+
+
 def test_a_killed_parents_children_exit_and_a_new_worker_finishes_everything() -> None:
     result = _run(scenario="kill-parent", tasks=5000, work_ms=2, duration=60)
     assert result.parent_kills >= 1

@@ -458,7 +458,7 @@ def test_an_explicit_module_and_function_name_is_accepted() -> None:
 
 
 async def _coroutine() -> None:
-    """A task now (slot mode awaits it); still refused as a hook, which is called."""
+    """A task (slot mode awaits it) and a hook (awaited too): accepted in both places."""
 
 
 async def _async_generator() -> AsyncIterator[int]:
@@ -471,11 +471,13 @@ def _generator() -> Iterator[int]:
 
 @pytest.mark.parametrize("function", [_coroutine, _async_generator, _generator])
 def test_functions_whose_body_a_call_does_not_run_are_refused(function: Any) -> None:
-    if function is _coroutine:  # an async def task is awaited by the worker (slot mode)
+    if function is _coroutine:  # workers await an async def task or hook
         assert task(name="poison:coroutine")(function).fn is function
-    else:
-        with pytest.raises(InvalidTaskOption, match=r"async|generator"):
-            task(function)
+        assert task(after_succeeded=function)(_plain).options.after_succeeded is function
+        assert task(after_failed=function)(_plain).options.after_failed is function
+        return
+    with pytest.raises(InvalidTaskOption, match=r"async|generator"):
+        task(function)
     with pytest.raises(InvalidTaskOption, match="after_succeeded"):
         task(after_succeeded=function)(_plain)
     with pytest.raises(InvalidTaskOption, match="after_failed"):

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.task_names",
         "rqueue.registry",
         "rqueue.events",
+        "rqueue.awaiting",
         "rqueue.current",
         "rqueue.middleware",
         "rqueue.failed",

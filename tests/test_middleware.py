@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import middleware_tasks as mt
 import pytest
-from support import Workers, push_job, strings, wait_for
+from support import Workers, failures, push_job, strings, wait_for
 
 from rqueue import chain
 from rqueue.current import Runner, set_runner
@@ -26,10 +26,6 @@ from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
-
-
-def failed(queue: RedisQueue) -> list[str]:
-    return [f"{r.task} {r.exception}" for r in FailedTasks(queue).list(["default"])]
 
 
 def idle(queue: RedisQueue) -> bool:
@@ -56,7 +52,7 @@ def test_rate_limited_starts_at_most_the_limit_and_uses_no_attempt(
     starts = sorted(float(at) for _, _, at in runs)
     rate = (count - 1) / (starts[-1] - starts[0])
     assert abs(rate - limit) / limit < 0.05, f"observed {rate:.1f}/s against a limit of 50/s"
-    assert not failed(queue)
+    assert not failures(queue)
 
 
 @pytest.mark.topology
@@ -80,7 +76,7 @@ def test_dont_release_drops_a_limited_call(queue: RedisQueue, workers: Workers) 
         mt.limited_dropping.dispatch(value)
     workers.start(*FAST)
     wait_for(lambda: idle(queue) and strings(queue.client, mt.RUNS) == ["a"], 10, "drops")
-    assert not failed(queue)
+    assert not failures(queue)
 
 
 def test_by_gives_each_key_its_own_limiter(queue: RedisQueue, workers: Workers) -> None:
@@ -119,7 +115,7 @@ def test_a_lock_whose_holder_was_killed_expires(queue: RedisQueue, workers: Work
     wait_for(lambda: idle(queue), 10, "the retry to finish")
     lock = queue.keys("default").middleware("lock", f"{mt.exclusive_dies_first.name}:dies")
     assert not queue.client.exists(lock), "the lock is never left held"
-    assert not failed(queue), handle
+    assert not failures(queue), handle
 
 
 @pytest.mark.topology
@@ -181,7 +177,7 @@ def test_an_open_breaker_holds_calls_back_without_using_attempts(
     assert runs[:2] == ["a 1", "a 2"] and runs[-1].startswith(("a ", "b "))
     assert [r for r in runs if r.startswith("b ")] in (["b 1"], ["b 2"])
     assert breaker.state(queue, "default", mt.flaky.name) == "closed"
-    assert not failed(queue)
+    assert not failures(queue)
 
 
 # -- Skip, the stack, dispatch-time middleware -------------------------------------------
@@ -194,7 +190,7 @@ def test_skip_does_not_run_the_call(queue: RedisQueue, workers: Workers) -> None
     workers.start(*FAST)
     wait_for(lambda: idle(queue), 10, "every call to be done")
     assert strings(queue.client, mt.RUNS) == ["run-1", "run-2"]
-    assert not failed(queue)
+    assert not failures(queue)
 
 
 def test_declared_middleware_wrap_given_ones_and_act_at_dispatch(
@@ -271,4 +267,4 @@ def test_a_chain_step_keeps_its_own_middleware(queue: RedisQueue, workers: Worke
     ).dispatch()
     workers.start(*FAST)
     wait_for(lambda: strings(queue.client, mt.RUNS) == ["first", "third"], 10, "the chain")
-    assert len(handles.steps) == 3 and not failed(queue)
+    assert len(handles.steps) == 3 and not failures(queue)

@@ -3,6 +3,7 @@ the pytest plugin's fixtures, run through a real pytest in a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -193,6 +194,24 @@ def test_sync_runs_the_middleware_stack() -> None:
     with pytest.raises(TimeoutError, match="released by its middleware for 30 s"):
         released.result()
     assert t.seen[-1] != ("limited ran",)
+
+
+def test_sync_and_run_all_await_async_tasks() -> None:
+    with sync():
+        assert t.fetch.dispatch(1).result() == 10
+    with fake() as recorded:
+        t.fetch.dispatch(2)
+        recorded.run_all()
+    assert t.seen == [("fetch", 1, t.fetch.name), ("fetch", 2, t.fetch.name)]
+
+
+def test_sync_awaits_async_tasks_dispatched_from_a_running_loop() -> None:
+    async def view() -> int:  # an async web view dispatching under sync()
+        return t.fetch.dispatch(3).result()
+
+    with sync():
+        assert asyncio.run(view()) == 30
+    assert t.seen == [("fetch", 3, t.fetch.name)]
 
 
 def test_sync_runs_chains_and_batches() -> None:

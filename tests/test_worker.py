@@ -14,7 +14,7 @@ from pathlib import Path
 import apptasks
 import psutil
 import pytest
-from support import Workers, push_job, ready, strings, title, wait_for
+from support import Workers, push_job, ready, settled, strings, title, wait_for
 
 from rqueue import dispatch_many
 from rqueue.config import Config
@@ -34,11 +34,6 @@ def failed(queue: RedisQueue, *names: str) -> list[FailedTask]:
 
 def done(queue: RedisQueue) -> list[str]:
     return strings(queue.client, apptasks.DONE)
-
-
-def settled(queue: RedisQueue, name: str = "default") -> bool:
-    size = queue.sizes([name])[0]
-    return size.ready == size.delayed == size.reserved == 0
 
 
 # -- retries, tries, attempts ------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,3 +96,13 @@ def limited() -> None:
 class Point:
     x: int
     y: int
+
+
+@task
+async def fetch(n: int) -> int:
+    """An ``async def`` task: run inline, it is awaited as a worker would await it."""
+    await asyncio.sleep(0)
+    job = current_job()
+    assert job is not None
+    seen.append(("fetch", n, job.task))
+    return n * 10

@@ -3,10 +3,11 @@
 Settings: the defaults (``--prefetch 100``), ``--log-level WARNING`` as the peers run quiet.
 Runs in the project's own environment, not a separate virtualenv.
 
-The io workload has two variants: ``sync`` (``bench_tasks.wait_then_incr``, a blocking
-wait, one task at a time per child: process mode) and ``async``
+The io workload has three variants: ``sync`` (``bench_tasks.wait_then_incr``, a blocking
+wait, one task at a time per child: process mode), ``threads`` (the same task under
+``--threads``, up to that many at once per child) and ``async``
 (``bench_tasks.wait_then_incr_async`` under ``--slots``, up to that many at once per
-child). compare.py runs ``async`` only where ``rqueue work`` has ``--slots``.
+child). compare.py runs the last two only where ``rqueue work`` has the option.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from peers._runner import arguments, run, version
 
 
 def main() -> None:
-    args = arguments(("default", "sync", "async"))
-    slots = args.workload == "io" and args.variant == "async"
+    args = arguments(("default", "sync", "threads", "async"))
+    io = args.workload == "io"
     import bench_tasks
 
     from rqueue.config import Config
@@ -29,13 +30,16 @@ def main() -> None:
     use(RedisQueue(Config(redis_url=args.redis_url)))
 
     job: Any = bench_tasks.incr
-    if args.workload == "io":
-        job = bench_tasks.wait_then_incr_async if slots else bench_tasks.wait_then_incr
+    if io:
+        async_ = args.variant == "async"
+        job = bench_tasks.wait_then_incr_async if async_ else bench_tasks.wait_then_incr
 
     def enqueue(count: int) -> None:
         for start in range(0, count, 1000):
             job.dispatch_many([()] * min(1000, count - start))
 
+    at_once = {"threads": "--threads", "async": "--slots"}.get(args.variant) if io else None
+    mode = [at_once, str(args.per_process)] if at_once else []
     command = [
         sys.executable,
         "-m",
@@ -46,24 +50,22 @@ def main() -> None:
         str(args.concurrency),
         "--log-level",
         "WARNING",
-        *(["--slots", str(args.per_process)] if slots else []),
+        *mode,
     ]
     name = "rqueue"
-    if args.workload == "io":
-        name = (
-            f"rqueue (async, --slots {args.per_process})"
-            if slots
-            else "rqueue (sync, process mode)"
-        )
+    if io:
+        name = {
+            "async": f"rqueue (async, --slots {args.per_process})",
+            "threads": f"rqueue (sync, --threads {args.per_process})",
+        }.get(args.variant, "rqueue (sync, process mode)")
     run(
         name,
         version("rqueue", "redis", "hiredis"),
-        f"`rqueue work --concurrency {args.concurrency}"
-        + (f" --slots {args.per_process}`" if slots else "`"),
+        f"`{' '.join(['rqueue work --concurrency', str(args.concurrency), *mode])}`",
         enqueue,
         [command],
         args,
-        in_flight=args.concurrency * (args.per_process if slots else 1),
+        in_flight=args.concurrency * (args.per_process if at_once else 1),
     )
 
 

@@ -93,6 +93,9 @@ def _queue_list(value: str) -> tuple[str, ...]:
 @_field_option("--rest", "Seconds to rest after each task.", show_default=False)
 @_field_option("--prefetch", "Most tasks a child reserves at once when the queue is deep.")
 @_field_option("--slots", "Most async def tasks a child runs at once on its event loop.")
+@_field_option(
+    "--threads", "Threads per child running sync tasks at once (0: one at a time, no threads)."
+)
 @_field_option("--kill-grace", "Seconds past a task's timeout before its child is killed.")
 @click.option(
     "-A",

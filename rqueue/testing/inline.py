@@ -14,6 +14,7 @@ leaves the call ``delayed`` instead of running it again (docs/testing.md).
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -21,13 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import rqueue.registry as registry
+from rqueue import awaiting
 from rqueue.config import Config
 from rqueue.current import Runner, current_job, current_runner, set_current_job, set_runner
 from rqueue.errors import BatchCancelled, RQueueError, TaskCancelled, TaskFailed, describe
 from rqueue.middleware.base import Release, run_through, stack_of
 from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.cancel import CancelOutcome
-from rqueue.task import Dispatched, PendingDispatch, registered_task
+from rqueue.task import Dispatched, PendingDispatch, Task, registered_task
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
 from rqueue.workflows import effects
@@ -199,7 +201,7 @@ class InlineRunner:
             set_current_job(job)
             set_runner(runner)
             try:
-                value = run_through(stack, job, lambda: task.fn(*args, **job.kwargs))
+                value = run_through(stack, job, functools.partial(_call, task, args, job))
                 completion = effects.on_success(job, payload, value, started, self.max_bytes())
             except Release as release:
                 job.attempts -= 1  # a release gives its attempt back
@@ -422,3 +424,8 @@ class Interception:
         for index, payload in enumerate(payloads):
             self.taken(payload, calls[index] if index < len(calls) else None)
         return opened
+
+
+def _call(task: Task[..., object], args: tuple[object, ...], job: Job) -> object:
+    """The task's call, as a worker makes it: an ``async def`` task is awaited."""
+    return awaiting.resolved(task.fn(*args, **job.kwargs))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import logging
 import os
 import signal
@@ -55,7 +54,7 @@ from rqueue.worker.outcomes import Outcomes, forget_exceptions, run_hook
 from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Batch, Batches
 from rqueue.worker.scoreboard import Slot, State
-from rqueue.worker.slots import Attempt, SlotRunner
+from rqueue.worker.slots import Attempt, SlotRunner, is_async
 from rqueue.worker.timeouts import TimeLimit
 from rqueue.workflows import effects
 
@@ -74,8 +73,6 @@ HANDLED_SIGNALS = {
 """The signals the parent handles; it blocks them across fork() until the child has its own."""
 _ACK_SAFETY = 1.0
 _NO_HEADER = ("-" * 32, 0, 0)
-_is_async = functools.cache(inspect.iscoroutinefunction)
-"""Whether a task function is ``async def`` (run in slot mode): asked once per task."""
 
 
 class ChildWorker(InterruptibleWaits):
@@ -104,7 +101,9 @@ class ChildWorker(InterruptibleWaits):
         self._woken: str | None = None
         """The queue whose push ended the last idle wait: its batch is reserved first."""
         self._slots: SlotRunner | None = None
-        """Runs ``async def`` tasks on an event loop, made when the first one comes."""
+        """Runs ``async def`` tasks on an event loop, made when the first one comes, and
+        with ``--threads`` every sync task in a thread (thread mode)."""
+        self._threaded = options.threads > 0
         # Queue names are checked (store/keys.py), and escaped once here all the same.
         self._title = shown(
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
@@ -172,7 +171,9 @@ class ChildWorker(InterruptibleWaits):
             setproctitle(f"{self._title}: paused")
             self._sleep(0.2)
             return
-        allowed, batch, headers, entries = self._claim(self.options.batch_limit)
+        # In thread mode each task of the batch starts at once: no more than threads.
+        most = min(self.options.batch_limit, self.options.threads or self.options.batch_limit)
+        allowed, batch, headers, entries = self._claim(most)
         if allowed <= 0:
             self._limit_reached()
             return
@@ -182,9 +183,11 @@ class ChildWorker(InterruptibleWaits):
             setproctitle(f"{self._title}: waiting")
             self._wait_for_work()
             return
-        if not self.options.effective_max_jobs and not self._should_exit():
-            # A limit counted over all children reads none. If Redis cannot take the
-            # call, only a head start is lost: the batch in hand runs all the same.
+        if not (self.options.effective_max_jobs or self.options.threads or self._should_exit()):
+            # A limit counted over all children reads none; a thread mode child starts
+            # every task it holds, so it may hold no more than it has threads for. If
+            # Redis cannot take the call, only a head start is lost: the batch in hand
+            # runs all the same.
             with contextlib.suppress(*REDIS_ERRORS):
                 self.batches.read_ahead(batch)
         if self.batches.acks_pending():
@@ -335,7 +338,7 @@ class ChildWorker(InterruptibleWaits):
             self.time_limit.arm(timeout)
             try:
                 task = registry.lookup(job.task, self.options.preload)
-                concurrent = _is_async(task.fn)
+                concurrent = self._threaded or is_async(task.fn)
                 if not concurrent:  # slot mode titles each batch instead (slots.py)
                     # A registered name is Python identifiers; the id, from Redis, is
                     # escaped unless it is plain (it is, unless forged): a per-task cost.
@@ -345,7 +348,7 @@ class ChildWorker(InterruptibleWaits):
                     events.emit(TaskEvent("processing", job))
                 declared = task.options.middleware
                 stack = stack_of(declared, job) if job.meta else declared
-                if concurrent:  # runs on, on the event loop: see slots.py
+                if concurrent:  # runs on, on the event loop or a thread: see slots.py
                     attempt: Attempt = (
                         index,
                         queue,

@@ -27,6 +27,7 @@ LIMITS: Mapping[str, Limit] = {
     "rest": _SECONDS,
     "prefetch": Limit(1, 1000, whole=True),
     "slots": Limit(1, 10_000, whole=True),
+    "threads": Limit(0, 1000, whole=True),
     "kill_grace": _SECONDS,
     "reservation_margin": _SECONDS,
 }
@@ -123,6 +124,9 @@ class WorkerOptions:
     """Most tasks a child reserves in one round trip when the queue is deep."""
     slots: int = 100
     """Most ``async def`` tasks a child runs at once on its event loop (slot mode)."""
+    threads: int = 0
+    """Threads per child for sync tasks (thread mode); 0: sync tasks run one at a time,
+    in the child's main thread, under SIGALRM (process mode)."""
     kill_grace: float = 5.0
     """Seconds after a task's timeout before the parent kills a child that did not stop."""
     reservation_margin: float = 15.0
@@ -157,8 +161,9 @@ class WorkerOptions:
     def held_limit(self) -> int:
         """Most tasks a child's scoreboard slot records at once: a batch in process
         mode; in slot mode the running coroutines, plus a batch read ahead before the
-        child knew its tasks were async, plus finished ones whose acks are pending."""
-        return self.slots + 2 * self.batch_limit
+        child knew its tasks were async, plus finished ones whose acks are pending,
+        plus the sync tasks running in threads."""
+        return self.slots + self.threads + 2 * self.batch_limit
 
     @property
     def effective_concurrency(self) -> int:

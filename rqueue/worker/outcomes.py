@@ -12,6 +12,7 @@ to read and every such rule has one home.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import traceback
@@ -19,7 +20,7 @@ from typing import Any
 
 import redis
 
-from rqueue import events
+from rqueue import awaiting, events
 from rqueue.errors import RQueueError, TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
@@ -210,15 +211,20 @@ def complete_failure(
     return completion.kept
 
 
+_HOOK_RAISED = "hook %r of task %s (%s) raised; the task's outcome stands"
+
+
 def run_hook(hook: Hook, value: Any, job: Job) -> None:
     """Call a task's hook; whatever it raises (SystemExit too) is logged, never passed on:
-    the task's outcome stands, and a hook must not end the worker."""
+    the task's outcome stands, and a hook must not end the worker. An ``async def`` hook
+    is awaited here, or scheduled on the loop running in this thread (slot mode)."""
     try:
-        call_hook(hook, value, job)
+        returned = call_hook(hook, value, job)
     except BaseException:
-        log.exception(
-            "hook %r of task %s (%s) raised; the task's outcome stands", hook, job.task, job.id
-        )
+        log.exception(_HOOK_RAISED, hook, job.task, job.id)
+        return
+    if returned is not None and inspect.isawaitable(returned):  # None: a plain def's
+        awaiting.finish(returned, log, _HOOK_RAISED, hook, job.task, job.id)
 
 
 def _traceback(exc: BaseException) -> str:

@@ -320,6 +320,11 @@ class Slot:
         self.live_async.discard(entry)
         self._mark((entry,), Entry.DONE)
 
+    def linger(self, entry: int, deadline: float) -> None:
+        """A finished entry whose thread runs on (thread mode, past its timeout): the
+        parent kills the child at ``deadline`` unless :meth:`finished` comes first."""
+        self._mark((entry,), Entry.DONE, deadline)
+
     def forget(self, entries: Sequence[int]) -> None:
         """Tasks given back unstarted: in process mode the slot holds nothing now."""
         if self.concurrent:

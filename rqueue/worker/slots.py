@@ -6,9 +6,11 @@ switches its scoreboard slot to ``CONCURRENT``: from then on each entry says whe
 its task is unstarted, running or done, and the slot's deadline is the earliest kill
 deadline of the running ones (scoreboard.py). While any coroutine runs, the child
 keeps the loop fed: whenever fewer than ``--slots`` tasks are unfinished it reserves
-another batch (up to the free slots), starts its async tasks as coroutines and runs
-its sync ones inline as in process mode (the loop waits meanwhile), then lets the
-loop run. Once none is left it sends its acks and goes back to process mode.
+another batch (up to a tenth of the slots per turn: see ``step``), starts its async
+tasks as coroutines and runs its sync ones inline as in process mode (the loop waits
+meanwhile) or in threads, then lets the loop run; with slots free and the queues empty,
+a thread waits for a push meanwhile (``_listen``). Once none is left it sends its acks
+and goes back to process mode.
 
 Each coroutine runs in its own context (``current_job()`` is its own job). One
 watchdog per loop, a callback every ``_WATCH_EVERY`` seconds, cancels the coroutines
@@ -19,22 +21,31 @@ the slot's deadline and recovery settles every entry. Middleware are sync code: 
 stack runs in a thread of its own, whose ``call_next()`` runs the coroutine on the
 loop and waits for it.
 
+With ``--threads N`` (thread mode) the child's sync tasks run here too, each in one of
+N threads, awaited by a coroutine like any other; a thread that overruns is reported as
+``TaskTimeout`` and keeps its entry's kill deadline until it ends (``_in_thread``).
+
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
-with the same code as process mode; their Redis calls block the loop briefly.
+with the same code as process mode; their Redis calls block the loop briefly. An
+``async def`` hook or listener is scheduled on the loop (rqueue/awaiting.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from setproctitle import setproctitle
 
+from rqueue import awaiting
+from rqueue.config import Config
 from rqueue.current import set_current_job
 from rqueue.errors import TaskTimeout
 from rqueue.middleware.base import Middleware, run_through
@@ -73,7 +84,9 @@ class Child(Protocol):
     batches: Batches
     number: int
     time_limit: TimeLimit
+    config: Config
     _title: str
+    _woken: str | None
 
     def _persist(self, call: Callable[[], T]) -> T: ...
     def _should_exit(self) -> bool: ...
@@ -108,9 +121,17 @@ log = logging.getLogger("rqueue.worker")
 
 T = TypeVar("T")
 
+is_async = functools.cache(inspect.iscoroutinefunction)
+"""Whether a task function is ``async def`` (run on the loop): asked once per task."""
+
 _POLL = 0.05
-"""Seconds between reserve calls while coroutines run and the queues had nothing: an
-idle child blocks on a push instead, but a busy one must keep its loop running."""
+"""Seconds between reserve calls while coroutines run and the queues had nothing, when
+no thread can wait for a push instead (``--block-for 0``, rate-limited queues)."""
+_SPREAD = 10
+"""A turn of the loop starts at most this fraction of the slots (see ``SlotRunner.step``)."""
+_LISTEN_FOR = 0.5
+"""Longest blocking wait of the listening thread: a child that leaves slot mode waits
+for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
 _FULL_WAIT = 0.2
 """Longest the loop runs, with every slot taken, before the child looks at signals."""
 _WATCH_EVERY = 0.05
@@ -124,10 +145,27 @@ class SlotRunner:
     def __init__(self, child: Child) -> None:
         self.child = child
         self.slot = child.slot
-        self.loop = asyncio.new_event_loop()
+        self.loop = awaiting.process_loop()  # async hooks in process mode use it too
         self.tasks: dict[int, asyncio.Task[None]] = {}
         """The running attempts by entry: each takes itself out as it ends (no callback)."""
         self._threads: ThreadPoolExecutor | None = None
+        """Threads for async tasks' middleware stacks (``_through``)."""
+        self._pool: ThreadPoolExecutor | None = None
+        """Threads for sync tasks (``--threads``): thread mode."""
+        self.in_threads = 0
+        """Sync tasks running in ``_pool``, overrunning ones included."""
+        self.overran: dict[int, float] = {}
+        """Entries whose thread overran its timeout and runs on, with the kill deadline
+        the slot keeps for each until it ends: while any is here, no new task starts."""
+        capacity = min(child.options.slots, child.options.threads or child.options.slots)
+        self._per_turn = max(1, capacity // _SPREAD)
+        self._fresh = False
+        """Coroutines were started since the loop last ran: they take a first step before
+        the next reserve call, so a task's start waits for no round trip."""
+        self._listener: tuple[RedisQueue, ThreadPoolExecutor] | None = None
+        self._wake: asyncio.Future[str | None] | None = None
+        """A thread's wait for a push to the queues while slots are free (the loop waits
+        for it beside the coroutines), so a free slot takes a new task at once."""
         self._deadlines: dict[asyncio.Task[Any], float] = {}
         """The running coroutines' deadlines (monotonic), by the asyncio task awaiting
         them: the attempt's own, or the one ``call_next()`` started (middleware)."""
@@ -142,31 +180,58 @@ class SlotRunner:
         self.slot.live_async.add(attempt[0])
         task = self.loop.create_task(self._attempt(attempt, started, timeout, expires_at))
         self.tasks[attempt[0]] = task
+        self._fresh = True
 
     def step(self) -> None:
         """One turn of the child's loop in slot mode."""
         child, slot, options = self.child, self.slot, self.child.options
+        if self._fresh:
+            self._run(0.0)
+            return
+        if not self.tasks and self.overran:  # wait for its end, or for the parent's kill
+            self.loop.run_until_complete(asyncio.sleep(_POLL))
+            return
         if not self.tasks:
             child._persist(child.batches.flush)  # finished entries leave the slot next
+            awaiting.settle(self.loop, options.timeout)  # async hooks, listeners end first
+            if self._wake is not None:  # it waits for a push as process mode would
+                self.loop.run_until_complete(asyncio.wait([self._wake]))
+                self._heard()
             slot.leave_concurrent()
             return
         if child.batches.acks_due_by(time.monotonic() + options.kill_grace):
             child._persist(child.batches.flush)
-        free = options.slots - slot.running()
-        if free > 0 and not slot.board.paused and not child._should_exit():
+        free = self.free()
+        taking = free > 0 and not slot.board.paused and not child._should_exit()
+        if taking:
             if child.batches.acks_pending() and slot.free() < options.batch_limit:
                 child._persist(child.batches.flush)
             if not child.batches.acks_pending():
                 slot.recycle_done()
-            _, batch, headers, entries = child._claim(min(free, slot.free()))
+            # At most a tenth of the slots per turn: coroutines started in one instant
+            # wait and wake in step, and between such waves the loop sits idle. Spread
+            # over turns, their starts stay apart (measured: 1.4x the tasks/s on tasks
+            # that all wait 20 ms) for about 0.1 reserve calls per task.
+            most = min(free, slot.free(), self._per_turn)
+            _, batch, headers, entries = child._claim(most)
             if batch is not None:
                 child._run_batch(batch, headers, entries)
                 child.time_limit.stop()
                 # One title per batch: setting it is a system call, too dear per coroutine.
-                setproctitle(f"{child._title}: running {len(self.tasks)} async tasks")
+                setproctitle(f"{child._title}: running {len(self.tasks)} tasks")
                 self._run(0.0)  # let the new coroutines take their first step
                 return
-        self._run(_POLL if free > 0 else _FULL_WAIT)
+        self._run(self._listen() if taking else _FULL_WAIT)
+
+    def free(self) -> int:
+        """How many more tasks may start now: a free slot for a coroutine, and in thread
+        mode a free thread too, whatever the next batch holds; none while a thread that
+        overran runs on."""
+        options = self.child.options
+        free = options.slots - self.slot.running()
+        if options.threads:
+            free = 0 if self.overran else min(free, options.threads - self.in_threads)
+        return free
 
     def drain(self) -> None:
         """A warm stop: let every running coroutine finish, then leave slot mode."""
@@ -176,13 +241,49 @@ class SlotRunner:
             self.step()
 
     def _run(self, seconds: float) -> None:
-        """Run the loop until a coroutine finishes or ``seconds`` pass (0: one turn)."""
+        """Run the loop until a coroutine finishes, a push comes or ``seconds`` pass (0:
+        one turn)."""
+        self._fresh = False
         if seconds <= 0 or not self.tasks:
             self.loop.run_until_complete(asyncio.sleep(0))
             return
-        running = self.tasks.values()
-        waiting = asyncio.wait(running, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        awaited: list[asyncio.Future[Any]] = [*self.tasks.values()]
+        if self._wake is not None:
+            awaited.append(self._wake)
+        waiting = asyncio.wait(awaited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         self.loop.run_until_complete(waiting)
+        if self._wake is not None and self._wake.done():
+            self._heard()
+
+    def _listen(self) -> float:
+        """With slots free and the queues found empty: have a thread wait for a push (if
+        none does yet); return how long the loop may run before the next reserve call.
+
+        The thread has a connection of its own, so the loop's calls never queue behind
+        its blocking one. Rate-limited queues are not waited on (a push there may not be
+        taken yet): they are asked again when their limit frees the next task.
+        """
+        child, options = self.child, self.child.options
+        limited = child.batches.limited
+        queues = [name for name in options.queues if name not in limited]
+        longest = min(_FULL_WAIT, *limited.values()) if limited else _FULL_WAIT
+        if not queues or options.block_for <= 0:
+            return min(_POLL, longest)
+        if self._wake is None:
+            if self._listener is None:
+                self._listener = RedisQueue(child.config), ThreadPoolExecutor(1, "rqueue-listen")
+            connection, thread = self._listener
+            wait = min(options.block_for, _LISTEN_FOR)
+            self._wake = self.loop.run_in_executor(thread, connection.wait_for_ready, queues, wait)
+        return longest
+
+    def _heard(self) -> None:
+        """The listening thread's wait ended: a push names the queue to reserve from first.
+        If it failed (Redis gone), the next reserve call meets the same error."""
+        wake, self._wake = self._wake, None
+        assert wake is not None and wake.done()
+        if not wake.cancelled() and wake.exception() is None:
+            self.child._woken = wake.result()
 
     async def _attempt(
         self, attempt: Attempt, started: float, timeout: float, expires_at: float
@@ -194,17 +295,20 @@ class SlotRunner:
         deadline = started + timeout  # loop.time() is the monotonic clock
         try:
             try:
+                if is_async(task.fn):
 
-                def coroutine() -> Awaitable[Any]:
-                    call: Awaitable[Any] = task.fn(*args, **job.kwargs)  # type: ignore[assignment]
-                    return self._timed(call, deadline, timeout)
+                    def coroutine() -> Awaitable[Any]:
+                        call: Awaitable[Any] = task.fn(*args, **job.kwargs)  # type: ignore[assignment]
+                        return self._timed(call, deadline, timeout)
 
-                if stack:
-                    result = await self._through(queue, stack, job, coroutine)
+                    if stack:
+                        result = await self._through(queue, stack, job, coroutine)
+                    else:
+                        if job.meta:
+                            unique_locks.on_start(child.queue, child._persist, queue, job)
+                        result = await coroutine()
                 else:
-                    if job.meta:
-                        unique_locks.on_start(child.queue, child._persist, queue, job)
-                    result = await coroutine()
+                    result = await self._in_thread(attempt, deadline, timeout)
                 completion = child._completion(job, payload, result, started) if job.meta else None
             except BaseException as exc:  # as in process mode: user code raised it
                 child._attempt_failed(attempt, exc, time.monotonic() - started, expires_at)
@@ -218,6 +322,61 @@ class SlotRunner:
         finally:
             self.slot.finished(index)
             del self.tasks[index]
+            if index in self.overran:  # its thread runs on: the parent's kill deadline stays
+                self.slot.linger(index, self.overran[index])
+
+    async def _in_thread(self, attempt: Attempt, deadline: float, timeout: float) -> Any:
+        """Run a sync task in one of the child's threads (``--threads``), its middleware
+        with it. A thread cannot be stopped: past its deadline the attempt is reported
+        as ``TaskTimeout`` while the thread runs on, and until it ends the child takes no
+        new task and the parent kills it ``--kill-grace`` seconds later (recovery then
+        settles whatever else it was running)."""
+        index, queue, _, job, task, args, stack, _, _ = attempt
+        assert task is not None
+        child = self.child
+
+        def call() -> Any:
+            if job.meta:
+                unique_locks.on_start(child.queue, child._persist, queue, job)
+            return task.fn(*args, **job.kwargs)
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(child.options.threads, "rqueue-task")
+        context = contextvars.copy_context()  # current_job() in the thread is this job
+        if stack:
+            running = self._pool.submit(context.run, run_through, stack, job, call)
+        else:
+            running = self._pool.submit(context.run, call)
+        self.in_threads += 1
+        try:
+            return await self._timed(asyncio.wrap_future(running), deadline, timeout)
+        except TaskTimeout:
+            if not running.done():
+                self._abandon(index, running)
+            raise
+        finally:
+            self.in_threads -= 1
+
+    def _abandon(self, index: int, running: Future[Any]) -> None:
+        """A thread overran: keep its entry's kill deadline until it ends."""
+        self.overran[index] = time.monotonic() + self.child.options.kill_grace
+        log.error(
+            "worker %d: a task's thread overran its timeout and cannot be stopped; this "
+            "child takes no new task until it ends, and is replaced in %g s if it does not",
+            self.child.number,
+            self.child.options.kill_grace,
+        )
+        loop = self.loop
+
+        def ended(_: Future[Any]) -> None:
+            loop.call_soon_threadsafe(self._thread_ended, index)
+
+        running.add_done_callback(ended)
+
+    def _thread_ended(self, index: int) -> None:
+        """An overrunning thread ended after all: its entry needs no kill deadline now."""
+        if self.overran.pop(index, None) is not None and index not in self.tasks:
+            self.slot.finished(index)
 
     async def _through(
         self,

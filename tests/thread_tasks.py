@@ -1,0 +1,71 @@
+"""Sync tasks for tests/test_thread_mode.py (``rqueue work --threads N``); workers import
+this module from the tests folder. Each records what it saw in Redis lists the tests read."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from rqueue import current_job, task
+from rqueue.middleware import WithoutOverlapping
+from rqueue.store.default import default_queue
+
+ARRIVED = "test:threads:arrived"
+"""A counter of ``gather`` runs that have started."""
+DONE = "test:threads:done"
+"""``n attempt pid thread`` of each run that finished."""
+SEEN = "test:threads:seen"
+"""``job-id n`` as a task saw them before and after it waited."""
+LOCKED = "test:threads:locked"
+"""``enter n`` / ``leave n`` around the locked part of a locked task."""
+
+
+def note(key: str, text: str) -> None:
+    default_queue().client.rpush(key, text)
+
+
+def finished(n: int | str) -> None:
+    job = current_job()
+    assert job is not None
+    note(DONE, f"{n} {job.attempts} {os.getpid()} {threading.get_ident()}")
+
+
+@task(timeout=20, tries=1)
+def gather(n: int, expected: int) -> None:
+    """Returns only once ``expected`` runs have started: one at a time, the first
+    would wait for ever (and time out)."""
+    client = default_queue().client
+    client.incr(ARRIVED)
+    while int(client.get(ARRIVED) or 0) < expected:
+        time.sleep(0.01)
+    finished(n)
+
+
+@task(timeout=1, tries=1)
+def overrun(seconds: float) -> None:
+    """Overruns its 1 s timeout in a thread, which nothing can stop."""
+    time.sleep(seconds)
+    finished("overrun")
+
+
+@task(timeout=30, tries=3, backoff=0)
+def slow(n: int, seconds: float) -> None:
+    time.sleep(seconds)
+    finished(n)
+
+
+@task
+def whoami(n: int, pause: float) -> None:
+    for _ in range(2):
+        job = current_job()
+        assert job is not None
+        note(SEEN, f"{job.id} {n}")
+        time.sleep(pause)
+
+
+@task(middleware=[WithoutOverlapping("thread-report", release_after=0.05)])
+def locked(n: int) -> None:
+    note(LOCKED, f"enter {n}")
+    time.sleep(0.05)
+    note(LOCKED, f"leave {n}")
