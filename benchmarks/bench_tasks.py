@@ -169,3 +169,12 @@ with contextlib.suppress(InvalidTaskOption):  # as for wait_then_incr_async abov
     block_loop = task(tries=1)(block_loop)  # type: ignore[assignment]
     sleep_then_report = task(timeout=60, tries=3)(sleep_then_report)  # type: ignore[assignment]
     hold_slot = task(hold_slot)  # type: ignore[assignment]
+
+
+# -- scale (issue 16): scale_memory.py ----------------------------------------------------
+
+
+@task(tries=1)
+def fail_at_once() -> None:
+    """Raises on its one try: scale_memory.py fills a failed list with real records."""
+    raise RuntimeError("failed on purpose")

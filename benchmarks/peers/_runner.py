@@ -53,6 +53,11 @@ def arguments(variants: Sequence[str] = ("default",)) -> argparse.Namespace:
     parser.add_argument(
         "--per-process", type=int, default=100, help="io: tasks at once per worker process"
     )
+    parser.add_argument(
+        "--enqueue-only",
+        action="store_true",
+        help="enqueue and exit, starting no worker (scale_memory.py: Redis bytes per task)",
+    )
     args = parser.parse_args()
     os.environ["REDIS_URL"] = args.redis_url
     # Worker settings that are module attributes (arq, saq) read it at import; the
@@ -114,6 +119,10 @@ def run(
     started = time.perf_counter()
     enqueue(args.tasks)
     enqueue_rate = args.tasks / (time.perf_counter() - started)
+    if args.enqueue_only:
+        only = {"system": system, "versions": versions, "tasks": args.tasks}
+        print("RESULT " + json.dumps({**only, "enqueue_rate": enqueue_rate}), flush=True)
+        return
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     log_name = f"{system.split()[0].lower()}-{args.variant}-{args.workload}.log"
     log = open(LOG_DIR / log_name, "wb")  # noqa: SIM115

@@ -12,7 +12,7 @@ import click
 
 from rqueue.cli.common import connection_options, die, say, table
 from rqueue.config import Config
-from rqueue.failed import FailedTask, FailedTasks
+from rqueue.failed import CHUNK, PAGE, FailedTask, FailedTasks, Step
 from rqueue.store.queue import RedisQueue
 
 
@@ -23,9 +23,27 @@ def failed() -> None:
 
 @failed.command("list")
 @click.option("--queue", "queues", multiple=True, help="Only this queue (repeatable).")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=PAGE,
+    show_default=True,
+    help="Show at most this many.",
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Skip this many, counting from the newest (the next page's offset is printed).",
+)
 @connection_options
-def failed_list(config: Config, queues: tuple[str, ...]) -> None:
-    """List failed tasks, oldest first."""
+def failed_list(config: Config, queues: tuple[str, ...], limit: int, offset: int) -> None:
+    """List failed tasks, newest first, a page at a time.
+
+    The table goes to stdout; how many there are in all, and the command for the next
+    page, go to stderr, so the table can be piped on its own.
+    """
+    page = FailedTasks(RedisQueue(config)).page(queues or None, offset, limit)
     rows = [
         (
             f.id,
@@ -35,9 +53,19 @@ def failed_list(config: Config, queues: tuple[str, ...]) -> None:
             _when(f.failed_at),
             _short(f"{f.exception}: {f.message}"),
         )
-        for f in FailedTasks(RedisQueue(config)).list(queues or None)
+        for f in page.records
     ]
     table(("id", "queue", "task", "attempts", "failed at", "error"), rows)
+    if page.unreadable:
+        say(f"{page.unreadable} unreadable record(s) in this window left out.", err=True)
+    if page.end > page.offset:
+        say(f"{page.offset + 1}-{page.end} of {page.total} failed task(s).", err=True)
+    elif page.total:
+        say(f"Nothing past offset {page.offset}: there are {page.total} failed task(s).", err=True)
+    if page.end < page.total:
+        more = [f"--offset {page.end}"] + ([f"--limit {limit}"] if limit != PAGE else [])
+        more += [f"--queue {name}" for name in queues]
+        say(f"Next page: rqueue failed list {' '.join(more)}", err=True)
 
 
 @failed.command("show")
@@ -45,7 +73,7 @@ def failed_list(config: Config, queues: tuple[str, ...]) -> None:
 @connection_options
 def failed_show(config: Config, task_id: str) -> None:
     """Show everything recorded about one failed task."""
-    found = _find(FailedTasks(RedisQueue(config)), task_id)
+    found = _found(task_id, FailedTasks(RedisQueue(config)).find(task_id))
     job = found.job()
     fields: list[tuple[str, object]] = [
         ("id", found.id),
@@ -86,12 +114,17 @@ def failed_retry(
     if queues and not retry_all:
         raise click.UsageError("--queue goes with --all")
     if retry_all:
-        say(f"Retried {failed_tasks.retry_all(queues or None)} failed task(s).")
+        retried = 0
+        for step in failed_tasks.retry_chunks(queues or None):
+            retried += step.done
+            _progress("retried", step)
+        say(f"Retried {retried} failed task(s).")
         return
+    found = failed_tasks.find_all(task_ids)  # one scan for all of them
     for task_id in task_ids:
-        found = _find(failed_tasks, task_id)
-        failed_tasks.retry(found)
-        say(f"Retried {found.id} on queue {found.queue}.")
+        failed_task = _found(task_id, found.get(task_id))
+        failed_tasks.retry(failed_task)
+        say(f"Retried {failed_task.id} on queue {failed_task.queue}.")
 
 
 @failed.command("forget")
@@ -100,7 +133,7 @@ def failed_retry(
 def failed_forget(config: Config, task_id: str) -> None:
     """Delete one failed task."""
     failed_tasks = FailedTasks(RedisQueue(config))
-    found = _find(failed_tasks, task_id)
+    found = _found(task_id, failed_tasks.find(task_id))
     failed_tasks.forget(found)
     say(f"Forgot failed task {found.id}.")
 
@@ -110,15 +143,26 @@ def failed_forget(config: Config, task_id: str) -> None:
 @connection_options
 def failed_flush(config: Config, queues: tuple[str, ...]) -> None:
     """Delete every failed task."""
-    say(f"Flushed {FailedTasks(RedisQueue(config)).flush(queues or None)} failed task(s).")
+    flushed = 0
+    for step in FailedTasks(RedisQueue(config)).flush_chunks(queues or None):
+        flushed += step.done
+        _progress("flushed", step)
+    say(f"Flushed {flushed} failed task(s).")
 
 
-def _find(failed_tasks: FailedTasks, task_id: str) -> FailedTask:
-    """The failed task with this id; a missing one ends the command with exit 1."""
-    found = failed_tasks.find(task_id)
-    if found is None:
+def _progress(verb: str, step: Step) -> None:
+    """A line on stderr after each chunk of a queue of over :data:`CHUNK` records: a
+    long run shows it is moving, and stopped midway, how far it got (running it again
+    does the rest)."""
+    if step.held > CHUNK:
+        say(f"{step.queue}: {step.seen} of {step.held} looked at, {step.done} {verb}", err=True)
+
+
+def _found(task_id: str, failed_task: FailedTask | None) -> FailedTask:
+    """The failed task found for this id; a missing one ends the command with exit 1."""
+    if failed_task is None:
         die(f"no failed task with id {task_id}")
-    return found
+    return failed_task
 
 
 def _when(timestamp: float) -> str:

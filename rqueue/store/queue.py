@@ -41,7 +41,10 @@ _REGISTRY_REFRESH = 60.0
 which FLUSHALL or a restart without persistence may empty. One round trip of its own
 per queue a minute: a global key never shares a pipeline with a queue's script (on
 Redis Cluster they live on different nodes). Worker parents re-add theirs every tick."""
-_MIGRATE_LIMIT = 1000
+_MIGRATE_LIMIT = 500
+"""Most tasks one migrate.lua call moves per set: at 10^6 delayed tasks a call of 1,000
+took 2.6 ms (p99 5.3 ms); one of 500, 1.4 ms (p99 2.9 ms), at the same rate overall."""
+_MIGRATE_QUEUES = 1000
 _STATUS_SLACK_MS = 24 * 3600 * 1000
 """A kept task's status record lasts its delay plus its keep time plus this: a day in
 the queue before a worker takes it, after which its status reads ``unknown``."""
@@ -513,11 +516,22 @@ class RedisQueue:
         self.wire.call("DEL", self.keys(queue).exceptions(task_id))
 
     def migrate(self, queue: str, limit: int = _MIGRATE_LIMIT) -> Migration:
-        keys = self.keys(queue)
-        moved, next_due, now = self.scripts.migrate(
-            self.client, (keys.delayed, keys.reserved, keys.ready, keys.notify), (limit,)
-        )
-        return Migration(int(moved), None if int(next_due) < 0 else int(next_due), int(now))
+        return self.migrate_all([queue], limit)[0]
+
+    def migrate_all(self, queues: Sequence[str], limit: int = _MIGRATE_LIMIT) -> list[Migration]:
+        """One migrate.lua call per queue, pipelined ``_MIGRATE_QUEUES`` at a time: a worker
+        parent of 10^4 queues paid 10^4 round trips (1.5 s) every tick."""
+        migrations: list[Migration] = []
+        for start in range(0, len(queues), _MIGRATE_QUEUES):
+            pipe = self.client.pipeline(transaction=False)
+            for queue in queues[start : start + _MIGRATE_QUEUES]:
+                keys = self.keys(queue)
+                script_keys = (keys.delayed, keys.reserved, keys.ready, keys.notify)
+                self.scripts.migrate.queue(pipe, script_keys, (limit,))
+            for moved, next_due, now in execute(pipe, self.scripts):
+                due = None if int(next_due) < 0 else int(next_due)
+                migrations.append(Migration(int(moved), due, int(now)))
+        return migrations
 
     def wait_for_ready(self, queues: Sequence[str], timeout: float) -> str | None:
         """Block until a push signals one of ``queues`` (returned: the child looks there

@@ -171,13 +171,13 @@ class ScheduleStore:
     # -- firing ----------------------------------------------------------------------
 
     def earliest(
-        self, queues: Sequence[str], count: int
+        self, queues: Sequence[str], counts: Sequence[int]
     ) -> list[tuple[int, list[tuple[bytes, float]]]]:
-        """Per queue, Redis's clock and its first ``count`` ``(name, fire time)`` pairs on
-        the timeline, read together from the queue's node, so "due" means due by the
+        """Per queue, Redis's clock and its first ``counts[i]`` ``(name, fire time)`` pairs
+        on the timeline, read together from the queue's node, so "due" means due by the
         clock of the node that fires it. One round trip per node."""
         pipe = self.client.pipeline(transaction=False)
-        for queue in queues:
+        for queue, count in zip(queues, counts, strict=True):
             keys = self.queue.keys(queue)
             self.queue.scripts.clock.queue(pipe, (keys.schedules,), ())
             pipe.zrange(keys.schedules, 0, count - 1, withscores=True)

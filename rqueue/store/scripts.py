@@ -80,6 +80,7 @@ class Scripts:
     fail: LuaScript
     migrate: LuaScript
     retry_failed: LuaScript
+    flush_failed: LuaScript
     clear: LuaScript
     cancel: LuaScript
     fire_schedule: LuaScript

@@ -157,8 +157,7 @@ class SlotRunner:
         self.overran: dict[int, float] = {}
         """Entries whose thread overran its timeout and runs on, with the kill deadline
         the slot keeps for each until it ends: while any is here, no new task starts."""
-        capacity = min(child.options.slots, child.options.threads or child.options.slots)
-        self._per_turn = max(1, capacity // _SPREAD)
+        self._per_turn = max(1, child.options.slots // _SPREAD)
         self._fresh = False
         """Coroutines were started since the loop last ran: they take a first step before
         the next reserve call, so a task's start waits for no round trip."""

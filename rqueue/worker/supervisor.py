@@ -135,8 +135,7 @@ class Supervisor(InterruptibleWaits):
     def _migrate(self) -> float:
         """Move due tasks back to the lists; return seconds until the next is due."""
         wait = _TICK
-        for name in self.options.queues:
-            migration = self.queue.migrate(name)
+        for migration in self.queue.migrate_all(self.options.queues):
             if migration.next_due_ms is not None:
                 wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
         return wait
@@ -195,7 +194,7 @@ class Supervisor(InterruptibleWaits):
             return False
         if any(v is None or v.state != State.EMPTY for v in views):
             return False
-        if any(self.queue.migrate(name).moved for name in self.options.queues):
+        if any(migration.moved for migration in self.queue.migrate_all(self.options.queues)):
             return False
         sizes = self.queue.sizes(self.options.queues)
         if self.options.stop_when_drained:  # retries in backoff, other workers' tasks in hand

@@ -1,0 +1,192 @@
+"""Failed tasks and queue sizes at scale (#16): each command's wall time and the longest
+single Redis call it made, with a million failed records on one queue and 10^4 queues.
+
+Each command is the real CLI (``python -m rqueue ...``, so its start-up is in the wall
+time: the ``size ONE-QUEUE`` row is that floor). Before each, ``SLOWLOG RESET``: every
+call over 0.1 ms the command makes is logged with the time Redis spent on it, and the
+longest is what every other client waited behind at worst. "Redis commands" is
+``total_commands_processed`` over the run: the calls, and on Redis 6 also the commands
+scripts ran.
+
+    python benchmarks/scale_failed.py --records 1000000 --queues 10000
+    python benchmarks/scale_failed.py --source /tmp/old-rqueue   # another checkout's CLI
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import redis
+from common import machine_summary, table
+
+from rqueue.config import Config
+from rqueue.failed import make_record
+from rqueue.payload import Job, encode, new_id
+from rqueue.server import RedisServer
+from rqueue.store.queue import Push, RedisQueue
+
+QUEUE = "default"
+PER_CALL = 1000
+"""Records per RPUSH and queues per pipeline while filling."""
+LOGGED_OVER_US = 100
+"""The slow log keeps calls over this (0 would log every command, and Redis 6 then
+logs each command a script runs too, which slows the script it measures)."""
+SLOWLOG_LEN = 100_000
+OURS = (b"SLOWLOG", b"CONFIG", b"INFO")
+
+
+class Measured(NamedTuple):
+    command: str
+    wall_s: float
+    calls: int
+    over_1ms: int
+    """Calls Redis spent over 1 ms on: on a busy 2-core machine some O(1) ones too,
+    when the scheduler ran something else in the middle of them."""
+    longest_ms: float
+    longest_call: str
+
+
+def fill_failed(queue: RedisQueue, count: int, name: str = QUEUE) -> list[str]:
+    """``count`` real failed records (a real payload each, by make_record) pushed
+    ``PER_CALL`` per RPUSH; their ids, oldest first."""
+    ids = []
+    key = queue.keys(name).failed
+    pipe = queue.client.pipeline(transaction=False)
+    for start in range(0, count, PER_CALL):
+        records = []
+        for i in range(start, min(count, start + PER_CALL)):
+            job = Job(new_id(), "tasks:charge", (i, "card"), {}, name, attempts=3, tries=3)
+            error = f"card declined for order {i}"
+            records.append(make_record(name, encode(job), "ValueError", error, job=job))
+            ids.append(job.id)
+        pipe.rpush(key, *records)
+        if len(pipe) >= 20:
+            pipe.execute()
+    pipe.execute()
+    queue.remember_queues([name])
+    return ids
+
+
+def add_queues(queue: RedisQueue, count: int) -> list[str]:
+    """``count`` queues ``tenant-NNNNN`` with one ready task each, through push_many."""
+    names = [f"tenant-{i:05d}" for i in range(count)]
+    for start in range(0, count, PER_CALL):
+        groups = [
+            Push(name, 0, [encode(Job(new_id(), "tasks:charge", (1,), {}, name))])
+            for name in names[start : start + PER_CALL]
+        ]
+        queue.push_many(groups)
+    queue.remember_queues(names)
+    return names
+
+
+def measure(
+    client: redis.Redis, url: str, label: str, args: Sequence[str], source: Path | None
+) -> Measured:
+    """Run ``rqueue ARGS``; count the commands Redis ran meanwhile and read the longest
+    back from the slow log."""
+    env = {**os.environ, "REDIS_URL": url}
+    if source is not None:
+        env["PYTHONPATH"] = f"{source}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    client.slowlog_reset()
+    before = _processed(client)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "rqueue", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    commands = _processed(client) - before - 1  # less the INFO that read it
+    if done.returncode == 2 and "No such option" in done.stderr:  # an older --source
+        return Measured(label, 0.0, 0, 0, 0.0, "no such option in this checkout")
+    if done.returncode != 0:
+        raise RuntimeError(f"rqueue {' '.join(args)} exited {done.returncode}: {done.stderr}")
+    logged = [e for e in client.slowlog_get(SLOWLOG_LEN) if not e["command"].startswith(OURS)]
+    if not logged:
+        return Measured(label, wall, commands, 0, 0.0, f"none over {LOGGED_OVER_US} us")
+    longest = max(logged, key=lambda e: e["duration"])
+    words = longest["command"].split()
+    name = words[0].decode()
+    if name == "EVALSHA":  # name the script by its first key instead of its digest
+        name = f"EVALSHA ({words[3].decode()})"
+    over = sum(1 for e in logged if e["duration"] > 1000)
+    return Measured(label, wall, commands, over, longest["duration"] / 1000, name)
+
+
+def _processed(client: redis.Redis) -> int:
+    return int(client.info("stats")["total_commands_processed"])
+
+
+def run(records: int, queues: int, source: Path | None = None) -> list[Measured]:
+    """Fill a fresh Redis and measure each command; rows in the order they ran."""
+    rows = []
+    with RedisServer() as server:
+        queue = RedisQueue(Config(redis_url=server.url))
+        client = queue.client
+        client.config_set("slowlog-max-len", SLOWLOG_LEN)
+        print(machine_summary(client), flush=True)
+        started = time.perf_counter()
+        ids = fill_failed(queue, records)
+        names = add_queues(queue, queues)
+        print(
+            f"filled {records:,} failed records and {queues:,} queues in "
+            f"{time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+        client.config_set("slowlog-log-slower-than", LOGGED_OVER_US)
+
+        def row(label: str, *args: str) -> None:
+            rows.append(measure(client, server.url, label, args, source))
+            print(f"  {rows[-1]}", flush=True)
+
+        row("size ONE-QUEUE (start-up floor)", "size", names[0])
+        row("failed list (first page)", "failed", "list")
+        row(
+            "failed list --offset N-50 (last page)", "failed", "list", "--offset", str(records - 50)
+        )
+        row("failed show NEWEST", "failed", "show", ids[-1])
+        row("failed show OLDEST (scans everything)", "failed", "show", ids[0])
+        row("failed retry OLDEST", "failed", "retry", ids[0])
+        row("failed forget NEWEST", "failed", "forget", ids[-1])
+        row("failed forget MIDDLE (LREM passes half)", "failed", "forget", ids[records // 2])
+        row(f"size ({queues + 1:,} queues)", "size")
+        row("size --match 'tenant-000*'", "size", "--match", "tenant-000*")
+        row(f"failed retry --all ({records - 3:,})", "failed", "retry", "--all")
+        client.config_set("slowlog-log-slower-than", -1)
+        client.delete(queue.keys(QUEUE).ready)
+        fill_failed(queue, records)
+        client.config_set("slowlog-log-slower-than", LOGGED_OVER_US)
+        row(f"failed flush ({records:,})", "failed", "flush")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--queues", type=int, default=10_000)
+    parser.add_argument(
+        "--source",
+        type=Path,
+        help="Run the CLI of this checkout instead (put first on PYTHONPATH).",
+    )
+    options = parser.parse_args(argv)
+    rows = run(options.records, options.queues, options.source)
+    table(
+        ("command", "wall s", "Redis commands", "calls > 1 ms", "longest ms", "longest call"),
+        [tuple(r) for r in rows],
+        f"{options.records:,} failed records, {options.queues:,} queues",
+    )
+
+
+if __name__ == "__main__":
+    main()
