@@ -194,16 +194,18 @@ class FailedTasks:
     def find(self, task_id: str) -> FailedTask | None:
         return self.find_all([task_id]).get(task_id)
 
-    def find_all(self, task_ids: Iterable[str]) -> dict[str, FailedTask]:
+    def find_all(
+        self, task_ids: Iterable[str], queues: Iterable[str] | None = None
+    ) -> dict[str, FailedTask]:
         """The newest record of each of ``task_ids`` found, by id, in one scan newest
-        first that stops once all are found.
+        first (of ``queues``, or every known queue) that stops once all are found.
 
         A record is decoded only if its bytes contain one of the ids: a scan costs one
         ``LRANGE`` per :data:`CHUNK` records, and a substring test per record.
         """
         wanted = {task_id.encode("utf-8", "replace"): task_id for task_id in task_ids}
         found: dict[str, FailedTask] = {}
-        for _, raw in self._newest_first(self._counted(None), 0, None):
+        for _, raw in self._newest_first(self._counted(queues), 0, None):
             if len(found) == len(wanted):
                 break
             if not any(needle in raw for needle in wanted):

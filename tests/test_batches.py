@@ -8,6 +8,7 @@ from support import Workers, strings, wait_for
 
 import rqueue
 from rqueue import batch, batch_of
+from rqueue.failed import CHUNK
 from rqueue.store.queue import RedisQueue
 
 
@@ -146,6 +147,21 @@ def test_retry_dispatches_the_failed_members_again(queue: RedisQueue, workers: W
     assert status is not None and (status.failed, status.succeeded) == (1, 1)
     assert b.retry() == 1
     assert queue.client.llen(queue.keys("default").failed) == 0
+
+
+def test_retry_reads_only_the_newest_failed_records_it_needs(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    failed = queue.keys("default").failed
+    queue.client.rpush(failed, *[b"an older record" for _ in range(3 * CHUNK)])
+    b = batch([flows.member_fails.pending(0)]).allow_failures().dispatch()
+    code, _ = workers.run("--stop-when-empty")
+    assert code == 0
+    queue.client.config_resetstat()
+    assert b.retry() == 1
+    # Its member failed last: the first window (newest first) holds it, and the scan
+    # stops there instead of reading the older records too.
+    assert queue.client.info("commandstats")["cmdstat_lrange"]["calls"] == 1
 
 
 def test_an_empty_batch_fires_then_and_finally_at_once(queue: RedisQueue, workers: Workers) -> None:

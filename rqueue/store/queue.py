@@ -45,6 +45,8 @@ _MIGRATE_LIMIT = 500
 """Most tasks one migrate.lua call moves per set: at 10^6 delayed tasks a call of 1,000
 took 2.6 ms (p99 5.3 ms); one of 500, 1.4 ms (p99 2.9 ms), at the same rate overall."""
 _MIGRATE_QUEUES = 1000
+_SCAN_COUNT = 500
+"""Registry members per SSCAN step."""
 _STATUS_SLACK_MS = 24 * 3600 * 1000
 """A kept task's status record lasts its delay plus its keep time plus this: a day in
 the queue before a worker takes it, after which its status reads ``unknown``."""
@@ -588,14 +590,15 @@ class RedisQueue:
         """Every queue in the registry. Its members came from Redis, so one that is not
         a valid name (written by hand, or refused by a newer rule) is left out rather
         than breaking every command that lists queues."""
-        members: set[bytes] = self.client.smembers(self.global_keys.known_queues)  # type: ignore[assignment]
+        # SSCAN, a bounded step at a time: SMEMBERS of 10^4 names held Redis 2-24 ms.
+        members = self.client.sscan_iter(self.global_keys.known_queues, count=_SCAN_COUNT)
         names = []
         for member in members:
             try:
                 names.append(validate_queue_name(member.decode("utf-8")))
             except (UnicodeDecodeError, InvalidQueueName):
                 continue
-        return sorted(names)
+        return sorted(set(names))  # SSCAN may return a member twice
 
     def sizes(self, queues: Sequence[str]) -> list[QueueSize]:
         pipe = self.client.pipeline(transaction=False)

@@ -156,8 +156,10 @@ class Batch:
         queues = [name for name in state.queues if _valid_queue(name)]
         failed = FailedTasks(self.connection or default_queue())
         records = []
-        for record in failed.list(queues):
-            job = record.job() if record.id in wanted else None
+        # One scan, newest first, that stops once every failed member is found: the
+        # failed lists may hold millions of other records.
+        for record in failed.find_all(wanted, queues).values():
+            job = record.job()
             if job is not None and job.meta.get(BATCH) == self.id:
                 try:
                     records.append((member_index(job), record))
