@@ -37,7 +37,10 @@ def gather(n: int, expected: int) -> None:
     would wait for ever (and time out)."""
     client = default_queue().client
     client.incr(ARRIVED)
+    give_up = time.monotonic() + 20  # a thread cannot be interrupted: bound it here
     while int(client.get(ARRIVED) or 0) < expected:
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"only {client.get(ARRIVED)} of {expected} arrived")
         time.sleep(0.01)
     finished(n)
 

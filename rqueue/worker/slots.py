@@ -102,6 +102,14 @@ class Child(Protocol):
     def _attempt_failed(
         self, attempt: Attempt, exc: BaseException, duration: float, expires_at: float
     ) -> None: ...
+    def _run(
+        self,
+        queue: str,
+        fn: Callable[..., object],
+        args: tuple[object, ...],
+        job: Job,
+        stack: Sequence[Middleware],
+    ) -> object: ...
     def _succeeded(
         self,
         index: int,
@@ -333,19 +341,11 @@ class SlotRunner:
         index, queue, _, job, task, args, stack, _, _ = attempt
         assert task is not None
         child = self.child
-
-        def call() -> Any:
-            if job.meta:
-                unique_locks.on_start(child.queue, child._persist, queue, job)
-            return task.fn(*args, **job.kwargs)
-
         if self._pool is None:
             self._pool = ThreadPoolExecutor(child.options.threads, "rqueue-task")
         context = contextvars.copy_context()  # current_job() in the thread is this job
-        if stack:
-            running = self._pool.submit(context.run, run_through, stack, job, call)
-        else:
-            running = self._pool.submit(context.run, call)
+        # The call process mode makes (its middleware and unique lock included).
+        running = self._pool.submit(context.run, child._run, queue, task.fn, args, job, stack or ())
         self.in_threads += 1
         try:
             return await self._timed(asyncio.wrap_future(running), deadline, timeout)
@@ -374,8 +374,8 @@ class SlotRunner:
 
     def _thread_ended(self, index: int) -> None:
         """An overrunning thread ended after all: its entry needs no kill deadline now."""
-        if self.overran.pop(index, None) is not None and index not in self.tasks:
-            self.slot.finished(index)
+        del self.overran[index]  # its entry lingers (no reuse) until this
+        self.slot.finished(index)
 
     async def _through(
         self,
