@@ -689,7 +689,7 @@ class Chaos:
             client = self._client()
             try:
                 done = client.hlen(DONE)
-                failed = client.llen(f"queues:{QUEUE}:failed")
+                failed = client.zcard(f"queues:{QUEUE}:failed-index")
                 busy = (
                     client.llen(f"queues:{QUEUE}")
                     + client.zcard(f"queues:{QUEUE}:delayed")

@@ -9,32 +9,40 @@ sharing two cores).
 
     python benchmarks/hot_path.py              # 30,000 tasks, 3 rounds
     python benchmarks/hot_path.py --prefetch 1 # one task per reserve call
+
+Each round runs one child with metrics off and one with metrics on (``--no-metrics``
+and the default), in alternating order, so both see the same machine: the cost of the
+per-task counters (rqueue/metrics/collector.py) is the difference between the rows.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
 
 import bench_tasks
-from common import machine_summary, table
+from common import command_calls, command_delta, machine_summary, median, table
 
 from rqueue.config import Config
 from rqueue.current import Runner, set_runner
+from rqueue.metrics.collector import Collector, NoMetrics
+from rqueue.payload import Job, new_id
 from rqueue.server import RedisServer
 from rqueue.store.default import use
+from rqueue.store.queue import RedisQueue
 from rqueue.worker.child import ChildWorker
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Scoreboard
 from rqueue.worker.timeouts import TimeLimit
 
 
-def in_process_child(url: str, prefetch: int = 100) -> ChildWorker:
+def in_process_child(url: str, prefetch: int = 100, metrics: bool = True) -> ChildWorker:
     """One worker child in this process (no parent, no fork), ready to ``_step()``."""
-    options = WorkerOptions(prefetch=prefetch)
+    options = WorkerOptions(prefetch=prefetch, metrics=metrics)
     board = Scoreboard(1, options.held_limit)
     worker = ChildWorker(
         options, Config.resolve(redis_url=url), board.slot(0), 1, os.getppid(), "hot"
@@ -60,6 +68,23 @@ def drain(worker: ChildWorker, tasks: int) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
+def record_cost(queue: RedisQueue, calls: int = 200_000, rounds: int = 5) -> tuple[float, float]:
+    """Microseconds per task of recording its success and flushing it to Redis (one
+    flush per round), with the collector and with ``NoMetrics`` (the best of
+    ``rounds``, interleaved): the metrics' own share of the figures above."""
+    job = Job(new_id(), "bench_tasks:empty", (), {}, "default", 1, dispatched_at=time.time())
+    best = {True: math.inf, False: math.inf}
+    for _ in range(rounds):
+        for on, metrics in ((True, Collector(queue)), (False, NoMetrics())):
+            record = metrics.succeeded
+            start = time.perf_counter()
+            for _ in range(calls):
+                record("default", job, 0.00001)
+            metrics.flush()
+            best[on] = min(best[on], (time.perf_counter() - start) / calls * 1e6)
+    return best[True], best[False]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=30_000, help="tasks per round")
@@ -69,17 +94,58 @@ def main() -> None:
     logging.getLogger("rqueue").setLevel(logging.WARNING)
     with RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
-        worker = in_process_child(server.url, args.prefetch)
-        print(machine_summary(worker.queue.client))
+        children = {on: in_process_child(server.url, args.prefetch, on) for on in (False, True)}
+        client = children[True].queue.client
+        print(machine_summary(client))
         rows = []
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        cpus: dict[bool, list[float]] = {False: [], True: []}
+        calls_made = {False: 0, True: 0}
         for round_number in range(1, args.rounds + 1):
-            fill(lambda count: bench_tasks.empty.dispatch_many([()] * count), args.tasks)
-            cpu, wall = drain(worker, args.tasks)
-            rows.append((round_number, args.tasks, cpu / args.tasks * 1e6, args.tasks / wall))
+            order = (False, True) if round_number % 2 else (True, False)
+            for metrics in order:
+                fill(lambda count: bench_tasks.empty.dispatch_many([()] * count), args.tasks)
+                calls = command_calls(client)
+                cpu, wall = drain(children[metrics], args.tasks)
+                # Every call the child makes on the hot path is a script (EVALSHA):
+                # reserve (with acks) per batch, and with metrics a flush per second.
+                used = command_delta(calls, command_calls(client)).get("evalsha", 0)
+                rates[metrics].append(args.tasks / wall)
+                cpus[metrics].append(cpu / args.tasks * 1e6)
+                calls_made[metrics] += used
+                rows.append(
+                    (
+                        round_number,
+                        "on" if metrics else "off",
+                        args.tasks,
+                        cpu / args.tasks * 1e6,
+                        args.tasks / wall,
+                        used / args.tasks,
+                    )
+                )
+        cost = record_cost(children[True].queue)
     table(
-        ("round", "tasks", "child CPU us/task", "tasks/s"),
+        ("round", "metrics", "tasks", "child CPU us/task", "tasks/s", "script calls/task"),
         rows,
         f"One worker child in-process, empty tasks, --prefetch {args.prefetch}",
+    )
+    # The best round of each is the least disturbed by whatever else the machine runs.
+    for label, figures, unit, best in (
+        ("tasks/s", rates, ",.0f", max),
+        ("child CPU us/task", cpus, ".2f", min),
+    ):
+        for kind, pick in (("median", median), ("best", best)):
+            off, on = pick(figures[False]), pick(figures[True])
+            change = (on / off - 1) * 100
+            print(f"{kind} {label}: metrics off {off:{unit}}, on {on:{unit}} ({change:+.1f}%)")
+    tasks = args.tasks * args.rounds
+    print(
+        f"script calls: metrics off {calls_made[False]:,} for {tasks:,} tasks, "
+        f"on {calls_made[True]:,} (the difference: flushes)"
+    )
+    print(
+        f"one success recorded and flushed: {cost[0]:.3f} us, with --no-metrics "
+        f"{cost[1]:.3f} us (best of 5 x 200,000)"
     )
 
 

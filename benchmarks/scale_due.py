@@ -2,6 +2,7 @@
 
     python benchmarks/scale_due.py due --tasks 1000000
     python benchmarks/scale_due.py queues --queues 10,100,1000,10000 --tasks 1000
+    python benchmarks/scale_due.py queues --queues 100,2000,10000 --tasks 100 --cluster
 
 ``due``: ``--tasks`` delayed tasks become due at the same instant on queue ``bulk``
 while one ``rqueue work other,bulk`` runs. They are pushed beforehand to a queue no
@@ -16,10 +17,15 @@ before and meanwhile (the same worker, ``other`` first in its list).
 
 ``queues``: one worker child in this process (as ``hot_path.py`` runs it) serving
 ``--queues`` queues, ``--tasks`` empty tasks placed in the first queue of its list,
-in the last, or spread evenly over all; per task, the child's CPU, its round trips
-to Redis and Redis's own CPU (INFO ``used_cpu_*``). Also the cost of one pass of the
+in the last, or spread evenly over all (one queue in ``queues / tasks``, or every
+queue if there are fewer than tasks); per task, the child's CPU, its round trips to
+Redis and Redis's own CPU (INFO ``used_cpu_*``). Also the cost of one pass of the
 parent's tick over those queues (its migrate calls and registry check-in), and the
-round trips of an idle child's second: it tries every queue, then blocks for a push.
+round trips and CPU of an idle child's fifth second: it looks for tasks in every
+queue (a reserve call each up to 16 queues, a probe of their lengths above:
+``worker/queue_order.py``), then blocks for a push (on a cluster, above 64 queues it
+polls: ``store/waits.py``). ``--cluster`` runs it on a local 3-master Redis Cluster
+(the tests' ``LocalCluster``), Redis's CPU summed over the masters.
 """
 
 from __future__ import annotations
@@ -27,20 +33,23 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 import bench_tasks
 import redis
-from common import Requests, machine_summary, percentile, rqueue_work, table
+from common import BENCH_DIR, Requests, machine_summary, percentile, rqueue_work, table
 from hot_path import drain
 
 from rqueue.config import Config
 from rqueue.current import Runner, set_runner
 from rqueue.payload import encode, new_ids
 from rqueue.server import RedisServer, stop_process
+from rqueue.store.cluster import ClusterClient
 from rqueue.store.default import use
 from rqueue.store.queue import Push, RedisQueue
 from rqueue.store.scripts import Scripts
@@ -49,6 +58,9 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Scoreboard
 from rqueue.worker.supervisor import Supervisor
 from rqueue.worker.timeouts import TimeLimit
+
+sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # the tests' local topologies
+from topologies import LocalCluster
 
 STAGING, BULK, OTHER = "staging", "bulk", "other"
 SLOWLOG_US = 100
@@ -77,6 +89,7 @@ QUEUE_HEADERS = (
     "parent tick ms",
     "parent tick round trips",
     "idle child round trips/s",
+    "idle child CPU ms/s",
 )
 
 
@@ -202,8 +215,21 @@ def child_of(url: str, queues: Sequence[str]) -> ChildWorker:
 
 
 def redis_cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    """Seconds of CPU Redis used so far: every master's, on a cluster."""
+    nodes = client.slots.primaries() if isinstance(client, ClusterClient) else [client]
+    infos = [node.info("cpu") for node in nodes]
+    return sum(float(info["used_cpu_user"]) + float(info["used_cpu_sys"]) for info in infos)
+
+
+@contextmanager
+def redis_url(cluster: bool) -> Iterator[str]:
+    """A fresh Redis (or a local 3-master cluster) for the queues part."""
+    if cluster:
+        with LocalCluster(3, replicas_per_master=0) as nodes:
+            yield nodes.seed_url
+    else:
+        with RedisServer() as server:
+            yield server.url
 
 
 def in_process_parent(url: str, queues: Sequence[str]) -> Supervisor:
@@ -234,25 +260,32 @@ def timed_parent_tick(url: str, queues: Sequence[str]) -> tuple[float, int]:
     return took * 1000, requests.sent
 
 
-def run_queues(counts: Sequence[int], tasks: int = 1000) -> list[tuple[object, ...]]:
+def run_queues(
+    counts: Sequence[int], tasks: int = 1000, cluster: bool = False
+) -> list[tuple[object, ...]]:
     """Rows of ``QUEUE_HEADERS``: for each queue count, tasks in the first queue, in the
     last, and spread evenly over all of them."""
     rows: list[tuple[object, ...]] = []
-    with RedisServer() as server:
-        os.environ["REDIS_URL"] = server.url
+    with redis_url(cluster) as url:
+        os.environ["REDIS_URL"] = url
         for count in counts:
             queues = [f"tenant-{i}" for i in range(count)]
-            worker = child_of(server.url, queues)
+            worker = child_of(url, queues)
             client = worker.queue.client
-            tick_ms, tick_trips = timed_parent_tick(server.url, queues)
+            tick_ms, tick_trips = timed_parent_tick(url, queues)
             client.flushall()
-            with Requests() as requests:  # all empty: scans every queue, then blocks 1 s
+            for _ in range(4):  # idle a while: a polled wait's interval settles (cluster)
+                worker._step()
+            with Requests() as requests:  # all empty: looks for tasks, then blocks 1 s
+                idle_cpu, idle_wall = time.process_time(), time.perf_counter()
                 worker._step()
                 idle_trips = requests.sent
+                idle_cpu = (time.process_time() - idle_cpu) / (time.perf_counter() - idle_wall)
             for placement in ("first", "last", "spread"):
                 client.flushall()
+                spread = min(tasks, count)
                 targets = {"first": [0], "last": [count - 1]}.get(
-                    placement, [i * count // tasks for i in range(min(tasks, count))]
+                    placement, [i * count // spread for i in range(spread)]
                 )
                 payloads = empty_payloads(tasks)
                 step = len(targets)
@@ -274,6 +307,7 @@ def run_queues(counts: Sequence[int], tasks: int = 1000) -> list[tuple[object, .
                         tick_ms,
                         tick_trips,
                         idle_trips,
+                        idle_cpu * 1000,
                     )
                 )
             worker.queue.client.close()
@@ -285,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("part", choices=("due", "queues"))
     parser.add_argument("--tasks", type=int, default=None, help="due: 10^6; queues: 1000")
     parser.add_argument("--queues", default="10,100,1000,10000", help="queues: counts to try")
+    parser.add_argument("--cluster", action="store_true", help="queues: on a 3-master cluster")
     args = parser.parse_args(argv)
     logging.getLogger("rqueue").setLevel(logging.WARNING)
     print(machine_summary())
@@ -295,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         counts = [int(n) for n in args.queues.split(",")]
         tasks = args.tasks or 1000
         title = f"One child serving many queues, {tasks:,} empty tasks, --prefetch 100"
-        table(QUEUE_HEADERS, run_queues(counts, tasks), title)
+        if args.cluster:
+            title += ", 3-master Redis Cluster"
+        table(QUEUE_HEADERS, run_queues(counts, tasks, args.cluster), title)
     return 0
 
 

@@ -1,6 +1,10 @@
 """Failed tasks and queue sizes at scale (#16): each command's wall time and the longest
 single Redis call it made, with a million failed records on one queue and 10^4 queues.
 
+The records are pushed as the failed list of the version before the failed index, so
+the first command (``failed list --limit 1``) measures converting them: the upgrade
+path. The flush at the end runs on a million records refilled and converted again.
+
 Each command is the real CLI (``python -m rqueue ...``, so its start-up is in the wall
 time: the ``size ONE-QUEUE`` row is that floor). Before each, ``SLOWLOG RESET``: every
 call over 0.1 ms the command makes is logged with the time Redis spent on it, and the
@@ -55,7 +59,7 @@ class Measured(NamedTuple):
 
 def fill_failed(queue: RedisQueue, count: int, name: str = QUEUE) -> list[str]:
     """``count`` real failed records (a real payload each, by make_record) pushed
-    ``PER_CALL`` per RPUSH; their ids, oldest first."""
+    ``PER_CALL`` per RPUSH onto the old failed list; their ids, oldest first."""
     ids = []
     key = queue.keys(name).failed
     pipe = queue.client.pipeline(transaction=False)
@@ -150,21 +154,24 @@ def run(records: int, queues: int, source: Path | None = None) -> list[Measured]
             print(f"  {rows[-1]}", flush=True)
 
         row("size ONE-QUEUE (start-up floor)", "size", names[0])
+        row(f"failed list --limit 1 (converts {records:,})", "failed", "list", "--limit", "1")
         row("failed list (first page)", "failed", "list")
         row(
             "failed list --offset N-50 (last page)", "failed", "list", "--offset", str(records - 50)
         )
         row("failed show NEWEST", "failed", "show", ids[-1])
-        row("failed show OLDEST (scans everything)", "failed", "show", ids[0])
+        row("failed show OLDEST", "failed", "show", ids[0])
         row("failed retry OLDEST", "failed", "retry", ids[0])
         row("failed forget NEWEST", "failed", "forget", ids[-1])
-        row("failed forget MIDDLE (LREM passes half)", "failed", "forget", ids[records // 2])
+        row("failed forget MIDDLE", "failed", "forget", ids[records // 2])
+        row("failed retry MIDDLE", "failed", "retry", ids[records // 2 + 1])
         row(f"size ({queues + 1:,} queues)", "size")
         row("size --match 'tenant-000*'", "size", "--match", "tenant-000*")
-        row(f"failed retry --all ({records - 3:,})", "failed", "retry", "--all")
+        row(f"failed retry --all ({records - 4:,})", "failed", "retry", "--all")
         client.config_set("slowlog-log-slower-than", -1)
         client.delete(queue.keys(QUEUE).ready)
         fill_failed(queue, records)
+        measure(client, server.url, "convert", ("failed", "list", "--limit", "1"), source)
         client.config_set("slowlog-log-slower-than", LOGGED_OVER_US)
         row(f"failed flush ({records:,})", "failed", "flush")
     return rows

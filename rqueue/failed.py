@@ -3,11 +3,13 @@
 A record embeds the task's payload bytes unchanged, so a retry pushes exactly what
 was dispatched (with its attempts reset) and works even for bytes that never decoded.
 
-A failed list may hold millions of records, and Redis runs one command at a time, so
-every operation here works a chunk at a time (:data:`CHUNK` records per Redis call):
-a page reads only its window, a search by id scans newest first in windows, and
-``retry --all`` and ``flush`` move or delete one chunk per script call, each call a
-complete step, so an interrupted run loses nothing and can simply be run again.
+A queue may hold millions of failed records, and Redis runs one command at a time, so
+every operation here costs Redis a bounded amount per call: a page reads only its
+window (by rank, in O(log n)), a record is found by its id with a lookup or two and
+retried or forgotten in O(log n) (:mod:`rqueue.store.failed_store` says how), and
+``retry --all`` and ``flush`` move or delete one step of :data:`STEP` records per
+script call, each call a complete step, so an interrupted run loses nothing and can
+simply be run again.
 """
 
 from __future__ import annotations
@@ -23,24 +25,25 @@ import msgpack
 
 from rqueue.errors import InvalidPayload, InvalidQueueName
 from rqueue.payload import Job, decode, new_id
-from rqueue.store.failed_store import FailedStore
+from rqueue.store.failed_store import FailedStore, record_key
 from rqueue.store.header import payload_id, with_attempts
 from rqueue.store.queue import RedisQueue
 
 CHUNK = 250
-"""The most records one Redis call reads, retries or deletes, and the most queues one
-pipeline counts: a window of 250 records is about 100 KB, and a retry of 250 runs an
-``LREM`` and a ``PTTL`` each in its script; either costs Redis a millisecond or two
-(docs/benchmarks.md, "Failed tasks and queue sizes at scale")."""
+"""The most records one Redis call reads, and the most queues (or ids) one pipeline
+looks up: a window of 250 records is about 100 KB, a fraction of a millisecond."""
+STEP = 100
+"""The most records one script call retries, deletes or converts from an old failed
+list: each costs Redis about ten microseconds (a lookup, a removal from the index and
+the hash, the check that keeps its id's records whole), so a call takes about a
+millisecond (docs/benchmarks.md, "Failed tasks and queue sizes at scale")."""
 PAGE = 50
 """How many records a page of ``rqueue failed list`` shows unless ``--limit`` says."""
-RECENT = 10_000
-"""How far back from the newest record :meth:`FailedTasks.holds` looks."""
 
 
 @dataclass(frozen=True)
 class FailedTask:
-    """One entry of a ``queues:<name>:failed`` list."""
+    """One failed record of a queue (``queues:<name>:failed-records``)."""
 
     id: str
     queue: str
@@ -72,7 +75,10 @@ def make_record(
     job: Job | None = None,
     timed_out: bool = False,
 ) -> bytes:
-    """Encode the failure of ``payload``; ``job`` is its decoded form if it decoded."""
+    """Encode the failure of ``payload``; ``job`` is its decoded form if it decoded.
+
+    The id comes first: fail.lua reads it from the head of the record to file it.
+    """
     record = {
         "id": job.id if job else payload_id(payload) or new_id(),
         "queue": queue,
@@ -112,12 +118,21 @@ def decode_record(raw: bytes) -> FailedTask:
         raise InvalidPayload(f"unreadable failed record: {exc!r}") from None
 
 
+def _identify(raw: bytes) -> tuple[str, float] | None:
+    """A record's id and failure time, for filing a record from an old failed list."""
+    try:
+        failed = decode_record(raw)
+    except InvalidPayload:
+        return None
+    return failed.id, failed.failed_at
+
+
 class FailedPage(NamedTuple):
-    """One window of the failed lists, newest first (:meth:`FailedTasks.page`)."""
+    """One window of the failed records, newest first (:meth:`FailedTasks.page`)."""
 
     records: list[FailedTask]
     total: int
-    """How many records the lists held when counted, readable or not."""
+    """How many records the queues held when counted, readable or not."""
     offset: int
     end: int
     """The offset just past this window: the next page starts there."""
@@ -137,23 +152,23 @@ class Step(NamedTuple):
 
 
 class FailedTasks:
-    """Operations on the failed lists of every known queue (or of the ones named).
+    """Operations on the failed records of every known queue (or of the ones named).
 
     Over several queues the order is queue by queue (in the order given; known queues
-    by name), ``list`` aside: a window is then found from the lists' lengths alone,
+    by name), ``list`` aside: a window is then found from the queues' counts alone,
     without reading a record outside it.
     """
 
     def __init__(self, queue: RedisQueue) -> None:
         self.queue = queue
-        self.store = FailedStore(queue)
+        self.store = FailedStore(queue, _identify)
 
     def page(
         self, queues: Iterable[str] | None = None, offset: int = 0, limit: int = PAGE
     ) -> FailedPage:
         """Records ``offset`` to ``offset + limit``, counting from the newest of each queue.
 
-        Reads the lists' lengths and that window only. Offsets count from the newest,
+        Reads the queues' counts and that window only. Offsets count from the newest,
         so a failure recorded between two pages shifts the next one by one.
         """
         counted = self._counted(queues)
@@ -181,15 +196,13 @@ class FailedTasks:
         return sorted(self.iterate(queues), key=lambda f: f.failed_at)
 
     def holds(self, failed: FailedTask) -> bool:
-        """True if ``failed``'s exact record is among the newest ``RECENT`` of its queue.
-
-        How a worker checks a claim that a task failed (``parent_failures.py``) without
-        reading the whole list: a parent's record is one of the newest when it asks.
-        """
+        """True if ``failed``'s exact record is among its queue's failed records: how a
+        worker checks a claim that a task failed (``parent_failures.py``), by its id."""
         try:
-            return self.store.among_newest(failed.queue, failed.raw, RECENT)
+            found = self.store.records_of([failed.queue], [failed.id], CHUNK)
         except InvalidQueueName:  # a record written by hand, naming no queue there can be
             return False
+        return any(held.record == failed.raw for _, held in found)
 
     def find(self, task_id: str) -> FailedTask | None:
         return self.find_all([task_id]).get(task_id)
@@ -197,54 +210,47 @@ class FailedTasks:
     def find_all(
         self, task_ids: Iterable[str], queues: Iterable[str] | None = None
     ) -> dict[str, FailedTask]:
-        """The newest record of each of ``task_ids`` found, by id, in one scan newest
-        first (of ``queues``, or every known queue) that stops once all are found.
-
-        A record is decoded only if its bytes contain one of the ids: a scan costs one
-        ``LRANGE`` per :data:`CHUNK` records, and a substring test per record.
-        """
-        wanted = {task_id.encode("utf-8", "replace"): task_id for task_id in task_ids}
-        found: dict[str, FailedTask] = {}
-        for _, raw in self._newest_first(self._counted(queues), 0, None):
-            if len(found) == len(wanted):
-                break
-            if not any(needle in raw for needle in wanted):
-                continue
+        """The newest record of each of ``task_ids`` that has one (in ``queues``, or
+        every known queue that has failed records), by its id: a lookup or two per id
+        and queue, pipelined, whatever the number of records."""
+        names = [name for name, _ in self._counted(queues)]
+        newest: dict[str, tuple[float, FailedTask]] = {}
+        for _, held in self.store.records_of(names, list(dict.fromkeys(task_ids)), CHUNK):
             try:
-                failed = decode_record(raw)
+                failed = decode_record(held.record)
             except InvalidPayload:
                 continue
-            if failed.id in wanted.values():
-                found.setdefault(failed.id, failed)
-        return found
+            if failed.id not in newest or held.score > newest[failed.id][0]:
+                newest[failed.id] = (held.score, failed)
+        return {task_id: failed for task_id, (_, failed) in newest.items()}
 
     def retry(self, failed: FailedTask) -> bool:
         """Push the task back with attempts reset; False if someone retried it already."""
-        retry = (failed.raw, with_attempts(failed.payload, 0))
-        return self.store.retry(failed.queue, [retry], self._nearer_newest(failed)) == 1
+        retry = (record_key(failed.id), failed.raw, with_attempts(failed.payload, 0))
+        return self.store.retry(failed.queue, [retry]) == 1
 
     def retry_all(self, queues: Iterable[str] | None = None) -> int:
         return sum(step.done for step in self.retry_chunks(queues))
 
     def retry_chunks(self, queues: Iterable[str] | None = None) -> Iterator[Step]:
-        """Retry every record the lists hold now, oldest first, :data:`CHUNK` per script
-        call, yielding after each call. Tasks that fail again meanwhile join the end of
-        the list and are not retried twice: each list is worked through only as far as
-        it reached when the run began.
+        """Retry every record the queues hold now, oldest first, :data:`STEP` per script
+        call, yielding after each call. Tasks that fail again meanwhile are newer than
+        all of them and are not retried twice: each queue is worked through only as far
+        as it reached when the run began.
 
-        A record that does not decode, or names another queue than the list it is in
+        A record that does not decode, or names another queue than the one it is in
         (written by hand), stays where it is, and the next window starts after it.
         """
         for name, held in self._counted(queues):
             position = seen = 0
             while seen < held:
-                size = min(CHUNK, held - seen)
-                window = self.store.window(name, position, position + size - 1)
+                size = min(STEP, held - seen)
+                window = self.store.window(name, position, position + size - 1, False)
                 if not window:
                     break
                 seen += len(window)
                 retries = []
-                for raw in window:
+                for key, raw in window:
                     try:
                         failed = decode_record(raw)
                     except InvalidPayload:
@@ -252,35 +258,23 @@ class FailedTasks:
                     if failed is None or failed.queue != name:
                         position += 1
                         continue
-                    retries.append((raw, with_attempts(failed.payload, 0)))
+                    retries.append((key, raw, with_attempts(failed.payload, 0)))
                 yield Step(name, self.store.retry(name, retries), seen, held)
 
     def forget(self, failed: FailedTask) -> bool:
-        return self.store.forget(failed.queue, failed.raw, self._nearer_newest(failed))
-
-    def _nearer_newest(self, failed: FailedTask) -> bool:
-        """Whether ``failed`` is likelier nearer the newest end of its list than the
-        oldest, judged by its time beside theirs: removing one record from a list costs
-        Redis the records it passes on the way (about 85 ns each), so a recent failure
-        is looked for from the newest end. Records stay in the order they failed in."""
-        oldest, newest = self.store.ends(failed.queue)
-        try:
-            first = decode_record(oldest).failed_at if oldest else 0.0
-            last = decode_record(newest).failed_at if newest else 0.0
-        except InvalidPayload:  # an end written by hand: no better guess than the head
-            return False
-        return last - failed.failed_at < failed.failed_at - first
+        """Drop one record; False if someone retried or forgot it already."""
+        return self.store.forget(failed.queue, record_key(failed.id), failed.raw)
 
     def flush(self, queues: Iterable[str] | None = None) -> int:
         return sum(step.done for step in self.flush_chunks(queues))
 
     def flush_chunks(self, queues: Iterable[str] | None = None) -> Iterator[Step]:
-        """Delete every record the lists hold now, oldest first, :data:`CHUNK` per
+        """Delete every record the queues hold now, oldest first, :data:`STEP` per
         call, yielding after each; records that arrive meanwhile stay."""
         for name, held in self._counted(queues):
             seen = 0
             while seen < held:
-                done = self.store.flush_oldest(name, min(CHUNK, held - seen))
+                done = self.store.flush_oldest(name, min(STEP, held - seen))
                 if done == 0:  # emptied meanwhile, by a retry or another flush
                     break
                 seen += done
@@ -288,9 +282,11 @@ class FailedTasks:
 
     def _counted(self, queues: Iterable[str] | None) -> Sequence[tuple[str, int]]:
         """``(queue, records)`` of each of ``queues`` (default: every known one) that
-        has failed records, in the order given (known queues: by name)."""
+        has failed records, in the order given (known queues: by name). A queue's failed
+        list from before the index is converted into it here, the first time it is read
+        (:meth:`~rqueue.store.failed_store.FailedStore.counts`)."""
         names = list(queues) if queues else self.queue.known_queues()
-        counts = self.store.counts(names, CHUNK)
+        counts = self.store.counts(names, CHUNK, STEP)
         return [(name, count) for name, count in zip(names, counts, strict=True) if count]
 
     def _newest_first(
@@ -299,11 +295,9 @@ class FailedTasks:
         """``(queue, record)`` newest first, queue by queue, from ``offset`` on across
         them all, at most ``limit`` (None: all), read :data:`CHUNK` at a time.
 
-        Positions count from the end of each list, as the lengths in ``counted`` were
-        when read; a window is asked for by its index from the nearer end (``LRANGE``
-        walks the list from the end an index counts from: on a million records that
-        walk, not the window, is most of the call). A record pushed during the scan
-        may then shift the newer half by one, so one record may come twice.
+        Positions are ranks from the newest of each queue, as the counts in ``counted``
+        were when read: a failure recorded during the scan shifts the rest by one, so
+        one record may come twice.
         """
         for name, count in counted:
             if offset >= count:
@@ -312,13 +306,10 @@ class FailedTasks:
             first, offset = offset, 0
             while first < count and limit != 0:
                 last = min(count, first + min(CHUNK, limit or CHUNK)) - 1
-                if first < count // 2:
-                    window = self.store.window(name, -(last + 1), -(first + 1))
-                else:  # Redis walks to a window from the end its index counts from
-                    window = self.store.window(name, count - 1 - last, count - 1 - first)
+                window = self.store.window(name, first, last, True)
                 if limit is not None:
                     limit -= len(window)
-                for raw in reversed(window):
+                for _, raw in window:
                     yield name, raw
                 first = last + 1
             if limit == 0:

@@ -1,8 +1,13 @@
 """Payload encoding: a task call as msgpack bytes, and back.
 
-A payload is an ordinary msgpack map, so any msgpack library can read it. Its first
-three entries are a fixed-width header that the Lua scripts read and patch in place;
-that layout lives in :mod:`rqueue.store.header`, and this module writes it. Values
+A payload is an ordinary msgpack array, so any msgpack library can read it:
+``[attempts, timeout_ms, id, task, queue, dispatched_at, args, kwargs, options]``
+(and a signature, when signing is on). Its first three elements are a fixed-width
+header that the Lua scripts read and patch in place; that layout lives in
+:mod:`rqueue.store.header`, and this module writes it. ``options`` is a map of what a
+call sets beyond those (``tries``, ``backoff``, ``meta``, ``controls``), empty for a
+plain call: every pending task is stored in Redis, so each byte counts (issue #16).
+Payloads written before this layout, as a map, are still decoded. Values
 msgpack has no type for (a Decimal, a UUID, a registered dataclass) travel as the
 extension types of :mod:`rqueue.codec`.
 """
@@ -16,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgpack
+
 from rqueue.arguments import STRINGS, check_arguments, describe_unencodable
 from rqueue.codec import pack, unpack
 from rqueue.errors import (
@@ -25,10 +32,8 @@ from rqueue.errors import (
     UnserializableArgument,
     describe,
 )
-from rqueue.store.header import FIXED_ENTRIES, HEADER, ID_LENGTH, ID_OFFSET, header
+from rqueue.store.header import ARRAY, HEADER, ID_OFFSET, RAW_ID_LENGTH, SMALLEST, header, raw_id
 
-_ARGS = b"\xa4args"  # msgpack strings: the keys of the two entries every call packs
-_KWARGS = b"\xa6kwargs"
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
 
 MAX_TRIES = 1_000_000
@@ -120,62 +125,51 @@ def new_id() -> str:
 def new_ids(count: int) -> list[str]:
     """``count`` ids from one read of the system's random source."""
     digits = os.urandom(16 * count).hex()
-    return [digits[i : i + ID_LENGTH] for i in range(0, len(digits), ID_LENGTH)]
+    return [digits[i : i + 32] for i in range(0, len(digits), 32)]
 
 
 class PayloadTemplate:
     """The bytes that every payload of one task, dispatched at one moment, shares.
 
     ``dispatch_many`` encodes thousands of calls of the same task, and only each call's
-    id, args and kwargs differ. So the header (but its id) and the task's other entries
-    are encoded once here, and :meth:`encode` packs just the args and kwargs. The map
-    holds the fixed entries first, then the shared ones, then ``args`` and ``kwargs``.
+    id, args and kwargs differ. So the header (but its id), the task, queue and time,
+    and the options are encoded once here, and :meth:`encode` packs just the args and
+    kwargs between them.
     """
 
-    __slots__ = ("_prefix", "_shared", "job")
+    __slots__ = ("_options", "_prefix", "_shared", "job")
 
     def __init__(self, job: Job) -> None:
         _check_fields(job)
         self.job = job
-        shared: dict[str, Any] = {
-            "task": job.task,
-            "queue": job.queue,
-            "tries": job.tries,
-            "backoff": list(job.backoff),
-            "dispatched_at": job.dispatched_at,
-        }
+        options: dict[str, Any] = {}
+        if job.tries is not None:
+            options["tries"] = job.tries
+        if job.backoff:
+            options["backoff"] = list(job.backoff)
         if job.meta:
-            shared["meta"] = job.meta
-        # One map, only if a control is set: a plain task's payload stays as it was,
-        # and decoding it costs one more lookup.
+            options["meta"] = job.meta
         if job.max_exceptions is not None or job.retry_until is not None or job.fail_on_timeout:
-            shared["controls"] = {
+            options["controls"] = {
                 "max_exceptions": job.max_exceptions,
                 "retry_until": job.retry_until,
                 "fail_on_timeout": job.fail_on_timeout,
             }
         try:
-            # The entries without their map's one-byte fixmap header (< 16 entries).
-            self._shared = pack(shared)[1:]
+            self._shared = pack(job.task) + pack(job.queue) + pack(float(job.dispatched_at))
+            self._options = pack(options)
         except (TypeError, ValueError, OverflowError) as exc:
             raise UnserializableArgument(
                 describe_unencodable(job.task, job.args, job.kwargs, exc)
             ) from None
         self._prefix = HEADER.pack(
-            0xDE,
-            FIXED_ENTRIES + len(shared) + 2,
-            0xA8,
-            b"attempts",
+            ARRAY | SMALLEST,
             0xCE,
             job.attempts,
-            0xAA,
-            b"timeout_ms",
             0xCE,
             _timeout_ms(job.timeout),
-            0xA2,
-            b"id",
-            0xD9,
-            ID_LENGTH,
+            0xC4,
+            RAW_ID_LENGTH,
             b"",
         )[:ID_OFFSET]
 
@@ -187,15 +181,13 @@ class PayloadTemplate:
         max_bytes: int | None = None,
     ) -> bytes:
         """One call's payload, naming the argument at fault if msgpack cannot encode it."""
-        raw_id = task_id.encode("ascii")
-        if len(raw_id) != ID_LENGTH:
-            raise ValueError(f"a task id is {ID_LENGTH} ASCII characters, got {task_id!r}")
+        stored_id = raw_id(task_id)
         check_arguments(self.job.task, args, kwargs)
         try:
             packed_args = pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = pack(kwargs) if kwargs else _EMPTY_MAP
             data = b"".join(
-                (self._prefix, raw_id, self._shared, _ARGS, packed_args, _KWARGS, packed_kwargs)
+                (self._prefix, stored_id, self._shared, packed_args, packed_kwargs, self._options)
             )
         except (TypeError, ValueError, OverflowError) as exc:
             job = replace(self.job, id=task_id, args=tuple(args), kwargs=kwargs)
@@ -240,10 +232,35 @@ def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
         raise InvalidPayload(f"payload has the wrong shape: {describe(exc)[1]}") from None
 
 
-def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
-    task_id, task, queue = fields["id"], fields["task"], fields["queue"]
-    args, kwargs = fields["args"], fields["kwargs"]
-    attempts, timeout_ms = fields["attempts"], fields["timeout_ms"]
+def task_name(data: bytes) -> str | None:
+    """The task a payload names, read without decoding its arguments (their types may
+    not be registered yet); None if it names none."""
+    try:
+        fields = msgpack.unpackb(data, raw=False, strict_map_key=False, timestamp=3)
+    except Exception:
+        return None
+    if type(fields) is list:
+        name = fields[3] if len(fields) > 3 else None
+    else:
+        name = fields.get("task") if type(fields) is dict else None
+    return name if type(name) is str else None
+
+
+def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
+    if type(fields) is list:
+        if not SMALLEST <= len(fields) <= SMALLEST + 1:
+            raise ValueError(f"a payload array has {SMALLEST} elements, got {len(fields)}")
+        attempts, timeout_ms, stored_id, task, queue, dispatched_at, args, kwargs, options = fields[
+            :SMALLEST
+        ]
+        if type(stored_id) is not bytes or type(options) is not dict:
+            raise TypeError("the id must be bytes and the options a map")
+        task_id = stored_id.hex()
+    else:  # a map: a payload written before the array layout
+        task_id, task, queue = fields["id"], fields["task"], fields["queue"]
+        args, kwargs = fields["args"], fields["kwargs"]
+        attempts, timeout_ms = fields["attempts"], fields["timeout_ms"]
+        dispatched_at, options = fields.get("dispatched_at"), fields
     if type(args) is not list or type(kwargs) is not dict:
         raise TypeError("args must be a list and kwargs a map")
     if type(task) is not str or type(queue) is not str or type(task_id) is not str:
@@ -254,8 +271,8 @@ def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
         raise ValueError("id, attempts or timeout_ms differ from the fixed header")
     if kwargs and not STRINGS.issuperset(map(type, kwargs)):
         raise TypeError("kwargs keys must be strings")
-    tries, backoff, meta = fields.get("tries"), fields.get("backoff"), fields.get("meta")
-    controls = fields.get("controls")
+    tries, backoff, meta = options.get("tries"), options.get("backoff"), options.get("meta")
+    controls = options.get("controls")
     job = Job(
         task_id,
         task,
@@ -266,7 +283,7 @@ def _job(fields: dict[Any, Any], fixed: tuple[str, int, int]) -> Job:
         None if tries is None else checked_tries(tries),
         timeout_ms / 1000 if timeout_ms else None,
         checked_backoff(backoff) if backoff else (),
-        _checked_moment(fields.get("dispatched_at") or 0.0),
+        _checked_moment(dispatched_at or 0.0),
         checked_meta(meta) if meta else {},
     )
     if controls is not None:

@@ -217,3 +217,21 @@ def run_machine(machine: Any, config: Config, examples: int, steps: int) -> None
     finally:
         connection.client.flushall()
         connection.client.close()
+
+
+def in_threads(count: int, action: Callable[[], object]) -> list[object]:
+    """Run ``action`` in ``count`` threads released together; their results."""
+    start = threading.Barrier(count)
+    results: list[object] = []
+
+    def run() -> None:
+        start.wait(10)
+        results.append(action())
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(results) == count
+    return results

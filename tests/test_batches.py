@@ -8,7 +8,7 @@ from support import Workers, strings, wait_for
 
 import rqueue
 from rqueue import batch, batch_of
-from rqueue.failed import CHUNK
+from rqueue.failed import CHUNK, make_record
 from rqueue.store.queue import RedisQueue
 
 
@@ -152,16 +152,20 @@ def test_retry_dispatches_the_failed_members_again(queue: RedisQueue, workers: W
 def test_retry_reads_only_the_newest_failed_records_it_needs(
     queue: RedisQueue, workers: Workers
 ) -> None:
-    failed = queue.keys("default").failed
-    queue.client.rpush(failed, *[b"an older record" for _ in range(3 * CHUNK)])
+    for _ in range(3 * CHUNK):  # older failures of other tasks
+        record = make_record("default", b"older", "RuntimeError", "older", "", None, False)
+        assert queue.fail("default", b"older", record, force=True)
     b = batch([flows.member_fails.pending(0)]).allow_failures().dispatch()
     code, _ = workers.run("--stop-when-empty")
     assert code == 0
     queue.client.config_resetstat()
     assert b.retry() == 1
-    # Its member failed last: the first window (newest first) holds it, and the scan
-    # stops there instead of reading the older records too.
-    assert queue.client.info("commandstats")["cmdstat_lrange"]["calls"] == 1
+    # Its member's record is looked up by its id: no read walks the older records (the
+    # one HGETALL is of the batch's own state).
+    stats = queue.client.info("commandstats")
+    assert stats["cmdstat_hgetall"]["calls"] == 1
+    walks = ("zrange", "zrevrange", "zrangebyscore", "lrange", "hscan", "hvals")
+    assert not [name for name in walks if f"cmdstat_{name}" in stats]
 
 
 def test_an_empty_batch_fires_then_and_finally_at_once(queue: RedisQueue, workers: Workers) -> None:

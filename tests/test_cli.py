@@ -149,6 +149,14 @@ def test_bad_options_are_usage_errors_without_a_traceback(
     assert "Traceback" not in result.stderr
 
 
+def test_a_preloaded_module_that_raises_is_one_usage_line(config: Config, tmp_path: Path) -> None:
+    (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('boom \\x1b[31m')\n")
+    result = cli(config, "work", "-A", "raises_on_import", "--once", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "-A/--app raises_on_import: importing it raised RuntimeError: boom" in result.stderr
+    assert "Traceback" not in result.stderr and "\x1b" not in result.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [

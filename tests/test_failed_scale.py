@@ -1,8 +1,9 @@
 """Failed tasks and queue sizes at scale (#16): pages, chunked retry and flush, search
 past the first window, and ``rqueue size`` over many queues, through the real CLI.
 
-The lists here hold a few hundred records, enough for several chunks of
-:data:`rqueue.failed.CHUNK`; docs/benchmarks.md measures the same paths at a million.
+The queues here hold a few hundred records, enough for several windows of
+:data:`rqueue.failed.CHUNK` and steps of :data:`~rqueue.failed.STEP`; docs/benchmarks.md
+measures the same paths at a million.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from support import cli, ready
 
 from rqueue.cli.queues import SIZES_PER_CALL
 from rqueue.config import Config
-from rqueue.failed import CHUNK, PAGE, FailedTasks, make_record
+from rqueue.failed import CHUNK, PAGE, STEP, FailedTasks, make_record
 from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
@@ -21,17 +22,20 @@ MANY = 2 * CHUNK + CHUNK // 2
 """Two full chunks and a half one."""
 
 
-def fill(queue: RedisQueue, count: int, name: str = "default") -> list[str]:
-    """``count`` failed records in ``name``'s list, as workers write them, oldest first;
-    their task ids in that order."""
+def fill(queue: RedisQueue, count: int, name: str = "default", legacy: bool = False) -> list[str]:
+    """``count`` failed records of ``name``, as workers write them (fail.lua), oldest
+    first; their task ids in that order. ``legacy``: in the failed list a version before
+    the failed index wrote instead, to be converted when read."""
     ids = []
     pipe = queue.client.pipeline(transaction=False)
     for i in range(count):
         job = Job(new_id(), "apptasks:record", (i,), {}, name, attempts=3, tries=3)
         payload = encode(job)
-        pipe.rpush(
-            queue.keys(name).failed, make_record(name, payload, "ValueError", f"{i}", job=job)
-        )
+        record = make_record(name, payload, "ValueError", f"{i}", job=job)
+        if legacy:
+            pipe.rpush(queue.keys(name).failed, record)
+        else:
+            queue.fail(name, payload, record, force=True)
         ids.append(job.id)
     pipe.execute()
     queue.remember_queues([name])
@@ -85,6 +89,7 @@ def test_a_page_spans_queues_in_name_order_and_keeps_the_queue_filter(
 
 def test_a_page_reads_only_its_window(queue: RedisQueue) -> None:
     ids = fill(queue, MANY)
+    FailedTasks(queue).page(limit=1)  # loads the script: a NOSCRIPT try is not logged below
     queue.client.config_set("slowlog-log-slower-than", 0)  # log every command, with its args
     queue.client.slowlog_reset()
     try:
@@ -94,9 +99,12 @@ def test_a_page_reads_only_its_window(queue: RedisQueue) -> None:
         queue.client.config_set("slowlog-log-slower-than", 10_000)
     assert [f.id for f in page.records] == ids[::-1][CHUNK + 7 : CHUNK + 10]
     assert (page.total, page.offset, page.end, page.unreadable) == (MANY, CHUNK + 7, CHUNK + 10, 0)
-    ranges = [entry["command"].split()[1:] for entry in logged if b"LRANGE" in entry["command"]]
-    failed = queue.keys("default").failed.encode()
-    assert ranges == [[failed, str(-(CHUNK + 10)).encode(), str(-(CHUNK + 8)).encode()]]
+    commands = [entry["command"].split() for entry in logged]
+    keys = queue.keys("default")
+    reads = [words[2:] for words in commands if words[0] == b"EVALSHA"]  # read_failed.lua
+    window = [str(n).encode() for n in (CHUNK + 7, CHUNK + 9, 1)]  # ranks from the newest
+    assert reads == [[b"2", keys.failed_index.encode(), keys.failed_records.encode(), *window]]
+    assert not [words for words in commands if words[0] in (b"LRANGE", b"HGETALL", b"HSCAN")]
 
 
 @pytest.mark.parametrize(
@@ -137,7 +145,7 @@ def test_show_retry_and_forget_find_records_past_the_first_window(
 def test_retry_all_goes_chunk_by_chunk_and_skips_what_does_not_decode(
     queue: RedisQueue, config: Config
 ) -> None:
-    ids = fill(queue, MANY)
+    ids = fill(queue, MANY, legacy=True)  # converted by the first read, with the garbage
     queue.client.linsert(
         queue.keys("default").failed,
         "BEFORE",
@@ -149,15 +157,17 @@ def test_retry_all_goes_chunk_by_chunk_and_skips_what_does_not_decode(
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"Retried {MANY + 2} failed task(s)."
     progress = result.stderr.splitlines()  # one line per script call
-    assert len(progress) == -(-(MANY + 1) // CHUNK)
-    assert progress[0] == f"default: {CHUNK} of {MANY + 1} looked at, {CHUNK} retried"
+    assert len(progress) == -(-(MANY + 1) // STEP)
+    assert progress[0] == f"default: {STEP} of {MANY + 1} looked at, {STEP} retried"
     assert progress[-1].startswith(f"default: {MANY + 1} of {MANY + 1} looked at, ")
     assert sum(int(line.split()[-2]) for line in progress) == MANY
     payloads = ready(queue)
     assert [decode(p).id for p in payloads] == ids  # in the order they failed
     assert {payload_attempts(p) for p in payloads} == {0}
     assert [decode(p).id for p in ready(queue, "emails")] == others
-    assert queue.client.lrange(queue.keys("default").failed, 0, -1) == [b"\xc1 not a record"]
+    keys = queue.keys("default")
+    assert queue.client.hvals(keys.failed_records) == [b"\xc1 not a record"]
+    assert queue.client.zcard(keys.failed_index) == 1 and not queue.client.exists(keys.failed)
 
 
 def test_retry_all_stopped_after_one_chunk_loses_nothing_and_runs_again(
@@ -166,11 +176,11 @@ def test_retry_all_stopped_after_one_chunk_loses_nothing_and_runs_again(
     ids = fill(queue, MANY)
     failed = FailedTasks(queue)
     chunks = failed.retry_chunks()
-    assert next(chunks).done == CHUNK
+    assert next(chunks).done == STEP
     chunks.close()  # as if the command were killed between two script calls
-    assert [decode(p).id for p in ready(queue)] == ids[:CHUNK]
-    assert [f.id for f in failed.iterate()] == ids[: CHUNK - 1 : -1]
-    assert failed.retry_all() == MANY - CHUNK
+    assert [decode(p).id for p in ready(queue)] == ids[:STEP]
+    assert [f.id for f in failed.iterate()] == ids[: STEP - 1 : -1]
+    assert failed.retry_all() == MANY - STEP
     assert [decode(p).id for p in ready(queue)] == ids
 
 
@@ -180,18 +190,20 @@ def test_flush_goes_chunk_by_chunk_and_stopped_keeps_the_newest(
     ids = fill(queue, MANY)
     failed = FailedTasks(queue)
     chunks = failed.flush_chunks()
-    assert next(chunks) == (("default", CHUNK, CHUNK, MANY))
+    assert next(chunks) == (("default", STEP, STEP, MANY))
     chunks.close()
-    assert [f.id for f in failed.iterate()] == ids[: CHUNK - 1 : -1]
+    assert [f.id for f in failed.iterate()] == ids[: STEP - 1 : -1]
     result = cli(config, "failed", "flush")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"Flushed {MANY - CHUNK} failed task(s)."
-    held = MANY - CHUNK
+    assert result.stdout.strip() == f"Flushed {MANY - STEP} failed task(s)."
+    held = MANY - STEP
+    steps = [*range(STEP, held, STEP), held]
     assert result.stderr.splitlines() == [
-        f"default: {CHUNK} of {held} looked at, {CHUNK} flushed",
-        f"default: {held} of {held} looked at, {held - CHUNK} flushed",
+        f"default: {seen} of {held} looked at, {seen - before} flushed"
+        for before, seen in zip([0, *steps], steps, strict=False)
     ]
-    assert queue.client.exists(queue.keys("default").failed) == 0
+    keys = queue.keys("default")
+    assert queue.client.exists(keys.failed_index, keys.failed_records, keys.failed) == 0
     assert queue.known_queues() == ["default"]
 
 

@@ -243,8 +243,10 @@ def test_job_controls_round_trip_and_plain_payloads_do_not_carry_them() -> None:
         (b"\xabretry_until", b"\xcbA\xdd\xcde\x00 \x00\x00", b"\xa4soon"),  # a string
         (b"\xabretry_until", b"\xcbA\xdd\xcde\x00 \x00\x00", b"\xc3"),  # a bool
         (b"\xaffail_on_timeout", b"\xc3", b"\x01"),  # an int
-        (b"\xa7backoff", b"\x90", b"\x93\xabexponential\xa1x\x01"),  # base not a number
-        (b"\xa7backoff", b"\x90", b"\x92\xabexponential\x01"),  # no cap
+        # a backoff entry added to the options map (it holds only controls): base not a
+        # number, then no cap
+        (b"", b"\x81\xa8controls", b"\x82\xa7backoff\x93\xabexponential\xa1x\x01\xa8controls"),
+        (b"", b"\x81\xa8controls", b"\x82\xa7backoff\x92\xabexponential\x01\xa8controls"),
         (b"\xa8controls", b"\x83", b"\x93"),  # a list, not a map
     ],
 )

@@ -28,12 +28,13 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.current",
         "rqueue.middleware",
         "rqueue.failed",
+        "rqueue.metrics",
         "rqueue.server",
     ),
     ("rqueue.schedules", "rqueue.workflows"),
     ("rqueue.worker",),
     ("rqueue", "rqueue.testing"),
-    ("rqueue.cli", "rqueue.__main__"),
+    ("rqueue.cli", "rqueue.__main__", "rqueue.web", "rqueue.contrib"),
 ]
 """Bottom first. ``rqueue`` is the package's ``__init__``: the public API, which may
 gather anything but the command line; ``rqueue.testing`` (fakes, sync mode, the pytest

@@ -18,7 +18,7 @@ def test_after_failed_runs_for_a_task_killed_for_swallowing_its_timeout(
         20,
         "after_failed with the timeout",
     )
-    assert queue.client.llen("queues:default:failed") == 1
+    assert queue.sizes(["default"])[0].failed == 1
 
 
 def test_after_failed_runs_for_a_task_whose_worker_died(
@@ -31,4 +31,4 @@ def test_after_failed_runs_for_a_task_whose_worker_died(
         20,
         "after_failed with WorkerLost",
     )
-    assert queue.client.llen("queues:default:failed") == 1
+    assert queue.sizes(["default"])[0].failed == 1

@@ -18,8 +18,8 @@ from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.header import (
     ATTEMPTS_OFFSET,
     HEADER_SIZE,
-    ID_LENGTH,
     ID_OFFSET,
+    RAW_ID_LENGTH,
     TIMEOUT_OFFSET,
     has_header,
     payload_attempts,
@@ -37,17 +37,27 @@ def make_job(**changes: object) -> Job:
 def test_header_fields_sit_at_the_offsets_the_lua_scripts_patch() -> None:
     job = make_job(attempts=0x01020304, timeout=2.5)
     data = encode(job)
-    assert (ATTEMPTS_OFFSET, TIMEOUT_OFFSET, ID_OFFSET, HEADER_SIZE) == (13, 29, 38, 70)
-    assert data[0] == 0xDE  # map16: the entry count never changes the offsets
+    assert (ATTEMPTS_OFFSET, TIMEOUT_OFFSET, ID_OFFSET, HEADER_SIZE) == (2, 7, 13, 29)
+    assert data[0] == 0x99  # fixarray of 9: the element count never changes the offsets
     assert struct.unpack_from(">I", data, ATTEMPTS_OFFSET)[0] == 0x01020304
     assert struct.unpack_from(">I", data, TIMEOUT_OFFSET)[0] == 2500
-    assert data[ID_OFFSET : ID_OFFSET + ID_LENGTH] == job.id.encode()
-    # The Lua scripts compare these exact bytes before patching (see reserve.lua).
-    assert data[3:13] == b"\xa8attempts\xce"
-    # It is still an ordinary msgpack map whose first keys are the fixed ones.
+    assert data[ID_OFFSET : ID_OFFSET + RAW_ID_LENGTH] == bytes.fromhex(job.id)
+    # The Lua scripts compare these exact bytes before patching (see header.lua).
+    assert (data[1], data[6], data[11], data[12]) == (0xCE, 0xCE, 0xC4, 16)
+    # It is still an ordinary msgpack array whose first elements are the fixed ones.
     fields = msgpack.unpackb(data, raw=False, timestamp=3)
-    assert list(fields)[:3] == ["attempts", "timeout_ms", "id"]
-    assert fields["attempts"] == 0x01020304 and fields["id"] == job.id
+    assert fields[:3] == [0x01020304, 2500, bytes.fromhex(job.id)]
+    assert fields[3:6] == [job.task, job.queue, job.dispatched_at]
+
+
+def test_a_plain_call_stores_no_option_it_does_not_set() -> None:
+    # issue 16: every pending task is in Redis, so a plain call's payload is its fields
+    # and nothing else: an empty options map, no key names.
+    data = encode(make_job(args=(), dispatched_at=1.5))
+    assert msgpack.unpackb(data)[6:] == [[], {}, {}]
+    assert len(data) == HEADER_SIZE + len("apptasks:record") + 1 + len("default") + 1 + 9 + 3
+    options = msgpack.unpackb(encode(make_job(tries=3, backoff=(5.0,))))[8]
+    assert options == {"tries": 3, "backoff": [5.0]}
 
 
 def test_header_offsets_do_not_move_with_the_arguments() -> None:

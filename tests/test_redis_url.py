@@ -93,9 +93,14 @@ def test_global_keys_share_one_tag_on_a_cluster_and_keep_their_names_elsewhere()
         "app:{rqueue}:restart",
         "app:{rqueue}:schedules",
         "app:{rqueue}:batches",
+        "app:{rqueue}:workers",
     )
     assert GlobalKeys.for_prefix("app:") == GlobalKeys(
-        "app:rqueue:queues", "app:rqueue:restart", "app:rqueue:schedules", "app:rqueue:batches"
+        "app:rqueue:queues",
+        "app:rqueue:restart",
+        "app:rqueue:schedules",
+        "app:rqueue:batches",
+        "app:rqueue:workers",
     )
 
 

@@ -171,7 +171,7 @@ def test_fire_enqueues_each_trigger_once_with_deterministic_id_and_meta(queue: R
     assert jobs[0].meta["schedule"] == "tick" and jobs[0].meta["trigger_ms"] == trigger
     assert jobs[0].meta["trigger"].endswith("Z") and jobs[0].args == ("x",)
     assert schedules.get("tick").last_ms == trigger
-    assert queue.client.sismember(queue.keys("default").pending_ids, jobs[0].id)
+    assert queue.client.sismember(queue.keys("default").pending_ids, bytes.fromhex(jobs[0].id))
 
 
 @pytest.mark.topology
@@ -338,3 +338,16 @@ def test_new_scripts_document_themselves_and_take_every_key_in_keys(name: str) -
     for part in ("KEYS[1]", "ARGV[1]", "Returns", "Invariant"):
         assert part in header
     assert "redis.call('KEYS'" not in source and ".. ':" not in source  # no names built in Lua
+
+
+@pytest.mark.parametrize("garbage", [b"\xc1", b"\x93\x01\x02\x03", b"\x81\xa4args\xc3"])
+def test_a_definition_that_does_not_decode_is_left_out_of_the_list(
+    queue: RedisQueue, garbage: bytes
+) -> None:
+    schedules.add("keep", apptasks.scheduled, every=60)
+    default = queue.keys("default")
+    queue.client.hset(default.schedule_defs, "junk", garbage)
+    queue.client.hset(queue.global_keys.schedule_index, "junk", "default")
+    assert [s.name for s in schedules.list()] == ["keep"]
+    with pytest.raises(InvalidSchedule, match="unreadable"):
+        schedules.get("junk")

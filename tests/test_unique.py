@@ -8,12 +8,11 @@ it expires.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
 import pytest
 import unique_tasks
-from support import Workers, follow_log, logged, ready, strings, wait_for
+from support import Workers, follow_log, in_threads, logged, ready, strings, wait_for
 
 from rqueue import task
 from rqueue.config import Config
@@ -47,22 +46,15 @@ def ready_ids(queue: RedisQueue) -> list[str]:
 def test_racing_dispatches_queue_exactly_one(config: Config, queue: RedisQueue) -> None:
     """100 dispatchers, each with its own connection, released at once by a barrier."""
     count = 100
-    barrier = threading.Barrier(count)
-    handles: list[Dispatched] = []
 
-    def dispatch() -> None:
+    def dispatch() -> Dispatched:
         connection = RedisQueue(config)
         try:
-            barrier.wait(10)
-            handles.append(unique_tasks.single.using(connection=connection).dispatch())
+            return unique_tasks.single.using(connection=connection).dispatch()
         finally:
             connection.client.close()
 
-    threads = [threading.Thread(target=dispatch) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    handles = [h for h in in_threads(count, dispatch) if isinstance(h, Dispatched)]
     assert len(handles) == count
     (queued,) = [h for h in handles if not h.deduplicated]
     assert ready_ids(queue) == [queued.id]

@@ -4,12 +4,17 @@
 - ``common``: the :data:`main` group and what every command shares
   (``--redis-url``/``--prefix``, errors as exit codes, escaped output, tables).
 - ``work``: ``rqueue work``, a worker pool.
-- ``queues``: ``size``, ``clear``, ``restart`` and ``cancel``.
+- ``queues``: ``size``, ``clear``, ``pause``, ``resume``, ``restart`` and ``cancel``.
 - ``failed``: ``rqueue failed ...`` (list, show, retry, forget, flush).
 - ``schedule``: ``rqueue schedule ...`` (list, show, add, update, pause, resume,
   remove, run-now).
 - ``status``: ``rqueue status TASK_ID``, a kept task's status and result or error.
 - ``batches``: ``rqueue batches ...`` (list, show, cancel, retry, prune).
+- ``workers``: ``rqueue workers``, the running workers and what each child runs now.
+- ``monitor``: ``rqueue monitor QUEUES --max N``, sizes and oldest waits, exit 1 when
+  over (for cron alerts).
+- ``metrics``: ``rqueue metrics --port``, a Prometheus endpoint.
+- ``dashboard``: ``rqueue dashboard``, the web dashboard (``rqueue.web``).
 - ``server``: ``rqueue server``, an embedded redis-server for development.
 - ``demo``: ``rqueue demo``; ``demo_runner``: the end-to-end run behind it.
 
@@ -27,13 +32,28 @@ from rqueue.cli.argv import hide_credentials
 
 hide_credentials()
 
-from rqueue.cli import batches, demo, failed, queues, schedule, server, status, work  # noqa: E402
+from rqueue.cli import (  # noqa: E402
+    batches,
+    dashboard,
+    demo,
+    failed,
+    metrics,
+    monitor,
+    queues,
+    schedule,
+    server,
+    status,
+    work,
+    workers,
+)
 from rqueue.cli.common import main  # noqa: E402
 
 for _command in (
     work.work,
     queues.size,
     queues.clear,
+    queues.pause,
+    queues.resume,
     queues.restart,
     queues.cancel,
     failed.failed,
@@ -41,6 +61,10 @@ for _command in (
     status.status,
     batches.batches,
     server.server,
+    dashboard.dashboard,
+    workers.workers,
+    monitor.monitor,
+    metrics.metrics,
     demo.demo,
 ):
     main.add_command(_command)

@@ -28,6 +28,7 @@ import redis
 from rqueue.config import Config, ConfigError, read_url_file
 from rqueue.errors import InvalidQueueName, RQueueError
 from rqueue.redis_url import parse_redis_url
+from rqueue.store.keys import validate_queue_name
 from rqueue.text import shown
 from rqueue.timing import iso
 
@@ -146,3 +147,13 @@ def table(headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if not rows:
         click.echo("(none)")
+
+
+def queue_list(value: str) -> tuple[str, ...]:
+    """QUEUES (comma-separated) as checked names, so a bad one is a usage error (exit 2),
+    not a traceback."""
+    names = tuple(n.strip() for n in value.split(","))
+    try:
+        return tuple(validate_queue_name(n) for n in names)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None

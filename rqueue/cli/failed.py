@@ -12,7 +12,7 @@ import click
 
 from rqueue.cli.common import connection_options, die, say, table
 from rqueue.config import Config
-from rqueue.failed import CHUNK, PAGE, FailedTask, FailedTasks, Step
+from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks, Step
 from rqueue.store.queue import RedisQueue
 
 
@@ -151,10 +151,10 @@ def failed_flush(config: Config, queues: tuple[str, ...]) -> None:
 
 
 def _progress(verb: str, step: Step) -> None:
-    """A line on stderr after each chunk of a queue of over :data:`CHUNK` records: a
+    """A line on stderr after each step of a queue of over :data:`STEP` records: a
     long run shows it is moving, and stopped midway, how far it got (running it again
     does the rest)."""
-    if step.held > CHUNK:
+    if step.held > STEP:
         say(f"{step.queue}: {step.seen} of {step.held} looked at, {step.done} {verb}", err=True)
 
 

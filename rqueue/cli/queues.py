@@ -1,5 +1,5 @@
-"""``rqueue size``, ``clear``, ``restart`` and ``cancel``: what is in the queues, and
-changing it, over :class:`~rqueue.store.queue.RedisQueue`."""
+"""``rqueue size``, ``clear``, ``pause``, ``resume``, ``restart`` and ``cancel``: what is
+in the queues, and changing it, over :class:`~rqueue.store.queue.RedisQueue`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import click
 
-from rqueue.cli.common import connection_options, die, say
+from rqueue.cli.common import connection_options, die, queue_list, say
 from rqueue.config import Config
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
@@ -28,7 +28,8 @@ pipeline of a thousand commands, and the rows print as each one comes back."""
 )
 @connection_options
 def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
-    """Show ready, delayed, reserved and failed counts of QUEUES (default: all known)."""
+    """Show ready, delayed, reserved and failed counts of QUEUES (default: all known);
+    a paused queue's row ends with ``paused``."""
     queue = RedisQueue(config)
     names = [validate_queue_name(q) for q in queues] or queue.known_queues()
     if match is not None:
@@ -40,7 +41,11 @@ def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
     _row(headers, widths)
     for start in range(0, len(names), SIZES_PER_CALL):
         for s in queue.sizes(names[start : start + SIZES_PER_CALL]):
-            _row((s.name, s.ready, s.delayed, s.reserved, s.failed), widths)
+            state = ("paused",) if s.paused else ()
+            _row(
+                (s.name, s.ready, s.delayed, s.reserved, s.failed, *state),
+                widths + [0] * len(state),
+            )
     if not names:
         say("(none)")
 
@@ -56,6 +61,31 @@ def clear(config: Config, queue_name: str) -> None:
     """Delete every ready, delayed and reserved task of QUEUE (failed ones stay)."""
     deleted = RedisQueue(config).clear(validate_queue_name(queue_name))
     say(f"Cleared {deleted} task(s) from queue {queue_name}.")
+
+
+@click.command()
+@click.argument("queues")
+@connection_options
+def pause(config: Config, queues: str) -> None:
+    """Stop workers taking tasks from QUEUES (comma-separated); running tasks finish and
+    new ones are still accepted. ``rqueue resume`` undoes it."""
+    _set_paused(config, queues, paused=True)
+
+
+@click.command()
+@click.argument("queues")
+@connection_options
+def resume(config: Config, queues: str) -> None:
+    """Let workers take tasks from paused QUEUES (comma-separated) again."""
+    _set_paused(config, queues, paused=False)
+
+
+def _set_paused(config: Config, queues: str, paused: bool) -> None:
+    queue = RedisQueue(config)
+    for name in queue_list(queues):
+        changed = queue.pause(name) if paused else queue.resume(name)
+        state = "paused" if paused else "resumed"
+        say(f"Queue {name} {state}." if changed else f"Queue {name} was already {state}.")
 
 
 @click.command()

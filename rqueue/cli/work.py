@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import F, connection_options
+from rqueue.cli.common import F, connection_options, queue_list
 from rqueue.config import Config, ConfigError
-from rqueue.store.keys import validate_queue_name
+from rqueue.errors import describe
 from rqueue.store.queue import RedisQueue
 from rqueue.text import shown
 from rqueue.worker import logs
@@ -54,15 +54,6 @@ def _field_option(
         show_default=show_default,
         help=help,
     )
-
-
-def _queue_list(value: str) -> tuple[str, ...]:
-    """QUEUES as checked names, so a bad one is a usage error (exit 2), not a traceback."""
-    names = tuple(n.strip() for n in value.split(","))
-    try:
-        return tuple(validate_queue_name(n) for n in names)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()
@@ -112,6 +103,13 @@ def _queue_list(value: str) -> tuple[str, ...]:
     help="Fire due schedules of these queues from this worker's parent.",
 )
 @click.option(
+    "--metrics/--no-metrics",
+    default=True,
+    show_default=True,
+    help="Count outcomes per task in Redis and list this worker in `rqueue workers` "
+    "(see docs/monitoring.md).",
+)
+@click.option(
     "--rate",
     default=None,
     metavar="RATE",
@@ -154,7 +152,7 @@ def work(
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--wait-replicas") from None
 
-    names = _queue_list(queues)
+    names = queue_list(queues)
     try:
         rates = {} if rate is None else parse_rates(rate, names)
     except ValueError as exc:
@@ -173,6 +171,13 @@ def work(
         if found is None:
             raise click.UsageError(f"-A/--app: no module named {module!r} here or on sys.path")
     logs.configure(log_level, log_format)
+    for module in worker_options.preload:  # one that raises is one line, not a traceback
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            kind, message = describe(exc)
+            raised = f"-A/--app {module}: importing it raised {kind}: {message}"
+            raise click.UsageError(shown(raised)) from None
     _warn_of_unknown_queues(config, worker_options.queues)
     sys.exit(Supervisor(worker_options, config).run())
 

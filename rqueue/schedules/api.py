@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 
 _SAVE_ATTEMPTS = 20
+log = logging.getLogger("rqueue.schedules")
 
 
 class ScheduleNotFound(RQueueError, LookupError):
@@ -277,7 +279,15 @@ class Schedules:
         return Schedule.decode(*stored)
 
     def list(self) -> builtins.list[Schedule]:
-        found = [Schedule.decode(*stored) for stored in self.store.all()]
+        """Every schedule, by name. A definition that does not even decode (garbage
+        written to Redis) is left out with a warning, so it cannot hide the others; the
+        scheduler takes it off the timeline when it is due."""
+        found = []
+        for stored in self.store.all():
+            try:
+                found.append(Schedule.decode(*stored))
+            except InvalidSchedule as exc:
+                log.warning("%s; it is left out of the list", exc)
         return sorted(found, key=lambda s: s.name)
 
     # -- saving ------------------------------------------------------------------------

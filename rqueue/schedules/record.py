@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from rqueue.errors import InvalidSchedule
+from rqueue.errors import InvalidSchedule, describe
 from rqueue.payload import Backoff, Job, new_id
 from rqueue.timing import Timing, from_ms, iso
 
@@ -147,13 +147,21 @@ class Schedule:
     @classmethod
     def decode(cls, data: bytes, next_ms: int | None = None, trusted: bool = True) -> Schedule:
         """Read a stored definition. Its timing is checked when used, not here, so a
-        schedule this version would refuse still lists, pauses and is removed."""
-        stored = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        known = {k: v for k, v in stored.items() if k in _STORED and k != "timing"}
-        known["args"] = tuple(known.get("args") or ())
-        known["backoff"] = tuple(known.get("backoff") or ())
-        timing = Timing(**{k: v for k, v in stored.items() if k in _TIMING_FIELDS}, check=False)
-        return cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
+        schedule this version would refuse still lists, pauses and is removed. Bytes that
+        are not a definition at all (they come from Redis) raise InvalidSchedule."""
+        try:
+            stored = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            known = {k: v for k, v in stored.items() if k in _STORED and k != "timing"}
+            known["args"] = tuple(known.get("args") or ())
+            known["backoff"] = tuple(known.get("backoff") or ())
+            given = {k: v for k, v in stored.items() if k in _TIMING_FIELDS}
+            timing = Timing(**given, check=False)
+            return cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
+        except Exception as exc:
+            kind, message = describe(exc)
+            raise InvalidSchedule(
+                f"a stored schedule definition is unreadable ({kind}: {message})"
+            ) from None
 
 
 _STORED = tuple(f.name for f in fields(Schedule) if f.name not in ("next_ms", "trusted"))

@@ -15,7 +15,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rqueue.store.header import payload_id
+from rqueue.store.header import payload_id, stored_ids
 from rqueue.store.queue import RedisQueue
 
 
@@ -52,7 +52,11 @@ def cancel(queue: RedisQueue, task_id: str, queue_name: str) -> CancelOutcome:
     keys = queue.keys(queue_name)
     result, done = keys.result(task_id), keys.done(task_id)
     script_keys = (keys.pending_ids, keys.cancelled, result, done, keys.unique)
-    answer = int(queue.scripts.cancel(queue.client, script_keys, (task_id,)))
+    try:
+        raw = stored_ids(task_id)[0]
+    except ValueError:
+        return CancelOutcome.NOT_PENDING  # not an id any task could have
+    answer = int(queue.scripts.cancel(queue.client, script_keys, (task_id, raw)))
     if answer == 1:
         return CancelOutcome.CANCELLED
     if answer == 2:
@@ -67,11 +71,15 @@ def cancel_anywhere(
 ) -> CancelResult:
     """Cancel by id alone: try each known queue (one O(1) call per queue, not per task)."""
     names = list(queues) if queues else queue.known_queues()
+    try:
+        forms = stored_ids(task_id)
+    except ValueError:
+        return CancelResult(task_id, None, CancelOutcome.NOT_PENDING)
     pipe = queue.client.pipeline(transaction=False)
     for name in names:
-        pipe.sismember(queue.keys(name).pending_ids, task_id)
+        pipe.smismember(queue.keys(name).pending_ids, forms)
     for name, pending in zip(names, pipe.execute(), strict=True):
-        if pending:
+        if any(pending):
             return CancelResult(task_id, name, cancel(queue, task_id, name))
     for name in names:
         result = cancel(queue, task_id, name)

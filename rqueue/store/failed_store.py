@@ -1,86 +1,184 @@
-"""The failed lists in Redis: reading, retrying, forgetting and flushing records as bytes.
+"""A queue's failed records in Redis: reading, retrying, forgetting and flushing them as bytes.
 
 :mod:`rqueue.failed` owns the record format and decides which records to act on; the
 key names and the scripts stay here, so that module never learns where a queue's
-failed list lives. A record is named by its exact bytes (``LREM`` matches them), which
-is also what makes a retry or a forget of one record happen once.
+failed records live.
 
-A list may hold millions of records, so nothing here reads or changes a whole list in
-one call: reads are windows (``LRANGE`` of a bounded range), counts are ``LLEN``s
-pipelined a bounded number at a time, and a retry or flush of many records is one
-script call per chunk the caller sizes. Redis runs one command at a time; a call that
-touched a million records would stall every worker and producer while it ran.
+They live in two keys of the queue (as Laravel Horizon keeps its failed jobs): an index,
+a sorted set of record key -> when it came (µs), which orders and pages them by rank
+in O(log n), and a hash of record key -> record bytes. A record key is ``<task id>#<n>``
+and one task's records fill n = 1, 2, ... without a gap (fail.lua, retry_failed.lua),
+so the records of an id are found with a lookup or two, and one record is retried or
+forgotten in O(log n) however many there are: the list this replaced made that an
+``LREM`` walking half a million records of a million, with every worker and producer
+waiting behind it. Nothing here reads or changes more than a bounded chunk in one call.
+
+A queue's failed *list*, written by a version before the index, is converted into it a
+chunk per call the first time its queue's records are counted (:meth:`FailedStore.counts`,
+which every read starts with): the list is not lost, nor hidden from a listing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from rqueue.store.header import payload_id
 from rqueue.store.queue import RedisQueue
+from rqueue.store.wire import KeyOrArg
+
+
+class Held(NamedTuple):
+    """One record found by its id: where it is filed, its bytes and when it came (µs)."""
+
+    key: bytes
+    record: bytes
+    score: float
+
+
+Identify = Callable[[bytes], tuple[str, float] | None]
+"""A record's id and when it failed (Unix time), or None for bytes that are no record."""
+
+
+_SANE_TIME = 4e9
+"""Unix times from here on are not taken as a failure's time (and their microseconds
+would no longer be exact in a zset score)."""
+
+
+def record_key(task_id: str, n: int = 1) -> bytes:
+    """Where the ``n``-th record of ``task_id`` is filed (fail.lua's ``<id>#<n>``)."""
+    return f"{task_id}#{n}".encode("utf-8", "surrogateescape")
 
 
 class FailedStore:
-    """The ``queues:<name>:failed`` lists of one Redis."""
+    """The failed records of the queues of one Redis."""
 
-    def __init__(self, queue: RedisQueue) -> None:
+    def __init__(self, queue: RedisQueue, identify: Identify) -> None:
         self.queue = queue
+        self.identify = identify
 
-    def counts(self, queues: Sequence[str], per_call: int) -> list[int]:
-        """How many records each of ``queues`` holds (``LLEN``s, ``per_call`` a round trip)."""
+    def counts(self, queues: Sequence[str], per_call: int, step: int) -> list[int]:
+        """How many records each of ``queues`` holds (``ZCARD``s, ``per_call`` a round
+        trip), converting first the old failed list of any queue that has one (``step``
+        records a script call)."""
         found: list[int] = []
         for start in range(0, len(queues), per_call):
+            names = queues[start : start + per_call]
             pipe = self.queue.client.pipeline(transaction=False)
-            for queue in queues[start : start + per_call]:
-                pipe.llen(self.queue.keys(queue).failed)
-            found += [int(n) for n in pipe.execute()]
+            for queue in names:
+                keys = self.queue.keys(queue)
+                pipe.zcard(keys.failed_index)
+                pipe.type(keys.failed)
+            replies = pipe.execute()
+            for i, queue in enumerate(names):
+                if replies[2 * i + 1] in (b"list", "list"):
+                    self.convert(queue, step)  # a converter elsewhere may share it: count
+                    replies[2 * i] = self.queue.client.zcard(self.queue.keys(queue).failed_index)
+                found.append(int(replies[2 * i]))
         return found
 
-    def window(self, queue: str, start: int, stop: int) -> list[bytes]:
-        """Records ``start`` to ``stop`` (inclusive; from the oldest, negative from the
-        newest, as ``LRANGE``) of ``queue``'s failed list, oldest first."""
-        found: list[bytes] = self.queue.client.lrange(self.queue.keys(queue).failed, start, stop)  # type: ignore[assignment]
+    def convert(self, queue: str, step: int) -> int:
+        """Move ``queue``'s old failed list into the index, ``step`` records a
+        script call, oldest first (convert_failed.lua); how many this call moved.
+
+        Safe to run anywhere at any time: from several processes at once each call
+        moves the list's head at the time, and once the list is gone it does nothing.
+        """
+        keys = self.queue.keys(queue)
+        script_keys = (keys.failed, keys.failed_index, keys.failed_records)
+        moved = score = 0
+        while head := self.queue.client.lrange(keys.failed, 0, step - 1):
+            args, last = self._filed(head, score)  # type: ignore[arg-type]
+            done = int(self.queue.scripts.convert_failed(self.queue.client, script_keys, args))
+            if done > 0:  # -1: another converter moved this head first
+                moved, score = moved + done, last
+        return moved
+
+    def _filed(self, records: Sequence[bytes], score: int) -> tuple[list[KeyOrArg], int]:
+        """convert_failed.lua's arguments: each record, its id and its score (µs), the
+        time it failed but always after the one before it, so the records keep the
+        list's order (a record that does not decode, or says no sane time, comes just
+        after the one before it, whose score is ``score``); and the last score."""
+        args: list[KeyOrArg] = []
+        for record in records:
+            identity = self.identify(record)
+            task_id = identity[0] if identity else ""
+            score += 1
+            if identity and math.isfinite(identity[1]) and 0 <= identity[1] < _SANE_TIME:
+                score = max(score, int(identity[1] * 1_000_000))
+            args += [record, task_id, score]
+        return args, score
+
+    def window(
+        self, queue: str, first: int, last: int, newest_first: bool
+    ) -> list[tuple[bytes, bytes]]:
+        """``(key, record)`` of the records ranked ``first`` to ``last`` (inclusive,
+        from the oldest or the newest), in that order, read in one step (read_failed.lua)."""
+        order = "1" if newest_first else "0"
+        found, records = self.queue.scripts.read_failed(
+            self.queue.client, self._keys(queue), (first, last, order)
+        )
+        # The index and the hash change together, so each key has its record; one
+        # deleted by hand from the hash alone is left out rather than shown as nothing.
+        return [(key, record) for key, record in zip(found, records, strict=True) if record]
+
+    def records_of(
+        self, queues: Sequence[str], task_ids: Sequence[str], per_call: int
+    ) -> list[tuple[str, Held]]:
+        """Every record of each of ``task_ids`` in each of ``queues``, as ``(queue, held)``.
+
+        A lookup of ``<id>#1`` in each queue, pipelined ``per_call`` a round trip, then of
+        ``#2`` where that was there, and so on: an id's records fill 1 to m, so the
+        first miss ends its search. Typically two lookups per queue and id.
+        """
+        found: list[tuple[str, Held]] = []
+        wanted = [(queue, task_id) for queue in queues for task_id in task_ids]
+        n = 1
+        while wanted:
+            there = []
+            for start in range(0, len(wanted), per_call):
+                pipe = self.queue.client.pipeline(transaction=False)
+                for queue, task_id in wanted[start : start + per_call]:
+                    keys = self.queue.keys(queue)
+                    pipe.hget(keys.failed_records, record_key(task_id, n))
+                    pipe.zscore(keys.failed_index, record_key(task_id, n))
+                replies = pipe.execute()
+                for i, (queue, task_id) in enumerate(wanted[start : start + per_call]):
+                    record, score = replies[2 * i], replies[2 * i + 1]
+                    if record is not None:
+                        found.append((queue, Held(record_key(task_id, n), record, score or 0.0)))
+                        there.append((queue, task_id))
+            wanted, n = there, n + 1
         return found
 
-    def among_newest(self, queue: str, record: bytes, newest: int) -> bool:
-        """True if ``record`` is one of the last ``newest`` of the list (LPOS from the end)."""
-        failed = self.queue.keys(queue).failed
-        return self.queue.client.lpos(failed, record, rank=-1, maxlen=newest) is not None  # type: ignore[arg-type]
+    def retry(self, queue: str, retries: Sequence[tuple[bytes, bytes, bytes]]) -> int:
+        """Take each ``(key, record, payload)``'s record off the index and push its
+        payload, all in one step (retry_failed.lua); how many records were still there.
 
-    def ends(self, queue: str) -> tuple[bytes | None, bytes | None]:
-        """The oldest and the newest record of ``queue``'s list (None for an empty list)."""
-        pipe = self.queue.client.pipeline(transaction=False)
-        failed = self.queue.keys(queue).failed
-        pipe.lindex(failed, 0)
-        pipe.lindex(failed, -1)
-        oldest, newest = pipe.execute()
-        return oldest, newest
-
-    def retry(
-        self, queue: str, retries: Sequence[tuple[bytes, bytes]], from_newest: bool = False
-    ) -> int:
-        """Take each ``(record, payload)``'s record off the list and push its payload,
-        all in one step (retry_failed.lua); how many records were still there.
-
-        Each record is looked for from the oldest end, or with ``from_newest`` the
-        newest: ``LREM`` costs the records it passes before the one it removes.
-        A record gone already was retried or forgotten by someone else: it pushes nothing.
+        ``key`` is where the record was read (or :func:`record_key` of its id): the
+        script finds it there or among its id's other records by its exact bytes. A
+        record gone already was retried or forgotten by someone else: it pushes nothing.
         """
         if not retries:
             return 0
         keys = self.queue.keys(queue)
-        script_keys = [keys.failed, keys.ready, keys.notify, keys.pending_ids]
-        script_keys += [keys.result(payload_id(payload) or "-") for _, payload in retries]
-        args = [-1 if from_newest else 1, *(part for pair in retries for part in pair)]
+        script_keys = [*self._keys(queue), keys.ready, keys.notify, keys.pending_ids]
+        script_keys += [keys.result(payload_id(payload) or "-") for _, _, payload in retries]
+        args: list[KeyOrArg] = ["retry"]
+        args += [part for triple in retries for part in triple]
         return int(self.queue.scripts.retry_failed(self.queue.client, script_keys, args))
 
-    def forget(self, queue: str, record: bytes, from_newest: bool = False) -> bool:
-        """Drop one record, looked for from the end ``from_newest`` says (as ``retry``);
-        False if it was gone already."""
-        failed = self.queue.keys(queue).failed
-        return bool(self.queue.client.lrem(failed, -1 if from_newest else 1, record))  # type: ignore[arg-type]
+    def forget(self, queue: str, key: bytes, record: bytes) -> bool:
+        """Drop one record (found as ``retry`` finds it); False if it was gone already."""
+        args = ("forget", key, record, b"")
+        return int(self.queue.scripts.retry_failed(self.queue.client, self._keys(queue), args)) == 1
 
     def flush_oldest(self, queue: str, most: int) -> int:
-        """Delete up to ``most`` of the oldest records (flush_failed.lua); how many went."""
-        failed = (self.queue.keys(queue).failed,)
-        return int(self.queue.scripts.flush_failed(self.queue.client, failed, (most,)))
+        """Delete up to ``most`` of the oldest records (retry_failed.lua); how many went."""
+        flush = ("flush", most)
+        return int(self.queue.scripts.retry_failed(self.queue.client, self._keys(queue), flush))
+
+    def _keys(self, queue: str) -> tuple[str, str]:
+        keys = self.queue.keys(queue)
+        return keys.failed_index, keys.failed_records

@@ -1,38 +1,67 @@
 """The payload's fixed header: the bytes the Lua scripts read and patch in place.
 
-A payload is an ordinary msgpack map whose first three entries (``attempts``,
-``timeout_ms`` and ``id``) are always written with fixed widths at fixed offsets. The
-scripts read the timeout and the id there and bump the attempt count by patching four
-bytes, instead of decoding and re-encoding the map in Lua (which would lose floats,
-bytes and big integers). So this layout is a contract between :mod:`rqueue.payload`,
-which writes it, and the store, which reads it: it lives here, at the bottom, and the
-offsets are mirrored in ``lua/*.lua``; ``tests/test_payload.py`` pins them.
+A payload is an ordinary msgpack array whose first three elements (the attempt
+count, the timeout in ms and the task id) are always written with fixed widths at
+fixed offsets. The scripts read the timeout and the id there and bump the attempt
+count by patching four bytes, instead of decoding and re-encoding the payload in Lua
+(which would lose floats, bytes and big integers). So this layout is a contract
+between :mod:`rqueue.payload`, which writes it, and the store, which reads it: it
+lives here, at the bottom, and ``lua/header.lua`` mirrors it for the scripts;
+``tests/test_payload.py`` pins both.
+
+The header is 29 bytes: a fixarray marker, the attempt count and the timeout as
+msgpack uint32 (``0xce`` and four bytes each), and the id as its 16 raw bytes
+(``0xc4 0x10``, bin 8). The id is 32 hex digits everywhere else (the API, logs, key
+names); stored raw it costs half, in the payload and in the pending-ids set.
+
+Payloads written before this layout (version 1: a msgpack map, its header 70 bytes
+with the id as hex text) may still sit in Redis after an upgrade: they are read,
+reserved, retried and cancelled as before; only new payloads are written this way.
 """
 
 from __future__ import annotations
 
 import struct
 
-# 0xde + uint16 entry count, then three fixed entries.
-HEADER = struct.Struct(">BHB8sBIB10sBIB2sBB32s")
-HEADER_SIZE = HEADER.size  # 70
-ATTEMPTS_OFFSET = 13
-TIMEOUT_OFFSET = 29
-ID_OFFSET = 38
+HEADER = struct.Struct(">BBIBIBB16s")
+HEADER_SIZE = HEADER.size  # 29
+ATTEMPTS_OFFSET = 2
+TIMEOUT_OFFSET = 7
+ID_OFFSET = 13
+RAW_ID_LENGTH = 16
 ID_LENGTH = 32
+"""A task id's length as text: 32 hex digits."""
 FIXED_ENTRIES = 3
-# The header's variable parts alone (attempts, timeout_ms, id), read in one unpack.
-_VARIABLE = struct.Struct(">13xI12xI5x32s")
-_MARKERS = b"\xa8attempts\xce"
+ARRAY = 0x90
+"""A fixarray's marker; its low four bits are the element count."""
+SMALLEST, LARGEST = 9, 15
+"""A payload array's element count: 9 (10 signed); 15 is the most a fixarray holds."""
+_V2 = struct.Struct(">2xI1xI2x16s")
+_V2_MARKERS = (0xCE, 0xCE, 0xC4, RAW_ID_LENGTH)
+
+V1_HEADER_SIZE = 70
+V1_ATTEMPTS_OFFSET = 13
+_V1 = struct.Struct(">13xI12xI5x32s")
+_V1_MARKERS = b"\xa8attempts\xce"
+
+
+def attempts_offset(data: bytes) -> int | None:
+    """Where the attempt counter sits in ``data``: by its layout, or None if it has no header."""
+    if len(data) > HEADER_SIZE and SMALLEST <= data[0] - ARRAY <= LARGEST:
+        if (data[1], data[6], data[11], data[12]) == _V2_MARKERS:
+            return ATTEMPTS_OFFSET
+    elif (
+        len(data) > V1_HEADER_SIZE
+        and data[0] == 0xDE
+        and data[3:13] == _V1_MARKERS
+        and data[36:38] == b"\xd9\x20"
+    ):
+        return V1_ATTEMPTS_OFFSET
+    return None
 
 
 def has_header(data: bytes) -> bool:
-    return (
-        len(data) > HEADER_SIZE
-        and data[0] == 0xDE
-        and data[3:13] == _MARKERS
-        and data[36:38] == b"\xd9\x20"
-    )
+    return attempts_offset(data) is not None
 
 
 def header(data: bytes) -> tuple[str, int, int] | None:
@@ -40,10 +69,32 @@ def header(data: bytes) -> tuple[str, int, int] | None:
 
     A worker reads this for every task it reserves, so it costs one unpack.
     """
-    if not has_header(data):
+    offset = attempts_offset(data)
+    if offset == ATTEMPTS_OFFSET:
+        attempts, timeout_ms, raw_id = _V2.unpack_from(data)
+        return raw_id.hex(), attempts, timeout_ms
+    if offset is None:
         return None
-    attempts, timeout_ms, raw_id = _VARIABLE.unpack_from(data)
-    return raw_id.decode("ascii", "replace"), attempts, timeout_ms
+    attempts, timeout_ms, text_id = _V1.unpack_from(data)
+    return text_id.decode("ascii", "replace"), attempts, timeout_ms
+
+
+def raw_id(task_id: str) -> bytes:
+    """A task id as stored in a payload and the pending-ids set: ValueError unless it is
+    32 hex digits."""
+    try:
+        raw = bytes.fromhex(task_id)
+    except (TypeError, ValueError):
+        raw = b""
+    if len(raw) != RAW_ID_LENGTH or raw.hex() != task_id:
+        raise ValueError(f"a task id is {ID_LENGTH} lowercase hex digits, got {task_id!r}")
+    return raw
+
+
+def stored_ids(task_id: str) -> list[bytes]:
+    """The two forms a pending task's id may have in Redis: raw, and as text (a payload
+    written before this layout)."""
+    return [raw_id(task_id), task_id.encode("ascii")]
 
 
 def payload_id(data: bytes) -> str | None:
@@ -54,9 +105,10 @@ def payload_id(data: bytes) -> str | None:
 
 def with_attempts(data: bytes, attempts: int) -> bytes:
     """The same payload with its attempt counter set, every other byte untouched."""
-    if not has_header(data):
+    offset = attempts_offset(data)
+    if offset is None:
         return data
-    return data[:ATTEMPTS_OFFSET] + struct.pack(">I", attempts) + data[ATTEMPTS_OFFSET + 4 :]
+    return data[:offset] + struct.pack(">I", attempts) + data[offset + 4 :]
 
 
 def payload_attempts(data: bytes) -> int:

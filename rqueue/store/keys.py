@@ -32,6 +32,8 @@ _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
     "failed": "failed",
+    "failed_index": "failed-index",
+    "failed_records": "failed-records",
     "notify": "notify",
     "timer": "timer",
     "pending_ids": "pending-ids",
@@ -40,6 +42,8 @@ _PARTS = {
     "schedule_defs": "schedule-defs",
     "rate": "rate",
     "unique": "unique",
+    "paused": "paused",
+    "metrics": "metrics",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
 KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
@@ -89,6 +93,14 @@ class QueueKeys:
     delayed: str
     reserved: str
     failed: str
+    """The failed list of versions before the failed index: read only to convert it
+    into ``failed_index`` and ``failed_records`` (convert_failed.lua)."""
+    failed_index: str
+    """Failed records, a zset of record key -> when it came (µs, rising in the order
+    records come): ordered and paged by rank. A record key is ``<task id>#<n>``: one
+    task's records fill n = 1, 2, ... (fail.lua), so a record is found by its id in O(1)."""
+    failed_records: str
+    """Their bytes, a hash of record key -> msgpack record (:mod:`rqueue.failed`)."""
     notify: str
     timer: str
     pending_ids: str
@@ -106,6 +118,11 @@ class QueueKeys:
     """Its unique tasks' locks (``@task(unique=)``), a hash: ``key:<lock key>`` ->
     ``"<owner id> <expiry ms>"`` and ``id:<owner id>`` -> its lock key, so that a lock
     is released by its owner's id alone (push.lua, release_unique.lua)."""
+    paused: str
+    """Exists while the queue is paused (``rqueue pause``): reserve.lua hands out nothing."""
+    metrics: str
+    """The queue's all-time counters and histograms, a hash of task name -> its counts
+    packed (metrics_flush.lua, :mod:`rqueue.metrics.schema`)."""
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).
@@ -135,6 +152,11 @@ class QueueKeys:
         """State of one middleware key (a rate limiter's, a lock's, a circuit breaker's),
         in the queue's slot so its check-and-set is one script on Redis Cluster too."""
         return f"{self.ready}:middleware:{kind}:{key}"
+
+    def metrics_minute(self, minute: int) -> str:
+        """The same counters for one minute (``minute`` is epoch seconds // 60); each
+        expires a day after its minute, so a queue keeps at most 1,440 of them."""
+        return f"{self.metrics}:{minute}"
 
     @classmethod
     def for_queue(cls, name: str, prefix: str = "", cluster: bool = False) -> QueueKeys:
@@ -203,10 +225,16 @@ class GlobalKeys:
     """Hash of schedule name -> queue name, so a schedule is found by its name alone."""
     batches: str
     """Zset of batch id -> created (ms): what ``rqueue batches list`` shows."""
+    workers: str
+    """Zset of running worker id -> when its entry expires (ms): ``rqueue workers``."""
+
+    def worker(self, worker_id: str) -> str:
+        """One worker's entry (msgpack map), expiring unless its heartbeat renews it."""
+        return f"{self.workers}:{worker_id}"
 
     @classmethod
     def for_prefix(cls, prefix: str = "", cluster: bool = False) -> GlobalKeys:
-        """On Redis Cluster the three share one hash tag, so one slot: a worker reads
+        """On Redis Cluster they all share one hash tag, so one slot: a worker reads
         the marker and re-adds its queues in one round trip, to one node."""
         validate_prefix(prefix)
         base = f"{prefix}{{rqueue}}" if cluster else f"{prefix}rqueue"
@@ -215,4 +243,5 @@ class GlobalKeys:
             restart=f"{base}:restart",
             schedule_index=f"{base}:schedules",
             batches=f"{base}:batches",
+            workers=f"{base}:workers",
         )

@@ -24,6 +24,7 @@ from rqueue.errors import (
     QueueConnectionError,
     ReplicasNotReached,
 )
+from rqueue.store import probe
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.connect import connect
 from rqueue.store.header import payload_id
@@ -118,6 +119,7 @@ class QueueSize:
     delayed: int
     reserved: int
     failed: int
+    paused: bool = False
 
 
 class Migration(NamedTuple):
@@ -417,7 +419,14 @@ class RedisQueue:
         passes the same limit.
         """
         keys = self.keys(queue)
-        script_keys = [keys.ready, keys.reserved, keys.notify, keys.pending_ids, keys.cancelled]
+        script_keys = [
+            keys.ready,
+            keys.reserved,
+            keys.notify,
+            keys.pending_ids,
+            keys.cancelled,
+            keys.paused,
+        ]
         if claims is not None:
             script_keys.append(keys.claims(claims))
         args: list[bytes | int] = [count, default_timeout_ms, grace_ms, margin_ms, max(1, share)]
@@ -498,9 +507,9 @@ class RedisQueue:
         force: bool = False,
         kept: Kept | None = None,
     ) -> bool:
-        """Move a task to the failed list; with ``kept``, write its result record too."""
+        """Move a task to the failed records; with ``kept``, write its result record too."""
         keys = self.keys(queue)
-        script_keys = [keys.reserved, keys.failed]
+        script_keys = [keys.reserved, keys.failed_index, keys.failed_records]
         args: list[bytes | int | str] = [reserved, record, "1" if force else "0"]
         if kept is not None:
             script_keys += [keys.result(kept.task_id), keys.done(kept.task_id)]
@@ -607,9 +616,38 @@ class RedisQueue:
             pipe.llen(keys.ready)
             pipe.zcard(keys.delayed)
             pipe.zcard(keys.reserved)
-            pipe.llen(keys.failed)
+            pipe.zcard(keys.failed_index)
+            pipe.llen(keys.failed)  # a failed list not yet converted (convert_failed.lua)
+            pipe.exists(keys.paused)
         counts = pipe.execute()
-        return [QueueSize(queue, *counts[4 * i : 4 * i + 4]) for i, queue in enumerate(queues)]
+        sizes = []
+        for i, queue in enumerate(queues):
+            ready, delayed, reserved, failed, unconverted, paused = counts[6 * i : 6 * i + 6]
+            failed += unconverted
+            sizes.append(QueueSize(queue, ready, delayed, reserved, failed, bool(paused)))
+        return sizes
+
+    def pause(self, queue: str) -> bool:
+        """Stop workers taking tasks from ``queue`` (running ones finish); False if it
+        was paused already. Dispatching to it goes on: the tasks wait, as in Laravel's
+        ``queue:pause``."""
+        return self._set_paused(queue, True)
+
+    def resume(self, queue: str) -> bool:
+        """Let workers take tasks from ``queue`` again; False if it was not paused."""
+        return self._set_paused(queue, False)
+
+    def _set_paused(self, queue: str, paused: bool) -> bool:
+        keys = self.keys(queue)
+        script_keys = (keys.paused, keys.ready, keys.notify)
+        return bool(self.scripts.pause(self.client, script_keys, ("1" if paused else "0",)))
+
+    def paused(self, queues: Sequence[str]) -> set[str]:
+        """Which of ``queues`` are paused, in one pipelined round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.exists(self.keys(queue).paused)
+        return {queue for queue, held in zip(queues, pipe.execute(), strict=True) if held}
 
     def clear(self, queue: str) -> int:
         keys = self.keys(queue)
@@ -652,3 +690,8 @@ class RedisQueue:
     def restart_marker(self) -> bytes | None:
         value: bytes | None = self.client.get(self.global_keys.restart)  # type: ignore[assignment]
         return value
+
+    def ready_lengths(self, queues: Sequence[str]) -> list[int]:
+        """How many tasks are ready in each of ``queues``, in a round trip or two
+        (``probe.py``): how a worker child of many queues finds the ones to reserve from."""
+        return probe.lengths(self.client, [self.keys(queue).ready for queue in queues])

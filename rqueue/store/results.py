@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from rqueue.codec import unpack
 from rqueue.errors import InvalidPayload, TaskCancelled, TaskFailed
+from rqueue.store.header import stored_ids
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
 
@@ -43,12 +44,17 @@ class TaskStatus(NamedTuple):
 
 def read_status(queue: RedisQueue, queue_name: str, task_id: str) -> TaskStatus:
     """One round trip: the record, whether the task is still queued, and Redis's clock."""
+    try:
+        forms = stored_ids(task_id)
+    except ValueError:  # not an id any task could have
+        return TaskStatus(task_id, queue_name, "unknown", {})
     keys = queue.keys(queue_name)
     pipe = queue.client.pipeline(transaction=False)
     pipe.get(keys.result(task_id))
-    pipe.sismember(keys.pending_ids, task_id)
+    pipe.smismember(keys.pending_ids, forms)
     queue.scripts.clock.queue(pipe, (keys.ready,), ())
-    raw, queued, now_ms = _executed(queue, pipe)
+    raw, pending, now_ms = _executed(queue, pipe)
+    queued = any(pending)
     if raw is None:
         return TaskStatus(task_id, queue_name, "unknown", {})
     record = decode_result(raw, task_id)

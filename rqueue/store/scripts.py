@@ -28,6 +28,13 @@ class ScriptRunner(Protocol):
     def script_load(self, source: str) -> Any: ...
 
 
+_INCLUDE_HEADER = "-- @header\n"
+
+
+def _lua(name: str) -> str:
+    return (resources.files("rqueue.store") / "lua" / f"{name}.lua").read_text("utf-8")
+
+
 @dataclass(frozen=True)
 class LuaScript:
     """One ``.lua`` file of the package."""
@@ -38,7 +45,9 @@ class LuaScript:
 
     @classmethod
     def load(cls, name: str) -> LuaScript:
-        source = (resources.files("rqueue.store") / "lua" / f"{name}.lua").read_text("utf-8")
+        """The script ``lua/<name>.lua``, with ``lua/header.lua`` where it says ``-- @header``:
+        the payload layout is written down once, not in every script that reads it."""
+        source = _lua(name).replace(_INCLUDE_HEADER, _lua("header"), 1)
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
     def __call__(self, client: ScriptRunner, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Any:
@@ -80,8 +89,10 @@ class Scripts:
     fail: LuaScript
     migrate: LuaScript
     retry_failed: LuaScript
-    flush_failed: LuaScript
+    convert_failed: LuaScript
+    read_failed: LuaScript
     clear: LuaScript
+    pause: LuaScript
     cancel: LuaScript
     fire_schedule: LuaScript
     save_schedule: LuaScript

@@ -1,7 +1,7 @@
 """Optional signing: an HMAC-SHA256 over every byte a worker trusts, bound to its place.
 
-With a secret configured (``RQUEUE_SECRET``), producers append a ``sig`` entry to
-each payload map and workers refuse a payload whose signature is missing or wrong,
+With a secret configured (``RQUEUE_SECRET``), producers append a signature element to
+each payload array and workers refuse a payload whose signature is missing or wrong,
 before its task name is looked up (so its module is never imported). Anyone who can
 write to Redis but does not hold the secret can then no longer choose which tasks
 run with which arguments. See docs/security.md for what this does and does not cover.
@@ -9,9 +9,11 @@ run with which arguments. See docs/security.md for what this does and does not c
 A payload's signature covers the whole payload except the four attempt-counter
 bytes, which the Lua scripts patch in place on every reservation, release and retry,
 and it covers the name of the queue it was pushed to: moved to another queue (a
-signed ``default`` task pushed onto ``high``) it no longer verifies. The map's entry
-count in the header is bumped to include ``sig`` before signing, so a signed payload
-is still an ordinary msgpack map that any reader can decode.
+signed ``default`` task pushed onto ``high``) it no longer verifies. The array's
+element count in the header is bumped to include the signature before signing, so a
+signed payload is still an ordinary msgpack array that any reader can decode. (A
+payload written as a map, before header.py's current layout, carries a ``sig`` entry
+instead, and still verifies.)
 
 Schedule definitions are signed too (:func:`sign_definition`), bound to the queue and
 name they are stored under, because a worker turns them into signed payloads: without
@@ -32,14 +34,15 @@ from typing import Any
 import msgpack
 
 from rqueue.errors import InvalidPayload
-from rqueue.store.header import ATTEMPTS_OFFSET, has_header
+from rqueue.store.header import ARRAY, ATTEMPTS_OFFSET, LARGEST, attempts_offset, has_header
 
 _ENTRY_COUNT = struct.Struct(">H")
 _ENTRY_COUNT_OFFSET = 1
 _DIGEST_SIZE = 32
-# fixstr "sig" then bin8 of 32 bytes: a fixed 6-byte prefix before the digest.
-_TRAILER = b"\xa3sig\xc4\x20"
-_SIGNED_TAIL = len(_TRAILER) + _DIGEST_SIZE
+_TRAILER = b"\xc4\x20"
+"""Before the digest: bin 8 of 32 bytes, the payload array's last element."""
+_V1_TRAILER = b"\xa3sig\xc4\x20"
+"""Before the digest of a payload written as a map (header.py's version 1): ``sig``."""
 # What a MAC is for comes first in its input, so one kind can never pass for another.
 _PAYLOAD, _DEFINITION = b"rqueue payload\0", b"rqueue schedule\0"
 
@@ -54,34 +57,46 @@ def _keyed(secret: str, purpose: bytes, queue: str) -> Any:
     return hmac.new(secret.encode("utf-8"), purpose + queue.encode("utf-8") + b"\0", "sha256")
 
 
-def _mac(secret: str, queue: str, unsigned: bytes) -> bytes:
+def _mac(secret: str, queue: str, unsigned: bytes, attempts_at: int) -> bytes:
     mac = _keyed(secret, _PAYLOAD, queue).copy()
-    mac.update(unsigned[:ATTEMPTS_OFFSET])
-    mac.update(unsigned[ATTEMPTS_OFFSET + 4 :])
+    mac.update(unsigned[:attempts_at])
+    mac.update(unsigned[attempts_at + 4 :])
     return mac.digest()  # type: ignore[no-any-return]
 
 
+def _trailer(attempts_at: int) -> bytes:
+    return _TRAILER if attempts_at == ATTEMPTS_OFFSET else _V1_TRAILER
+
+
 def sign(payload: bytes, secret: str, queue: str) -> bytes:
-    """Append the ``sig`` entry to an encoded payload bound for ``queue``."""
-    if not has_header(payload):
+    """Append the signature element to an encoded payload bound for ``queue``."""
+    attempts_at = attempts_offset(payload)
+    if attempts_at is None or (attempts_at == ATTEMPTS_OFFSET and payload[0] - ARRAY >= LARGEST):
         raise InvalidPayload("only rqueue payloads can be signed")
-    (entries,) = _ENTRY_COUNT.unpack_from(payload, _ENTRY_COUNT_OFFSET)
-    unsigned = (
-        payload[:_ENTRY_COUNT_OFFSET]
-        + _ENTRY_COUNT.pack(entries + 1)
-        + payload[_ENTRY_COUNT_OFFSET + _ENTRY_COUNT.size :]
-    )
-    return unsigned + _TRAILER + _mac(secret, queue, unsigned)
+    if attempts_at == ATTEMPTS_OFFSET:  # one more array element
+        unsigned = bytes((payload[0] + 1,)) + payload[1:]
+    else:  # one more map entry
+        (entries,) = _ENTRY_COUNT.unpack_from(payload, _ENTRY_COUNT_OFFSET)
+        unsigned = (
+            payload[:_ENTRY_COUNT_OFFSET]
+            + _ENTRY_COUNT.pack(entries + 1)
+            + payload[_ENTRY_COUNT_OFFSET + _ENTRY_COUNT.size :]
+        )
+    return unsigned + _trailer(attempts_at) + _mac(secret, queue, unsigned, attempts_at)
 
 
 def verify(payload: bytes, secret: str, queue: str) -> None:
     """Raise InvalidSignature unless ``payload`` was signed with ``secret`` for ``queue``."""
-    if len(payload) <= _SIGNED_TAIL or payload[-_SIGNED_TAIL:-_DIGEST_SIZE] != _TRAILER:
+    attempts_at = attempts_offset(payload)
+    trailer = _trailer(attempts_at or ATTEMPTS_OFFSET)
+    tail = len(trailer) + _DIGEST_SIZE
+    if attempts_at is None or len(payload) <= tail or payload[-tail:-_DIGEST_SIZE] != trailer:
         raise InvalidSignature(
             "payload is not signed, but this worker requires signed payloads (RQUEUE_SECRET)"
         )
-    unsigned, digest = payload[: -_DIGEST_SIZE - len(_TRAILER)], payload[-_DIGEST_SIZE:]
-    if not has_header(unsigned) or not hmac.compare_digest(digest, _mac(secret, queue, unsigned)):
+    unsigned, digest = payload[:-tail], payload[-_DIGEST_SIZE:]
+    expected = _mac(secret, queue, unsigned, attempts_at)
+    if not has_header(unsigned) or not hmac.compare_digest(digest, expected):
         raise InvalidSignature(
             "payload signature does not match: it was altered, signed with another secret, "
             f"or signed for another queue than {queue!r}"

@@ -12,23 +12,42 @@ it; so each is ended at once with ``CLIENT UNBLOCK``, sent on a connection of it
 node's without waiting for the answer, and the worker goes on to reserve. Those
 answers, and the ended BLPOPs' replies, are read at the start of the next wait: a
 BLPOP that took a push in between counts as a wake-up then.
+
+A connection per key does not scale to thousands of queues: a worker child of 10^4
+opened 10^4 (redis-py's "Too many connections", and Redis's ``maxclients`` shared by
+every child). BLPOP cannot group them by node either, since its keys must share a
+slot and each queue has a slot of its own. So above ``BLOCKED_MOST`` keys a wait
+polls instead: it looks at every key (``probe.py``: commands sent 1,000 at a time on
+a connection per node, about 90 ms of CPU for 10^4 keys) and pops from the first that
+holds a signal, as BLPOP would. It sleeps between looks, 50 ms at first, twice as long after
+each look that found nothing, up to 1 s, and back to 50 ms once one wakes it (not a
+look at the very end of a wait: the caller looks at its queues anyway when the wait
+ends). So the connections are the client's own, one per node, and the cost is
+wake-up latency: a push to a worker idle for a few seconds is seen within about a
+second (a probe of the ready lists by the child), where a BLPOP would see it at once.
 """
 
 from __future__ import annotations
 
 import os
 import selectors
+import time
 from collections.abc import Sequence
 
 import redis
 from redis.connection import ConnectionInterface
 from redis.exceptions import AskError
 
+from rqueue.store import probe
 from rqueue.store.cluster import Address, ClusterClient
 from rqueue.store.retry import REDIS_ERRORS
 
 _BLOCK_MARGIN = 1.0
 """Seconds a BLPOP outlasts the wait: ended by CLIENT UNBLOCK, not by Redis's timer."""
+BLOCKED_MOST = 64
+"""Keys a wait blocks on, a connection each; a wait on more polls them (see the module)."""
+_POLL_FIRST = 0.05
+_POLL_LONGEST = 1.0
 
 
 class _Blocked:
@@ -43,7 +62,8 @@ class _Blocked:
 
 
 class ShardedWaits:
-    """``BLPOP`` on keys of many slots, one connection per key (see the module)."""
+    """``BLPOP`` on keys of many slots, one connection per key, or a poll of them all
+    when they are more than ``BLOCKED_MOST`` (see the module)."""
 
     def __init__(self, client: ClusterClient) -> None:
         self.client = client
@@ -52,6 +72,8 @@ class ShardedWaits:
         self._unread: dict[Address, int] = {}
         """Per node, CLIENT UNBLOCK replies not read yet."""
         self._pid = os.getpid()
+        self._poll_every = _POLL_FIRST
+        """Seconds between two looks of a polled wait: grows while nothing wakes it."""
 
     def wait(self, keys: Sequence[str], timeout: float) -> str | None:
         """Block until one of ``keys`` gets an element (taken; that key is returned) or
@@ -62,6 +84,8 @@ class ShardedWaits:
         errors: list[Exception] = []
         if woken := self._settle(errors):
             return woken  # a wait ended last time took a push meanwhile
+        if len(keys) > BLOCKED_MOST:
+            return self._polled(keys, timeout)
         sent: dict[str, _Blocked] = {}
         for key in keys:
             try:
@@ -88,6 +112,20 @@ class ShardedWaits:
         if errors and not woken:
             raise errors[0]
         return woken
+
+    def _polled(self, keys: Sequence[str], timeout: float) -> str | None:
+        """Wait by looking at ``keys`` now and then (see the module): the key popped."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(self._poll_every, left))
+            if time.monotonic() >= deadline:
+                return None
+            for key, length in zip(keys, probe.lengths(self.client, keys), strict=True):
+                if length and self.client.lpop(key) is not None:
+                    self._poll_every = _POLL_FIRST
+                    return key
+            self._poll_every = min(2 * self._poll_every, _POLL_LONGEST)
+        return None
 
     def _settle(self, errors: list[Exception]) -> str | None:
         """Read what the last wait left unread; the key of an ended BLPOP that took a

@@ -16,8 +16,6 @@ against the failed list before it acts.
 
 from __future__ import annotations
 
-import msgpack
-
 from rqueue.payload import Job, decode
 from rqueue.store.signing import InvalidSignature, parent_secret, verify
 from rqueue.task_names import is_internal
@@ -53,14 +51,3 @@ def admit(
             f"payload is signed as a worker parent's message but names task {job.task!r}"
         )
     return job
-
-
-def task_name(payload: bytes) -> str | None:
-    """The task a payload names, read without decoding its arguments (their types may
-    not be registered yet); None if it names none."""
-    try:
-        fields = msgpack.unpackb(payload, raw=False, strict_map_key=False, timestamp=3)
-    except Exception:
-        return None
-    name = fields.get("task") if type(fields) is dict else None
-    return name if type(name) is str else None

@@ -34,8 +34,9 @@ from rqueue.errors import (
     UnregisteredType,
 )
 from rqueue.events import TaskEvent
+from rqueue.metrics.collector import Collector, NoMetrics
 from rqueue.middleware.base import Middleware, Release, RetryIn, run_through, stack_of
-from rqueue.payload import Job
+from rqueue.payload import Job, task_name
 from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
@@ -46,7 +47,7 @@ from rqueue.worker import (
     parent_failures,  # noqa: F401  (registers the internal report task)
     unique_locks,
 )
-from rqueue.worker.admission import admit, task_name
+from rqueue.worker.admission import admit
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
@@ -94,7 +95,8 @@ class ChildWorker(InterruptibleWaits):
         self.parent_pid = parent_pid
         self.queue = RedisQueue(config)
         self.batches = Batches(self.queue, options, claims)
-        self.outcomes = Outcomes(self.queue, options, slot, self._persist)
+        self.metrics = Collector(self.queue) if options.metrics else NoMetrics()
+        self.outcomes = Outcomes(self.queue, options, slot, self._persist, self.metrics)
         self.stop_requested = False
         self.recycle = False
         self._parent_checked_at = 0.0
@@ -143,6 +145,7 @@ class ChildWorker(InterruptibleWaits):
             self._slots.drain()
         self._give_back_read_ahead()
         self._persist(self.batches.flush)
+        self.metrics.flush()
         self.slot.set(State.WAITING)
         return 0
 
@@ -161,6 +164,7 @@ class ChildWorker(InterruptibleWaits):
         return gone
 
     def _step(self) -> None:
+        self.metrics.flush_if_due()  # an idle or long-running child's counts too
         if self.slot.concurrent and self._slots is not None:
             self._slots.step()
             return
@@ -440,6 +444,7 @@ class ChildWorker(InterruptibleWaits):
                 return
             if not acked:
                 self.batches.acknowledge(queue, payload, expires_at, completion.kept)
+        self.metrics.succeeded(queue, job, duration)
         if job.max_exceptions is not None and job.attempts > 1:  # an earlier one may have raised
             forget_exceptions(self.queue, self._persist, queue, job)
         if job.meta:

@@ -136,6 +136,9 @@ class WorkerOptions:
     """Run the scheduler tick in the parent (``--no-schedule`` turns it off)."""
     rates: Mapping[str, Rate] = field(default_factory=dict)
     """Queue name -> its rate limit (``--rate``); queues not named have none."""
+    metrics: bool = True
+    """Count outcomes per task in Redis and list this worker in the registry
+    (``rqueue workers``, the dashboard); ``--no-metrics`` turns both off."""
 
     def __post_init__(self) -> None:
         if not self.queues:

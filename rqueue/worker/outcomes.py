@@ -24,6 +24,7 @@ from rqueue import awaiting, events
 from rqueue.errors import RQueueError, TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
+from rqueue.metrics.collector import UNREGISTERED, Collector, NoMetrics
 from rqueue.payload import Job
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
@@ -55,11 +56,13 @@ class Outcomes:
         options: WorkerOptions,
         slot: Slot,
         persist: Persist,
+        metrics: Collector | NoMetrics,
     ) -> None:
         self.queue = queue
         self.options = options
         self.slot = slot
         self.persist = persist
+        self.metrics = metrics
 
     def failed(
         self,
@@ -89,11 +92,13 @@ class Outcomes:
         if delay is not None:
             after = delay
             self.persist(lambda: self.queue.release(queue, [payload], after))
+            self.metrics.retried(queue, counted_name(job), job, duration)
         else:
             trace = _traceback(exc)
             record = make_record(queue, payload, kind, message, trace, job, timed_out)
             kept = self.complete_failure(job, payload, kind, message, trace, duration)
             self.persist(lambda: self.queue.fail(queue, payload, record, kept=kept))
+            self.metrics.failed(queue, counted_name(job), job, duration)
             forget_exceptions(self.queue, self.persist, queue, job)
             unique_locks.on_failed(self.queue, self.persist, queue, job)
         self.reporting(index)
@@ -119,6 +124,7 @@ class Outcomes:
         foreign = job is None
         kept = None if job is None else self.complete_failure(job, payload, kind, message, "", 0.0)
         self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign, kept=kept))
+        self.metrics.failed(queue, counted_name(job), job, None)
         if job is not None:
             forget_exceptions(self.queue, self.persist, queue, job)
             unique_locks.on_failed(self.queue, self.persist, queue, job)
@@ -174,6 +180,14 @@ def retry_delay(
     if job.retry_until is not None and time.time() + delay >= job.retry_until:
         return None
     return delay
+
+
+def counted_name(job: Job | None) -> str:
+    """The task name a failure is counted under: a registered task's own, else one
+    name for all (a payload's name is anyone's to choose: see collector.UNREGISTERED)."""
+    if job is None or registered_task(job.task) is None:
+        return UNREGISTERED
+    return job.task
 
 
 def forget_exceptions(queue: RedisQueue, persist: Persist, name: str, job: Job) -> None:

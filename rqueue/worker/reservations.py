@@ -15,6 +15,9 @@ trip per task. Two refinements live here:
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).
 
+Which queues a batch is tried from, and in what order, is ``queue_order.py``'s: with
+many queues a probe of their lengths picks the few worth a reserve call.
+
 A queue with a rate limit (``--rate``) hands out no more tasks than the limit frees
 (reserve.lua); when it held tasks back, the reply says when it frees the next one,
 and ``limited`` tells the child how long to wait for it.
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from rqueue.store.queue import Kept, RedisQueue, Reservation
 from rqueue.worker.options import WorkerOptions
+from rqueue.worker.queue_order import queue_order
 
 _GROWTH = 4
 
@@ -62,7 +66,9 @@ class Batches:
         self._ack_deadline = float("inf")
         self._size = 1
         self._ahead: _ReadAhead | None = None
-        self._reply_lost = False
+        self._order = queue_order(queue, options.queues)
+        self._lost: set[str] = set()
+        """Queues whose last reserve call's reply was lost: what it reserved goes back."""
         self._rates = {name: (r.limit, r.period_ms) for name, r in options.rates.items()}
         self.limited: dict[str, float] = {}
         """After a ``take`` that found nothing: queues whose rate limit held back ready
@@ -73,26 +79,27 @@ class Batches:
         queues in priority order, but from ``first`` first: the queue whose push just
         woke an idle child (all were empty a moment ago, and on a cluster each other
         queue tried before it would be a round trip to another node)."""
-        if self._reply_lost:
+        if self._lost:
             self._reclaim()
         batch = self.settle()
         if batch is not None and batch.reservation.payloads:
             return self._grown(batch)
         count = min(allowed, self._size)
         self.limited = {}
-        queues = list(enumerate(self.options.queues))
-        for index, name in sorted(queues, key=lambda queue: queue[1] != first):
+        for index in self._order.indices(first, self._owed):
+            name = self.options.queues[index]
             acks, kept = self._acks.get(name, []), self._kept.get(name, [])
             sent_at = time.monotonic()
             try:
                 reservation = self._reserve(name, count, acks, kept)()
             except BaseException:
-                self._reply_lost = True
+                self._lost.add(name)
                 raise
             if acks or kept:
                 self._acks.pop(name, None)
                 self._kept.pop(name, None)
                 self._reset_ack_deadline()
+            self._order.tried(index, reservation)
             if reservation.payloads:
                 return self._grown(Batch(index, reservation, sent_at))
             if reservation.rate_wait_ms and reservation.still_ready:
@@ -148,7 +155,7 @@ class Batches:
         self._acks.setdefault(name, [])[:0] = acks
         self._kept.setdefault(name, [])[:0] = kept
         self._ack_deadline = 0.0
-        self._reply_lost = True
+        self._lost.add(name)
 
     def acknowledge(
         self, queue: str, payload: bytes, expires_at: float, kept: Kept | None = None
@@ -160,6 +167,10 @@ class Batches:
         else:
             self._kept.setdefault(queue, []).append(kept)
         self._ack_deadline = min(self._ack_deadline, expires_at)
+
+    def _owed(self) -> set[str]:
+        """The queues with acknowledgements waiting for a call to carry them."""
+        return {*self._acks, *self._kept}
 
     def acks_pending(self) -> bool:
         return bool(self._acks) or bool(self._kept)
@@ -183,12 +194,13 @@ class Batches:
         left). If it did, its batch is under our claims key, and nobody else would
         give it back before the reservations expire. Tasks we finished (acks still
         pending) stay; release.lua moves only what is still reserved with these bytes.
+        Only the queues whose call was lost: every other call's reply was read.
         """
-        for name in self.options.queues:
+        for name in sorted(self._lost):
             finished = {*self._acks.get(name, ()), *(k.payload for k in self._kept.get(name, ()))}
             unstarted = [p for p in self.queue.claimed(name, self.claims) if p not in finished]
             self.queue.release(name, unstarted, unstarted=True, claims=self.claims)
-        self._reply_lost = False
+            self._lost.discard(name)
 
     def _reserve(
         self, name: str, count: int, acks: list[bytes], kept: list[Kept]

@@ -23,6 +23,7 @@ from typing import TypeVar
 from setproctitle import setproctitle
 
 from rqueue.config import Config
+from rqueue.metrics.registry import Heartbeat, Running
 from rqueue.payload import new_id
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.store.queue import RedisQueue
@@ -32,7 +33,7 @@ from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.recovery import Recovery
-from rqueue.worker.scoreboard import Scoreboard, State
+from rqueue.worker.scoreboard import Entry, Scoreboard, State
 
 log = logging.getLogger("rqueue.worker")
 
@@ -77,6 +78,18 @@ class Supervisor(InterruptibleWaits):
         self._restart_marker = self.queue.restart_marker()
         self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
         self.recovery = Recovery(self.queue, self.options, self._persist)
+        options = self.options
+        self.heartbeat = (
+            Heartbeat(
+                self.queue,
+                options.queues,
+                options.effective_concurrency,
+                options.slots,
+                options.threads,
+            )
+            if options.metrics
+            else None
+        )
         self._started = time.monotonic()
         self._install_signals()
         setproctitle(shown(f"rqueue: master {','.join(self.options.queues)}"))
@@ -109,6 +122,8 @@ class Supervisor(InterruptibleWaits):
                         "Redis at %s unavailable (%s); retrying", self.config.redacted_url(), exc
                     )
                 self._sleep(backoff_delay(failures))
+        if self.heartbeat is not None:
+            self.heartbeat.leave()
         if self.reload:
             log.info("reloading: starting a fresh worker process")
             argv = [sys.executable, "-m", "rqueue", *without_redis_url(sys.argv[1:])]
@@ -129,6 +144,8 @@ class Supervisor(InterruptibleWaits):
             wait = min(wait, self._migrate())  # due tasks are what we woke up for
             self._check_limits()
             wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
+            if self.heartbeat is not None:
+                self.heartbeat.beat(self._running())
         if self.children or not self.stopping:
             self._wait(min(wait, self._time_to_next_deadline()))
 
@@ -139,6 +156,24 @@ class Supervisor(InterruptibleWaits):
             if migration.next_due_ms is not None:
                 wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
         return wait
+
+    def _running(self) -> list[Running]:
+        """What each child runs now, from the scoreboard, for the worker registry."""
+        queues, running = self.options.queues, []
+        for child in self.children.values():
+            view = self.board.read(child.number - 1)
+            if view is None:
+                continue
+            if view.state == State.CONCURRENT:
+                running += [
+                    Running(child.number, e.held.id, queues[e.queue_index])
+                    for e in view.entries
+                    if e.state == Entry.RUNNING
+                ]
+            elif view.state == State.RUNNING and view.current < len(view.held):
+                held = view.held[view.current]
+                running.append(Running(child.number, held.id, queues[view.queue_index]))
+        return running
 
     def _wait(self, seconds: float) -> None:
         if seconds <= 0:
@@ -196,7 +231,8 @@ class Supervisor(InterruptibleWaits):
             return False
         if any(migration.moved for migration in self.queue.migrate_all(self.options.queues)):
             return False
-        sizes = self.queue.sizes(self.options.queues)
+        # A paused queue's tasks cannot be worked: it counts as empty (Laravel's too).
+        sizes = [s for s in self.queue.sizes(self.options.queues) if not s.paused]
         if self.options.stop_when_drained:  # retries in backoff, other workers' tasks in hand
             return all(s.ready == s.delayed == s.reserved == 0 for s in sizes)
         return all(s.ready == 0 for s in sizes)

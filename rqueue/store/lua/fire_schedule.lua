@@ -13,14 +13,15 @@
 -- is enqueued by exactly one worker, and a schedule updated, paused or removed after
 -- this worker read it is never fired with the old definition. Python computed every
 -- time; Lua only compares and writes.
+-- @header
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[3] then return 0 end
 if #ARGV >= 6 then
   redis.call('RPUSH', KEYS[3], unpack(ARGV, 6))
-  for i = 6, #ARGV do
-    redis.call('SADD', KEYS[5], string.sub(ARGV[i], 39, 70))
-  end
+  local ids = {}
+  for i = 6, #ARGV do ids[#ids + 1] = payload_id(ARGV[i]) end
+  if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
   if redis.call('LLEN', KEYS[4]) == 0 then redis.call('RPUSH', KEYS[4], 1) end
 end
 if tonumber(ARGV[4]) < 0 then

@@ -22,6 +22,7 @@
 -- A lock is held by one task id until that id releases it (release_unique.lua,
 -- cancel.lua), clear.lua drops them all, or it expires; an expired one is taken over
 -- here. The lock is checked before any write, so a refusal leaves nothing behind.
+-- @header
 local delay = tonumber(ARGV[1])
 local locks = tonumber(ARGV[3])
 local payloads, first, results = ARGV, 4 + 4 * locks, 6
@@ -61,7 +62,7 @@ if locks > 0 then
 end
 local ids = {}
 for i = first, #payloads do
-  if string.sub(payloads[i], 37, 38) == '\217\32' then ids[#ids + 1] = string.sub(payloads[i], 39, 70) end
+  ids[#ids + 1] = payload_id(payloads[i])
 end
 if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
 if #KEYS >= results then

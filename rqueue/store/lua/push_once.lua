@@ -18,6 +18,7 @@
 -- Invariant: for one id, at most one push while the marker lasts; the completing
 -- task leaves its queue in the same step its successor enters one, however often
 -- this runs.
+-- @header
 local after = 6
 if ARGV[4] == '1' then after = 7 end
 if ARGV[5] ~= '' then
@@ -30,8 +31,8 @@ if ARGV[5] ~= '' then
   end
 end
 if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end
-local id = string.sub(ARGV[3], 39, 70)
-redis.call('SADD', KEYS[5], id)
+local id = payload_id(ARGV[3])
+if id then redis.call('SADD', KEYS[5], id) end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local delay = tonumber(ARGV[1])

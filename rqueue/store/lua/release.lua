@@ -12,6 +12,7 @@
 -- Returns how many tasks were moved.
 -- Invariant: only tasks still reserved move, so a task whose reservation already
 -- expired and was handed to another worker is never duplicated by a late release.
+-- @header
 if KEYS[7] then redis.call('DEL', KEYS[7]) end
 local delay = tonumber(ARGV[1])
 local unstarted = ARGV[2] == '1'
@@ -24,14 +25,14 @@ for i = first, last, step do
   local payload = ARGV[i]
   if redis.call('ZREM', KEYS[1], payload) == 1 then
     moved = moved + 1
-    if #payload > 70 and string.sub(payload, 37, 38) == '\217\32' then
-      redis.call('SADD', KEYS[6], string.sub(payload, 39, 70))
+    local attempts_at, _, id_at, id_length = header_at(payload)
+    if attempts_at then
+      redis.call('SADD', KEYS[6], string.sub(payload, id_at, id_at + id_length - 1))
     end
-    if unstarted and #payload > 70 and string.sub(payload, 4, 13) == '\168attempts\206' then
-      local attempts = struct.unpack('>I4', payload, 14)
+    if unstarted and attempts_at then
+      local attempts = struct.unpack('>I4', payload, attempts_at)
       if attempts > 0 then attempts = attempts - 1 end
-      payload = string.sub(payload, 1, 13) .. struct.pack('>I4', attempts)
-        .. string.sub(payload, 18)
+      payload = with_attempts(payload, attempts_at, attempts)
     end
     if delay > 0 then
       redis.call('ZADD', KEYS[2], due, payload)

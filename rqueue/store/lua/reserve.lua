@@ -4,7 +4,9 @@
 -- KEYS[4] pending-ids set: the popped tasks' ids leave it (one SREM per call)
 -- KEYS[5] cancelled set: a popped task whose id is in it is dropped, not reserved
 --         (one SCARD per call; one SREM per task only while cancellations wait)
--- KEYS[6] (optional: present if "last" below is 6 + 2k) the calling child's claims key: set
+-- KEYS[6] the queue's paused flag: while it exists nothing is reserved (rqueue pause),
+--         acks still go through, and the reply says no task is ready
+-- KEYS[7] (optional: present if "last" below is 7 + 2k) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
@@ -36,7 +38,7 @@
 -- limit frees its next task (0: free now) comes third: {now_ms, still_ready, wait_ms,
 -- reserved_1, ...}; the claims key holds the reply without it.
 -- Invariant: a popped task is in the reserved set before the script ends, its
--- attempt counter (4 bytes at offset 14, see payload.py) one higher than in the list;
+-- attempt counter (4 bytes in its fixed header, see header.lua) one higher than in the list;
 -- with a rate limit, no more tasks are reserved than it has free now.
 -- Each reservation lasts margin + the task's own timeout + grace. A worker runs a
 -- batch one task after another; before starting a task whose reservation could run
@@ -44,13 +46,14 @@
 -- already went back to the queue. So no task can be handed to a second worker while
 -- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
+-- @header
 local plain, kept = tonumber(ARGV[6]), tonumber(ARGV[7])
 local rate_at, last = 8 + plain + 3 * kept, #KEYS
 local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
 if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 8, 7 + plain)) end
 local claims = false
-if last == 6 + 2 * kept then claims = KEYS[6] end
+if last == 7 + 2 * kept then claims = KEYS[7] end
 if kept > 0 then
   local first_key, first_arg = last - 2 * kept, 7 + plain
   for i = 1, kept do
@@ -64,6 +67,7 @@ if kept > 0 then
   end
 end
 local ready = redis.call('LLEN', KEYS[1])
+if redis.call('EXISTS', KEYS[6]) == 1 then ready = 0 end
 local take = math.min(tonumber(ARGV[1]), math.ceil(ready / tonumber(ARGV[5])))
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -114,16 +118,14 @@ for _, original in ipairs(items) do
   local reserved = original
   local timeout = default_timeout
   local dropped = false
-  -- string.byte reads without allocating: the header test costs no garbage.
-  local b1, _, _, b4 = string.byte(original, 1, 4)
-  if #original > 70 and b1 == 222 and b4 == 168 and string.byte(original, 13) == 206 then
-    local id = string.sub(original, 39, 70)
+  local attempts_at, timeout_at, id_at, id_length = header_at(original)
+  if attempts_at then
+    local id = string.sub(original, id_at, id_at + id_length - 1)
     ids[#ids + 1] = id
     dropped = any_cancelled and redis.call('SREM', KEYS[5], id) == 1
-    local attempts, own_timeout = struct.unpack('>I4', original, 14),
-      struct.unpack('>I4', original, 30)
-    reserved = string.sub(original, 1, 13) .. struct.pack('>I4', attempts + 1)
-      .. string.sub(original, 18)
+    local attempts = struct.unpack('>I4', original, attempts_at)
+    local own_timeout = struct.unpack('>I4', original, timeout_at)
+    reserved = with_attempts(original, attempts_at, attempts + 1)
     if own_timeout > 0 then timeout = own_timeout end
   end
   if not dropped then  -- a task cancelled while pending leaves the queue here, unrun

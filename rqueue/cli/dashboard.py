@@ -1,0 +1,79 @@
+"""``rqueue dashboard``: serve the web dashboard (:mod:`rqueue.web`) with uvicorn.
+
+It binds to 127.0.0.1 unless told otherwise, and refuses any other address unless
+``RQUEUE_DASHBOARD_TOKEN`` is set: a dashboard that can retry, forget and pause,
+open to a network without a login, is one nobody should start by accident. The
+token is read from the environment only, never an option: a command line is
+visible to every user in ``ps``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+import click
+
+from rqueue.cli.common import connection_options, say
+from rqueue.config import Config
+from rqueue.store.queue import RedisQueue
+
+TOKEN_ENV = "RQUEUE_DASHBOARD_TOKEN"
+SHORTEST_TOKEN = 16
+"""Characters a token needs at least: guessing it must be out of reach."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _token() -> str | None:
+    """The token from the environment; one too short is a usage error that names it."""
+    value = os.environ.get(TOKEN_ENV, "").strip()
+    if value and len(value) < SHORTEST_TOKEN:
+        raise click.UsageError(
+            f"{TOKEN_ENV} is too short: use at least {SHORTEST_TOKEN} characters"
+        )
+    return value or None
+
+
+@click.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help=f"Address to bind; other than loopback only with {TOKEN_ENV} set.",
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--read-only", is_flag=True, help="Show everything, change nothing.")
+@connection_options
+def dashboard(config: Config, host: str, port: int, read_only: bool) -> None:
+    """Serve the web dashboard (queues, workers, failed tasks, schedules, batches).
+
+    With RQUEUE_DASHBOARD_TOKEN set, every request needs the token: typed into the
+    login form, or sent as "Authorization: Bearer TOKEN" (e.g. by a Prometheus
+    scraper of /metrics).
+    """
+    token = _token()
+    if token is None and not is_loopback(host):
+        raise click.BadParameter(
+            f"{host} is not a loopback address: set {TOKEN_ENV} to require a login "
+            "before serving the dashboard to a network",
+            param_hint="--host",
+        )
+    import uvicorn  # the web extra; only this command needs it
+
+    from rqueue.web import create_app
+
+    queue = RedisQueue(config)
+    queue.ping()  # an unreachable Redis is one clear line now, not an error per page
+    app = create_app(queue, token=token, read_only=read_only)
+    shown_host = f"[{host}]" if ":" in host else host
+    mode = " (read-only)" if read_only else ""
+    say(f"Dashboard{mode} at http://{shown_host}:{port}/ for {config.redacted_url()}")
+    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)

@@ -1,0 +1,143 @@
+"""Reading the metrics back: what the dashboard, ``rqueue monitor`` and Prometheus show.
+
+Every function takes a :class:`~rqueue.store.queue.RedisQueue` and reads with one
+round trip per call (a pipeline of the queue's own keys), so a page that charts a day
+of one queue costs one round trip of 1,440 small reads. Nothing read is trusted
+(see :mod:`rqueue.metrics.schema`): garbage in a metrics key reads as zero.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rqueue.errors import InvalidPayload
+from rqueue.metrics.schema import TaskCounts, parse_hash
+from rqueue.payload import decode
+from rqueue.store.queue import RedisQueue
+
+MINUTES_KEPT = 24 * 60
+"""How far back the per-minute series go: each minute's hash expires after a day."""
+
+
+@dataclass(frozen=True)
+class MinutePoint:
+    """One minute of one queue (or of one task on it), for a chart."""
+
+    minute: int
+    """Epoch seconds at the start of the minute (a multiple of 60), on the workers' clocks."""
+    processed: int
+    failed: int
+    """Failed for good (to the failed list)."""
+    retried: int
+    """Failed and released for another attempt."""
+    runtime_mean: float | None
+    """Seconds; None when nothing ran that minute (so a chart can leave a gap)."""
+    runtime_p50: float | None
+    runtime_p95: float | None
+    wait_mean: float | None
+    """Seconds from dispatch to start, over first attempts that started this minute."""
+    wait_p95: float | None
+
+    @classmethod
+    def of(cls, minute: int, counts: TaskCounts) -> MinutePoint:
+        runtime, wait = counts.runtime, counts.wait
+        return cls(
+            minute,
+            counts.processed,
+            counts.failed,
+            counts.retried,
+            runtime.mean,
+            runtime.quantile(0.5),
+            runtime.quantile(0.95),
+            wait.mean,
+            wait.quantile(0.95),
+        )
+
+
+def queue_series(
+    queue: RedisQueue,
+    queue_name: str,
+    minutes: int = 60,
+    task: str | None = None,
+    now: float | None = None,
+) -> list[MinutePoint]:
+    """The last ``minutes`` minutes (1 to 1,440) of ``queue_name``, oldest first, the
+    current (partial) minute last; one point per minute, zeros where nothing ran.
+    With ``task`` only that task's counts, else every task's summed."""
+    if not 1 <= minutes <= MINUTES_KEPT:
+        raise ValueError(f"minutes must be 1 to {MINUTES_KEPT}, got {minutes!r}")
+    keys = queue.keys(queue_name)
+    last = int((time.time() if now is None else now) // 60)
+    wanted = range(last - minutes + 1, last + 1)
+    pipe = queue.client.pipeline(transaction=False)
+    for minute in wanted:
+        pipe.hgetall(keys.metrics_minute(minute))
+    points = []
+    for minute, raw in zip(wanted, pipe.execute(raise_on_error=False), strict=True):
+        by_task = parse_hash(raw) if isinstance(raw, dict) else {}
+        if task is not None:
+            counts = by_task.get(task, TaskCounts())
+        else:
+            counts = sum(by_task.values(), TaskCounts())
+        points.append(MinutePoint.of(minute * 60, counts))
+    return points
+
+
+def totals(queue: RedisQueue, queue_name: str) -> dict[str, TaskCounts]:
+    """All-time counters and histograms of ``queue_name``, by task name (as dispatched;
+    show it escaped). Since the queue's metrics were first written, or last deleted."""
+    return totals_of(queue, [queue_name])[queue_name]
+
+
+def totals_of(queue: RedisQueue, queue_names: Sequence[str]) -> dict[str, dict[str, TaskCounts]]:
+    """:func:`totals` of many queues, in one pipeline (a Prometheus scrape)."""
+    pipe = queue.client.pipeline(transaction=False)
+    for name in queue_names:
+        pipe.hgetall(queue.keys(name).metrics)
+    replies = pipe.execute(raise_on_error=False) if queue_names else []
+    return {
+        name: parse_hash(raw) if isinstance(raw, dict) else {}
+        for name, raw in zip(queue_names, replies, strict=True)
+    }
+
+
+def oldest_wait(queue: RedisQueue, queue_name: str, now: float | None = None) -> float | None:
+    """Seconds the task at the head of ``queue_name``'s ready list has waited: the real
+    age of the next task a worker will take, read from its payload; None if none is
+    ready, or the head is not a task rqueue can read.
+
+    Measured from its dispatch (``Job.dispatched_at``, the producer's clock), as a task
+    dispatched to run now has waited. A task that was delayed (``later()``, a retry's
+    backoff) only started waiting once it was due, and its payload does not say when
+    that was, so for such a head the figure is too high by its delay: an alert errs
+    towards firing, never towards staying quiet while tasks pile up (docs/monitoring.md).
+    """
+    return oldest_waits(queue, [queue_name], now)[queue_name]
+
+
+def oldest_waits(
+    queue: RedisQueue, queue_names: Sequence[str], now: float | None = None
+) -> dict[str, float | None]:
+    """:func:`oldest_wait` of many queues, in one pipeline."""
+    pipe = queue.client.pipeline(transaction=False)
+    for name in queue_names:
+        pipe.lindex(queue.keys(name).ready, 0)
+    heads = pipe.execute(raise_on_error=False) if queue_names else []
+    moment = time.time() if now is None else now
+    return {name: _age(head, moment) for name, head in zip(queue_names, heads, strict=True)}
+
+
+def _age(head: object, now: float) -> float | None:
+    if not isinstance(head, bytes):
+        return None
+    try:
+        dispatched = decode(head).dispatched_at
+    except InvalidPayload:
+        return None
+    if dispatched <= 0:
+        return None
+    age = now - dispatched
+    return max(0.0, age) if math.isfinite(age) else None

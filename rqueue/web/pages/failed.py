@@ -1,0 +1,125 @@
+"""The failed page: search failed tasks, read one's traceback, retry or forget them.
+
+One, the ones ticked, or every one matching the search (see
+:mod:`rqueue.web.failed_search` for how that stays a window at a time).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from rqueue.errors import InvalidQueueName
+from rqueue.failed import FailedTasks
+from rqueue.store.keys import validate_queue_name
+from rqueue.web.auth import action_form, notify
+from rqueue.web.failed_search import Match, forget_matching, retry_matching, search
+from rqueue.web.state import dashboard
+
+PAST = {"retry": "Retried", "forget": "Forgot"}
+MOST_TICKED = 1000
+"""Ids one action takes: a page shows fewer, so more is not a person ticking boxes."""
+
+
+def _match(text: str, queue: str) -> Match:
+    try:
+        queues = (validate_queue_name(queue),) if queue else ()
+    except InvalidQueueName as exc:
+        raise HTTPException(400, str(exc)) from None
+    return Match(text.strip(), queues)
+
+
+def _offset(value: str | None) -> int:
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0
+
+
+def failed_page(request: Request) -> Response:
+    found = dashboard(request)
+    text = request.query_params.get("q", "")
+    queue = request.query_params.get("queue", "")
+    offset = _offset(request.query_params.get("offset"))
+    result = search(FailedTasks(found.queue), _match(text, queue), offset)
+    next_link = None
+    if result.next_offset is not None:
+        next_link = "?" + urlencode({"q": text, "queue": queue, "offset": result.next_offset})
+    return found.pages.render(
+        request,
+        "failed.html",
+        result=result,
+        text=text,
+        queue=queue,
+        offset=offset,
+        next_link=next_link,
+        queues=found.queue.known_queues(),
+    )
+
+
+def failed_task_page(request: Request) -> Response:
+    found = dashboard(request)
+    task_id = request.path_params["task_id"]
+    record = FailedTasks(found.queue).find(task_id)
+    if record is None:
+        raise HTTPException(404, "no failed task with that id")
+    return found.pages.render(request, "failed_task.html", record=record, job=record.job())
+
+
+async def retry_action(request: Request) -> Response:
+    return await _act(request, "retry")
+
+
+async def forget_action(request: Request) -> Response:
+    return await _act(request, "forget")
+
+
+async def _act(request: Request, verb: str) -> Response:
+    form = await action_form(request)
+    failed = FailedTasks(dashboard(request).queue)
+    text, queue = str(form.get("q", "")), str(form.get("queue", ""))
+    if form.get("scope") == "matching":
+        match = _match(text, queue)
+        act_all = retry_matching if verb == "retry" else forget_matching
+        done = await run_in_threadpool(act_all, failed, match)
+        what = f"matching {text!r}" if match.text else "in all"
+        notify(request, f"{PAST[verb]} {done} failed task(s) {what}.")
+    else:
+        ids = _ids(form)
+        done = await run_in_threadpool(_act_on_ids, failed, ids, verb)
+        notify(request, f"{PAST[verb]} {done} of {len(ids)} failed task(s).")
+    back = {"q": text, "queue": queue} if text or queue else {}
+    query = "?" + urlencode(back) if back else ""
+    return RedirectResponse(dashboard(request).url(request, "/failed" + query), 303)
+
+
+def _ids(form: FormData) -> list[str]:
+    """The one id of a row's own button, else the ids ticked."""
+    one = form.get("one")
+    chosen = [one] if one else form.getlist("ids")
+    ids = [value for value in chosen if isinstance(value, str) and value]
+    if not ids:
+        raise HTTPException(400, "no failed task chosen")
+    if len(ids) > MOST_TICKED:
+        raise HTTPException(400, f"at most {MOST_TICKED} ids per action")
+    return list(dict.fromkeys(ids))
+
+
+def _act_on_ids(failed: FailedTasks, ids: list[str], verb: str) -> int:
+    found = failed.find_all(ids)  # one scan for all of them
+    act = failed.retry if verb == "retry" else failed.forget
+    return sum(act(record) for record in found.values())
+
+
+routes = [
+    Route("/failed", failed_page, name="failed"),
+    Route("/failed/retry", retry_action, methods=["POST"]),
+    Route("/failed/forget", forget_action, methods=["POST"]),
+    Route("/failed/{task_id}", failed_task_page, name="failed_task"),
+]

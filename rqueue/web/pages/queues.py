@@ -1,0 +1,95 @@
+"""The queues page: ready, delayed, reserved and failed counts, the oldest wait, and
+pausing or resuming a queue (workers skip a paused one; dispatching goes on)."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from rqueue.errors import InvalidQueueName
+from rqueue.metrics.read import oldest_waits
+from rqueue.store.keys import validate_queue_name
+from rqueue.store.queue import QueueSize, RedisQueue
+from rqueue.web.auth import action_form, notify
+from rqueue.web.state import dashboard
+
+SIZES_PER_CALL = 250
+"""Queues counted per round trip: five O(1) reads each (as ``rqueue size``), and one
+more round trip for the oldest ready task of each."""
+MOST_SHOWN = 500
+"""Rows on the page; with more queues, a name pattern narrows them down."""
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    size: QueueSize
+    oldest_wait: float | None
+    """Seconds the oldest ready task has waited (None: nothing ready)."""
+
+
+def queue_rows(queue: RedisQueue, names: list[str]) -> list[QueueRow]:
+    rows: list[QueueRow] = []
+    for start in range(0, len(names), SIZES_PER_CALL):
+        chunk = names[start : start + SIZES_PER_CALL]
+        waits = oldest_waits(queue, chunk)
+        rows += [QueueRow(size, waits[size.name]) for size in queue.sizes(chunk)]
+    return rows
+
+
+def _rows(request: Request) -> tuple[list[QueueRow], str, int]:
+    found = dashboard(request)
+    match = request.query_params.get("match", "")
+    names = found.queue.known_queues()
+    if match:
+        names = [name for name in names if fnmatch.fnmatchcase(name, match)]
+    return queue_rows(found.queue, names[:MOST_SHOWN]), match, len(names)
+
+
+def queues_page(request: Request) -> Response:
+    rows, match, total = _rows(request)
+    return dashboard(request).pages.render(
+        request, "queues.html", rows=rows, match=match, total=total
+    )
+
+
+def queues_table(request: Request) -> Response:
+    """The table alone, which the page's script fetches to keep it current."""
+    rows, match, total = _rows(request)
+    return dashboard(request).pages.fragment(
+        request, "queues_table.html", rows=rows, match=match, total=total
+    )
+
+
+async def pause_action(request: Request) -> Response:
+    return await _set_paused(request, True)
+
+
+async def resume_action(request: Request) -> Response:
+    return await _set_paused(request, False)
+
+
+async def _set_paused(request: Request, paused: bool) -> Response:
+    form = await action_form(request)
+    queue = dashboard(request).queue
+    try:
+        name = validate_queue_name(str(form.get("queue", "")))
+    except InvalidQueueName as exc:
+        raise HTTPException(400, str(exc)) from None
+    changed = await run_in_threadpool(queue.pause if paused else queue.resume, name)
+    verb = "Paused" if paused else "Resumed"
+    notify(request, f"{verb} queue {name}." if changed else f"Queue {name} was so already.")
+    return RedirectResponse(dashboard(request).url(request, "/queues"), 303)
+
+
+routes = [
+    Route("/queues", queues_page, name="queues"),
+    Route("/queues/table", queues_table),
+    Route("/queues/pause", pause_action, methods=["POST"]),
+    Route("/queues/resume", resume_action, methods=["POST"]),
+]

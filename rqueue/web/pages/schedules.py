@@ -1,0 +1,65 @@
+"""The schedules page: every schedule, its next runs; pause, resume, run now."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from rqueue.errors import RQueueError
+from rqueue.schedules import Schedule, Schedules
+from rqueue.web.auth import action_form, notify, route_path
+from rqueue.web.state import dashboard
+
+ACTIONS = ("pause", "resume", "run-now")
+NEXT_RUNS = 3
+"""Fire times shown per schedule."""
+
+
+def next_runs(schedule: Schedule) -> list[datetime]:
+    """The next few fire times; none for a definition whose timing does not parse (one
+    altered in Redis), which the page shows rather than failing on."""
+    try:
+        return schedule.next_runs(NEXT_RUNS)
+    except (RQueueError, ValueError, OverflowError):
+        return []
+
+
+def state(schedule: Schedule) -> str:
+    if not schedule.trusted:
+        return "refused (not signed with RQUEUE_SECRET)"
+    return "finished" if schedule.finished else "paused" if schedule.paused else "active"
+
+
+def schedules_page(request: Request) -> Response:
+    found = dashboard(request)
+    rows = [(s, state(s), next_runs(s)) for s in Schedules(found.queue).list()]
+    return found.pages.render(request, "schedules.html", rows=rows)
+
+
+async def schedule_action(request: Request) -> Response:
+    form = await action_form(request)
+    schedules = Schedules(dashboard(request).queue)
+    name, action = str(form.get("name", "")), route_path(request).rpartition("/")[2]
+    try:
+        if action == "pause":
+            await run_in_threadpool(schedules.pause, name)
+            notify(request, f"Paused schedule {name}.")
+        elif action == "resume":
+            await run_in_threadpool(schedules.resume, name)
+            notify(request, f"Resumed schedule {name}.")
+        elif action == "run-now":
+            task_id = await run_in_threadpool(schedules.run_now, name)
+            notify(request, f"Enqueued {name} now as task {task_id}.")
+    except RQueueError as exc:  # no such schedule, or one not signed with our secret
+        notify(request, f"Could not {action} {name}: {exc}")
+    return RedirectResponse(dashboard(request).url(request, "/schedules"), 303)
+
+
+routes = [
+    Route("/schedules", schedules_page, name="schedules"),
+    *(Route(f"/schedules/{action}", schedule_action, methods=["POST"]) for action in ACTIONS),
+]

@@ -1,0 +1,91 @@
+"""``rqueue dashboard``, the real command: where it binds, when it refuses to start,
+and the token it then asks for; and the charts' SVG on data no chart should trust."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+
+import httpx
+from support import RQUEUE, cli, wait_for
+
+from rqueue.config import Config
+from rqueue.server import free_port
+from rqueue.store.queue import RedisQueue
+from rqueue.web.charts import line_chart
+
+TOKEN = "a-token-long-enough-for-the-test"
+
+
+def test_a_non_loopback_host_is_refused_without_a_token(config: Config) -> None:
+    env = {"RQUEUE_DASHBOARD_TOKEN": ""}
+    for host in ("0.0.0.0", "::", "192.0.2.1", "dashboard.example"):
+        result = cli(config, "dashboard", "--host", host, env=env)
+        assert result.returncode == 2, result.stderr
+        assert "--host" in result.stderr and "RQUEUE_DASHBOARD_TOKEN" in result.stderr
+    short = cli(config, "dashboard", "--host", "0.0.0.0", env={"RQUEUE_DASHBOARD_TOKEN": "short"})
+    assert short.returncode == 2 and "RQUEUE_DASHBOARD_TOKEN is too short" in short.stderr
+    port = cli(config, "dashboard", "--port", "70000")
+    assert port.returncode == 2 and "--port" in port.stderr
+
+
+def test_unreachable_redis_is_one_line_not_a_server(config: Config) -> None:
+    result = cli(
+        config, "dashboard", "--port", str(free_port()), "--redis-url", "redis://127.0.0.1:1"
+    )
+    assert result.returncode == 1 and "cannot reach Redis" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_command_serves_on_loopback_and_asks_for_its_token(
+    config: Config, queue: RedisQueue
+) -> None:
+    port = free_port()
+    env = {**os.environ, "REDIS_URL": config.redis_url, "RQUEUE_DASHBOARD_TOKEN": TOKEN}
+    process = subprocess.Popen(
+        [*RQUEUE, "dashboard", "--port", str(port), "--read-only"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        announced = process.stdout.readline()
+        assert f"Dashboard (read-only) at http://127.0.0.1:{port}/" in announced
+        url = f"http://127.0.0.1:{port}"
+
+        def answers() -> httpx.Response | None:
+            try:
+                return httpx.get(f"{url}/queues")
+            except httpx.ConnectError:
+                return None
+
+        assert wait_for(answers, 15, "the dashboard to answer").status_code == 401
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        page = httpx.get(f"{url}/queues", headers=bearer)
+        assert page.status_code == 200 and "read-only" in page.text
+        assert httpx.post(f"{url}/queues/pause", headers=bearer).status_code == 403
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(15)
+        for stream in (process.stdout, process.stderr):
+            assert stream is not None
+            stream.close()
+
+
+def test_a_chart_draws_one_path_per_series_and_skips_what_is_not_a_number() -> None:
+    series = {
+        "<b>q</b>": [(0.0, 1.0), (60.0, math.nan), (120.0, 3.0)],
+        "other": [(0.0, math.inf), (60.0, -5.0), (9e99, 1.0)],
+        "emails": [(30.0, 2.0), (90.0, 0.0)],
+    }
+    svg = str(line_chart("Processed <per> minute", series, 0.0, 120.0))
+    assert svg.count('class="series"') == 2  # "other" has no point worth drawing
+    assert "<b>" not in svg and "&lt;b&gt;q&lt;/b&gt;" in svg and "&lt;per&gt;" in svg
+    assert 'd="M48.0,' in svg and "nan" not in svg.lower() and "inf" not in svg.lower()
+    assert ">5<" in svg  # the y axis ends at a round number above the highest point
+    empty = str(line_chart("Nothing", {}, 0.0, 60.0))
+    assert "no data in this window" in empty and 'class="series"' not in empty
