@@ -7,6 +7,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 
 import httpx
 from support import RQUEUE, cli, wait_for
@@ -89,3 +90,23 @@ def test_a_chart_draws_one_path_per_series_and_skips_what_is_not_a_number() -> N
     assert ">5<" in svg  # the y axis ends at a round number above the highest point
     empty = str(line_chart("Nothing", {}, 0.0, 60.0))
     assert "no data in this window" in empty and 'class="series"' not in empty
+
+
+def test_without_the_extras_the_commands_name_what_to_install(config: Config) -> None:
+    # The real command in a Python where the web stack cannot be imported (None in
+    # sys.modules makes an import fail as if the package were not installed).
+    for blocked, command, extra in (
+        ("uvicorn", "dashboard", "rqueue[web]"),
+        ("prometheus_client", "metrics", "rqueue[metrics]"),
+    ):
+        code = (
+            f"import sys; sys.modules[{blocked!r}] = None; "
+            f"from rqueue.cli import main; main([{command!r}])"
+        )
+        env = {**os.environ, "REDIS_URL": config.redis_url}
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env
+        )
+        assert result.returncode == 1, result.stderr
+        assert f"pip install '{extra}'" in result.stderr
+        assert "Traceback" not in result.stderr

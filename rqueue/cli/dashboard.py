@@ -14,7 +14,7 @@ import os
 
 import click
 
-from rqueue.cli.common import connection_options, say
+from rqueue.cli.common import connection_options, die, say
 from rqueue.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -66,9 +66,12 @@ def dashboard(config: Config, host: str, port: int, read_only: bool) -> None:
             "before serving the dashboard to a network",
             param_hint="--host",
         )
-    import uvicorn  # the web extra; only this command needs it
+    try:  # the web extra; only this command needs it
+        import uvicorn
 
-    from rqueue.web import create_app
+        from rqueue.web import create_app
+    except ImportError as exc:
+        die(f"the dashboard needs the web extra ({exc}): pip install 'rqueue[web]'")
 
     queue = RedisQueue(config)
     queue.ping()  # an unreachable Redis is one clear line now, not an error per page
