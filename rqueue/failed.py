@@ -202,7 +202,7 @@ class FailedTasks:
             found = self.store.records_of([failed.queue], [failed.id], CHUNK)
         except InvalidQueueName:  # a record written by hand, naming no queue there can be
             return False
-        return any(held.record == failed.raw for _, held in found)
+        return any(held.record == failed.raw for held in found)
 
     def find(self, task_id: str) -> FailedTask | None:
         return self.find_all([task_id]).get(task_id)
@@ -215,7 +215,7 @@ class FailedTasks:
         and queue, pipelined, whatever the number of records."""
         names = [name for name, _ in self._counted(queues)]
         newest: dict[str, tuple[float, FailedTask]] = {}
-        for _, held in self.store.records_of(names, list(dict.fromkeys(task_ids)), CHUNK):
+        for held in self.store.records_of(names, list(dict.fromkeys(task_ids)), CHUNK):
             try:
                 failed = decode_record(held.record)
             except InvalidPayload:

@@ -32,7 +32,16 @@ from rqueue.errors import (
     UnserializableArgument,
     describe,
 )
-from rqueue.store.header import ARRAY, HEADER, ID_OFFSET, RAW_ID_LENGTH, SMALLEST, header, raw_id
+from rqueue.store.header import (
+    ARRAY,
+    HEADER,
+    ID_LENGTH,
+    ID_OFFSET,
+    RAW_ID_LENGTH,
+    SMALLEST,
+    header,
+    raw_id,
+)
 
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
 
@@ -125,7 +134,7 @@ def new_id() -> str:
 def new_ids(count: int) -> list[str]:
     """``count`` ids from one read of the system's random source."""
     digits = os.urandom(16 * count).hex()
-    return [digits[i : i + 32] for i in range(0, len(digits), 32)]
+    return [digits[i : i + ID_LENGTH] for i in range(0, len(digits), ID_LENGTH)]
 
 
 class PayloadTemplate:

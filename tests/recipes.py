@@ -17,7 +17,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from support import wait_for
+import httpx
+from support import Workers, ready, wait_for
+
+from rqueue.store.queue import RedisQueue
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
@@ -103,3 +106,16 @@ def assert_quotes_its_examples(section: str) -> None:
             found = source.find(part, position)
             assert found >= 0, f"docs/integrations.md quotes {path.name} wrongly:\n{part}"
             position = found + len(part)
+
+
+def assert_counts_words(client: httpx.Client, queue: RedisQueue, workers: Workers) -> None:
+    """The FastAPI and Flask examples' ``/words`` routes: a dispatch waits in Redis until
+    a worker starts, then the result route waits for the worker's answer (up to 10 s)."""
+    dispatched = client.post("/words", json={"text": "to be or not to be"})
+    assert dispatched.status_code == 202, dispatched.text
+    task_id = dispatched.json()["id"]
+    assert len(ready(queue)) == 1  # in Redis, waiting for a worker
+    workers.start("default")
+    answer = client.get(f"/words/{task_id}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"words": 6}

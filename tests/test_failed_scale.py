@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from support import cli, ready
 
-from rqueue.cli.queues import SIZES_PER_CALL
 from rqueue.config import Config
 from rqueue.failed import CHUNK, PAGE, STEP, FailedTasks, make_record
+from rqueue.metrics.read import SIZES_PER_CALL
 from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
@@ -27,7 +27,7 @@ def fill(queue: RedisQueue, count: int, name: str = "default", legacy: bool = Fa
     first; their task ids in that order. ``legacy``: in the failed list a version before
     the failed index wrote instead, to be converted when read."""
     ids = []
-    pipe = queue.client.pipeline(transaction=False)
+    pipe = queue.client.pipeline(transaction=False)  # the legacy list's pushes
     for i in range(count):
         job = Job(new_id(), "apptasks:record", (i,), {}, name, attempts=3, tries=3)
         payload = encode(job)

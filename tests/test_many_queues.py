@@ -20,6 +20,7 @@ from rqueue.payload import encode
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.queue import RedisQueue
 from rqueue.store.waits import BLOCKED_MOST
+from rqueue.worker import queue_order
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import PROBED_ABOVE
 from rqueue.worker.reservations import Batches
@@ -108,7 +109,10 @@ def test_an_earlier_queue_is_taken_first_when_both_have_tasks(queue: RedisQueue)
     assert not taking.acks_pending()
 
 
-def test_a_push_after_a_probe_is_taken_before_the_child_goes_idle(queue: RedisQueue) -> None:
+def test_a_push_after_a_probe_is_taken_before_the_child_goes_idle(
+    queue: RedisQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_order, "REUSE", 10**9)  # the second take reuses the probe
     taking = batches(queue)
     push(queue, QUEUES[10], "first")
     batch = taking.take(10)

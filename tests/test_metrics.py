@@ -179,12 +179,11 @@ def test_hostile_metrics_data_reads_as_nothing_and_is_written_over(queue: RedisQ
 
 def test_oldest_wait_is_the_real_age_of_the_head_task(queue: RedisQueue) -> None:
     assert oldest_wait(queue, "default") is None
-    apptasks.record.dispatch("first")
-    time.sleep(0.01)  # a later dispatch, so the head's age is the larger
-    apptasks.record.dispatch("second")
     now = time.time()
-    age = oldest_wait(queue, "default", now=now + 30)
-    assert age is not None and 30 <= age < 40
+    push_job(queue, "apptasks:record", "first", dispatched_at=now - 300)
+    push_job(queue, "apptasks:record", "second", dispatched_at=now - 10)
+    age = oldest_wait(queue, "default", now=now)
+    assert age is not None and 300 <= age < 310  # the head's, not the newest's
     queue.client.lpush(queue.keys("garbage").ready, b"\x1b[2Jnot a payload")
     assert oldest_wait(queue, "garbage") is None
 

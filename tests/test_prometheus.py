@@ -107,8 +107,6 @@ def test_a_scrape_shows_sizes_counters_histograms_and_workers(
     assert samples[("rqueue_task_wait_seconds_count", record)] == 3
     inf_bucket = frozenset({*record, ("le", "+Inf")})
     assert samples[("rqueue_task_runtime_seconds_bucket", inf_bucket)] == 3
-    small = frozenset({*record, ("le", "0.005")})
-    assert samples[("rqueue_task_runtime_seconds_bucket", small)] <= 3
     assert samples[("rqueue_task_runtime_seconds_sum", record)] > 0
     running.signal(signal.SIGTERM)
     assert running.wait(20) == 0

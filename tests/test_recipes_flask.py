@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 
 import httpx
-from recipes import EXAMPLES, assert_quotes_its_examples, serving
-from support import Workers, ready
+from recipes import EXAMPLES, assert_counts_words, assert_quotes_its_examples, serving
+from support import Workers
 
 from rqueue.config import Config
 from rqueue.store.queue import RedisQueue
@@ -23,14 +23,7 @@ def test_a_route_dispatches_and_another_waits_for_the_workers_result(
     try:
         env = {"REDIS_URL": config.redis_url}
         with serving(FLASK, APP, env) as base, httpx.Client(base_url=base, timeout=30) as client:
-            dispatched = client.post("/words", json={"text": "to be or not to be"})
-            assert dispatched.status_code == 202, dispatched.text
-            task_id = dispatched.json()["id"]
-            assert len(ready(queue)) == 1  # in Redis, waiting for a worker
-            workers.start("default")
-            answer = client.get(f"/words/{task_id}")  # the route waits for it, up to 10 s
-            assert answer.status_code == 200, answer.text
-            assert answer.json() == {"words": 6}
+            assert_counts_words(client, queue, workers)
             assert client.get("/words/%3Cb%3Enot-an-id").status_code == 404
     finally:
         workers.kill_all()

@@ -10,15 +10,12 @@ listing; a bad BATCH_ID typed by the user is a usage error.
 from __future__ import annotations
 
 import click
-import redis
 
 from rqueue.cli.common import connection_options, die, moment, say, table
 from rqueue.config import Config
-from rqueue.errors import InvalidPayload
-from rqueue.store.batch_store import BatchStore
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
-from rqueue.workflows.batches import Batch, BatchStatus, batch_of
+from rqueue.workflows.batches import Batch, BatchStatus, batch_of, listed_batches
 from rqueue.workflows.prune import prune_batches
 
 
@@ -59,27 +56,23 @@ def batches_list(config: Config, limit: int) -> None:
     Batches expired or pruned are left out; an entry that is not a batch rqueue can
     read shows as unreadable.
     """
-    queue = RedisQueue(config)
     rows: list[tuple[object, ...]] = []
-    for batch_id in BatchStore(queue).listed(limit):
-        try:
-            status = Batch(batch_id, queue).status()
-        except (ValueError, InvalidPayload, redis.ResponseError):
+    for batch_id, status in listed_batches(limit, RedisQueue(config)):
+        if status is None:
             rows.append((batch_id, "-", "-", "-", "-", "-", "unreadable", "-"))
             continue
-        if status is not None:
-            rows.append(
-                (
-                    status.id,
-                    status.name or "-",
-                    status.total,
-                    status.pending,
-                    status.failed,
-                    f"{status.progress:.1f}%",
-                    _state(status),
-                    moment(status.created_at),
-                )
+        rows.append(
+            (
+                status.id,
+                status.name or "-",
+                status.total,
+                status.pending,
+                status.failed,
+                f"{status.progress:.1f}%",
+                status.state,
+                moment(status.created_at),
             )
+        )
     headers = ("id", "name", "total", "pending", "failed", "progress", "state", "created")
     table(headers, rows)
 
@@ -96,7 +89,7 @@ def batches_show(config: Config, batch_id: str) -> None:
     fields: list[tuple[str, object]] = [
         ("id", status.id),
         ("name", status.name or "-"),
-        ("state", _state(status)),
+        ("state", status.state),
         ("total", status.total),
         ("pending", status.pending),
         ("processed", status.processed),
@@ -171,9 +164,3 @@ def batches_prune(config: Config, hours: int) -> None:
     )
     if pruned.unreadable:
         say(f"Left {pruned.unreadable} unreadable list entry(ies) alone (see batches list).")
-
-
-def _state(status: BatchStatus) -> str:
-    if status.cancelled:
-        return "cancelled, finished" if status.finished else "cancelled"
-    return "finished" if status.finished else "in progress"

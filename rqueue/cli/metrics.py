@@ -32,12 +32,12 @@ from rqueue.store.queue import RedisQueue
 @connection_options
 def metrics(config: Config, port: int, host: str, queues: str | None) -> None:
     """Serve Prometheus metrics at http://HOST:PORT/metrics until Ctrl-C or SIGTERM."""
-    try:
-        from prometheus_client import start_http_server
-
+    try:  # the metrics extra: its absence is one line naming what to install
         from rqueue.metrics.prometheus import registry_for
     except ImportError as exc:
-        die(str(exc) if "rqueue[metrics]" in str(exc) else f"{exc}: pip install 'rqueue[metrics]'")
+        die(str(exc))
+    from prometheus_client import start_http_server
+
     names = None if queues is None else list(queue_list(queues))
     queue = RedisQueue(config)
     queue.ping()

@@ -16,7 +16,7 @@ import click
 
 from rqueue.cli.common import connection_options, queue_list, say, table
 from rqueue.config import Config
-from rqueue.metrics.read import oldest_waits
+from rqueue.metrics.read import queue_rows
 from rqueue.store.queue import RedisQueue
 
 
@@ -43,11 +43,9 @@ def monitor(config: Config, queues: str, most: int, max_wait: float | None, as_j
     (or --max-wait)."""
     names = list(queue_list(queues))
     queue = RedisQueue(config)
-    sizes = queue.sizes(names)
-    waits = oldest_waits(queue, names)
     rows = []
-    for size in sizes:
-        wait = waits[size.name]
+    for row in queue_rows(queue, names):
+        size, wait = row.size, row.oldest_wait
         over = size.ready > most or (max_wait is not None and wait is not None and wait > max_wait)
         rows.append((size, wait, over))
     if as_json:

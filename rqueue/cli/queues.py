@@ -10,13 +10,10 @@ import click
 
 from rqueue.cli.common import connection_options, die, queue_list, say
 from rqueue.config import Config
+from rqueue.metrics.read import SIZES_PER_CALL
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
-
-SIZES_PER_CALL = 250
-"""Queues counted per round trip by ``rqueue size``: four O(1) counts each, so a
-pipeline of a thousand commands, and the rows print as each one comes back."""
 
 
 @click.command()

@@ -126,12 +126,6 @@ def _schedules(config: Config) -> Schedules:
     return Schedules(RedisQueue(config))
 
 
-def _state(schedule: Schedule) -> str:
-    if not schedule.trusted:
-        return "refused (not signed with RQUEUE_SECRET)"
-    return "finished" if schedule.finished else "paused" if schedule.paused else "active"
-
-
 def _window(schedule: Schedule) -> str:
     if schedule.start_ms is None and schedule.end_ms is None:
         return "-"
@@ -143,7 +137,7 @@ def _window(schedule: Schedule) -> str:
 def _describe(schedule: Schedule) -> None:
     say(
         f"{schedule.name}: {schedule.task} on {schedule.queue}, {schedule.describe()}, "
-        f"{_state(schedule)}, next run "
+        f"{schedule.state}, next run "
         f"{iso(schedule.next_ms) if schedule.next_ms is not None else '-'}"
     )
 
@@ -165,7 +159,7 @@ def schedule_list(config: Config) -> None:
             _window(s),
             iso(s.next_ms) if s.next_ms is not None else "-",
             iso(s.last_ms) if s.last_ms is not None else "-",
-            _state(s),
+            s.state,
         )
         for s in _schedules(config).list()
     ]

@@ -163,23 +163,28 @@ def work(
         raise click.UsageError(str(exc)) from None
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    for module in worker_options.preload:  # a typo is a usage error, not a traceback
-        try:
-            found = importlib.util.find_spec(module)
-        except ModuleNotFoundError:
-            found = None
-        if found is None:
-            raise click.UsageError(f"-A/--app: no module named {module!r} here or on sys.path")
     logs.configure(log_level, log_format)
-    for module in worker_options.preload:  # one that raises is one line, not a traceback
-        try:
-            importlib.import_module(module)
-        except Exception as exc:
-            kind, message = describe(exc)
-            raised = f"-A/--app {module}: importing it raised {kind}: {message}"
-            raise click.UsageError(shown(raised)) from None
+    for module in worker_options.preload:  # a typo, or a module that raises, is one line
+        _preload(module)
     _warn_of_unknown_queues(config, worker_options.queues)
     sys.exit(Supervisor(worker_options, config).run())
+
+
+def _preload(module: str) -> None:
+    """Import an ``-A`` module here, so that a typo or a module that raises is a usage
+    error naming it (exit 2), not a traceback from the worker's parent."""
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        found = None
+    if found is None:
+        raise click.UsageError(f"-A/--app: no module named {module!r} here or on sys.path")
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        kind, message = describe(exc)
+        raised = f"-A/--app {module}: importing it raised {kind}: {message}"
+        raise click.UsageError(shown(raised)) from None
 
 
 def _warn_of_unknown_queues(config: Config, names: tuple[str, ...]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from rqueue.metrics.read import oldest_waits, totals_of
+from rqueue.metrics.read import SIZES_PER_CALL, queue_rows, totals_of
 from rqueue.metrics.registry import list_workers
 from rqueue.store.queue import RedisQueue
 
@@ -31,8 +31,6 @@ except ImportError as missing:  # pragma: no cover - exercised without the extra
         "rqueue's Prometheus metrics need prometheus_client: pip install 'rqueue[metrics]'"
     ) from missing
 
-QUEUES_PER_CALL = 250
-"""Queues read per pipeline, as ``rqueue size`` does."""
 _SIZES = ("ready", "delayed", "reserved", "failed")
 _SIZE_HELP = {
     "ready": "Tasks waiting to be taken.",
@@ -65,14 +63,13 @@ class RQueueCollector(Collector):
         wait = _histogram(
             "rqueue_task_wait_seconds", "Seconds from dispatch to the start of a first attempt."
         )
-        for start in range(0, len(names), QUEUES_PER_CALL):
-            chunk = names[start : start + QUEUES_PER_CALL]
-            for size in self.queue.sizes(chunk):
+        for start in range(0, len(names), SIZES_PER_CALL):
+            chunk = names[start : start + SIZES_PER_CALL]
+            for row in queue_rows(self.queue, chunk):
                 for kind, family in sizes.items():
-                    family.add_metric([size.name], getattr(size, kind))
-            for name, age in oldest_waits(self.queue, chunk).items():
-                if age is not None:
-                    oldest.add_metric([name], age)
+                    family.add_metric([row.size.name], getattr(row.size, kind))
+                if row.oldest_wait is not None:
+                    oldest.add_metric([row.size.name], row.oldest_wait)
             for name, by_task in totals_of(self.queue, chunk).items():
                 for task, counts in sorted(by_task.items()):
                     labels = [name, task]

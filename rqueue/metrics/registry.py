@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -129,14 +129,15 @@ class Heartbeat:
         """The tasks running at the last beat, by id."""
         self._warned = False
 
-    def beat(self, running: Sequence[Running]) -> None:
-        """Write the entry if a heartbeat is due. Redis being away is the caller's
-        to ride out; a key of the wrong type (someone wrote there) is logged once."""
+    def beat(self, running: Callable[[], Sequence[Running]]) -> None:
+        """Write the entry if a heartbeat is due, with what ``running()`` says the
+        children run (read only then). Redis being away is the caller's to ride out; a
+        key of the wrong type (someone wrote there) is logged once."""
         now = time.monotonic()
         if now < self._due:
             return
         self._due = now + HEARTBEAT
-        tasks = self._track(running)
+        tasks = self._track(running())
         entry = {**self._static, "heartbeat": time.time(), "tasks": tasks}
         registry = self.queue.global_keys.workers
         pipe = self.queue.client.pipeline(transaction=False)
@@ -224,7 +225,7 @@ def _worker(raw: bytes) -> WorkerInfo | None:
         entry = msgpack.unpackb(raw, raw=False, strict_map_key=False)
         if type(entry) is not dict:
             return None
-        tasks = tuple(_task(row) for row in entry.get("tasks", ()) if _task(row) is not None)
+        tasks = tuple(task for task in map(_task, entry.get("tasks", ())) if task is not None)
         return WorkerInfo(
             _text(entry["id"]),
             _text(entry["host"]),
@@ -235,7 +236,7 @@ def _worker(raw: bytes) -> WorkerInfo | None:
             _whole(entry["threads"]),
             _moment(entry["started"]),
             _moment(entry["heartbeat"]),
-            tasks,  # type: ignore[arg-type]
+            tasks,
         )
     except Exception:  # any shape but ours: not a worker this version can show
         return None

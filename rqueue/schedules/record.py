@@ -92,6 +92,14 @@ class Schedule:
     def last_run(self) -> datetime | None:
         return None if self.last_ms is None else from_ms(self.last_ms)
 
+    @property
+    def state(self) -> str:
+        """What ``rqueue schedule list`` and the dashboard show: refused, finished,
+        paused or active."""
+        if not self.trusted:
+            return "refused (not signed with RQUEUE_SECRET)"
+        return "finished" if self.finished else "paused" if self.paused else "active"
+
     def next_runs(self, count: int) -> list[datetime]:
         """The next ``count`` fire times (UTC datetimes) from the next scheduled one."""
         if self.finished or count <= 0:

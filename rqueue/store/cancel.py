@@ -15,7 +15,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rqueue.store.header import payload_id, stored_ids
+from rqueue.store.header import payload_id, raw_id, stored_ids
 from rqueue.store.queue import RedisQueue
 
 
@@ -53,7 +53,7 @@ def cancel(queue: RedisQueue, task_id: str, queue_name: str) -> CancelOutcome:
     result, done = keys.result(task_id), keys.done(task_id)
     script_keys = (keys.pending_ids, keys.cancelled, result, done, keys.unique)
     try:
-        raw = stored_ids(task_id)[0]
+        raw = raw_id(task_id)
     except ValueError:
         return CancelOutcome.NOT_PENDING  # not an id any task could have
     answer = int(queue.scripts.cancel(queue.client, script_keys, (task_id, raw)))

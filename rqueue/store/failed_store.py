@@ -30,9 +30,8 @@ from rqueue.store.wire import KeyOrArg
 
 
 class Held(NamedTuple):
-    """One record found by its id: where it is filed, its bytes and when it came (µs)."""
+    """One record found by its id: its bytes and when it came (µs)."""
 
-    key: bytes
     record: bytes
     score: float
 
@@ -125,14 +124,14 @@ class FailedStore:
 
     def records_of(
         self, queues: Sequence[str], task_ids: Sequence[str], per_call: int
-    ) -> list[tuple[str, Held]]:
-        """Every record of each of ``task_ids`` in each of ``queues``, as ``(queue, held)``.
+    ) -> list[Held]:
+        """Every record of each of ``task_ids`` in each of ``queues``.
 
         A lookup of ``<id>#1`` in each queue, pipelined ``per_call`` a round trip, then of
         ``#2`` where that was there, and so on: an id's records fill 1 to m, so the
         first miss ends its search. Typically two lookups per queue and id.
         """
-        found: list[tuple[str, Held]] = []
+        found: list[Held] = []
         wanted = [(queue, task_id) for queue in queues for task_id in task_ids]
         n = 1
         while wanted:
@@ -147,7 +146,7 @@ class FailedStore:
                 for i, (queue, task_id) in enumerate(wanted[start : start + per_call]):
                     record, score = replies[2 * i], replies[2 * i + 1]
                     if record is not None:
-                        found.append((queue, Held(record_key(task_id, n), record, score or 0.0)))
+                        found.append(Held(record, score or 0.0))
                         there.append((queue, task_id))
             wanted, n = there, n + 1
         return found

@@ -31,7 +31,6 @@ ID_OFFSET = 13
 RAW_ID_LENGTH = 16
 ID_LENGTH = 32
 """A task id's length as text: 32 hex digits."""
-FIXED_ENTRIES = 3
 ARRAY = 0x90
 """A fixarray's marker; its low four bits are the element count."""
 SMALLEST, LARGEST = 9, 15
@@ -71,8 +70,8 @@ def header(data: bytes) -> tuple[str, int, int] | None:
     """
     offset = attempts_offset(data)
     if offset == ATTEMPTS_OFFSET:
-        attempts, timeout_ms, raw_id = _V2.unpack_from(data)
-        return raw_id.hex(), attempts, timeout_ms
+        attempts, timeout_ms, stored = _V2.unpack_from(data)
+        return stored.hex(), attempts, timeout_ms
     if offset is None:
         return None
     attempts, timeout_ms, text_id = _V1.unpack_from(data)

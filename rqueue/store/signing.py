@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import hmac
-import struct
 from typing import Any
 
 import msgpack
@@ -36,8 +35,6 @@ import msgpack
 from rqueue.errors import InvalidPayload
 from rqueue.store.header import ARRAY, ATTEMPTS_OFFSET, LARGEST, attempts_offset, has_header
 
-_ENTRY_COUNT = struct.Struct(">H")
-_ENTRY_COUNT_OFFSET = 1
 _DIGEST_SIZE = 32
 _TRAILER = b"\xc4\x20"
 """Before the digest: bin 8 of 32 bytes, the payload array's last element."""
@@ -69,20 +66,12 @@ def _trailer(attempts_at: int) -> bytes:
 
 
 def sign(payload: bytes, secret: str, queue: str) -> bytes:
-    """Append the signature element to an encoded payload bound for ``queue``."""
-    attempts_at = attempts_offset(payload)
-    if attempts_at is None or (attempts_at == ATTEMPTS_OFFSET and payload[0] - ARRAY >= LARGEST):
+    """Append the signature element to an encoded payload bound for ``queue``; the
+    array's element count in the header is bumped to include it."""
+    if attempts_offset(payload) != ATTEMPTS_OFFSET or payload[0] - ARRAY >= LARGEST:
         raise InvalidPayload("only rqueue payloads can be signed")
-    if attempts_at == ATTEMPTS_OFFSET:  # one more array element
-        unsigned = bytes((payload[0] + 1,)) + payload[1:]
-    else:  # one more map entry
-        (entries,) = _ENTRY_COUNT.unpack_from(payload, _ENTRY_COUNT_OFFSET)
-        unsigned = (
-            payload[:_ENTRY_COUNT_OFFSET]
-            + _ENTRY_COUNT.pack(entries + 1)
-            + payload[_ENTRY_COUNT_OFFSET + _ENTRY_COUNT.size :]
-        )
-    return unsigned + _trailer(attempts_at) + _mac(secret, queue, unsigned, attempts_at)
+    unsigned = bytes((payload[0] + 1,)) + payload[1:]
+    return unsigned + _TRAILER + _mac(secret, queue, unsigned, ATTEMPTS_OFFSET)
 
 
 def verify(payload: bytes, secret: str, queue: str) -> None:

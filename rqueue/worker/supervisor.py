@@ -145,7 +145,7 @@ class Supervisor(InterruptibleWaits):
             self._check_limits()
             wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
             if self.heartbeat is not None:
-                self.heartbeat.beat(self._running())
+                self.heartbeat.beat(self._running)
         if self.children or not self.stopping:
             self._wait(min(wait, self._time_to_next_deadline()))
 

@@ -11,6 +11,7 @@ from rqueue.workflows.batches import (
     batch,
     batch_of,
     current_batch,
+    listed_batches,
     skip_if_batch_cancelled,
 )
 from rqueue.workflows.chains import Chain, DispatchedChain, chain
@@ -26,6 +27,7 @@ __all__ = [
     "batch_of",
     "chain",
     "current_batch",
+    "listed_batches",
     "result_of",
     "skip_if_batch_cancelled",
 ]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+import redis
 
 from rqueue import codec
 from rqueue.current import current_job
@@ -78,6 +79,13 @@ class BatchStatus:
     def progress(self) -> float:
         """Percent of the members processed (succeeded or failed), 0 to 100."""
         return 100.0 if not self.total else 100.0 * self.processed / self.total
+
+    @property
+    def state(self) -> str:
+        """In words, as ``rqueue batches`` and the dashboard show it."""
+        if self.cancelled:
+            return "cancelled, finished" if self.finished else "cancelled"
+        return "finished" if self.finished else "in progress"
 
 
 class Batch:
@@ -254,6 +262,24 @@ def batch(calls: Iterable[PendingDispatch]) -> PendingBatch:
 def batch_of(batch_id: str, connection: RedisQueue | None = None) -> Batch:
     """A handle on an existing batch, by id."""
     return Batch(batch_id, connection)
+
+
+def listed_batches(
+    limit: int, connection: RedisQueue | None = None
+) -> list[tuple[str, BatchStatus | None]]:
+    """``(id, status)`` of the newest ``limit`` batches, newest first; None for an entry
+    rqueue cannot read. Batches expired or pruned are left out."""
+    connection = connection or default_queue()
+    rows: list[tuple[str, BatchStatus | None]] = []
+    for batch_id in BatchStore(connection).listed(limit):
+        try:
+            status = Batch(batch_id, connection).status()
+        except (ValueError, InvalidPayload, redis.ResponseError):
+            rows.append((batch_id, None))
+            continue
+        if status is not None:
+            rows.append((batch_id, status))
+    return rows
 
 
 def current_batch() -> Batch | None:

@@ -9,8 +9,8 @@
 -- ARGV[1] 'retry' (push each back), 'forget' (drop them) or 'flush' (drop the oldest)
 -- retry, forget: ARGV[3i - 1] the i-th record's key as read, ARGV[3i] its exact bytes,
 --         ARGV[3i + 1] its payload with attempts 0 ('' for forget). One record for
---         `rqueue failed retry ID`, a chunk of them (failed.CHUNK) for `--all`.
--- flush: ARGV[2] how many of the oldest records to drop (failed.CHUNK).
+--         `rqueue failed retry ID`, a chunk of them (failed.STEP) for `--all`.
+-- flush: ARGV[2] how many of the oldest records to drop (failed.STEP).
 -- Returns how many records were still there, and so were retried or dropped.
 -- Invariant: a retried task leaves the failed records and enters the ready list
 -- together, and two concurrent retries of one record push it once. A call costs

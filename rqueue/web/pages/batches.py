@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import redis
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from rqueue.errors import InvalidPayload, RQueueError
-from rqueue.store.batch_store import BatchStore
-from rqueue.store.queue import RedisQueue
+from rqueue.errors import RQueueError
 from rqueue.web.auth import action_form, notify
 from rqueue.web.state import dashboard
-from rqueue.workflows import Batch, BatchStatus, batch_of
+from rqueue.workflows import Batch, batch_of, listed_batches
 
 NEWEST = 100
 """Batches the list shows, newest first (as ``rqueue batches list``)."""
-
-
-def listed(queue: RedisQueue) -> list[tuple[str, BatchStatus | None]]:
-    """``(id, status)`` of the newest batches; None for an entry rqueue cannot read.
-    Batches expired or pruned are left out."""
-    rows: list[tuple[str, BatchStatus | None]] = []
-    for batch_id in BatchStore(queue).listed(NEWEST):
-        try:
-            status = Batch(batch_id, queue).status()
-        except (ValueError, InvalidPayload, redis.ResponseError):
-            rows.append((batch_id, None))
-            continue
-        if status is not None:
-            rows.append((batch_id, status))
-    return rows
 
 
 def _batch(request: Request) -> Batch:
@@ -44,7 +26,7 @@ def _batch(request: Request) -> Batch:
 
 def batches_page(request: Request) -> Response:
     found = dashboard(request)
-    return found.pages.render(request, "batches.html", rows=listed(found.queue))
+    return found.pages.render(request, "batches.html", rows=listed_batches(NEWEST, found.queue))
 
 
 def batch_page(request: Request) -> Response:

@@ -57,7 +57,6 @@ def failed_page(request: Request) -> Response:
         result=result,
         text=text,
         queue=queue,
-        offset=offset,
         next_link=next_link,
         queues=found.queue.known_queues(),
     )

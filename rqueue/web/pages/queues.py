@@ -4,7 +4,6 @@ pausing or resuming a queue (workers skip a paused one; dispatching goes on)."""
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -13,33 +12,13 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from rqueue.errors import InvalidQueueName
-from rqueue.metrics.read import oldest_waits
+from rqueue.metrics.read import QueueRow, queue_rows
 from rqueue.store.keys import validate_queue_name
-from rqueue.store.queue import QueueSize, RedisQueue
 from rqueue.web.auth import action_form, notify
 from rqueue.web.state import dashboard
 
-SIZES_PER_CALL = 250
-"""Queues counted per round trip: five O(1) reads each (as ``rqueue size``), and one
-more round trip for the oldest ready task of each."""
 MOST_SHOWN = 500
 """Rows on the page; with more queues, a name pattern narrows them down."""
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    size: QueueSize
-    oldest_wait: float | None
-    """Seconds the oldest ready task has waited (None: nothing ready)."""
-
-
-def queue_rows(queue: RedisQueue, names: list[str]) -> list[QueueRow]:
-    rows: list[QueueRow] = []
-    for start in range(0, len(names), SIZES_PER_CALL):
-        chunk = names[start : start + SIZES_PER_CALL]
-        waits = oldest_waits(queue, chunk)
-        rows += [QueueRow(size, waits[size.name]) for size in queue.sizes(chunk)]
-    return rows
 
 
 def _rows(request: Request) -> tuple[list[QueueRow], str, int]:

@@ -28,15 +28,9 @@ def next_runs(schedule: Schedule) -> list[datetime]:
         return []
 
 
-def state(schedule: Schedule) -> str:
-    if not schedule.trusted:
-        return "refused (not signed with RQUEUE_SECRET)"
-    return "finished" if schedule.finished else "paused" if schedule.paused else "active"
-
-
 def schedules_page(request: Request) -> Response:
     found = dashboard(request)
-    rows = [(s, state(s), next_runs(s)) for s in Schedules(found.queue).list()]
+    rows = [(s, s.state, next_runs(s)) for s in Schedules(found.queue).list()]
     return found.pages.render(request, "schedules.html", rows=rows)
 
 
