@@ -200,7 +200,8 @@ def test_a_slot_left_half_written_reads_as_torn_and_its_claims_go_back(
     assert board.read(0) is not None
     slot._begin()  # the child is killed here: its write never ends
     assert board.read(0) is None
-    assert board.total_processed() == 0 and board.taken() == 0
+    # It may hold a whole batch: --max-jobs counts it full until the parent retires it.
+    assert board.total_processed() == 0 and board.taken() == board.max_held
 
     apptasks.record.dispatch("one")
     apptasks.record.dispatch("two")

@@ -123,10 +123,20 @@ class Scoreboard:
         self._memory[0] = 1 if value else 0
 
     def retire(self, index: int) -> None:
-        """Fold a dead child's processed count into the total and empty its slot."""
+        """Fold a dead child's processed count into the total and empty its slot.
+
+        In that order, while children may be counting: they read the slots before the
+        total (:meth:`taken`), so one that reads between the two writes counts this
+        child twice (it waits a turn), never not at all (it would overshoot the limit).
+        """
         paused, retired = _GLOBAL.unpack_from(self._memory, 0)
         _GLOBAL.pack_into(self._memory, 0, paused, retired + self._processed(index))
         self.clear(index)
+
+    def _retired(self) -> int:
+        """Tasks processed by children that have exited (read after the slots)."""
+        retired: int = _GLOBAL.unpack_from(self._memory, 0)[1]
+        return retired
 
     def offset(self, index: int) -> int:
         return _GLOBAL_SIZE + index * self.slot_size
@@ -153,14 +163,19 @@ class Scoreboard:
     def _read_once(self, index: int) -> SlotView | None:
         offset = self.offset(index)
         memory = self._memory
-        seq, state, queue, count, current, deadline, processed = _HEADER.unpack_from(memory, offset)
+        # The counter on its own, before and after the rest: read as part of the header,
+        # nothing says it was loaded before the fields it vouches for.
+        seq = _SEQ.unpack_from(memory, offset)[0]
+        if seq % 2 != 0:
+            return None
+        _, state, queue, count, current, deadline, processed = _HEADER.unpack_from(memory, offset)
         count = max(0, min(count, self.max_held))  # torn, if out of range: the seq tells
         raw_entries = list(
             _ENTRY.iter_unpack(
                 memory[offset + _HEADER.size : offset + _HEADER.size + _ENTRY.size * count]
             )
         )
-        if seq % 2 != 0 or _HEADER.unpack_from(memory, offset)[0] != seq:
+        if _SEQ.unpack_from(memory, offset)[0] != seq:
             return None
         held = tuple(
             Held(raw.decode("ascii", "replace"), attempts) for raw, attempts, *_ in raw_entries
@@ -178,8 +193,8 @@ class Scoreboard:
         self._memory[offset : offset + self.slot_size] = bytes(self.slot_size)
 
     def total_processed(self) -> int:
-        retired: int = _GLOBAL.unpack_from(self._memory, 0)[1]
-        return retired + sum(self._processed(i) for i in range(self.slots))
+        processed = sum(self._processed(i) for i in range(self.slots))
+        return processed + self._retired()
 
     @contextlib.contextmanager
     def claiming(self) -> Iterator[None]:
@@ -195,16 +210,17 @@ class Scoreboard:
         Each slot is read once, as one view: a child that finishes a task moves it from
         held to processed in a single write, so the sum never dips while it does. (Two
         passes, processed then held, could miss a task between them, and ``--max-jobs``
-        would let one task too many be taken.) A torn slot counts what it processed.
+        would let one task too many be taken.) A torn slot may hold a whole batch: it
+        counts as full until the child finishes the write or the parent retires it.
         """
-        total: int = _GLOBAL.unpack_from(self._memory, 0)[1]
+        total = 0
         for index in range(self.slots):
             view = self.read(index)
             if view is None:
-                total += self._processed(index)
+                total += self._processed(index) + self.max_held
             else:
                 total += view.processed + view.unfinished()
-        return total
+        return total + self._retired()
 
 
 class Slot:
@@ -406,12 +422,16 @@ class Slot:
         _SEQ.pack_into(self._memory, self._offset, self._seq)
 
     def _end(self) -> None:
+        """Write the header, then make the counter even: a reader that sees it even
+        sees every field of this write. (Written with the header, the counter could
+        land first, and a reader accept a new ``current`` beside an old ``processed``:
+        a task in neither count, and ``--max-jobs`` overshot.)"""
         if self.concurrent:
             self.deadline = self._earliest_deadline()
         _HEADER.pack_into(
             self._memory,
             self._offset,
-            self._seq + 1,
+            self._seq,
             self.state,
             self.queue_index,
             self.count,
@@ -420,3 +440,4 @@ class Slot:
             self.processed,
         )
         self._seq += 1
+        _SEQ.pack_into(self._memory, self._offset, self._seq)
