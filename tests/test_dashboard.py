@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Iterator
+from html.parser import HTMLParser
 
 import apptasks
 import httpx
+import msgpack
 import pytest
 from browser import Served, served_dashboard
 from starlette.applications import Starlette
@@ -20,10 +23,13 @@ from support import Workers
 
 from rqueue.config import Config
 from rqueue.failed import FailedTasks
+from rqueue.metrics.collector import Collector
 from rqueue.payload import new_id
+from rqueue.schedules import Schedules
 from rqueue.store.queue import RedisQueue
 from rqueue.web import create_app
 from rqueue.web.auth import COOKIE
+from rqueue.workflows import batch
 
 TOKEN = "s3cret-token-for-the-tests"
 HOSTILE = "<script>alert('x')</script>\x1b[2J\x1b]52;c;cHduZWQ=\x07\u202e"
@@ -69,6 +75,59 @@ def test_text_from_redis_is_escaped_on_every_page_that_shows_it(
         assert "default-src" not in detail  # the policy is a header, not in the page
         policy = client.get("/failed").headers["content-security-policy"]
         assert "default-src 'self'" in policy and "unsafe-inline" not in policy.split(";")[0]
+
+
+def test_hostile_names_on_the_other_pages_are_escaped_too(queue: RedisQueue) -> None:
+    """A worker's entry, a schedule, a batch, a metrics series and the queue registry
+    each carry hostile text: every page that lists them shows it as inert text."""
+    entry = {
+        "id": "f" * 32,
+        "host": HOSTILE,
+        "pid": 1,
+        "queues": [HOSTILE],
+        "processes": 1,
+        "slots": 0,
+        "threads": 0,
+        "started": time.time(),
+        "heartbeat": time.time(),
+        "tasks": [["e" * 32, HOSTILE, HOSTILE, 1, time.time()]],
+    }
+    queue.client.set(queue.global_keys.worker("f" * 32), msgpack.packb(entry))
+    queue.client.zadd(queue.global_keys.workers, {"f" * 32: round(time.time() * 1000)})
+    Schedules(queue).add(HOSTILE, apptasks.record, every=60, args=[HOSTILE])
+    started = batch([apptasks.record.pending(1)]).name(HOSTILE).dispatch()
+    metrics = Collector(queue)
+    metrics.failed("default", HOSTILE, None, None)
+    metrics.flush()
+    queue.client.sadd(queue.global_keys.known_queues, HOSTILE)
+    pages = ("/", "/?window=day", "/overview/charts", "/queues", "/workers")
+    shown_on = (*pages, "/schedules", "/batches", f"/batches/{started.id}")
+    with served_dashboard(queue) as served, httpx.Client(base_url=served.url) as client:
+        for path in shown_on:
+            page = client.get(path)
+            assert page.status_code == 200, path
+            assert "<script>alert" not in page.text, path
+            text = visible_text(page.text)
+            assert "\x1b" not in text and "\u202e" not in text, path
+        for path in ("/workers", "/schedules", "/batches", f"/batches/{started.id}"):
+            assert "<script>alert('x')</script>\\x1b[2J" in visible_text(client.get(path).text)
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def visible_text(html: str) -> str:
+    """A page's text as a browser shows it. (A form's hidden value carries a name
+    exactly, to act on it: only HTML-escaped, which is right there.)"""
+    parser = _Text()
+    parser.feed(html)
+    return "".join(parser.parts)
 
 
 def test_without_the_token_nothing_is_shown_and_a_browser_is_sent_to_log_in(

@@ -20,6 +20,7 @@ from support import Workers, follow_log, logged, wait_for
 
 from rqueue.config import Config
 from rqueue.errors import DispatchRefused, QueueConnectionError
+from rqueue.metrics.collector import NoMetrics
 from rqueue.server import RedisServer, free_port
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import TRANSIENT_REPLIES, RedisUnavailable, transient_reply
@@ -207,7 +208,7 @@ def test_a_slot_left_half_written_reads_as_torn_and_its_claims_go_back(
     apptasks.record.dispatch("two")
     reservation = queue.send_reserve("default", 2, 60_000, 1_000, 1_000, claims="token")()
     assert len(reservation.payloads) == 2
-    Recovery(queue, WorkerOptions(), lambda call: call()).recover(
+    Recovery(queue, WorkerOptions(), lambda call: call(), NoMetrics()).recover(
         None, "token", "killed by signal 9", killed_for_timeout=False, cold=False
     )
     sizes = queue.sizes(["default"])[0]

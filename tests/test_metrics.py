@@ -60,6 +60,22 @@ def test_real_workers_count_successes_failures_and_retries(
     assert sum(p.failed for p in queue_series(queue, "emails", minutes=10)) == 1
 
 
+def test_tasks_the_parent_settles_are_counted_and_its_reports_are_not(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """A child that dies counts nothing: its parent counts the retry and the failure
+    it decides. The parent's report of the failure (an internal task) is not work."""
+    apptasks.dies_with_hook.using(tries=2, backoff=0).dispatch()
+    code, output = workers.run("--stop-when-drained", *FAST)
+    assert code == 0, output
+    assert queue.client.lrange(apptasks.HOOKS, 0, -1) == [b"failed:WorkerLost:2"]
+    counted = totals(queue, "default")
+    assert list(counted) == ["apptasks:dies_with_hook"]
+    dies = counted["apptasks:dies_with_hook"]
+    assert (dies.processed, dies.failed, dies.retried) == (0, 1, 1)
+    assert dies.runtime.count == 0  # how long it ran before it died is not known
+
+
 def test_a_worker_with_metrics_off_writes_none(queue: RedisQueue, workers: Workers) -> None:
     apptasks.record.dispatch_many([(1,), (2,)])
     code, output = workers.run("--stop-when-empty", "--no-metrics", *FAST)

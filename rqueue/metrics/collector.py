@@ -39,6 +39,7 @@ from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.scripts import LuaScript
+from rqueue.task_names import is_internal
 
 log = logging.getLogger("rqueue.worker")
 
@@ -98,9 +99,10 @@ class Collector:
         if job.attempts == 1 and job.dispatched_at:  # a retry's "wait" is its backoff
             series.waits.append(now - runtime - job.dispatched_at)
 
-    def retried(self, queue: str, task: str, job: Job, runtime: float) -> None:
+    def retried(self, queue: str, task: str, job: Job, runtime: float | None) -> None:
         """An attempt failed and the task goes back for another (``task``: the name
-        to count it under, see :data:`UNREGISTERED`)."""
+        to count it under, see :data:`UNREGISTERED`; ``runtime`` None if the parent
+        settled it, its child dead)."""
         self._other(queue, task, 1, job, runtime)
 
     def failed(self, queue: str, task: str, job: Job | None, runtime: float | None) -> None:
@@ -137,18 +139,18 @@ class Collector:
         self._minute, self._due = int(now // 60), now + FLUSH_INTERVAL
         by_queue: dict[str, list[tuple[str, _Series]]] = {}
         for (queue, task), series in self._series.items():
-            by_queue.setdefault(queue, []).append((task, series))
+            if not is_internal(task):  # rqueue's own (a parent's failure report): not work
+                by_queue.setdefault(queue, []).append((task, series))
+        self._series = {}
         for queue, tasks in by_queue.items():
             try:
                 self._send(queue, minute, tasks)
-            except REDIS_ERRORS:
-                continue  # kept, and sent with the next flush's minute
+            except REDIS_ERRORS:  # kept, and sent with the next flush's minute
+                self._series.update({(queue, task): series for task, series in tasks})
             except redis.ResponseError as exc:
                 if not self._refused_logged:
                     self._refused_logged = True
                     log.error("metrics of queue %s: Redis refused them (%s); dropped", queue, exc)
-            for task, _ in tasks:
-                del self._series[(queue, task)]
 
     def _send(self, queue: str, minute: int, tasks: list[tuple[str, _Series]]) -> None:
         keys = self.queue.keys(queue)
@@ -193,7 +195,7 @@ class NoMetrics:
     def succeeded(self, queue: str, job: Job, runtime: float) -> None:
         pass
 
-    def retried(self, queue: str, task: str, job: Job, runtime: float) -> None:
+    def retried(self, queue: str, task: str, job: Job, runtime: float | None) -> None:
         pass
 
     def failed(self, queue: str, task: str, job: Job | None, runtime: float | None) -> None:

@@ -12,6 +12,9 @@ of its slot saying what became of it: each running one is settled the same way, 
 timeout if the parent killed the child for a deadline that entry had passed, else as
 ``WorkerLost`` (a coroutine that blocked the loop costs its siblings an attempt too,
 so that a poison task cannot loop for ever).
+
+Those retries and failures are counted in the metrics here, the child that would
+have counted them being dead.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from collections import defaultdict
 
 from rqueue.errors import InvalidPayload
 from rqueue.failed import make_record
-from rqueue.payload import decode
+from rqueue.metrics.collector import UNREGISTERED, Collector, NoMetrics
+from rqueue.payload import Job, decode
 from rqueue.store.header import payload_attempts, payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
+from rqueue.task_names import malformed_name
 from rqueue.worker import parent_failures, unique_locks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import complete_failure, forget_exceptions, retry_delay
@@ -38,10 +43,17 @@ log = logging.getLogger("rqueue.worker")
 class Recovery:
     """Settles a dead child's tasks; ``persist`` retries each change until Redis takes it."""
 
-    def __init__(self, queue: RedisQueue, options: WorkerOptions, persist: Persist) -> None:
+    def __init__(
+        self,
+        queue: RedisQueue,
+        options: WorkerOptions,
+        persist: Persist,
+        metrics: Collector | NoMetrics,
+    ) -> None:
         self.queue = queue
         self.options = options
         self.persist = persist
+        self.metrics = metrics
 
     def recover(
         self, view: SlotView | None, claims: str, how: str, killed_for_timeout: bool, cold: bool
@@ -161,6 +173,7 @@ class Recovery:
             )
             after = delay
             self.persist(lambda: self.queue.release(name, [member], after))
+            self.metrics.retried(name, _counted_name(job), job, None)
         else:
             log.error(
                 "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
@@ -172,6 +185,7 @@ class Recovery:
                     self.queue, self.persist, job, member, kind, message, "", 0.0
                 )
             self.persist(lambda: self.queue.fail(name, member, record, kept=kept))
+            self.metrics.failed(name, _counted_name(job), job, None)
             if job is not None:  # after_failed and listeners run in a child
                 forget_exceptions(self.queue, self.persist, name, job)
                 unique_locks.on_failed(self.queue, self.persist, name, job)
@@ -182,3 +196,14 @@ class Recovery:
         return {
             (pid, payload_attempts(m)): m for m in members if (pid := payload_id(m)) is not None
         }
+
+
+def _counted_name(job: Job | None) -> str:
+    """The name a settled task is counted under. The parent has not imported the
+    tasks, so unlike a child (``outcomes.counted_name``) it cannot ask the registry;
+    but a child had started this task, which it does only once the payload passed
+    admission (its signature too, when signing is on): its name is taken as written,
+    unless it is not a task name at all."""
+    if job is None or malformed_name(job.task) is not None:
+        return UNREGISTERED
+    return job.task

@@ -23,6 +23,7 @@ from typing import TypeVar
 from setproctitle import setproctitle
 
 from rqueue.config import Config
+from rqueue.metrics.collector import Collector, NoMetrics
 from rqueue.metrics.registry import Heartbeat, Running
 from rqueue.payload import new_id
 from rqueue.schedules.scheduler import Scheduler
@@ -77,8 +78,9 @@ class Supervisor(InterruptibleWaits):
         # refuses writes for now (a failover): reading works on a replica too.
         self._restart_marker = self.queue.restart_marker()
         self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
-        self.recovery = Recovery(self.queue, self.options, self._persist)
         options = self.options
+        self.metrics = Collector(self.queue) if options.metrics else NoMetrics()
+        self.recovery = Recovery(self.queue, options, self._persist, self.metrics)
         self.heartbeat = (
             Heartbeat(
                 self.queue,
@@ -122,6 +124,7 @@ class Supervisor(InterruptibleWaits):
                         "Redis at %s unavailable (%s); retrying", self.config.redacted_url(), exc
                     )
                 self._sleep(backoff_delay(failures))
+        self.metrics.flush()
         if self.heartbeat is not None:
             self.heartbeat.leave()
         if self.reload:
@@ -146,6 +149,7 @@ class Supervisor(InterruptibleWaits):
             wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
             if self.heartbeat is not None:
                 self.heartbeat.beat(self._running)
+            self.metrics.flush_if_due()  # of the tasks it settled for dead children
         if self.children or not self.stopping:
             self._wait(min(wait, self._time_to_next_deadline()))
 
