@@ -197,8 +197,12 @@ class FailedTasks:
 
     def holds(self, failed: FailedTask) -> bool:
         """True if ``failed``'s exact record is among its queue's failed records: how a
-        worker checks a claim that a task failed (``parent_failures.py``), by its id."""
+        worker checks a claim that a task failed (``parent_failures.py``), by its id.
+        An old failed list is converted first: in a rolling upgrade, a parent of the
+        version before may have written the record there."""
         try:
+            if not self._counted([failed.queue]):
+                return False
             found = self.store.records_of([failed.queue], [failed.id], CHUNK)
         except InvalidQueueName:  # a record written by hand, naming no queue there can be
             return False
@@ -226,8 +230,20 @@ class FailedTasks:
 
     def retry(self, failed: FailedTask) -> bool:
         """Push the task back with attempts reset; False if someone retried it already."""
-        retry = (record_key(failed.id), failed.raw, with_attempts(failed.payload, 0))
-        return self.store.retry(failed.queue, [retry]) == 1
+        return self.retry_many([failed]) == 1
+
+    def retry_many(self, records: Iterable[FailedTask]) -> int:
+        """Push each task back with attempts reset, :data:`STEP` a script call per
+        queue; how many were still there to retry."""
+        by_queue: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
+        for failed in records:
+            retry = (record_key(failed.id), failed.raw, with_attempts(failed.payload, 0))
+            by_queue.setdefault(failed.queue, []).append(retry)
+        return sum(
+            self.store.retry(name, retries[start : start + STEP])
+            for name, retries in by_queue.items()
+            for start in range(0, len(retries), STEP)
+        )
 
     def retry_all(self, queues: Iterable[str] | None = None) -> int:
         return sum(step.done for step in self.retry_chunks(queues))

@@ -138,15 +138,24 @@ def test_a_member_adds_members_once_however_often_it_runs(
     assert int(queue.client.get("test:member-runs")) == 3
 
 
-def test_retry_dispatches_the_failed_members_again(queue: RedisQueue, workers: Workers) -> None:
-    members = [flows.member_fails.pending(0), flows.member.pending(1)]
-    b = batch(members).allow_failures().dispatch()
-    code, _ = workers.run("--stop-when-empty")
-    assert code == 0
-    status = b.status()
-    assert status is not None and (status.failed, status.succeeded) == (1, 1)
-    assert b.retry() == 1
-    assert queue.client.llen(queue.keys("default").failed) == 0
+def test_retry_dispatches_the_failed_members_again_in_as_many_calls_for_one_as_for_all(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    script_calls = []
+    for failing in (1, 3):
+        members = [flows.member_fails.pending(i) for i in range(failing)]
+        b = batch([*members, flows.member.pending(9)]).allow_failures().dispatch()
+        code, _ = workers.run("--stop-when-empty")
+        assert code == 0
+        status = b.status()
+        assert status is not None and (status.failed, status.succeeded) == (failing, 1)
+        queue.client.config_resetstat()
+        assert b.retry() == failing
+        script_calls.append(queue.client.info("commandstats")["cmdstat_evalsha"]["calls"])
+        assert queue.sizes(["default"])[0].failed == 0
+        assert queue.sizes(["default"])[0].ready == failing
+        queue.client.delete(queue.keys("default").ready)
+    assert script_calls[0] == script_calls[1]  # was one more call per member
 
 
 def test_retry_reads_only_the_newest_failed_records_it_needs(

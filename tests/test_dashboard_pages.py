@@ -18,6 +18,7 @@ from rqueue.payload import Job, encode, new_id
 from rqueue.schedules import Schedules
 from rqueue.store.queue import RedisQueue
 from rqueue.web.failed_search import Match, retry_matching
+from rqueue.web.pages.queues import MOST_SHOWN
 from rqueue.workflows import batch, batch_of
 
 FAST = ("--block-for", "0.2", "--log-level", "warning")
@@ -84,6 +85,20 @@ def test_failed_tasks_are_found_by_text_and_retried_or_forgotten_one_or_many(
     assert done.status_code == 303
     assert "Retried 2 of 2 failed task(s)." in client.get(done.headers["location"]).text
     assert FailedTasks(queue).list() == [] and queue.sizes(["default"])[0].ready == 2
+
+
+def test_past_the_queues_page_s_rows_the_failed_page_asks_for_a_queue_s_name(
+    client: httpx.Client, queue: RedisQueue, workers: Workers
+) -> None:
+    """It listed every known queue as an option: ten thousand made a page of megabytes."""
+    (task_id,) = fail(workers, "one")
+    assert '<select name="queue"' in client.get("/failed").text
+    queue.remember_queues([f"tenant-{n}" for n in range(MOST_SHOWN)])
+    page = client.get("/failed").text
+    assert '<select name="queue"' not in page and "tenant-7" not in page
+    assert '<input name="queue" value=""' in page
+    assert task_id in client.get("/failed?queue=default").text
+    assert task_id not in client.get("/failed?queue=tenant-7").text
 
 
 def test_retry_all_matching_retries_every_match_and_only_them(

@@ -161,6 +161,16 @@ def test_a_legacy_failed_list_is_converted_whole_and_in_order(queue: RedisQueue)
     assert queue.client.hvals(keys.failed_records) == [b"\xc1 not a record <b>"]
 
 
+def test_a_record_an_old_parent_wrote_to_the_failed_list_is_held(queue: RedisQueue) -> None:
+    """How a worker checks a parent's failure report: it said "no such record" for
+    one in a failed list from before the index, until something else converted it."""
+    old = legacy_records("default", 3)
+    queue.client.rpush(queue.keys("default").failed, *old)
+    failed = FailedTasks(queue)
+    assert failed.holds(decode_record(old[1]))
+    assert not failed.holds(decode_record(legacy_records("default", 1)[0]))
+
+
 def test_two_converters_at_once_move_every_record_once(queue: RedisQueue) -> None:
     keys = queue.keys("default")
     old = legacy_records("default", 3000)

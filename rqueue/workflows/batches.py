@@ -176,7 +176,7 @@ class Batch:
         if not records:  # forgotten or flushed: reopening would leave it unfinished
             return 0
         store.reopen(self.id, [(index, record.id) for index, record in records])
-        return sum(failed.retry(record) for _, record in records)
+        return failed.retry_many(record for _, record in records)
 
 
 class PendingBatch:

@@ -20,6 +20,7 @@ from rqueue.failed import FailedTasks
 from rqueue.store.keys import validate_queue_name
 from rqueue.web.auth import action_form, notify
 from rqueue.web.failed_search import Match, forget_matching, retry_matching, search
+from rqueue.web.pages.queues import MOST_SHOWN
 from rqueue.web.state import dashboard
 
 PAST = {"retry": "Retried", "forget": "Forgot"}
@@ -58,8 +59,15 @@ def failed_page(request: Request) -> Response:
         text=text,
         queue=queue,
         next_link=next_link,
-        queues=found.queue.known_queues(),
+        queues=_choices(found.queue.known_queues()),
     )
+
+
+def _choices(queues: list[str]) -> list[str] | None:
+    """The queues to pick from, or None (a name is typed) past the queues page's
+    :data:`~rqueue.web.pages.queues.MOST_SHOWN`: ten thousand options are a page
+    no one reads."""
+    return queues if len(queues) <= MOST_SHOWN else None
 
 
 def failed_task_page(request: Request) -> Response:
