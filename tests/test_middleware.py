@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import middleware_tasks as mt
 import pytest
-from support import Workers, failures, push_job, strings, wait_for
+from support import Workers, failures, push_job, ready, strings, wait_for
 
 from rqueue import chain
 from rqueue.current import Runner, set_runner
@@ -21,9 +21,12 @@ from rqueue.errors import InvalidTaskOption
 from rqueue.failed import FailedTasks
 from rqueue.middleware import RateLimited, Skip, ThrottlesExceptions, WithoutOverlapping
 from rqueue.middleware.base import MIDDLEWARE
+from rqueue.payload import decode
+from rqueue.schedules import Schedules
 from rqueue.store import guards
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
+from rqueue.task import Dispatched
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 
@@ -199,6 +202,35 @@ def test_declared_middleware_wrap_given_ones_and_act_at_dispatch(
     handle = mt.recorded.using(middleware=[mt.Recording("given")], keep_result=60).dispatch("x")
     workers.start(*FAST)
     assert handle.result(10) == ["declared", "given"]  # both before_dispatch ran, in order
+    assert strings(queue.client, mt.ORDER) == [
+        "enter declared",
+        "enter given",
+        "run x",
+        "leave given",
+        "leave declared",
+    ]
+
+
+def test_a_schedule_s_runs_carry_its_task_s_using_options_and_middleware(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """A schedule kept tries, timeout and backoff only: keep_result, max_exceptions,
+    fail_on_timeout, retry_until and using(middleware=) were dropped without a word."""
+    target = mt.recorded.using(
+        middleware=[mt.Recording("given")],
+        keep_result=60,
+        max_exceptions=2,
+        fail_on_timeout=True,
+        retry_until=timedelta(hours=1),
+    )
+    Schedules(queue).add("carried", target, every=3600, args=["x"])
+    task_id = Schedules(queue).run_now("carried")
+    (job,) = [decode(payload) for payload in ready(queue)]
+    assert (job.max_exceptions, job.fail_on_timeout) == (2, True)
+    assert job.retry_until == pytest.approx(job.dispatched_at + 3600)
+    workers.start(*FAST)
+    # Kept, and both middleware ran (before_dispatch does not: the worker fires it).
+    assert Dispatched(task_id, mt.recorded.name, "default", queue).result(10) == []
     assert strings(queue.client, mt.ORDER) == [
         "enter declared",
         "enter given",

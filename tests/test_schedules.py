@@ -84,6 +84,25 @@ def test_bad_definitions_are_refused_and_nothing_is_stored(
     assert queue.client.keys("*") == []
 
 
+def test_a_retry_until_that_is_not_a_length_of_time_is_refused(queue: RedisQueue) -> None:
+    for until in (datetime(2030, 1, 1, tzinfo=timezone.utc), lambda: 60):
+        with pytest.raises(InvalidSchedule, match=r"retry_until .* not a moment or a callable"):
+            schedules.add("bad", apptasks.scheduled.using(retry_until=until), every=60)
+    assert queue.client.keys("*") == []
+
+
+def test_a_declared_schedule_follows_its_task_s_options_in_the_code(queue: RedisQueue) -> None:
+    """Only a change of timing reached a declared schedule: keep_result added to the
+    task in the code stayed out of its runs."""
+    found = Schedules(queue)
+    found.declare(apptasks.scheduled, None, 60, "UTC")
+    assert found.get(apptasks.scheduled.name).keep_ms == 0
+    found.declare(apptasks.scheduled.using(keep_result=30, max_exceptions=3), None, 60, "UTC")
+    declared = found.get(apptasks.scheduled.name)
+    assert (declared.keep_ms, declared.max_exceptions, declared.declared) == (30_000, 3, True)
+    assert (declared.every_ms, declared.timezone) == (60_000, "UTC")
+
+
 @pytest.mark.topology
 def test_unknown_task_is_refused_and_nothing_is_stored(queue: RedisQueue) -> None:
     with pytest.raises(TaskNotRegistered, match="no task of that name"):

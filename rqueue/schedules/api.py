@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from rqueue import registry
-from rqueue.errors import InvalidSchedule, RQueueError, TaskNotRegistered
+from rqueue.errors import InvalidSchedule, InvalidTaskOption, RQueueError, TaskNotRegistered
+from rqueue.middleware.base import carry
 from rqueue.payload import encode
 from rqueue.schedules.record import (
     DEFAULT_MISFIRE_GRACE,
@@ -29,7 +30,7 @@ from rqueue.schedules.record import (
 from rqueue.store.default import default_queue
 from rqueue.store.schedule_store import ScheduleStore
 from rqueue.store.signing import InvalidSignature
-from rqueue.task import registered
+from rqueue.task import registered, retry_until_at
 from rqueue.timing import Timing, seconds, to_ms
 
 if TYPE_CHECKING:
@@ -79,6 +80,34 @@ def _check(schedule: Schedule) -> Schedule:
         raise InvalidSchedule("misfire_grace must not be negative")
     encode(schedule.job(0, 0, "0" * 32))  # refuse arguments msgpack cannot encode, now
     return schedule
+
+
+def call_options(target: Task[Any, Any]) -> dict[str, Any]:
+    """The options each run of a schedule of ``target`` carries, as a dispatch through
+    it would: its declared ones and its ``using()``'s. Only a ``retry_until`` that is
+    not a length of time is refused: one moment, or one callable's, for every run."""
+    options = target.options
+    until = options.retry_until
+    if until is not None and (callable(until) or isinstance(until, datetime)):
+        raise InvalidSchedule(
+            f"retry_until {until!r}: a schedule's runs take it as a timedelta or seconds "
+            "from each run's dispatch, not a moment or a callable"
+        )
+    try:
+        middleware = tuple(carry(m) for m in options.dispatch_middleware)
+        within = None if until is None else retry_until_at(until, 0.0)
+    except InvalidTaskOption as exc:
+        raise InvalidSchedule(str(exc)) from None
+    return {
+        "tries": options.tries,
+        "timeout": options.timeout,
+        "backoff": options.backoff,
+        "max_exceptions": options.max_exceptions,
+        "fail_on_timeout": options.fail_on_timeout,
+        "keep_ms": target.keep_ms,
+        "middleware": middleware,
+        "retry_within": within,
+    }
 
 
 def resolve_task(target: Task[Any, Any] | str) -> Task[Any, Any]:
@@ -145,10 +174,8 @@ class Schedules:
                 misfire_grace_ms=round(misfire_grace * 1000),
                 paused=paused,
                 created_ms=now,
-                tries=target.options.tries,
-                timeout=target.options.timeout,
-                backoff=target.options.backoff,
                 declared=declared,
+                **call_options(target),
             )
         )
         if not self.store.claim_name(name, schedule.queue):
@@ -207,12 +234,7 @@ class Schedules:
                 values["misfire_grace_ms"] = round(seconds(changes["misfire_grace"]) * 1000)
             if "task" in changes:
                 found = resolve_task(changes["task"])
-                values.update(
-                    task=found.name,
-                    tries=found.options.tries,
-                    timeout=found.options.timeout,
-                    backoff=found.options.backoff,
-                )
+                values.update(task=found.name, **call_options(found))
             return _check(
                 replace(
                     current,
@@ -264,10 +286,13 @@ class Schedules:
                 self.add(task.name, task, cron=cron, every=every, timezone=timezone, declared=True)
             return
         every_ms = None if every is None else round(every * 1000)
-        if (current.cron, current.every_ms, current.timezone) == (cron, every_ms, timezone):
-            return
-        if current.declared:
-            self.update(task.name, cron=cron, every=every, timezone=timezone)
+        changes: dict[str, Any] = {}
+        if (current.cron, current.every_ms, current.timezone) != (cron, every_ms, timezone):
+            changes.update(cron=cron, every=every, timezone=timezone)
+        if any(getattr(current, k) != v for k, v in call_options(task).items()):
+            changes["task"] = task  # its options changed in the code (say, keep_result)
+        if changes and current.declared:
+            self.update(task.name, **changes)
             self._change(task.name, lambda s, now: replace(s, declared=True))
 
     # -- reading -----------------------------------------------------------------------

@@ -13,7 +13,8 @@ from typing import Any
 import msgpack
 
 from rqueue.errors import InvalidSchedule, describe
-from rqueue.payload import Backoff, Job, new_id
+from rqueue.middleware.base import MIDDLEWARE
+from rqueue.payload import KEEP, Backoff, Job, new_id
 from rqueue.timing import Timing, from_ms, iso
 
 MISFIRE_POLICIES = ("skip", "all")
@@ -52,6 +53,15 @@ class Schedule:
     backoff: Backoff = ()
     declared: bool = False
     """Declared with ``@task(cron=...)``; workers keep it in line with the code."""
+    max_exceptions: int | None = None
+    fail_on_timeout: bool = False
+    keep_ms: int = 0
+    """How long each run keeps its result (``keep_result``), in ms; 0: not kept."""
+    middleware: tuple[Any, ...] = ()
+    """``using(middleware=)``'s, each as a payload carries it (``[class, fields]``)."""
+    retry_within: float | None = None
+    """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
+    a moment or a callable would be the same for every run)."""
     next_ms: int | None = None
     """Read from the timeline (not stored in the definition): None if paused or finished."""
     trusted: bool = True
@@ -118,7 +128,18 @@ class Schedule:
         return f"every {(self.every_ms or 0) / 1000:g} s"
 
     def job(self, trigger_ms: int, now_ms: int, job_id: str | None = None) -> Job:
-        """The call this schedule makes for one trigger."""
+        """The call this schedule makes for one trigger: what ``dispatch()`` through
+        the task (with its ``using()``) would make, but for a unique lock."""
+        meta: dict[str, Any] = {
+            "schedule": self.name,
+            "trigger": iso(trigger_ms),
+            "trigger_ms": trigger_ms,
+        }
+        if self.keep_ms:
+            meta[KEEP] = self.keep_ms
+        if self.middleware:
+            meta[MIDDLEWARE] = list(self.middleware)
+        dispatched_at = now_ms / 1000
         return Job(
             id=job_id or new_id(),
             task=self.task,
@@ -128,8 +149,11 @@ class Schedule:
             tries=self.tries,
             timeout=self.timeout,
             backoff=self.backoff,
-            dispatched_at=now_ms / 1000,
-            meta={"schedule": self.name, "trigger": iso(trigger_ms), "trigger_ms": trigger_ms},
+            dispatched_at=dispatched_at,
+            meta=meta,
+            max_exceptions=self.max_exceptions,
+            retry_until=None if self.retry_within is None else dispatched_at + self.retry_within,
+            fail_on_timeout=self.fail_on_timeout,
         )
 
     def encode(self) -> bytes:
@@ -141,6 +165,7 @@ class Schedule:
                 stored[name] = getattr(self, name)
         stored["args"] = list(self.args)
         stored["backoff"] = list(self.backoff)
+        stored["middleware"] = list(self.middleware)
         try:
             return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
         except (TypeError, ValueError, OverflowError) as exc:
@@ -162,6 +187,7 @@ class Schedule:
             known = {k: v for k, v in stored.items() if k in _STORED and k != "timing"}
             known["args"] = tuple(known.get("args") or ())
             known["backoff"] = tuple(known.get("backoff") or ())
+            known["middleware"] = tuple(known.get("middleware") or ())
             given = {k: v for k, v in stored.items() if k in _TIMING_FIELDS}
             timing = Timing(**given, check=False)
             return cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
