@@ -196,19 +196,17 @@ def test_skip_does_not_run_the_call(queue: RedisQueue, workers: Workers) -> None
     assert not failures(queue)
 
 
+DECLARED_AROUND_GIVEN = ["enter declared", "enter given", "run x", "leave given", "leave declared"]
+"""What ``mt.recorded("x")`` notes, run with ``Recording("given")`` given by ``using()``."""
+
+
 def test_declared_middleware_wrap_given_ones_and_act_at_dispatch(
     queue: RedisQueue, workers: Workers
 ) -> None:
     handle = mt.recorded.using(middleware=[mt.Recording("given")], keep_result=60).dispatch("x")
     workers.start(*FAST)
     assert handle.result(10) == ["declared", "given"]  # both before_dispatch ran, in order
-    assert strings(queue.client, mt.ORDER) == [
-        "enter declared",
-        "enter given",
-        "run x",
-        "leave given",
-        "leave declared",
-    ]
+    assert strings(queue.client, mt.ORDER) == DECLARED_AROUND_GIVEN
 
 
 def test_a_schedule_s_runs_carry_its_task_s_using_options_and_middleware(
@@ -231,13 +229,7 @@ def test_a_schedule_s_runs_carry_its_task_s_using_options_and_middleware(
     workers.start(*FAST)
     # Kept, and both middleware ran (before_dispatch does not: the worker fires it).
     assert Dispatched(task_id, mt.recorded.name, "default", queue).result(10) == []
-    assert strings(queue.client, mt.ORDER) == [
-        "enter declared",
-        "enter given",
-        "run x",
-        "leave given",
-        "leave declared",
-    ]
+    assert strings(queue.client, mt.ORDER) == DECLARED_AROUND_GIVEN
 
 
 def test_a_payload_naming_unknown_middleware_fails_alone(
