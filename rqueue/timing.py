@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rqueue.errors import InvalidSchedule
+from rqueue.payload import MAX_DELAY_SECONDS
 
 if TYPE_CHECKING:
     from croniter import croniter
@@ -98,8 +99,10 @@ def validate(timing: Timing) -> None:
     """Raise InvalidSchedule for anything that could never fire correctly."""
     if (timing.cron is None) == (timing.every_ms is None):
         raise InvalidSchedule("give exactly one of cron= or every=")
-    if timing.every_ms is not None and timing.every_ms < 1000:
-        raise InvalidSchedule(f"every= must be at least 1 second, got {timing.every_ms / 1000:g} s")
+    if timing.every_ms is not None and not 1000 <= timing.every_ms <= MAX_DELAY_SECONDS * 1000:
+        raise InvalidSchedule(
+            f"every= must be from 1 second to ten years, got {timing.every_ms / 1000:g} s"
+        )
     zone(timing.timezone)
     if timing.cron is not None:
         check_cron(timing.cron)

@@ -72,6 +72,8 @@ def test_a_head_that_is_not_a_task_shows_no_wait(queue: RedisQueue, config: Conf
     [
         (("default", "--max", "-1"), "--max"),
         (("default", "--max-wait", "-5"), "--max-wait"),
+        (("default", "--max-wait", "nan"), "--max-wait"),  # accepted: an alert never fired
+        (("default", "--max-wait", "inf"), "--max-wait"),
         (("bad name",), "invalid queue name"),
         (("default,x:notify",), "reserved"),
     ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -72,6 +73,11 @@ def test_cluster_keys_share_the_queue_hash_slot() -> None:
         ),
         ({"every": 60, "start": datetime(2027, 6, 1)}, InvalidSchedule, "naive"),
         ({"every": 60, "misfire": "sometimes"}, InvalidSchedule, "misfire"),
+        # These three raised ValueError, OverflowError and a msgpack overflow:
+        ({"every": 60, "misfire_grace": math.nan}, InvalidSchedule, "misfire_grace must be"),
+        ({"every": 60, "misfire_grace": math.inf}, InvalidSchedule, "misfire_grace must be"),
+        ({"every": 60, "misfire_grace": 1e300}, InvalidSchedule, "misfire_grace must be"),
+        ({"every": 1e300}, InvalidSchedule, "every= must be from 1 second to ten years"),
         ({"every": 60, "args": (object(),)}, UnserializableArgument, "args\\[0\\]"),
         ({}, InvalidSchedule, "exactly one of"),
     ],

@@ -162,6 +162,9 @@ def test_duplicate_add_and_bad_update_are_refused(queue: RedisQueue, config: Con
     assert again.returncode == 1 and "exists already" in again.stderr
     bad = run(config, "update", "d", "--timezone", "Nowhere/At-All")
     assert bad.returncode == 1 and "unknown time zone" in bad.stderr
+    for grace in ("nan", "inf"):  # a traceback (ValueError, OverflowError)
+        bad = run(config, "update", "d", "--misfire-grace", grace)
+        assert bad.returncode == 2 and "'--misfire-grace'" in bad.stderr
     assert schedules.get("d").every_ms == 60_000 and schedules.get("d").timezone == "UTC"
 
 

@@ -18,6 +18,7 @@ them to :data:`main`), so there is no import circle.
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -157,3 +158,12 @@ def queue_list(value: str) -> tuple[str, ...]:
         return tuple(validate_queue_name(n) for n in names)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def finite_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Seconds, 0 or more and finite (an option's callback, with ``type=float``):
+    click's FloatRange lets ``nan`` through (no comparison with it is true), and an
+    alert on ``--max-wait nan`` would never fire."""
+    if value is not None and not 0 <= value < math.inf:
+        raise click.BadParameter(f"{value!r} is not a finite number of seconds from 0")
+    return value

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from rqueue.cli.common import connection_options, queue_list, say, table
+from rqueue.cli.common import connection_options, finite_seconds, queue_list, say, table
 from rqueue.config import Config
 from rqueue.metrics.read import queue_rows
 from rqueue.store.queue import RedisQueue
@@ -32,7 +32,8 @@ from rqueue.store.queue import RedisQueue
 )
 @click.option(
     "--max-wait",
-    type=click.FloatRange(min=0),
+    type=float,
+    callback=finite_seconds,
     default=None,
     help="Most seconds the oldest ready task may have waited (default: no limit).",
 )

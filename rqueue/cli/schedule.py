@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import connection_options, say, table
+from rqueue.cli.common import connection_options, finite_seconds, say, table
 from rqueue.config import Config
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import UNSET, Schedule
@@ -111,7 +111,8 @@ def _timing_options(command: Callable[..., None]) -> Callable[..., None]:
             ),
             click.option(
                 "--misfire-grace",
-                type=click.FloatRange(min=0),
+                type=float,
+                callback=finite_seconds,
                 help="Seconds late a trigger may be and still count as on time.",
             ),
         ]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rqueue import registry
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, RQueueError, TaskNotRegistered
 from rqueue.middleware.base import carry
-from rqueue.payload import encode
+from rqueue.payload import MAX_DELAY_SECONDS, encode
 from rqueue.schedules.record import (
     DEFAULT_MISFIRE_GRACE,
     MISFIRE_POLICIES,
@@ -76,8 +76,11 @@ def _check(schedule: Schedule) -> Schedule:
         raise InvalidSchedule(
             f"misfire must be one of {MISFIRE_POLICIES}, got {schedule.misfire!r}"
         )
-    if schedule.misfire_grace_ms < 0:
-        raise InvalidSchedule("misfire_grace must not be negative")
+    if not 0 <= schedule.misfire_grace_ms <= MAX_DELAY_SECONDS * 1000:
+        raise InvalidSchedule(
+            "misfire_grace must be from 0 to ten years of seconds, got "
+            f"{schedule.misfire_grace_ms / 1000:g}"
+        )
     encode(schedule.job(0, 0, "0" * 32))  # refuse arguments msgpack cannot encode, now
     return schedule
 
@@ -171,7 +174,7 @@ class Schedules:
                     **given, anchor_ms=given["start_ms"] if given["start_ms"] is not None else now
                 ),
                 misfire=misfire,
-                misfire_grace_ms=round(misfire_grace * 1000),
+                misfire_grace_ms=round(seconds(misfire_grace, "misfire_grace") * 1000),
                 paused=paused,
                 created_ms=now,
                 declared=declared,
@@ -231,7 +234,8 @@ class Schedules:
             if "kwargs" in changes:
                 values["kwargs"] = dict(changes["kwargs"] or {})
             if "misfire_grace" in changes:
-                values["misfire_grace_ms"] = round(seconds(changes["misfire_grace"]) * 1000)
+                grace = seconds(changes["misfire_grace"], "misfire_grace")
+                values["misfire_grace_ms"] = round(grace * 1000)
             if "task" in changes:
                 found = resolve_task(changes["task"])
                 values.update(task=found.name, **call_options(found))
