@@ -107,6 +107,9 @@ def test_a_declared_schedule_follows_its_task_s_options_in_the_code(queue: Redis
     declared = found.get(apptasks.scheduled.name)
     assert (declared.keep_ms, declared.max_exceptions, declared.declared) == (30_000, 3, True)
     assert (declared.every_ms, declared.timezone) == (60_000, "UTC")
+    stored = found.store.get(apptasks.scheduled.name)
+    found.declare(apptasks.scheduled.using(keep_result=30, max_exceptions=3), None, 60, "UTC")
+    assert found.store.get(apptasks.scheduled.name) == stored  # the same code: no rewrite
 
 
 @pytest.mark.topology
