@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support import Workers
-from topologies import LocalCluster, LocalSentinel
+from topologies import LocalCluster, LocalSentinel, listen_port
 
 from rqueue.config import Config
 from rqueue.server import RedisServer
@@ -45,7 +45,7 @@ if os.environ.get("RQUEUE_TEST_SERVER") == "valkey":  # tox -e valkey: the same 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    with RedisServer() as server:
+    with RedisServer(listen_port()) as server:  # a port no outgoing connection takes
         yield server
 
 

@@ -11,6 +11,7 @@ with the log tail of the processes it was waiting for.
 
 from __future__ import annotations
 
+import random
 import secrets
 import socket
 import tempfile
@@ -125,17 +126,44 @@ def _data_args(min_replicas_to_write: int) -> tuple[str, ...]:
     return (*args, "--min-replicas-to-write", str(min_replicas_to_write), *lag)
 
 
-def _port_with_free_bus() -> int:
-    """A free port whose cluster bus port is free and valid too."""
-    for _ in range(100):
-        port = free_port()
-        with socket.socket() as probe:
-            try:
-                probe.bind((HOST, port + _BUS_OFFSET))
-                return port
-            except (OSError, OverflowError):  # taken, or past 65535
-                continue
-    raise TopologyError("found no free port whose port + 10000 is free too")
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel gives outgoing connections (Linux's default if the
+    setting cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_LISTEN_PORTS = range(12000, min(22000, _ephemeral_floor() - _BUS_OFFSET))
+"""Where node ports are picked: below the ephemeral range, bus ports (+10000) too.
+
+A port ``free_port`` gives comes from the range the kernel also gives outgoing
+connections: picked before its node starts, it may be taken in the meantime by another
+node's connection (a replica's to its master, a sentinel's to its peers). CI saw a
+sentinel refused so, and with it every test on the topology."""
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((HOST, port))
+        except (OSError, OverflowError):  # taken, or past 65535
+            return False
+        return True
+
+
+def listen_port(bus: bool = False) -> int:
+    """A free port for a node (with ``bus``: whose cluster bus port is free too)."""
+    for _ in range(200):
+        port = (
+            random.randrange(_LISTEN_PORTS.start, _LISTEN_PORTS.stop)
+            if _LISTEN_PORTS
+            else free_port()
+        )
+        if _bindable(port) and (not bus or _bindable(port + _BUS_OFFSET)):
+            return port
+    raise TopologyError("found no free port for a node (nor port + 10000 for its bus)")
 
 
 class _Topology:
@@ -220,7 +248,7 @@ class LocalCluster(_Topology):
 
     def _build(self, timeout: float) -> None:
         for epoch in range(1, self._masters * (1 + self._replicas) + 1):
-            node = self._new(Node, _port_with_free_bus(), extra_args=self._args)
+            node = self._new(Node, listen_port(bus=True), extra_args=self._args)
             node.start(timeout)
             node.node_id = node.ask("CLUSTER", "MYID")
             node.ask("CLUSTER", "SET-CONFIG-EPOCH", epoch)  # distinct: no epoch collisions
@@ -347,10 +375,15 @@ class LocalSentinel(_Topology):
 
     def _build(self, timeout: float) -> None:
         for index in range(1 + self._replica_count):
-            node = self._new(Node, free_port(), password=self.password, extra_args=self._data_args)
+            node = self._new(
+                Node, listen_port(), password=self.password, extra_args=self._data_args
+            )
             self._start_data(node, self.data_nodes[0] if index else None, timeout)
             self.data_nodes.append(node)
-        ports = [free_port() for _ in range(self._sentinel_count)]
+        ports: list[int] = []
+        while len(ports) < self._sentinel_count:  # none is bound yet: keep them distinct
+            if (port := listen_port()) not in ports:
+                ports.append(port)
         ids = [secrets.token_hex(20) for _ in ports]
         for port, own_id in zip(ports, ids, strict=True):
             sentinel = self._new(_SentinelNode, port, password=self.sentinel_password)
