@@ -11,9 +11,9 @@ import sys
 
 import httpx
 from support import RQUEUE, cli, wait_for
+from topologies import listen_port
 
 from rqueue.config import Config
-from rqueue.server import free_port
 from rqueue.store.queue import RedisQueue
 from rqueue.web.charts import line_chart
 
@@ -34,7 +34,7 @@ def test_a_non_loopback_host_is_refused_without_a_token(config: Config) -> None:
 
 def test_unreachable_redis_is_one_line_not_a_server(config: Config) -> None:
     result = cli(
-        config, "dashboard", "--port", str(free_port()), "--redis-url", "redis://127.0.0.1:1"
+        config, "dashboard", "--port", str(listen_port()), "--redis-url", "redis://127.0.0.1:1"
     )
     assert result.returncode == 1 and "cannot reach Redis" in result.stderr
     assert "Traceback" not in result.stderr
@@ -43,7 +43,7 @@ def test_unreachable_redis_is_one_line_not_a_server(config: Config) -> None:
 def test_the_command_serves_on_loopback_and_asks_for_its_token(
     config: Config, queue: RedisQueue
 ) -> None:
-    port = free_port()
+    port = listen_port()
     env = {**os.environ, "REDIS_URL": config.redis_url, "RQUEUE_DASHBOARD_TOKEN": TOKEN}
     process = subprocess.Popen(
         [*RQUEUE, "dashboard", "--port", str(port), "--read-only"],

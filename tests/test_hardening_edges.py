@@ -17,9 +17,10 @@ import apptasks
 import pytest
 import redis
 from support import RQUEUE, Workers, cli, strings
+from topologies import listen_port
 
 from rqueue.config import Config, ConfigError
-from rqueue.server import RedisServer, RedisServerError, free_port
+from rqueue.server import RedisServer, RedisServerError
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import LIMITS, WorkerOptions
 
@@ -123,7 +124,7 @@ def test_the_demo_refuses_a_bad_setting_before_it_starts_anything(config: Config
 
 
 def test_server_with_its_default_relative_dir_starts(config: Config, tmp_path: Path) -> None:
-    port = free_port()
+    port = listen_port()
     process = subprocess.Popen(
         [*RQUEUE, "server", "--port", str(port)],
         cwd=tmp_path,

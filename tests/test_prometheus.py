@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support import RQUEUE, Workers, cli, wait_for
+from topologies import listen_port
 
 from rqueue.config import Config
 from rqueue.metrics.collector import Collector
@@ -28,13 +28,6 @@ FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _samples(exposition: str) -> Samples:
     return {
         (s.name, frozenset(s.labels.items())): s.value
@@ -46,7 +39,7 @@ def _samples(exposition: str) -> Samples:
 @pytest.fixture
 def exporter(config: Config, queue: RedisQueue) -> Iterator[str]:
     """A running ``rqueue metrics`` on a free port: its /metrics URL."""
-    port = _free_port()
+    port = listen_port()  # the exporter takes a moment to bind it
     process = subprocess.Popen(
         [*RQUEUE, "metrics", "--port", str(port)],
         env={**os.environ, "REDIS_URL": config.redis_url},
