@@ -61,3 +61,14 @@ def test_pause_refuses_a_bad_queue_name(config: Config) -> None:
     result = cli(config, "pause", "a b")
     assert result.returncode == 2
     assert "invalid queue name" in result.stderr
+
+
+def test_pausing_a_queue_no_one_named_warns_of_a_typo(config: Config, queue: RedisQueue) -> None:
+    """``rqueue pause emial`` paused a queue nobody uses, and said only that it had."""
+    apptasks.record.using(queue="emails").dispatch("x")
+    typo = cli(config, "pause", "emial")
+    assert typo.returncode == 0, typo.stderr
+    assert "Queue emial paused." in typo.stdout
+    assert "unknown queue emial" in typo.stderr and "known queues: emails" in typo.stderr
+    meant = cli(config, "pause", "emails")
+    assert "Queue emails paused." in meant.stdout and "unknown queue" not in meant.stderr

@@ -165,6 +165,8 @@ def test_duplicate_add_and_bad_update_are_refused(queue: RedisQueue, config: Con
     for grace in ("nan", "inf"):  # a traceback (ValueError, OverflowError)
         bad = run(config, "update", "d", "--misfire-grace", grace)
         assert bad.returncode == 2 and "'--misfire-grace'" in bad.stderr
+        bad = run(config, "update", "d", "--every", grace)
+        assert bad.returncode == 2 and "'--every'" in bad.stderr
     assert schedules.get("d").every_ms == 60_000 and schedules.get("d").timezone == "UTC"
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -30,6 +30,7 @@ from rqueue.config import Config, ConfigError, read_url_file
 from rqueue.errors import InvalidQueueName, RQueueError
 from rqueue.redis_url import parse_redis_url
 from rqueue.store.keys import validate_queue_name
+from rqueue.store.queue import RedisQueue
 from rqueue.text import shown
 from rqueue.timing import iso
 
@@ -167,3 +168,17 @@ def finite_seconds(ctx: click.Context, param: click.Parameter, value: float | No
     if value is not None and not 0 <= value < math.inf:
         raise click.BadParameter(f"{value!r} is not a finite number of seconds from 0")
     return value
+
+
+def unknown_queues(queue: RedisQueue, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Those of ``names`` that no producer or worker has named and that are empty (a
+    typo, most likely: ``emial``), and the known queues. Worth a warning, not an
+    error: naming a queue before its first task is legitimate."""
+    known = queue.known_queues()
+    unknown = [
+        size.name
+        for size in queue.sizes(names)
+        if size.name not in known
+        and not (size.ready or size.delayed or size.reserved or size.failed)
+    ]
+    return unknown, known

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from rqueue.cli.common import connection_options, die, queue_list, say
+from rqueue.cli.common import connection_options, die, queue_list, say, unknown_queues
 from rqueue.config import Config
 from rqueue.metrics.read import SIZES_PER_CALL
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
@@ -79,7 +79,15 @@ def resume(config: Config, queues: str) -> None:
 
 def _set_paused(config: Config, queues: str, paused: bool) -> None:
     queue = RedisQueue(config)
-    for name in queue_list(queues):
+    names = queue_list(queues)
+    unknown, known = unknown_queues(queue, names)
+    if unknown:
+        say(
+            f"Warning: unknown queue {', '.join(unknown)}: nothing was ever pushed to it and "
+            f"it is empty (a typo?); known queues: {', '.join(known) or 'none'}.",
+            err=True,
+        )
+    for name in names:
         changed = queue.pause(name) if paused else queue.resume(name)
         state = "paused" if paused else "resumed"
         say(f"Queue {name} {state}." if changed else f"Queue {name} was already {state}.")

@@ -84,7 +84,9 @@ def _timing_options(command: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(
         [
             click.option("--cron", help='Cron, e.g. "*/5 * * * *" (6 fields: seconds first).'),
-            click.option("--every", type=float, help="Interval in seconds."),
+            click.option(
+                "--every", type=float, callback=finite_seconds, help="Interval in seconds."
+            ),
             click.option(
                 "--args",
                 "args_json",

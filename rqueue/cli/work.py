@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import F, connection_options, queue_list
+from rqueue.cli.common import F, connection_options, queue_list, unknown_queues
 from rqueue.config import Config, ConfigError
 from rqueue.errors import describe
 from rqueue.store.queue import RedisQueue
@@ -195,13 +195,7 @@ def _warn_of_unknown_queues(config: Config, names: tuple[str, ...]) -> None:
     """
     queue = RedisQueue(config)
     try:
-        known = queue.known_queues()
-        unknown = [
-            size.name
-            for size in queue.sizes(names)
-            if size.name not in known
-            and not (size.ready or size.delayed or size.reserved or size.failed)
-        ]
+        unknown, known = unknown_queues(queue, names)
     finally:
         queue.client.close()
     if unknown:
