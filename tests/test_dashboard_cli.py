@@ -53,9 +53,6 @@ def test_the_command_serves_on_loopback_and_asks_for_its_token(
         text=True,
     )
     try:
-        assert process.stdout is not None
-        announced = process.stdout.readline()
-        assert f"Dashboard (read-only) at http://127.0.0.1:{port}/" in announced
         url = f"http://127.0.0.1:{port}"
 
         def answers() -> httpx.Response | None:
@@ -65,6 +62,10 @@ def test_the_command_serves_on_loopback_and_asks_for_its_token(
                 return None
 
         assert wait_for(answers, 15, "the dashboard to answer").status_code == 401
+        # Printed before it serves: read only now, so that no read can block unbounded.
+        assert process.stdout is not None
+        announced = process.stdout.readline()
+        assert f"Dashboard (read-only) at http://127.0.0.1:{port}/" in announced
         bearer = {"Authorization": f"Bearer {TOKEN}"}
         page = httpx.get(f"{url}/queues", headers=bearer)
         assert page.status_code == 200 and "read-only" in page.text

@@ -28,13 +28,12 @@ against the producer's ``dispatched_at``: hosts should keep their clocks in sync
 from __future__ import annotations
 
 import logging
-import math
 import time
 from bisect import bisect_left, bisect_right
 
 import redis
 
-from rqueue.metrics.schema import BOUNDS, WIDTH
+from rqueue.metrics.schema import EDGES, WIDTH
 from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
@@ -53,7 +52,6 @@ name is whatever the payload said, and counting each would let one producer grow
 metrics (and every Prometheus series) without bound."""
 
 _SCRIPT = LuaScript.load("metrics_flush")
-_EDGES = (*BOUNDS, math.inf)
 _clock = time.time
 _Field = str | int | float
 
@@ -169,17 +167,17 @@ def _histogram(values: list[float]) -> tuple[list[int], float]:
     clocks out of step, counts as none, in the first bucket). Done in C: a min and a
     max, then, only if the values span more than one bucket, a sort in place and one
     bisection per bound. ``values`` is the series' own list, about to be dropped."""
-    counts = [0] * len(_EDGES)
+    counts = [0] * len(EDGES)
     if not values:
         return counts, 0.0
     low, high = min(values), max(values)
-    first = bisect_left(_EDGES, low)
-    if first == bisect_left(_EDGES, high):
+    first = bisect_left(EDGES, low)
+    if first == bisect_left(EDGES, high):
         counts[first] = len(values)
     else:
         values.sort()
         below = 0
-        for bucket, bound in enumerate(_EDGES):
+        for bucket, bound in enumerate(EDGES):
             upto = bisect_right(values, bound, below)
             counts[bucket] = upto - below
             below = upto

@@ -168,7 +168,8 @@ class Heartbeat:
             known = self._seen.get(task.task_id)
             if known is None or known.queue != task.queue:
                 known = _Seen(task.child, task.queue, now)
-            known.child = task.child
+            else:
+                known.child = task.child
             known.beats += 1
             seen[task.task_id] = known
         self._seen = seen

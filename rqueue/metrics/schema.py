@@ -40,7 +40,9 @@ BOUNDS: tuple[float, ...] = (
 """Upper bounds (seconds) of the runtime and wait histograms' buckets, as Prometheus's
 ``le``; one more bucket, +Inf, holds the rest. Fixed, so hashes of every worker and
 version add up."""
-BUCKETS = len(BOUNDS) + 1
+EDGES = (*BOUNDS, math.inf)
+"""Every bucket's upper bound, +Inf last."""
+BUCKETS = len(EDGES)
 
 RUNTIME_AT = 3
 """Where the runtime histogram's buckets start, after processed, failed and retried;
@@ -72,7 +74,7 @@ class Histogram:
     def cumulative(self) -> list[tuple[float, int]]:
         """``(le, count of observations <= le)`` per bucket, +Inf last: Prometheus's form."""
         running, pairs = 0, []
-        for bound, count in zip((*BOUNDS, math.inf), self.buckets, strict=True):
+        for bound, count in zip(EDGES, self.buckets, strict=True):
             running += count
             pairs.append((bound, running))
         return pairs
@@ -86,13 +88,13 @@ class Histogram:
             return None
         rank = q * total
         below, lower = 0, 0.0
-        for bound, count in zip((*BOUNDS, math.inf), self.buckets, strict=True):
+        for bound, count in zip(EDGES, self.buckets, strict=True):
             if count and below + count >= rank:
                 if math.isinf(bound):
                     return BOUNDS[-1]
                 return lower + (bound - lower) * max(0.0, rank - below) / count
             below += count
-            lower = bound if not math.isinf(bound) else lower
+            lower = bound  # past +Inf nothing reads it
         return BOUNDS[-1]
 
     def __add__(self, other: Histogram) -> Histogram:

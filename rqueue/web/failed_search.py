@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rqueue.failed import PAGE, FailedTask, FailedTasks
+from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks
 
 SEARCH_SCAN = 100_000
 """Records a search page reads at most (about 40 MB from Redis, a few seconds)."""
@@ -81,24 +81,31 @@ def retry_matching(failed: FailedTasks, match: Match) -> int:
     """Retry every failed task that matches; how many were retried."""
     if not match.text:
         return failed.retry_all(match.queues or None)
-    return _each_match(failed, match, failed.retry)
+    return _each_match(failed, match, failed.retry_many)
 
 
 def forget_matching(failed: FailedTasks, match: Match) -> int:
     """Delete every failed task that matches; how many were deleted."""
     if not match.text:
         return failed.flush(match.queues or None)
-    return _each_match(failed, match, failed.forget)
+    return _each_match(failed, match, failed.forget_many)
 
 
-def _each_match(failed: FailedTasks, match: Match, act: Callable[[FailedTask], bool]) -> int:
+def _each_match(failed: FailedTasks, match: Match, act: Callable[[list[FailedTask]], int]) -> int:
+    """``act`` on the matches, :data:`~rqueue.failed.STEP` at a time (a retry is one
+    script call for them all)."""
     began = time.time()
     done = 0
     for _ in range(MOST_PASSES):
         acted = 0
+        matches: list[FailedTask] = []
         for record in failed.iterate(match.queues or None):
             if record.failed_at <= began and match(record):
-                acted += act(record)
+                matches.append(record)
+            if len(matches) == STEP:
+                acted += act(matches)
+                matches = []
+        acted += act(matches)
         done += acted
         if not acted:
             break

@@ -164,8 +164,7 @@ class Batch:
         queues = [name for name in state.queues if _valid_queue(name)]
         failed = FailedTasks(self.connection or default_queue())
         records = []
-        # One scan, newest first, that stops once every failed member is found: the
-        # failed lists may hold millions of other records.
+        # Looked up by id: the failed records may number millions, none of them read.
         for record in failed.find_all(wanted, queues).values():
             job = record.job()
             if job is not None and job.meta.get(BATCH) == self.id:

@@ -120,8 +120,8 @@ def _ids(form: FormData) -> list[str]:
 
 def _act_on_ids(failed: FailedTasks, ids: list[str], verb: str) -> int:
     found = failed.find_all(ids)  # one scan for all of them
-    act = failed.retry if verb == "retry" else failed.forget
-    return sum(act(record) for record in found.values())
+    act = failed.retry_many if verb == "retry" else failed.forget_many
+    return act(found.values())
 
 
 routes = [
