@@ -30,13 +30,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-import redis
-
 from rqueue.errors import RQueueError
 from rqueue.payload import encode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.schedule_store import Firing, ScheduleStore
 from rqueue.task import registered
 from rqueue.timing import iso
@@ -125,7 +124,8 @@ class Scheduler:
     def tick(self) -> float:
         """Fire what is due; return seconds until the next schedule is due.
 
-        Lost connections propagate (the parent backs off and retries); any other
+        An outage propagates (the parent backs off and retries): a lost connection, a
+        timeout, or a transient refusal such as a failover's ``MASTERDOWN``. Any other
         error is logged and retried a second later, never taking the worker down.
         """
         if not self.enabled:
@@ -140,7 +140,7 @@ class Scheduler:
                     return wait - PRECISE_WAIT
                 time.sleep(wait)
             return 0.0
-        except (redis.ConnectionError, redis.TimeoutError):
+        except REDIS_ERRORS:
             raise
         except Exception:
             log.exception("scheduler tick failed; retrying in %g s", RETRY_AFTER_ERROR)
