@@ -689,7 +689,7 @@ class Chaos:
             client = self._client()
             try:
                 done = client.hlen(DONE)
-                failed = client.zcard(f"queues:{QUEUE}:failed-index")
+                failed = client.llen(f"queues:{QUEUE}:failed")
                 busy = (
                     client.llen(f"queues:{QUEUE}")
                     + client.zcard(f"queues:{QUEUE}:delayed")

@@ -125,7 +125,7 @@ def failed(url: str, count: int) -> None:
     os.dup2(devnull, 2)
     worker = rqueue_work(url, 2, "--stop-when-empty")
     try:
-        wait_until(lambda: client.zcard(KEYS.failed_index) >= count, timeout=600, interval=0.1)
+        wait_until(lambda: client.llen(KEYS.failed) >= count, timeout=600, interval=0.1)
         worker.wait(60)
     finally:
         stop_process(worker)
@@ -278,7 +278,7 @@ def breakdown(url: str, count: int) -> Breakdown:
     fields, keys = payload_fields(payload), key_usage(client)
     fresh(client)
     in_child(failed, url, 1)
-    record: bytes = client.hvals(KEYS.failed_records)[0]  # type: ignore[index]
+    record: bytes = client.lindex(KEYS.failed, 0)  # type: ignore[assignment]
     return Breakdown(count, grown, fields, len(payload), keys, payload_fields(record))
 
 

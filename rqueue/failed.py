@@ -5,8 +5,8 @@ was dispatched (with its attempts reset) and works even for bytes that never dec
 
 A queue may hold millions of failed records, and Redis runs one command at a time, so
 every operation here costs Redis a bounded amount per call: a page reads only its
-window (by rank, in O(log n)), a record is found by its id with a lookup or two and
-retried or forgotten in O(log n) (:mod:`rqueue.store.failed_store` says how), and
+window, a record is found by its id in O(log n) and retried or forgotten with a walk
+from the nearer end of the list (:mod:`rqueue.store.failed_store` says how), and
 ``retry --all`` and ``flush`` move or delete one step of :data:`STEP` records per
 script call, each call a complete step, so an interrupted run loses nothing and can
 simply be run again.
@@ -14,12 +14,13 @@ simply be run again.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -33,17 +34,17 @@ CHUNK = 250
 """The most records one Redis call reads, and the most queues (or ids) one pipeline
 looks up: a window of 250 records is about 100 KB, a fraction of a millisecond."""
 STEP = 100
-"""The most records one script call retries, deletes or converts from an old failed
-list: each costs Redis about ten microseconds (a lookup, a removal from the index and
-the hash, the check that keeps its id's records whole), so a call takes about a
-millisecond (docs/benchmarks.md, "Failed tasks and queue sizes at scale")."""
+"""The most records one script call retries or deletes: each costs Redis a few
+microseconds (a lookup, a mark in the list near its end, the check that keeps its id's
+records whole), so a call takes about a millisecond (docs/benchmarks.md, "Failed tasks
+and queue sizes at scale")."""
 PAGE = 50
 """How many records a page of ``rqueue failed list`` shows unless ``--limit`` says."""
 
 
 @dataclass(frozen=True)
 class FailedTask:
-    """One failed record of a queue (``queues:<name>:failed-records``)."""
+    """One failed record of a queue (an element of its list ``queues:<name>:failed``)."""
 
     id: str
     queue: str
@@ -96,35 +97,50 @@ def make_record(
     return msgpack.packb(record, use_bin_type=True)  # type: ignore[no-any-return]
 
 
+_LARGEST_COUNT = 2**32 - 1
+"""Attempts and pids a record may say: what the payload's counter (uint32) can hold."""
+_TEXT_FIELDS = ("task", "exception", "message", "traceback", "host")
+
+
 def decode_record(raw: bytes) -> FailedTask:
+    """A record read from Redis, every field checked for its type and bounds: anything
+    there may have been written by hand, and a retry pushes the ``payload`` it names
+    (an integer there once became ``bytes(n)``, n zero bytes). Raises InvalidPayload,
+    naming the field, for a record that is not one make_record could have written."""
     try:
-        fields = msgpack.unpackb(raw, raw=False)
-        return FailedTask(
-            id=str(fields["id"]),
-            queue=str(fields["queue"]),
-            task=str(fields.get("task", "")),
-            exception=str(fields.get("exception", "")),
-            message=str(fields.get("message", "")),
-            traceback=str(fields.get("traceback", "")),
-            failed_at=float(fields.get("failed_at", 0.0)),
-            attempts=int(fields.get("attempts", 0)),
-            host=str(fields.get("host", "")),
-            pid=int(fields.get("pid", 0)),
-            timed_out=bool(fields.get("timed_out", False)),
-            payload=bytes(fields["payload"]),
-            raw=raw,
-        )
+        fields = msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except Exception as exc:
         raise InvalidPayload(f"unreadable failed record: {exc!r}") from None
+    if not isinstance(fields, dict):
+        raise InvalidPayload("unreadable failed record: not a msgpack map")
+    text = {name: _field(fields, name, str, "") for name in _TEXT_FIELDS}
+    failed_at = _field(fields, "failed_at", (int, float), 0.0)
+    attempts = _field(fields, "attempts", int, 0)
+    pid = _field(fields, "pid", int, 0)
+    if not (math.isfinite(failed_at) and 0 <= failed_at < _LARGEST_COUNT):
+        raise InvalidPayload(f"unreadable failed record: failed_at {failed_at!r} is no time")
+    for name, count in (("attempts", attempts), ("pid", pid)):
+        if not 0 <= count <= _LARGEST_COUNT:
+            raise InvalidPayload(f"unreadable failed record: {name} {count!r} out of range")
+    return FailedTask(
+        id=_field(fields, "id", str),
+        queue=_field(fields, "queue", str),
+        failed_at=float(failed_at),
+        attempts=attempts,
+        pid=pid,
+        timed_out=_field(fields, "timed_out", bool, False),
+        payload=_field(fields, "payload", bytes),
+        raw=raw,
+        **text,
+    )
 
 
-def _identify(raw: bytes) -> tuple[str, float] | None:
-    """A record's id and failure time, for filing a record from an old failed list."""
-    try:
-        failed = decode_record(raw)
-    except InvalidPayload:
-        return None
-    return failed.id, failed.failed_at
+def _field(fields: dict[Any, Any], name: str, kind: Any, default: Any = None) -> Any:
+    """``fields[name]`` if it is of ``kind`` (``default`` if missing, when there is one)."""
+    value = fields.get(name, default)
+    if value is None or not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidPayload(f"unreadable failed record: field {name!r} is {value!r:.60}")
+    return value
 
 
 class FailedPage(NamedTuple):
@@ -161,7 +177,7 @@ class FailedTasks:
 
     def __init__(self, queue: RedisQueue) -> None:
         self.queue = queue
-        self.store = FailedStore(queue, _identify)
+        self.store = FailedStore(queue)
 
     def page(
         self, queues: Iterable[str] | None = None, offset: int = 0, limit: int = PAGE
@@ -196,14 +212,10 @@ class FailedTasks:
         return sorted(self.iterate(queues), key=lambda f: f.failed_at)
 
     def holds(self, failed: FailedTask) -> bool:
-        """True if ``failed``'s exact record is among its queue's failed records: how a
-        worker checks a claim that a task failed (``parent_failures.py``), by its id.
-        An old failed list is converted first: in a rolling upgrade, a parent of the
-        version before may have written the record there."""
+        """True if ``failed``'s exact record is in its queue's failed list: how a worker
+        checks a claim that a task failed (``parent_failures.py``), by its id."""
         try:
-            if not self._counted([failed.queue]):
-                return False
-            found = self.store.records_of([failed.queue], [failed.id], CHUNK)
+            [found] = self.store.records_of([failed.queue], [failed.id], CHUNK)
         except InvalidQueueName:  # a record written by hand, naming no queue there can be
             return False
         return any(held.record == failed.raw for held in found)
@@ -218,15 +230,21 @@ class FailedTasks:
         every known queue that has failed records), by its id: a lookup or two per id
         and queue, pipelined, whatever the number of records."""
         names = [name for name, _ in self._counted(queues)]
-        newest: dict[str, tuple[float, FailedTask]] = {}
-        for held in self.store.records_of(names, list(dict.fromkeys(task_ids)), CHUNK):
-            try:
-                failed = decode_record(held.record)
-            except InvalidPayload:
-                continue
-            if failed.id not in newest or held.score > newest[failed.id][0]:
-                newest[failed.id] = (held.score, failed)
-        return {task_id: failed for task_id, (_, failed) in newest.items()}
+        wanted = list(dict.fromkeys(task_ids))
+        asked = set(wanted)
+        newest: dict[str, FailedTask] = {}
+        for found in self.store.records_of(names, wanted, CHUNK):
+            for held in found:  # an id's records in a queue come oldest first
+                try:
+                    failed = decode_record(held.record)
+                except InvalidPayload:
+                    continue
+                if failed.id not in asked:  # an element put in the list by hand
+                    continue
+                known = newest.get(failed.id)
+                if known is None or failed.failed_at >= known.failed_at:
+                    newest[failed.id] = failed
+        return newest
 
     def retry(self, failed: FailedTask) -> bool:
         """Push the task back with attempts reset; False if someone retried it already."""
@@ -303,11 +321,9 @@ class FailedTasks:
 
     def _counted(self, queues: Iterable[str] | None) -> Sequence[tuple[str, int]]:
         """``(queue, records)`` of each of ``queues`` (default: every known one) that
-        has failed records, in the order given (known queues: by name). A queue's failed
-        list from before the index is converted into it here, the first time it is read
-        (:meth:`~rqueue.store.failed_store.FailedStore.counts`)."""
+        has failed records, in the order given (known queues: by name)."""
         names = list(queues) if queues else self.queue.known_queues()
-        counts = self.store.counts(names, CHUNK, STEP)
+        counts = self.store.counts(names, CHUNK)
         return [(name, count) for name, count in zip(names, counts, strict=True) if count]
 
     def _newest_first(

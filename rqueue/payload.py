@@ -6,8 +6,7 @@ A payload is an ordinary msgpack array, so any msgpack library can read it:
 header that the Lua scripts read and patch in place; that layout lives in
 :mod:`rqueue.store.header`, and this module writes it. ``options`` is a map of what a
 call sets beyond those (``tries``, ``backoff``, ``meta``, ``controls``), empty for a
-plain call: every pending task is stored in Redis, so each byte counts (issue #16).
-Payloads written before this layout, as a map, are still decoded. Values
+plain call: every pending task is stored in Redis, so each byte counts (issue #16). Values
 msgpack has no type for (a Decimal, a UUID, a registered dataclass) travel as the
 extension types of :mod:`rqueue.codec`.
 """
@@ -248,28 +247,19 @@ def task_name(data: bytes) -> str | None:
         fields = msgpack.unpackb(data, raw=False, strict_map_key=False, timestamp=3)
     except Exception:
         return None
-    if type(fields) is list:
-        name = fields[3] if len(fields) > 3 else None
-    else:
-        name = fields.get("task") if type(fields) is dict else None
+    name = fields[3] if type(fields) is list and len(fields) > 3 else None
     return name if type(name) is str else None
 
 
 def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
-    if type(fields) is list:
-        if not SMALLEST <= len(fields) <= SMALLEST + 1:
-            raise ValueError(f"a payload array has {SMALLEST} elements, got {len(fields)}")
-        attempts, timeout_ms, stored_id, task, queue, dispatched_at, args, kwargs, options = fields[
-            :SMALLEST
-        ]
-        if type(stored_id) is not bytes or type(options) is not dict:
-            raise TypeError("the id must be bytes and the options a map")
-        task_id = stored_id.hex()
-    else:  # a map: a payload written before the array layout
-        task_id, task, queue = fields["id"], fields["task"], fields["queue"]
-        args, kwargs = fields["args"], fields["kwargs"]
-        attempts, timeout_ms = fields["attempts"], fields["timeout_ms"]
-        dispatched_at, options = fields.get("dispatched_at"), fields
+    if type(fields) is not list or not SMALLEST <= len(fields) <= SMALLEST + 1:
+        raise ValueError(f"a payload is an array of {SMALLEST} elements (a 10th when signed)")
+    attempts, timeout_ms, stored_id, task, queue, dispatched_at, args, kwargs, options = fields[
+        :SMALLEST
+    ]
+    if type(stored_id) is not bytes or type(options) is not dict:
+        raise TypeError("the id must be bytes and the options a map")
+    task_id = stored_id.hex()
     if type(args) is not list or type(kwargs) is not dict:
         raise TypeError("args must be a list and kwargs a map")
     if type(task) is not str or type(queue) is not str or type(task_id) is not str:

@@ -22,22 +22,15 @@ MANY = 2 * CHUNK + CHUNK // 2
 """Two full chunks and a half one."""
 
 
-def fill(queue: RedisQueue, count: int, name: str = "default", legacy: bool = False) -> list[str]:
+def fill(queue: RedisQueue, count: int, name: str = "default") -> list[str]:
     """``count`` failed records of ``name``, as workers write them (fail.lua), oldest
-    first; their task ids in that order. ``legacy``: in the failed list a version before
-    the failed index wrote instead, to be converted when read."""
+    first; their task ids in that order."""
     ids = []
-    pipe = queue.client.pipeline(transaction=False)  # the legacy list's pushes
     for i in range(count):
         job = Job(new_id(), "apptasks:record", (i,), {}, name, attempts=3, tries=3)
         payload = encode(job)
-        record = make_record(name, payload, "ValueError", f"{i}", job=job)
-        if legacy:
-            pipe.rpush(queue.keys(name).failed, record)
-        else:
-            queue.fail(name, payload, record, force=True)
+        queue.fail(name, payload, make_record(name, payload, "ValueError", f"{i}", job=job), True)
         ids.append(job.id)
-    pipe.execute()
     queue.remember_queues([name])
     return ids
 
@@ -103,8 +96,7 @@ def test_a_page_reads_only_its_window(queue: RedisQueue) -> None:
     keys = queue.keys("default")
     reads = [words[2:] for words in commands if words[0] == b"EVALSHA"]  # read_failed.lua
     window = [str(n).encode() for n in (CHUNK + 7, CHUNK + 9, 1)]  # ranks from the newest
-    assert reads == [[b"2", keys.failed_index.encode(), keys.failed_records.encode(), *window]]
-    assert not [words for words in commands if words[0] in (b"LRANGE", b"HGETALL", b"HSCAN")]
+    assert reads == [[b"2", keys.failed.encode(), keys.failed_lookup.encode(), b"window", *window]]
 
 
 @pytest.mark.parametrize(
@@ -145,7 +137,7 @@ def test_show_retry_and_forget_find_records_past_the_first_window(
 def test_retry_all_goes_chunk_by_chunk_and_skips_what_does_not_decode(
     queue: RedisQueue, config: Config
 ) -> None:
-    ids = fill(queue, MANY, legacy=True)  # converted by the first read, with the garbage
+    ids = fill(queue, MANY)
     queue.client.linsert(
         queue.keys("default").failed,
         "BEFORE",
@@ -166,8 +158,8 @@ def test_retry_all_goes_chunk_by_chunk_and_skips_what_does_not_decode(
     assert {payload_attempts(p) for p in payloads} == {0}
     assert [decode(p).id for p in ready(queue, "emails")] == others
     keys = queue.keys("default")
-    assert queue.client.hvals(keys.failed_records) == [b"\xc1 not a record"]
-    assert queue.client.zcard(keys.failed_index) == 1 and not queue.client.exists(keys.failed)
+    assert queue.client.lrange(keys.failed, 0, -1) == [b"\xc1 not a record"]
+    assert queue.client.zcard(keys.failed_lookup) == 1
 
 
 def test_retry_all_stopped_after_one_chunk_loses_nothing_and_runs_again(
@@ -203,7 +195,7 @@ def test_flush_goes_chunk_by_chunk_and_stopped_keeps_the_newest(
         for before, seen in zip([0, *steps], steps, strict=False)
     ]
     keys = queue.keys("default")
-    assert queue.client.exists(keys.failed_index, keys.failed_records, keys.failed) == 0
+    assert queue.client.exists(keys.failed_lookup, keys.failed) == 0
     assert queue.known_queues() == ["default"]
 
 

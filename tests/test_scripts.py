@@ -21,7 +21,7 @@ READY, DELAYED, RESERVED, FAILED = (
     "queues:default:failed",
 )
 NOTIFY, TIMER = "queues:default:notify", "queues:default:timer"
-FAILED_INDEX, FAILED_RECORDS = "queues:default:failed-index", "queues:default:failed-records"
+FAILED_LOOKUP = "queues:default:failed-lookup"
 
 
 def payload(value: object = 1, **changes: object) -> bytes:
@@ -186,16 +186,15 @@ def test_late_release_of_a_task_no_longer_reserved_moves_nothing(queue: RedisQue
     assert ready(queue) == [reserved] and queue.client.exists(DELAYED) == 0
 
 
-def test_fail_moves_the_task_to_the_failed_records_with_its_record(queue: RedisQueue) -> None:
+def test_fail_moves_the_task_to_the_failed_list_with_its_record(queue: RedisQueue) -> None:
     queue.push(Q, [payload("x", tries=1)])
     (reserved,) = reserve_all(queue)
     job = decode(reserved)
     record = make_record(Q, reserved, "ValueError", "bad", "Traceback ...", job)
     assert queue.fail(Q, reserved, record) is True
     assert queue.client.exists(RESERVED) == 0
-    assert queue.client.exists(FAILED) == 0  # the list of versions before the index
-    ((key, raw),) = queue.client.hgetall(FAILED_RECORDS).items()
-    assert key == f"{job.id}#1".encode() and queue.client.zrange(FAILED_INDEX, 0, -1) == [key]
+    (raw,) = queue.client.lrange(FAILED, 0, -1)
+    assert queue.client.zrange(FAILED_LOOKUP, 0, -1) == [f"{job.id}#1".encode()]
     found = decode_record(raw)
     assert found.payload == reserved
     assert (found.id, found.queue, found.task) == (job.id, Q, "apptasks:record")
@@ -221,9 +220,9 @@ def test_fail_of_a_task_no_longer_reserved_records_nothing_unless_forced(
     data = payload(1)
     record = make_record(Q, data, "X", "y")
     assert queue.fail(Q, data, record) is False
-    assert queue.client.exists(FAILED_INDEX, FAILED_RECORDS) == 0
+    assert queue.client.exists(FAILED, FAILED_LOOKUP) == 0
     assert queue.fail(Q, data, record, force=True) is True
-    assert queue.client.zcard(FAILED_INDEX) == queue.client.hlen(FAILED_RECORDS) == 1
+    assert queue.client.zcard(FAILED_LOOKUP) == queue.client.llen(FAILED) == 1
 
 
 # -- migrate ---------------------------------------------------------------------------
@@ -282,7 +281,7 @@ def test_retry_failed_resets_attempts_and_pushes_once(queue: RedisQueue) -> None
     assert failed.retry(found) is True
     assert failed.retry(found) is False  # a concurrent second retry pushes nothing
     assert ready(queue) == [original]  # attempts back to 0, every other byte the same
-    assert queue.client.exists(FAILED, FAILED_INDEX, FAILED_RECORDS) == 0
+    assert queue.client.exists(FAILED, FAILED_LOOKUP) == 0
     assert queue.client.llen(NOTIFY) == 1
 
 
@@ -295,7 +294,7 @@ def test_clear_deletes_pending_tasks_and_keeps_failed_ones(queue: RedisQueue) ->
     reserve_all(queue, 1)
     assert queue.clear(Q) == 4  # 2 ready, 1 delayed, 1 reserved
     assert queue.client.exists(READY, DELAYED, RESERVED, NOTIFY, TIMER) == 0
-    assert queue.client.zcard(FAILED_INDEX) == queue.client.hlen(FAILED_RECORDS) == 1
+    assert queue.client.zcard(FAILED_LOOKUP) == queue.client.llen(FAILED) == 1
     assert queue.clear(Q) == 0
 
 

@@ -162,7 +162,7 @@ def _check_everything_works(url: str, workers: Any, admin: redis.Redis) -> None:
     for args in (("failed", "list"), ("clear", "default"), ("restart",)):
         result = cli(config, *args)
         assert result.returncode == 0, (args, result.stderr)
-    assert admin.exists("queues:default:failed-index", "queues:default:failed") == 0
+    assert admin.exists("queues:default:failed-lookup", "queues:default:failed") == 0
     user.client.close()
 
 

@@ -15,7 +15,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rqueue.store.header import payload_id, raw_id, stored_ids
+from rqueue.store.header import payload_id, raw_id
 from rqueue.store.queue import RedisQueue
 
 
@@ -72,14 +72,14 @@ def cancel_anywhere(
     """Cancel by id alone: try each known queue (one O(1) call per queue, not per task)."""
     names = list(queues) if queues else queue.known_queues()
     try:
-        forms = stored_ids(task_id)
+        stored = raw_id(task_id)
     except ValueError:
         return CancelResult(task_id, None, CancelOutcome.NOT_PENDING)
     pipe = queue.client.pipeline(transaction=False)
     for name in names:
-        pipe.smismember(queue.keys(name).pending_ids, forms)
+        pipe.sismember(queue.keys(name).pending_ids, stored)  # type: ignore[arg-type]
     for name, pending in zip(names, pipe.execute(), strict=True):
-        if any(pending):
+        if pending:
             return CancelResult(task_id, name, cancel(queue, task_id, name))
     for name in names:
         result = cancel(queue, task_id, name)

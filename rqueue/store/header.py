@@ -13,10 +13,6 @@ The header is 29 bytes: a fixarray marker, the attempt count and the timeout as
 msgpack uint32 (``0xce`` and four bytes each), and the id as its 16 raw bytes
 (``0xc4 0x10``, bin 8). The id is 32 hex digits everywhere else (the API, logs, key
 names); stored raw it costs half, in the payload and in the pending-ids set.
-
-Payloads written before this layout (version 1: a msgpack map, its header 70 bytes
-with the id as hex text) may still sit in Redis after an upgrade: they are read,
-reserved, retried and cancelled as before; only new payloads are written this way.
 """
 
 from __future__ import annotations
@@ -35,27 +31,18 @@ ARRAY = 0x90
 """A fixarray's marker; its low four bits are the element count."""
 SMALLEST, LARGEST = 9, 15
 """A payload array's element count: 9 (10 signed); 15 is the most a fixarray holds."""
-_V2 = struct.Struct(">2xI1xI2x16s")
-_V2_MARKERS = (0xCE, 0xCE, 0xC4, RAW_ID_LENGTH)
-
-V1_HEADER_SIZE = 70
-V1_ATTEMPTS_OFFSET = 13
-_V1 = struct.Struct(">13xI12xI5x32s")
-_V1_MARKERS = b"\xa8attempts\xce"
+_FIELDS = struct.Struct(">2xI1xI2x16s")
+_MARKERS = (0xCE, 0xCE, 0xC4, RAW_ID_LENGTH)
 
 
 def attempts_offset(data: bytes) -> int | None:
-    """Where the attempt counter sits in ``data``: by its layout, or None if it has no header."""
-    if len(data) > HEADER_SIZE and SMALLEST <= data[0] - ARRAY <= LARGEST:
-        if (data[1], data[6], data[11], data[12]) == _V2_MARKERS:
-            return ATTEMPTS_OFFSET
-    elif (
-        len(data) > V1_HEADER_SIZE
-        and data[0] == 0xDE
-        and data[3:13] == _V1_MARKERS
-        and data[36:38] == b"\xd9\x20"
+    """Where the attempt counter sits in ``data``, or None if it has no header."""
+    if (
+        len(data) > HEADER_SIZE
+        and SMALLEST <= data[0] - ARRAY <= LARGEST
+        and (data[1], data[6], data[11], data[12]) == _MARKERS
     ):
-        return V1_ATTEMPTS_OFFSET
+        return ATTEMPTS_OFFSET
     return None
 
 
@@ -68,14 +55,10 @@ def header(data: bytes) -> tuple[str, int, int] | None:
 
     A worker reads this for every task it reserves, so it costs one unpack.
     """
-    offset = attempts_offset(data)
-    if offset == ATTEMPTS_OFFSET:
-        attempts, timeout_ms, stored = _V2.unpack_from(data)
-        return stored.hex(), attempts, timeout_ms
-    if offset is None:
+    if attempts_offset(data) is None:
         return None
-    attempts, timeout_ms, text_id = _V1.unpack_from(data)
-    return text_id.decode("ascii", "replace"), attempts, timeout_ms
+    attempts, timeout_ms, stored = _FIELDS.unpack_from(data)
+    return stored.hex(), attempts, timeout_ms
 
 
 def raw_id(task_id: str) -> bytes:
@@ -88,12 +71,6 @@ def raw_id(task_id: str) -> bytes:
     if len(raw) != RAW_ID_LENGTH or raw.hex() != task_id:
         raise ValueError(f"a task id is {ID_LENGTH} lowercase hex digits, got {task_id!r}")
     return raw
-
-
-def stored_ids(task_id: str) -> list[bytes]:
-    """The two forms a pending task's id may have in Redis: raw, and as text (a payload
-    written before this layout)."""
-    return [raw_id(task_id), task_id.encode("ascii")]
 
 
 def payload_id(data: bytes) -> str | None:

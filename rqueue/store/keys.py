@@ -32,8 +32,7 @@ _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
     "failed": "failed",
-    "failed_index": "failed-index",
-    "failed_records": "failed-records",
+    "failed_lookup": "failed-lookup",
     "notify": "notify",
     "timer": "timer",
     "pending_ids": "pending-ids",
@@ -93,14 +92,13 @@ class QueueKeys:
     delayed: str
     reserved: str
     failed: str
-    """The failed list of versions before the failed index: read only to convert it
-    into ``failed_index`` and ``failed_records`` (convert_failed.lua)."""
-    failed_index: str
-    """Failed records, a zset of record key -> when it came (µs, rising in the order
-    records come): ordered and paged by rank. A record key is ``<task id>#<n>``: one
-    task's records fill n = 1, 2, ... (fail.lua), so a record is found by its id in O(1)."""
-    failed_records: str
-    """Their bytes, a hash of record key -> msgpack record (:mod:`rqueue.failed`)."""
+    """The failed list: the records of the queue's failed tasks (:mod:`rqueue.failed`),
+    one element per failure, the newest at the head."""
+    failed_lookup: str
+    """Finds a failed record by its task id: a zset of ``<task id>#<n>`` -> a sequence
+    number rising in the order records came, one member per element of the list and
+    ranked as the list is ordered, so a member's rank is its record's index
+    (lua/failed_list.lua states the invariant)."""
     notify: str
     timer: str
     pending_ids: str

@@ -507,9 +507,9 @@ class RedisQueue:
         force: bool = False,
         kept: Kept | None = None,
     ) -> bool:
-        """Move a task to the failed records; with ``kept``, write its result record too."""
+        """Move a task to the failed list; with ``kept``, write its result record too."""
         keys = self.keys(queue)
-        script_keys = [keys.reserved, keys.failed_index, keys.failed_records]
+        script_keys = [keys.reserved, keys.failed, keys.failed_lookup]
         args: list[bytes | int | str] = [reserved, record, "1" if force else "0"]
         if kept is not None:
             script_keys += [keys.result(kept.task_id), keys.done(kept.task_id)]
@@ -616,14 +616,12 @@ class RedisQueue:
             pipe.llen(keys.ready)
             pipe.zcard(keys.delayed)
             pipe.zcard(keys.reserved)
-            pipe.zcard(keys.failed_index)
-            pipe.llen(keys.failed)  # a failed list not yet converted (convert_failed.lua)
+            pipe.llen(keys.failed)
             pipe.exists(keys.paused)
         counts = pipe.execute()
         sizes = []
         for i, queue in enumerate(queues):
-            ready, delayed, reserved, failed, unconverted, paused = counts[6 * i : 6 * i + 6]
-            failed += unconverted
+            ready, delayed, reserved, failed, paused = counts[5 * i : 5 * i + 5]
             sizes.append(QueueSize(queue, ready, delayed, reserved, failed, bool(paused)))
         return sizes
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from rqueue.codec import unpack
 from rqueue.errors import InvalidPayload, TaskCancelled, TaskFailed
-from rqueue.store.header import stored_ids
+from rqueue.store.header import raw_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
 
@@ -45,16 +45,16 @@ class TaskStatus(NamedTuple):
 def read_status(queue: RedisQueue, queue_name: str, task_id: str) -> TaskStatus:
     """One round trip: the record, whether the task is still queued, and Redis's clock."""
     try:
-        forms = stored_ids(task_id)
+        stored = raw_id(task_id)
     except ValueError:  # not an id any task could have
         return TaskStatus(task_id, queue_name, "unknown", {})
     keys = queue.keys(queue_name)
     pipe = queue.client.pipeline(transaction=False)
     pipe.get(keys.result(task_id))
-    pipe.smismember(keys.pending_ids, forms)
+    pipe.sismember(keys.pending_ids, stored)  # type: ignore[arg-type]  # bytes are fine
     queue.scripts.clock.queue(pipe, (keys.ready,), ())
     raw, pending, now_ms = _executed(queue, pipe)
-    queued = any(pending)
+    queued = bool(pending)
     if raw is None:
         return TaskStatus(task_id, queue_name, "unknown", {})
     record = decode_result(raw, task_id)

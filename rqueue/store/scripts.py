@@ -8,6 +8,7 @@ when Redis answers NOSCRIPT (after a restart or ``SCRIPT FLUSH``).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -28,7 +29,8 @@ class ScriptRunner(Protocol):
     def script_load(self, source: str) -> Any: ...
 
 
-_INCLUDE_HEADER = "-- @header\n"
+_INCLUDE = re.compile(r"^-- @(\w+)$", re.MULTILINE)
+"""A line that is only ``-- @<name>``: ``lua/<name>.lua`` goes there (what scripts share)."""
 
 
 def _lua(name: str) -> str:
@@ -45,9 +47,10 @@ class LuaScript:
 
     @classmethod
     def load(cls, name: str) -> LuaScript:
-        """The script ``lua/<name>.lua``, with ``lua/header.lua`` where it says ``-- @header``:
-        the payload layout is written down once, not in every script that reads it."""
-        source = _lua(name).replace(_INCLUDE_HEADER, _lua("header"), 1)
+        """The script ``lua/<name>.lua``, with ``lua/header.lua`` where it says ``-- @header``
+        (and so for any ``-- @<name>`` line): the payload layout, or the failed list's
+        invariant, is written down once, not in every script that relies on it."""
+        source = _INCLUDE.sub(lambda line: _lua(line[1]).rstrip("\n"), _lua(name))
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
     def __call__(self, client: ScriptRunner, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Any:
@@ -89,7 +92,6 @@ class Scripts:
     fail: LuaScript
     migrate: LuaScript
     retry_failed: LuaScript
-    convert_failed: LuaScript
     read_failed: LuaScript
     clear: LuaScript
     pause: LuaScript

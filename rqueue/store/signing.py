@@ -11,9 +11,7 @@ bytes, which the Lua scripts patch in place on every reservation, release and re
 and it covers the name of the queue it was pushed to: moved to another queue (a
 signed ``default`` task pushed onto ``high``) it no longer verifies. The array's
 element count in the header is bumped to include the signature before signing, so a
-signed payload is still an ordinary msgpack array that any reader can decode. (A
-payload written as a map, before header.py's current layout, carries a ``sig`` entry
-instead, and still verifies.)
+signed payload is still an ordinary msgpack array that any reader can decode.
 
 Schedule definitions are signed too (:func:`sign_definition`), bound to the queue and
 name they are stored under, because a worker turns them into signed payloads: without
@@ -38,8 +36,6 @@ from rqueue.store.header import ARRAY, ATTEMPTS_OFFSET, LARGEST, attempts_offset
 _DIGEST_SIZE = 32
 _TRAILER = b"\xc4\x20"
 """Before the digest: bin 8 of 32 bytes, the payload array's last element."""
-_V1_TRAILER = b"\xa3sig\xc4\x20"
-"""Before the digest of a payload written as a map (header.py's version 1): ``sig``."""
 # What a MAC is for comes first in its input, so one kind can never pass for another.
 _PAYLOAD, _DEFINITION = b"rqueue payload\0", b"rqueue schedule\0"
 
@@ -61,10 +57,6 @@ def _mac(secret: str, queue: str, unsigned: bytes, attempts_at: int) -> bytes:
     return mac.digest()  # type: ignore[no-any-return]
 
 
-def _trailer(attempts_at: int) -> bytes:
-    return _TRAILER if attempts_at == ATTEMPTS_OFFSET else _V1_TRAILER
-
-
 def sign(payload: bytes, secret: str, queue: str) -> bytes:
     """Append the signature element to an encoded payload bound for ``queue``; the
     array's element count in the header is bumped to include it."""
@@ -76,15 +68,13 @@ def sign(payload: bytes, secret: str, queue: str) -> bytes:
 
 def verify(payload: bytes, secret: str, queue: str) -> None:
     """Raise InvalidSignature unless ``payload`` was signed with ``secret`` for ``queue``."""
-    attempts_at = attempts_offset(payload)
-    trailer = _trailer(attempts_at or ATTEMPTS_OFFSET)
-    tail = len(trailer) + _DIGEST_SIZE
-    if attempts_at is None or len(payload) <= tail or payload[-tail:-_DIGEST_SIZE] != trailer:
+    tail = len(_TRAILER) + _DIGEST_SIZE
+    if not has_header(payload) or len(payload) <= tail or payload[-tail:-_DIGEST_SIZE] != _TRAILER:
         raise InvalidSignature(
             "payload is not signed, but this worker requires signed payloads (RQUEUE_SECRET)"
         )
     unsigned, digest = payload[:-tail], payload[-_DIGEST_SIZE:]
-    expected = _mac(secret, queue, unsigned, attempts_at)
+    expected = _mac(secret, queue, unsigned, ATTEMPTS_OFFSET)
     if not has_header(unsigned) or not hmac.compare_digest(digest, expected):
         raise InvalidSignature(
             "payload signature does not match: it was altered, signed with another secret, "

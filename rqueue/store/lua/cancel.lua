@@ -6,19 +6,15 @@
 -- release_unique.lua does, here so that no dispatch is deduplicated against a task
 -- already cancelled)
 -- ARGV[1] task id (32 hex characters)   ARGV[2] the same id as stored in the sets: its
--- 16 raw bytes (a payload written before that layout stored the hex text: tried second)
+-- 16 raw bytes
 -- Returns 1 if cancelled now, 2 if it was already cancelled, 0 if it is not pending
 -- (reserved, finished, failed, or never pushed).
 -- Invariant: O(1). The payload stays where it is (a list or the delayed zset) and
 -- reserve.lua drops it instead of reserving it; cancel and reserve both remove the
 -- id from pending-ids atomically, so exactly one of them wins: a cancelled task never
 -- runs, and a task reserved first is reported as not pending.
-local stored = false  -- the form of the id that was pending
-for _, id in ipairs({ARGV[2], ARGV[1]}) do
-  if not stored and redis.call('SREM', KEYS[1], id) == 1 then stored = id end
-end
-if stored then
-  redis.call('SADD', KEYS[2], stored)
+if redis.call('SREM', KEYS[1], ARGV[2]) == 1 then
+  redis.call('SADD', KEYS[2], ARGV[2])
   local ttl = redis.call('PTTL', KEYS[3])
   if ttl > 0 then
     redis.call('SET', KEYS[3], cmsgpack.pack({state = 'cancelled'}), 'PX', ttl)

@@ -2,9 +2,8 @@
 -- Not a script of its own: scripts.py puts it where a script has the line "-- @header".
 -- A payload is a msgpack array: a fixarray marker (9 to 15 elements), the attempt count
 -- and the timeout in ms as uint32 (0xce and 4 bytes each), the id as 16 raw bytes
--- (0xc4 0x10, bin 8): attempts at byte 3, timeout at 8, id at 14 to 29. A payload
--- written before this layout (a map: 0xde, attempts at 14, timeout at 30, the id as
--- 32 hex characters at 39) is read too. Bytes with neither header get nil from both.
+-- (0xc4 0x10, bin 8): attempts at byte 3, timeout at 8, id at 14 to 29. Bytes without
+-- that header get nil from both.
 -- header_at(payload): where the attempts, the timeout and the id start, and the id's
 -- length; nil for bytes that are not an rqueue payload. string.byte reads without
 -- allocating, so the test costs no garbage.
@@ -13,9 +12,6 @@ local function header_at(payload)
   if #payload > 29 and b1 >= 0x99 and b1 <= 0x9f and b2 == 206 then
     local b7, b12, b13 = string.byte(payload, 7), string.byte(payload, 12, 13)
     if b7 == 206 and b12 == 196 and b13 == 16 then return 3, 8, 14, 16 end
-  elseif #payload > 70 and b1 == 222 and string.sub(payload, 4, 13) == '\168attempts\206'
-      and string.sub(payload, 37, 38) == '\217\32' then
-    return 14, 30, 39, 32
   end
   return nil
 end

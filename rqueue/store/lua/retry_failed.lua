@@ -1,114 +1,68 @@
--- retry_failed.lua: take failed records off the failed index, and with 'retry' put
+-- retry_failed.lua: take failed records off a queue's failed list, and with 'retry' put
 -- their tasks back on their queue with their attempts reset.
--- KEYS[1] failed index (zset: record key -> failed at, µs)   KEYS[2] failed records (hash)
+-- KEYS[1] failed list   KEYS[2] failed lookup (failed_list.lua)
 -- With 'retry' only: KEYS[3] ready list   KEYS[4] notify list
 -- KEYS[5] pending-ids set: each task is pending again, so it can be cancelled
 -- KEYS[5 + i] the i-th task's result key: if it keeps its result, the record of
 --         its failure is replaced by a status record saying it is pending (push.lua's),
 --         kept as long as the failure was
 -- ARGV[1] 'retry' (push each back), 'forget' (drop them) or 'flush' (drop the oldest)
--- retry, forget: ARGV[3i - 1] the i-th record's key as read, ARGV[3i] its exact bytes,
---         ARGV[3i + 1] its payload with attempts 0 ('' for forget). One record for
---         `rqueue failed retry ID`, a chunk of them (failed.STEP) for `--all`.
+-- retry, forget: ARGV[3i - 1] the i-th record's member as read ("<id>#<n>"), ARGV[3i]
+--         its exact bytes, ARGV[3i + 1] its payload with attempts 0 ('' for forget). One
+--         record for `rqueue failed retry ID`, a chunk of them (failed.STEP) for `--all`.
 -- flush: ARGV[2] how many of the oldest records to drop (failed.STEP).
 -- Returns how many records were still there, and so were retried or dropped.
--- Invariant: a retried task leaves the failed records and enters the ready list
--- together, and two concurrent retries of one record push it once. A call costs
--- O(records * log n) in a handful of multi-key commands, whatever n the index holds.
--- The records of one id keep filling "<id>#1" to "<id>#m" (fail.lua): the ones after a
--- removed record move down into its gap, so a record read as "<id>#3" may be at
--- "<id>#1" by the time it is retried, and is looked for among its id's records by its
--- bytes when it is not where it was read.
+-- Invariant: a retried task leaves the failed list and enters the ready list together,
+-- and two concurrent retries of one record push it once. The list and the lookup stay
+-- in step (failed_list.lua). A record's member may have moved down since it was read
+-- (a record of its id before it was removed): it is then looked for among its id's
+-- members by its bytes. A call costs O(records * log n) and a walk from the nearer end
+-- of the list to the farthest record it takes, whatever n the list holds.
 -- @header
-local index, records = KEYS[1], KEYS[2]
+-- @failed_list
+local list, lookup = KEYS[1], KEYS[2]
+reindex(list, lookup)
+local total = redis.call('LLEN', list)
 
--- split(key): the id and the n of a key "<id>#<n>"; nil for a key of another shape.
-local function split(key)
-  local id, n = string.match(key, '^(.*)#(%d+)$')
-  return id, tonumber(n)
+if ARGV[1] == 'flush' then
+  local oldest = redis.call('ZRANGE', lookup, 0, tonumber(ARGV[2]) - 1)
+  if #oldest == 0 then return 0 end
+  redis.call('LTRIM', list, 0, -#oldest - 1)
+  forget_members(lookup, oldest)
+  return #oldest
 end
 
--- find(key, record, held, taken): the key `record` is at now: `key` (whose bytes are
--- `held`), else another of its id's keys holding the same bytes; nil if it is gone.
--- A key in `taken` is taken by this call already (one record is taken once).
-local function find(key, record, held, taken)
-  if held == record and not taken[key] then return key end
-  local id = split(key)
+-- holds(member, record, taken): true if `member` is filed, not taken by this call, and
+-- its record is `record`.
+local function holds(member, record, taken)
+  if taken[member] then return false end
+  local rank = redis.call('ZREVRANK', lookup, member)
+  return rank and at(list, rank, total) == record
+end
+
+-- find(member, record, taken): where `record` is filed now: `member`, else another of
+-- its id's members holding the same bytes; nil if it is gone.
+local function find(member, record, taken)
+  if holds(member, record, taken) then return member end
+  local id = split(member)
   local n = 1
-  while id do
-    local bytes = redis.call('HGET', records, id .. '#' .. n)
-    if not bytes then return nil end
-    if bytes == record and not taken[id .. '#' .. n] then return id .. '#' .. n end
+  while id and redis.call('ZSCORE', lookup, id .. '#' .. n) do
+    if holds(id .. '#' .. n, record, taken) then return id .. '#' .. n end
     n = n + 1
   end
   return nil
 end
 
--- pack(id, removed): move the id's kept records down to #1, #2, ... in their order (their
--- scores unchanged). Its records filled #1 to #m before this call, so they are the
--- slots from #1 up to the first that is neither kept nor in `removed`.
-local function pack(id, removed)
-  local kept, n = {}, 1
-  while redis.call('HEXISTS', records, id .. '#' .. n) == 1 or removed[n] do
-    if not removed[n] then kept[#kept + 1] = n end
-    n = n + 1
-  end
-  for slot, from in ipairs(kept) do
-    if from ~= slot then
-      local source, target = id .. '#' .. from, id .. '#' .. slot
-      redis.call('HSET', records, target, redis.call('HGET', records, source))
-      redis.call('ZADD', index, redis.call('ZSCORE', index, source), target)
-      redis.call('HDEL', records, source)
-      redis.call('ZREM', index, source)
-    end
-  end
-end
-
--- remove(keys): delete these records, then pack each id that a removal left a gap in
--- (a removed #n followed by a kept #n+1): typically one HMGET says there is none.
-local function remove(keys)
-  if #keys == 0 then return end
-  redis.call('ZREM', index, unpack(keys))
-  redis.call('HDEL', records, unpack(keys))
-  local nexts, removed = {}, {}
-  for i, key in ipairs(keys) do
-    local id, n = split(key)
-    nexts[i] = id and (id .. '#' .. (n + 1)) or key
-    if id then
-      removed[id] = removed[id] or {}
-      removed[id][n] = true
-    end
-  end
-  local after = redis.call('HMGET', records, unpack(nexts))
-  for i, key in ipairs(keys) do
-    local id = split(key)
-    if after[i] and removed[id] then
-      pack(id, removed[id])
-      removed[id] = nil
-    end
-  end
-end
-
-if ARGV[1] == 'flush' then
-  local oldest = redis.call('ZRANGE', index, 0, tonumber(ARGV[2]) - 1)
-  remove(oldest)
-  return #oldest
-end
-
-local asked = {}
-for i = 1, (#ARGV - 1) / 3 do asked[i] = ARGV[3 * i - 1] end
-if #asked == 0 then return 0 end
-local held = redis.call('HMGET', records, unpack(asked))
-local taken, keys, found = {}, {}, {}
-for i = 1, #asked do
-  local key = find(asked[i], ARGV[3 * i], held[i], taken)
-  if key then
-    taken[key] = true
-    keys[#keys + 1] = key
+local taken, members, found = {}, {}, {}
+for i = 1, (#ARGV - 1) / 3 do
+  local member = find(ARGV[3 * i - 1], ARGV[3 * i], taken)
+  if member then
+    taken[member] = true
+    members[#members + 1] = member
     found[#found + 1] = i
   end
 end
-remove(keys)
+remove(list, lookup, members)
 if ARGV[1] ~= 'retry' then return #found end
 
 local payloads, ids = {}, {}
