@@ -239,3 +239,37 @@ def test_server_runs_an_embedded_redis_until_stopped(config: Config, tmp_path: P
     assert data.is_dir() and any(data.iterdir())  # persistence in the data folder
     with socket.socket() as probe:  # the redis-server went away with it
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_fresh_worker_calls_only_undeclared_queues_unknown(
+    queue: RedisQueue, config: Config
+) -> None:
+    """On an empty Redis, ``default`` and the queues the ``-A`` modules' tasks declare
+    are not typos; only a queue nothing names is (issue #26, item 15)."""
+    plain = cli(config, "work", "--stop-when-empty", cwd=TESTS_DIR, timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    assert "unknown queue" not in plain.stderr
+    args = ("work", "-A", "apptasks", "default,emails,declared,emial", "--stop-when-empty")
+    declared = cli(config, *args, cwd=TESTS_DIR, timeout=60)
+    assert declared.returncode == 0, declared.stderr
+    assert "unknown queue emial: " in declared.stderr
+
+
+def test_size_and_failed_list_warn_of_a_queue_nothing_names(
+    queue: RedisQueue, config: Config
+) -> None:
+    """``rqueue size emial`` and ``rqueue failed list --queue emial`` answered nothing but
+    zeros; a queue with data, or in the registry, is not called unknown."""
+    apptasks.always_fails.dispatch(1)  # on "emails": known, with a failure once run
+    typo = cli(config, "size", "emial")
+    assert typo.returncode == 0, typo.stderr
+    assert "unknown queue emial" in typo.stderr and "known queues: emails" in typo.stderr
+    assert rows(typo.stdout) == {"emial": ["0", "0", "0", "0"]}
+    meant = cli(config, "size", "emails", "default")
+    assert meant.returncode == 0 and "unknown queue" not in meant.stderr, meant.stderr
+    listed = cli(config, "failed", "list", "--queue", "emial")
+    assert listed.returncode == 0, listed.stderr
+    assert "unknown queue emial" in listed.stderr and "(none)" in listed.stdout
+    queue.client.delete(queue.global_keys.known_queues)  # the registry lost; the task is there
+    assert "unknown queue" not in cli(config, "failed", "list", "--queue", "emails").stderr
+    assert "unknown queue" not in cli(config, "size", "emails").stderr

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import click
 
-from rqueue.cli.common import connection_options, die, say, table
+from rqueue.cli.common import connection_options, die, say, table, warn_of_unknown_queues
 from rqueue.config import Config
 from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks, Step
 from rqueue.store.queue import RedisQueue
@@ -43,7 +43,9 @@ def failed_list(config: Config, queues: tuple[str, ...], limit: int, offset: int
     The table goes to stdout; how many there are in all, and the command for the next
     page, go to stderr, so the table can be piped on its own.
     """
-    page = FailedTasks(RedisQueue(config)).page(queues or None, offset, limit)
+    store = RedisQueue(config)
+    warn_of_unknown_queues(store, queues)
+    page = FailedTasks(store).page(queues or None, offset, limit)
     rows = [
         (
             f.id,

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from rqueue.cli.common import connection_options, die, queue_list, say, unknown_queues
+from rqueue.cli.common import connection_options, die, queue_list, say, warn_of_unknown_queues
 from rqueue.config import Config
 from rqueue.metrics.read import SIZES_PER_CALL
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
@@ -29,6 +29,8 @@ def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
     a paused queue's row ends with ``paused``."""
     queue = RedisQueue(config)
     names = [validate_queue_name(q) for q in queues] or queue.known_queues()
+    if queues:  # named on the command line: a typo must not answer zeros in silence
+        warn_of_unknown_queues(queue, names)
     if match is not None:
         names = [name for name in names if fnmatch.fnmatchcase(name, match)]
     headers = ("queue", "ready", "delayed", "reserved", "failed")
@@ -80,13 +82,7 @@ def resume(config: Config, queues: str) -> None:
 def _set_paused(config: Config, queues: str, paused: bool) -> None:
     queue = RedisQueue(config)
     names = queue_list(queues)
-    unknown, known = unknown_queues(queue, names)
-    if unknown:
-        say(
-            f"Warning: unknown queue {', '.join(unknown)}: nothing was ever pushed to it and "
-            f"it is empty (a typo?); known queues: {', '.join(known) or 'none'}.",
-            err=True,
-        )
+    warn_of_unknown_queues(queue, names)
     for name in names:
         changed = queue.pause(name) if paused else queue.resume(name)
         state = "paused" if paused else "resumed"
@@ -107,7 +103,9 @@ def restart(config: Config) -> None:
 @connection_options
 def cancel(config: Config, task_id: str, queues: tuple[str, ...]) -> None:
     """Cancel a ready or delayed task that has not started (exit 1 if it was not cancelled)."""
-    result = cancel_anywhere(RedisQueue(config), task_id, queues or None)
+    queue = RedisQueue(config)
+    warn_of_unknown_queues(queue, [validate_queue_name(name) for name in queues])
+    result = cancel_anywhere(queue, task_id, queues or None)
     where = f" on queue {result.queue}" if result.queue else ""
     message = f"task {task_id}{where} {result.outcome.message}"
     if result.outcome is CancelOutcome.CANCELLED:

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import F, connection_options, queue_list, unknown_queues
+from rqueue.cli.common import F, connection_options, declared_queues, queue_list, unknown_queues
 from rqueue.config import Config, ConfigError
 from rqueue.errors import describe
 from rqueue.store.queue import RedisQueue
@@ -189,13 +189,14 @@ def _preload(module: str) -> None:
 
 def _warn_of_unknown_queues(config: Config, names: tuple[str, ...]) -> None:
     """Say at start that a queue is unknown, so a typo (``rqueue work emial``) does not
-    wait in silence for ever. Unknown: not in the set of queues producers and workers
-    have named, and empty. Only a warning: starting workers before the first dispatch
-    to a new queue is legitimate.
+    wait in silence for ever. Unknown: no task of the ``-A`` modules (imported by now)
+    is declared on it, it is not in the set of queues producers and workers have named,
+    and no data in Redis names it. Only a warning: starting workers before the first
+    dispatch to a new queue is legitimate.
     """
     queue = RedisQueue(config)
     try:
-        unknown, known = unknown_queues(queue, names)
+        unknown, known = unknown_queues(queue, names, declared_queues())
     finally:
         queue.client.close()
     if unknown:
