@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import signal
 import socket
 import subprocess
@@ -83,7 +84,7 @@ def test_clear_deletes_pending_tasks_of_one_queue(queue: RedisQueue, config: Con
     apptasks.record.dispatch_many([(1,), (2,)])
     apptasks.record.later(60, 3)
     apptasks.record.on_queue("other").dispatch(4)
-    result = cli(config, "clear", "default")
+    result = cli(config, "clear", "default", "--force")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Cleared 3 task(s) from queue default."
     default, other = queue.sizes(["default", "other"])
@@ -111,7 +112,7 @@ def test_prefix_option_and_environment(queue: RedisQueue, config: Config) -> Non
     by_env = cli(config, "size", env={"RQUEUE_PREFIX": "app1:"})
     assert rows(by_env.stdout) == {"default": ["1", "0", "0", "0"]}
     assert "(none)" in cli(config, "size").stdout
-    cleared = cli(config, "clear", "default", "--prefix", "app1:")
+    cleared = cli(config, "clear", "default", "--prefix", "app1:", "--force")
     assert cleared.stdout.strip() == "Cleared 1 task(s) from queue default."
     prefixed.client.close()
 
@@ -273,3 +274,57 @@ def test_size_and_failed_list_warn_of_a_queue_nothing_names(
     queue.client.delete(queue.global_keys.known_queues)  # the registry lost; the task is there
     assert "unknown queue" not in cli(config, "failed", "list", "--queue", "emails").stderr
     assert "unknown queue" not in cli(config, "size", "emails").stderr
+
+
+def clear_on(config: Config, answer: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """``rqueue clear ARGS`` with stdin a terminal that types ``answer``, or (None) with
+    no terminal at all: a script's stdin."""
+    env = {**os.environ, "REDIS_URL": config.redis_url}
+    if answer is None:
+        return subprocess.run(
+            [*RQUEUE, "clear", *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+        )
+    main, terminal = pty.openpty()
+    try:
+        os.write(main, answer.encode() + b"\n")
+        return subprocess.run(
+            [*RQUEUE, "clear", *args],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+        )
+    finally:
+        os.close(main)
+        os.close(terminal)
+
+
+def test_clear_asks_on_a_terminal_and_needs_force_without_one(
+    queue: RedisQueue, config: Config
+) -> None:
+    """``rqueue clear`` deleted at once, tasks running included (issue #26, item 22)."""
+    apptasks.record.dispatch_many([(1,), (2,)])
+    apptasks.record.later(60, 3)
+    script = clear_on(config, None, "default")
+    assert script.returncode == 2, script.stderr
+    assert "2 ready, 1 delayed and 0 reserved" in script.stderr
+    assert "pass --force" in script.stderr
+    declined = clear_on(config, "n", "default")
+    assert declined.returncode == 1, declined.stderr
+    assert "Delete 2 ready, 1 delayed and 0 reserved" in declined.stdout
+    assert "Nothing deleted." in declined.stdout
+    size = queue.sizes(["default"])[0]
+    assert (size.ready, size.delayed) == (2, 1)  # nothing lost by asking
+    accepted = clear_on(config, "y", "default")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "Cleared 3 task(s) from queue default." in accepted.stdout
+    size = queue.sizes(["default"])[0]
+    assert (size.ready, size.delayed) == (0, 0)
+    empty = clear_on(config, None, "default")  # nothing to delete: nothing to ask
+    assert empty.returncode == 0 and "Cleared 0 task(s)" in empty.stdout, empty.stderr

@@ -4,6 +4,7 @@ in the queues, and changing it, over :class:`~rqueue.store.queue.RedisQueue`."""
 from __future__ import annotations
 
 import fnmatch
+import sys
 import time
 
 import click
@@ -14,6 +15,7 @@ from rqueue.metrics.read import SIZES_PER_CALL
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
+from rqueue.text import shown
 
 
 @click.command()
@@ -55,11 +57,38 @@ def _row(cells: tuple[object, ...], widths: list[int]) -> None:
 
 @click.command()
 @click.argument("queue_name", metavar="QUEUE")
+@click.option("--force", is_flag=True, help="Do not ask (for scripts; needed without a terminal).")
 @connection_options
-def clear(config: Config, queue_name: str) -> None:
-    """Delete every ready, delayed and reserved task of QUEUE (failed ones stay)."""
-    deleted = RedisQueue(config).clear(validate_queue_name(queue_name))
+def clear(config: Config, queue_name: str, force: bool) -> None:
+    """Delete every ready, delayed and reserved task of QUEUE (failed ones stay).
+
+    Asks first on a terminal, showing what it would delete; without one (a script, a
+    pipe) it refuses unless given --force, as Laravel's queue:clear asks in production.
+    """
+    queue = RedisQueue(config)
+    name = validate_queue_name(queue_name)
+    warn_of_unknown_queues(queue, [name])
+    size = queue.sizes([name])[0]
+    if size.ready or size.delayed or size.reserved:
+        what = (
+            f"{size.ready} ready, {size.delayed} delayed and {size.reserved} reserved "
+            f"(running now: their results are then lost) task(s) of queue {name}"
+        )
+        if not force:
+            _confirm_clear(what)
+    deleted = queue.clear(name)
     say(f"Cleared {deleted} task(s) from queue {queue_name}.")
+
+
+def _confirm_clear(what: str) -> None:
+    """Ask on a terminal; refuse without one (a usage error naming --force)."""
+    if not sys.stdin.isatty():
+        raise click.UsageError(
+            shown(f"this would delete {what}; no terminal to confirm it on: pass --force")
+        )
+    if not click.confirm(shown(f"Delete {what}? Failed tasks stay"), default=False):
+        say("Nothing deleted.")
+        sys.exit(1)
 
 
 @click.command()
