@@ -103,5 +103,8 @@ class Pages:
             csrf=session.csrf,
             read_only=self.read_only,
             logged_in=self.token_required and session.authenticated,
+            # Before login (the login form, an error) no links nor task search: they
+            # lead only back to the login form, and tell a stranger what is inside.
+            let_in=not self.token_required or session.authenticated or request.state.bearer,
         )
         return self.templates.TemplateResponse(request, name, context, status_code=status_code)
