@@ -20,6 +20,9 @@ from rqueue.text import redact
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
+"""A kept result's record is written by the ack and held until it expires: larger than
+a payload may be, but bounded (see docs/workflows.md, Results)."""
 DISPATCH_RETRY = 2.0
 """Seconds a dispatch retries an unreachable single Redis: a restart, a blip."""
 DISPATCH_RETRY_FAILOVER = 20.0
@@ -79,6 +82,10 @@ LIMITS: Mapping[str, tuple[str | None, Limit]] = {
         "RQUEUE_MAX_PAYLOAD_BYTES",
         Limit(1, 512 * 1024 * 1024, whole=True, unit="bytes"),
     ),
+    "max_result_bytes": (
+        "RQUEUE_MAX_RESULT_BYTES",
+        Limit(1, 512 * 1024 * 1024, whole=True, unit="bytes"),
+    ),
     "socket_timeout": ("RQUEUE_SOCKET_TIMEOUT", Limit(0.1, 3600, unit="seconds")),
     "dispatch_retry": ("RQUEUE_DISPATCH_RETRY", Limit(0, 3600, unit="seconds")),
     "wait_replicas": ("RQUEUE_WAIT_REPLICAS", Limit(0, 1000, whole=True, unit="replicas")),
@@ -99,6 +106,8 @@ class Config:
     prefix: str = ""
     cluster: bool = False
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """A kept result's encoded record, at most (ResultTooLarge fails the task)."""
     ssl_ca_certs: str | None = None
     socket_timeout: float = 5.0
     secret: str | None = field(default=None, repr=False)

@@ -29,6 +29,7 @@ from rqueue.current import Runner, set_current_job, set_runner
 from rqueue.errors import (
     BatchCancelled,
     InvalidPayload,
+    ResultNotStored,
     RQueueError,
     TaskNotRegistered,
     UnregisteredType,
@@ -45,6 +46,7 @@ from rqueue.task import Task
 from rqueue.text import shown
 from rqueue.worker import (
     parent_failures,  # noqa: F401  (registers the internal report task)
+    stored,
     unique_locks,
 )
 from rqueue.worker.admission import admit
@@ -97,6 +99,7 @@ class ChildWorker(InterruptibleWaits):
         self.batches = Batches(self.queue, options, claims)
         self.metrics = Collector(self.queue) if options.metrics else NoMetrics()
         self.outcomes = Outcomes(self.queue, options, slot, self._persist, self.metrics)
+        self._limits = stored.Limits(config.max_payload_bytes, config.max_result_bytes)
         self.stop_requested = False
         self.recycle = False
         self._parent_checked_at = 0.0
@@ -145,9 +148,17 @@ class ChildWorker(InterruptibleWaits):
             self._slots.drain()
         self._give_back_read_ahead()
         self._persist(self.batches.flush)
+        self._fail_refused()
         self.metrics.flush()
         self.slot.set(State.WAITING)
         return 0
+
+    def _fail_refused(self) -> None:
+        """Fail, each alone, the successes whose acknowledgement Redis refused."""
+        refused = self.batches.refused
+        while refused:
+            self.outcomes.ack_refused(*refused[0])
+            del refused[0]
 
     def _should_exit(self) -> bool:
         return self.stop_requested or self.recycle or self._orphaned()
@@ -165,6 +176,7 @@ class ChildWorker(InterruptibleWaits):
 
     def _step(self) -> None:
         self.metrics.flush_if_due()  # an idle or long-running child's counts too
+        self._fail_refused()
         if self.slot.concurrent and self._slots is not None:
             self._slots.step()
             return
@@ -390,11 +402,10 @@ class ChildWorker(InterruptibleWaits):
         """What follows a success of a job with ``meta`` in a workflow (None if it is in
         none). After the call:
         a running task may have started a chain (job.chain). A result that cannot be
-        kept or piped fails the task."""
+        kept or passed on raises ResultNotStored (see ``stored.py``)."""
         if effects.involved(job):
-            return effects.on_success(
-                job, payload, result, self._started_at(started), self.config.max_payload_bytes
-            )
+            started_at = self._started_at(started)
+            return stored.completion(job, payload, result, started_at, self._limits, self.queue)
         return None
 
     def _attempt_failed(
@@ -412,6 +423,8 @@ class ChildWorker(InterruptibleWaits):
             self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
         elif type(exc) is Release:
             self._release(index, queue, payload, job, exc.delay, duration)
+        elif isinstance(exc, ResultNotStored):  # deterministic: a rerun returns the same
+            self.outcomes.failed(index, queue, payload, job, tries, exc, duration, final=True)
         elif type(exc) is RetryIn and exc.__cause__ is not None:
             cause = exc.__cause__
             self.outcomes.failed(index, queue, payload, job, tries, cause, duration, exc.delay)

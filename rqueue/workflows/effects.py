@@ -19,6 +19,7 @@ the acknowledgement itself (reserve.lua, ack.lua, fail.lua).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any, NamedTuple
 
@@ -261,9 +262,7 @@ def _next_step(job: Job, steps: list[Any], result: Any, max_bytes: int | None) -
     try:
         return _follower(step, next_job, max_bytes)
     except UnserializableArgument as exc:
-        raise UnserializableArgument(
-            f"the return value of task {job.task} cannot be piped to the next step: {exc}"
-        ) from None
+        raise _unstorable(job, "could not be passed to the next step", str(exc)) from None
 
 
 def _follower(step: dict[str, Any], job: Job, max_bytes: int | None) -> Follower:
@@ -278,10 +277,23 @@ def _encodable_result(job: Job, result: Any) -> Any:
     try:
         check_arguments(job.task, (result,), {})
     except UnserializableArgument as exc:
-        raise UnserializableArgument(
-            f"the return value of task {job.task} cannot be kept: {exc}"
-        ) from None
+        raise _unstorable(job, "could not be stored", str(exc)) from None
     return result
+
+
+_FOUND = re.compile(r"cannot encode argument args\[0\](?P<at>.*?) of task \S+: (?P<why>.*)", re.S)
+
+
+def _unstorable(job: Job, what: str, found: str) -> UnserializableArgument:
+    """Say it of the return value: the argument check that found the value calls it
+    ``args[0]`` (a kept result is checked as one argument; a piped one is the next
+    step's first)."""
+    match = _FOUND.fullmatch(found)
+    if match is not None:
+        why = match["why"].replace(" value is not supported by msgpack", " is not a type")
+        why = why.replace("; pass ", " rqueue can encode; return ", 1)
+        found = f"result{match['at']}: {why}"
+    return UnserializableArgument(f"the return value of {job.task} {what}: {found}")
 
 
 def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
@@ -298,6 +310,4 @@ def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
         return pack(record)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (fields.get("result"),), {}, exc)
-        raise UnserializableArgument(
-            f"the return value of task {job.task} cannot be kept: {message}"
-        ) from None
+        raise _unstorable(job, "could not be stored", message) from None
