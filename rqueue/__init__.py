@@ -91,7 +91,7 @@ __all__ = [
     "use",
 ]
 
-if os.environ.get("RQUEUE_SYNC", "") not in ("", "0"):  # dispatches run inline: docs/testing.md
+if os.environ.get("RQUEUE_SYNC", "").strip():  # on (or a typo, refused): docs/testing.md
     from rqueue.testing.sync import sync_from_environment
 
     sync_from_environment()

@@ -6,10 +6,14 @@ refuses others with an error that does not say which argument. Both are answered
 here, at dispatch, with the argument's path (``args[0]['user'] key (1, 2)``). What
 "msgpack can encode" means is :mod:`rqueue.codec`'s answer: its own types, the
 extension types (Decimal, UUID, date, time, timedelta) and registered ones.
+
+Whether the task's function can be called with the arguments at all (too many, a
+keyword it does not take) is answered at dispatch too, by :class:`CallShape`.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta
@@ -156,3 +160,61 @@ def _root(link: _Link) -> str:
     while current[0] is not None:
         current = current[0]
     return current[1]
+
+
+class CallShape:
+    """The calls a task's function accepts, read once per task, so that a call that
+    does not fit is refused at dispatch (``TypeError`` naming the task), not by the
+    worker after every try, as Celery checks ``typing``.
+
+    The function's own signature, not that of a function it wraps (as Celery reads
+    it): a decorator made with ``functools.wraps`` may take other arguments than the
+    function it wraps (one it supplies itself, say), and ``(*args, **kwargs)`` takes
+    anything. A call with only positional arguments, the usual one, is checked by
+    counting; others by ``Signature.bind``, which also words the refusal.
+    """
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        self.signature = signature
+        params = signature.parameters.values()
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.least = sum(1 for p in positional if p.default is p.empty)
+        self.most = math.inf if any(p.kind == p.VAR_POSITIONAL for p in params) else len(positional)
+        self.counted = not any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params)
+        """A call without keywords is checked by counting its arguments alone."""
+
+    @classmethod
+    def of(cls, fn: Callable[..., object]) -> CallShape | None:
+        """``fn``'s shape, or None if Python cannot tell it (some builtins): not checked."""
+        try:
+            return cls(inspect.signature(fn, follow_wrapped=False))
+        except (TypeError, ValueError):
+            return None
+
+    def check(self, task: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """TypeError naming ``task`` unless a worker can call it with these arguments."""
+        if not kwargs and self.counted and self.least <= len(args) <= self.most:
+            return
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(
+                f"task {task} cannot be called with these arguments: {exc} "
+                f"(it takes {self.signature})"
+            ) from None
+
+    def check_partial(self, task: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """``check`` for a ``pending()`` call, which may lack its first argument: a chain
+        with ``pipe=True`` gives a step the step before's result first, a callback gets
+        the batch or the failure first. Where it is dispatched as it is (alone, in
+        ``dispatch_many``, as a batch member), ``check`` applies in full."""
+        try:
+            self.check(task, args, kwargs)
+        except TypeError:
+            try:
+                self.check(task, (None, *args), kwargs)
+            except TypeError:
+                pass
+            else:
+                return
+            raise

@@ -94,7 +94,11 @@ LIMITS: Mapping[str, tuple[str | None, Limit]] = {
 """Each numeric field of :class:`Config`: its environment variable, if any, and range.
 512 MiB is the largest string Redis stores."""
 
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+FLAGS: Mapping[str, bool] = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("0", "false", "no", "off"), False),
+}
+"""What an on/off environment variable may say (any case, spaces around ignored)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ class Config:
             or read_url_file(env.get("REDIS_URL_FILE"), "REDIS_URL_FILE")
             or DEFAULT_REDIS_URL,
             prefix=prefix if prefix is not None else env.get("RQUEUE_PREFIX", ""),
-            cluster=_flag(env, "RQUEUE_CLUSTER"),
+            cluster=env_flag("RQUEUE_CLUSTER", env),
             ssl_ca_certs=env.get("RQUEUE_SSL_CA_CERTS") or None,
             secret=env.get("RQUEUE_SECRET") or None,
             **{
@@ -182,16 +186,21 @@ class Config:
         return redact(self.redis_url)
 
 
-def _flag(env: Mapping[str, str], variable: str) -> bool:
-    """An on/off variable; a value that is neither (``RQUEUE_CLUSTER=cluster``) is refused
-    rather than read as off."""
-    value = env.get(variable, "").strip().lower()
-    if value not in _TRUE + _FALSE:
+def env_flag(variable: str, env: Mapping[str, str] | None = None) -> bool:
+    """The on/off environment variable ``variable``; unset or empty is off.
+
+    The one reader of every boolean variable rqueue reads (``RQUEUE_SYNC``,
+    ``RQUEUE_CLUSTER``): a value not in :data:`FLAGS` is a ConfigError naming the
+    variable and the values accepted, never guessed. Reading "set" as on turned sync
+    mode on with ``RQUEUE_SYNC=false``; reading a typo as off hides it.
+    """
+    given = (os.environ if env is None else env).get(variable, "")
+    value = given.strip().lower()
+    if value and value not in FLAGS:
         raise ConfigError(
-            f"{variable} must be one of {', '.join(_TRUE + _FALSE[1:])} or empty, "
-            f"not {env[variable]!r}"
+            f"{variable} must be one of {'/'.join(FLAGS)} (any case) or empty, not {given!r}"
         )
-    return value in _TRUE
+    return FLAGS.get(value, False)
 
 
 def read_url_file(path: str | None, source: str) -> str | None:

@@ -142,6 +142,11 @@ class TaskCancelled(RQueueError):
     """``result()`` of a task that was cancelled before it ran."""
 
 
+class ResultNotKept(RQueueError, TimeoutError):
+    """``result()`` of a task that keeps no result (no ``keep_result``): there will
+    never be one to wait for."""
+
+
 class BatchCancelled(RQueueError):
     """Raised by ``skip_if_batch_cancelled()`` inside a member of a cancelled batch: the
     worker counts the member as skipped, neither succeeded nor failed."""

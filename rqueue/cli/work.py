@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from rqueue.cli.common import F, connection_options, declared_queues, queue_list, unknown_queues
-from rqueue.config import Config, ConfigError
+from rqueue.config import Config, ConfigError, env_flag
 from rqueue.errors import describe
 from rqueue.store.queue import RedisQueue
 from rqueue.text import shown
@@ -146,6 +146,12 @@ def work(
     """Run tasks from QUEUES (comma-separated, highest priority first)."""
     from rqueue.worker.supervisor import Supervisor
 
+    if env_flag("RQUEUE_SYNC"):  # docs/testing.md
+        raise click.UsageError(
+            "RQUEUE_SYNC is on: sync mode runs each dispatch inline where it is made, so "
+            "what this worker's tasks dispatch would run in its children, never queued; "
+            "unset RQUEUE_SYNC (or set it to 0) for workers"
+        )
     if wait_replicas is not None:
         try:
             config = replace(config, wait_replicas=wait_replicas)

@@ -29,7 +29,7 @@ from rqueue.errors import BatchCancelled, RQueueError, TaskCancelled, TaskFailed
 from rqueue.middleware.base import Release, run_through, stack_of
 from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.cancel import CancelOutcome
-from rqueue.task import Dispatched, PendingDispatch, Task, registered_task
+from rqueue.task import Dispatched, PendingDispatch, Task, TaskHandle, registered_task
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
 from rqueue.workflows import effects
@@ -77,8 +77,8 @@ class Outcome:
         )
 
 
-class InlineDispatched(Dispatched):
-    """A ``Dispatched`` whose ``status()`` and ``result()`` answer from memory."""
+class InlineDispatched(TaskHandle[Any]):
+    """A task's handle whose ``status()`` and ``result()`` answer from memory."""
 
     _runner: InlineRunner
 
