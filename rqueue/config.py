@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
 from rqueue.errors import RQueueError
-from rqueue.redis_url import RedisTarget, parse_redis_url
+from rqueue.redis_url import RedisTarget, parse_redis_url, redact_url
 from rqueue.text import redact
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -182,8 +182,10 @@ class Config:
         return DISPATCH_RETRY_FAILOVER if failover else DISPATCH_RETRY
 
     def redacted_url(self) -> str:
-        """The URL with any password hidden, fit for logs and error messages."""
-        return redact(self.redis_url)
+        """The URL with anything that could be a password hidden, fit for logs and
+        error messages (the whole URL is known to be one, so more is caught than
+        :func:`~rqueue.text.redact` can in free text: a space in a password)."""
+        return redact_url(self.redis_url)
 
 
 def env_flag(variable: str, env: Mapping[str, str] | None = None) -> bool:
