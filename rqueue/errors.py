@@ -32,6 +32,11 @@ class ResultTooLarge(ResultNotStored, ValueError):
     takes in one value, its ``proto-max-bulk-len``): the task fails, alone."""
 
 
+class MaxAttemptsExceeded(RQueueError):
+    """A task used up its tries without finishing: its last try released it (a
+    ``Release`` from the task's own code uses an attempt, as Laravel's ``release()``)."""
+
+
 class InvalidSchedule(RQueueError, ValueError):
     """A ``later()`` time, delay or option that makes no sense."""
 

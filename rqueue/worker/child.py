@@ -46,6 +46,7 @@ from rqueue.task import Task
 from rqueue.text import shown
 from rqueue.worker import (
     parent_failures,  # noqa: F401  (registers the internal report task)
+    releases,
     stored,
     unique_locks,
 )
@@ -422,7 +423,7 @@ class ChildWorker(InterruptibleWaits):
         elif stack is None and isinstance(exc, InvalidPayload):  # its middleware
             self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
         elif type(exc) is Release:
-            self._release(index, queue, payload, job, exc.delay, duration)
+            self._release(attempt, exc, duration)
         elif isinstance(exc, ResultNotStored):  # deterministic: a rerun returns the same
             self.outcomes.failed(index, queue, payload, job, tries, exc, duration, final=True)
         elif type(exc) is RetryIn and exc.__cause__ is not None:
@@ -496,18 +497,29 @@ class ChildWorker(InterruptibleWaits):
 
         return run_through(stack, job, call) if stack else call()
 
-    def _release(
-        self, index: int, queue: str, payload: bytes, job: Job, delay: float, duration: float
-    ) -> None:
-        """A middleware put the job back (``Release``): due in ``delay`` seconds, with
-        its attempt given back, since it did not run."""
+    def _release(self, attempt: Attempt, exc: Release, duration: float) -> None:
+        """The job is put back (``Release``), due in ``exc.delay`` seconds. A
+        middleware's release gives its attempt back (the task did not run); the task's
+        own uses it, and on its last try fails the task instead (``releases.py``)."""
+        index, queue, payload, job, task, _, _, tries, _ = attempt
+        by = releases.released_by(exc, task.fn if task is not None else None)
+        own = by == releases.TASK_ITSELF
+        if own and job.attempts >= tries:
+            failure = releases.last_try(exc, job.attempts, tries)
+            self.outcomes.failed(index, queue, payload, job, tries, failure, duration, final=True)
+            return
         self.slot.set(State.RUNNING, index)  # stopped: no kill deadline meanwhile
-        release = functools.partial(self.queue.release, queue, [payload], delay, unstarted=True)
-        self._persist(release)
+        release = functools.partial(
+            self.queue.release, queue, [payload], exc.delay, unstarted=not own
+        )
+        try:
+            self._persist(release)
+        except redis.ResponseError as refused:  # a command error: fail it, never loop
+            self.outcomes.failed(index, queue, payload, job, tries, refused, duration, final=True)
+            return
         self.slot.count_processed()
-        # DEBUG: a rate limit may put back most of a backlog, each task once.
-        message = f"released by its middleware for {delay:g} s"
-        log_outcome(log, job, message, duration, logging.DEBUG)
+        used = f", attempt {job.attempts} of {tries} used" if own else ""
+        log_outcome(log, job, f"released by {by} for {exc.delay:g} s{used}", duration)
 
     def _admit_after_import(
         self,
