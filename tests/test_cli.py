@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
+import re
 import signal
 import socket
 import subprocess
+import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import apptasks
@@ -16,8 +20,9 @@ import redis
 from support import RQUEUE, cli, strings
 
 from rqueue.config import Config
-from rqueue.failed import make_record
+from rqueue.failed import FailedTasks, make_record
 from rqueue.store.queue import RedisQueue
+from rqueue.timing import moment
 
 TESTS_DIR = Path(__file__).parent
 UNREACHABLE = "redis://127.0.0.1:1/0"
@@ -328,3 +333,44 @@ def test_clear_asks_on_a_terminal_and_needs_force_without_one(
     assert (size.ready, size.delayed) == (0, 0)
     empty = clear_on(config, None, "default")  # nothing to delete: nothing to ask
     assert empty.returncode == 0 and "Cleared 0 task(s)" in empty.stdout, empty.stderr
+
+
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+"""How every time a person reads is shown (docs/worker.md, "Times"): UTC, ISO 8601, ``Z``."""
+CHICAGO = {"TZ": "America/Chicago"}  # Django's default TIME_ZONE, and not UTC
+
+
+def test_failed_list_and_show_print_utc_times_with_their_zone(
+    queue: RedisQueue, config: Config
+) -> None:
+    """``rqueue failed list`` printed local time with no zone (issue #26, item 19)."""
+    apptasks.always_fails.dispatch("x")
+    (reserved,) = queue.reserve("emails", 1, 60_000, 0, 0).payloads
+    queue.fail("emails", reserved, make_record("emails", reserved, "E", "m"))
+    (record,) = FailedTasks(queue).list(["emails"])
+    expected = moment(record.failed_at)
+    assert ISO_UTC.fullmatch(expected)
+    listed = cli(config, "failed", "list", env=CHICAGO)
+    assert listed.returncode == 0, listed.stderr
+    assert rows(listed.stdout)[record.id][3] == expected
+    shown = cli(config, "failed", "show", record.id, env=CHICAGO)
+    assert f"failed at: {expected}\n" in shown.stdout, shown.stdout
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_worker_logs_utc_times_whatever_the_local_zone(
+    queue: RedisQueue, config: Config, log_format: str
+) -> None:
+    """The Django example's worker logged Chicago time with no zone: TZ must not move it."""
+    apptasks.record.dispatch("x")
+    before = time.time()
+    args = ("work", "--stop-when-empty", "--log-format", log_format)
+    result = cli(config, *args, cwd=TESTS_DIR, timeout=60, env=CHICAGO)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) >= 3, result.stderr  # started, the task, stopped
+    for line in lines:
+        stamp = json.loads(line)["time"] if log_format == "json" else line.split(" ", 1)[0]
+        assert ISO_UTC.fullmatch(stamp), line
+        logged_at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        assert before - 1 <= logged_at <= time.time() + 1, line  # UTC, not Chicago's wall time

@@ -33,7 +33,7 @@ from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.task import TaskOptions, registered
 from rqueue.text import shown
-from rqueue.timing import iso
+from rqueue.timing import moment as moment  # every time a command prints
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,15 +116,6 @@ def _redis_url(url: str | None, url_file: str | None) -> tuple[str | None, str]:
         where = "REDIS_URL_FILE (from the environment)" if file_from_env else "--redis-url-file"
         return read_url_file(url_file, where), f"{where} (the URL in {url_file})"
     return None, "the default Redis URL"
-
-
-def moment(seconds: float) -> str:
-    """A time read from Redis, in UTC to the millisecond; one no date can hold (a
-    hostile record's ``1e20``) as its number instead of an error."""
-    try:
-        return iso(round(seconds * 1000))
-    except (OverflowError, ValueError, OSError):
-        return f"{seconds!r} (out of range)"
 
 
 def say(text: object, multiline: bool = False, err: bool = False) -> None:

@@ -14,14 +14,7 @@ import sys
 
 import click
 
-from rqueue.cli.common import (
-    connection_options,
-    finite_seconds,
-    queue_list,
-    say,
-    table,
-    warn_of_unknown_queues,
-)
+from rqueue.cli.common import connection_options, finite_seconds, queue_list, say, table
 from rqueue.config import Config
 from rqueue.metrics.read import queue_rows
 from rqueue.store.queue import RedisQueue
@@ -51,7 +44,6 @@ def monitor(config: Config, queues: str, most: int, max_wait: float | None, as_j
     (or --max-wait)."""
     names = list(queue_list(queues))
     queue = RedisQueue(config)
-    warn_of_unknown_queues(queue, names)
     rows = []
     for row in queue_rows(queue, names):
         size, wait = row.size, row.oldest_wait

@@ -181,8 +181,8 @@ def schedule_show(config: Config, name: str, count: int) -> None:
         f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}  "
         f"window: {_window(schedule)}  misfire: {schedule.misfire}"
     )
-    for moment in schedule.next_runs(count):
-        say(f"  {moment.isoformat()}")
+    for run in schedule.next_runs(count):
+        say(f"  {iso(round(run.timestamp() * 1000))}")  # the one rule for times shown
 
 
 @schedule_group.command("add")
