@@ -119,7 +119,7 @@ class ChildWorker(InterruptibleWaits):
 
     def run(self) -> int:
         use(self.queue)
-        set_runner(Runner(self.queue, self.options.timeout, self.options.kill_grace))
+        set_runner(Runner(self.queue, self.options.timeout, self.options.kill_grace, {}))
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)
