@@ -188,7 +188,10 @@ class InlineRunner:
             return self._skipped(job, payload)
         if effects.is_callback(job):
             given = effects.given(job, None)
-            args = (self.batches[job.meta[GETS][1]] if given is None else given, *args)
+            if given is None:  # the batch: counted as when the callback was due
+                given = self.batches[job.meta[GETS][1]]
+                given.counted = effects.counted(job)
+            args = (given, *args)
         stack = stack_of(task.options.middleware, job)
         tries = job.tries or _DEFAULTS.tries
         connection = task.connection()
@@ -382,7 +385,9 @@ class MemoryBatch(Batch):
             if step is None:
                 continue
             what = f"progress:{index}" if name == "progress" else name
-            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id]})
+            counts = self.counts
+            counted = [self.total, len(counts.succeeded), len(counts.failed), len(counts.skipped)]
+            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id, counted]})
             payloads.append(encode(job, self._runner.max_bytes()))
         return payloads
 

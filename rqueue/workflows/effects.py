@@ -145,11 +145,11 @@ def given(job: Job, queue: RedisQueue | None) -> Any:
     gets = job.meta[GETS]
     if type(gets) is list and len(gets) in (2, 3) and gets[0] == BATCH and type(gets[1]) is str:
         BatchKeys.for_batch(gets[1])  # checks the id
-        counted = _counts(gets[2]) if len(gets) == 3 else None
         if queue is None:
+            counted(job)  # checks them
             return None
         found = Batch(gets[1], queue)
-        found.counted = counted
+        found.counted = counted(job)
         return found
     if type(gets) is list and len(gets) == 2 and gets[0] == "failure" and type(gets[1]) is dict:
         failure = gets[1]
@@ -157,6 +157,12 @@ def given(job: Job, queue: RedisQueue | None) -> Any:
         if all(type(field) is str for field in fields):
             return TaskFailed(*fields)
     raise InvalidPayload(f"meta {GETS!r} is malformed: {gets!r}")
+
+
+def counted(job: Job) -> BatchCounts | None:
+    """The batch's counts a callback's payload carries (``Batch.counted``), if any."""
+    gets = job.meta.get(GETS)
+    return _counts(gets[2]) if type(gets) is list and len(gets) == 3 else None
 
 
 def _counts(counts: object) -> BatchCounts:
