@@ -239,3 +239,15 @@ def test_removing_a_schedule_declared_in_code_says_it_comes_back(
     schedules.add("plain", apptasks.scheduled, every=60)
     plain = cli(config, "schedule", "remove", "plain")
     assert plain.stdout.strip() == "Removed schedule plain."
+
+
+def test_an_unreadable_record_under_a_declared_name_is_declared_again(queue: RedisQueue) -> None:
+    # The code is the authority on a declared schedule: garbage under its name (as an
+    # unsigned definition) is replaced, not a reason never to declare it.
+    declared = apptasks.declared_every_two_seconds
+    where = declared.options.queue
+    queue.client.hset(queue.global_keys.schedule_index, declared.name, where)
+    queue.client.hset(queue.keys(where).schedule_defs, declared.name, b"\xc1garbage")
+    Scheduler(queue, [where]).tick()
+    found = Schedules(queue).get(declared.name)
+    assert found.declared and found.unreadable is None and found.next_ms is not None
