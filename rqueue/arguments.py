@@ -170,17 +170,29 @@ class CallShape:
     The function's own signature, not that of a function it wraps (as Celery reads
     it): a decorator made with ``functools.wraps`` may take other arguments than the
     function it wraps (one it supplies itself, say), and ``(*args, **kwargs)`` takes
-    anything. A call with only positional arguments, the usual one, is checked by
-    counting; others by ``Signature.bind``, which also words the refusal.
+    anything. A call is checked by counting and by names (``dispatch_many`` checks
+    thousands); one that fails that is bound by ``Signature.bind``, which has the last
+    word and words the refusal.
     """
 
     def __init__(self, signature: inspect.Signature) -> None:
         self.signature = signature
         params = signature.parameters.values()
         positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.positional = [p.name for p in positional]
         self.least = sum(1 for p in positional if p.default is p.empty)
         self.most = math.inf if any(p.kind == p.VAR_POSITIONAL for p in params) else len(positional)
-        self.counted = not any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params)
+        self.keywords = {
+            p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        self.required = {
+            p.name
+            for p in params
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
+        """Each parameter a call must give, by position or by name."""
+        self.any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+        self.counted = self.required.issubset(self.positional)
         """A call without keywords is checked by counting its arguments alone."""
 
     @classmethod
@@ -195,6 +207,8 @@ class CallShape:
         """TypeError naming ``task`` unless a worker can call it with these arguments."""
         if not kwargs and self.counted and self.least <= len(args) <= self.most:
             return
+        if kwargs and self._fits(args, kwargs):
+            return
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -202,6 +216,17 @@ class CallShape:
                 f"task {task} cannot be called with these arguments: {exc} "
                 f"(it takes {self.signature})"
             ) from None
+
+    def _fits(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+        """True if a call with keywords surely binds (False: let ``bind`` decide)."""
+        if len(args) > self.most:
+            return False
+        given = set(self.positional[: len(args)])
+        if not self.keywords.intersection(given).isdisjoint(kwargs):  # given twice
+            return False
+        if not self.any_keyword and not self.keywords.issuperset(kwargs):
+            return False
+        return self.required.issubset(given.union(self.keywords.intersection(kwargs)))
 
     def check_partial(self, task: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """``check`` for a ``pending()`` call, which may lack its first argument: a chain

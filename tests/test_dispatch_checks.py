@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 from support import ready
 
 from rqueue import batch, chain, dispatch_many, result_of, task
+from rqueue.arguments import CallShape
 from rqueue.errors import InvalidTaskOption, ResultNotKept
 from rqueue.store.queue import RedisQueue
 from rqueue.testing import fake
@@ -170,3 +173,48 @@ def test_a_handle_known_by_id_alone_waits_then_says_why_there_may_be_no_result(
     kept = c.kept.dispatch(1)
     with pytest.raises(TimeoutError, match="has not finished"):  # it keeps one: waited for
         kept.result(timeout=0.1)
+
+
+def test_the_check_agrees_with_python_on_every_kind_of_parameter() -> None:
+    """Signatures of every shape (positional-only, defaults, ``*args``, keyword-only,
+    ``**kwargs``) and calls of every shape: refused at dispatch exactly when calling
+    the function would raise TypeError."""
+    kinds = [
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_KEYWORD,
+    ]
+    chosen = random.Random(26)
+    checked = 0
+    while checked < 3000:
+        parameters, names, defaulted = [], iter("abcdef"), False
+        for kind in kinds:
+            for _ in range(chosen.randint(0, 1 if kind in (kinds[2], kinds[4]) else 2)):
+                name = {kinds[2]: "args", kinds[4]: "kw"}.get(kind) or next(names)
+                default: object = inspect.Parameter.empty
+                if kind in kinds[:2] and (defaulted or chosen.random() < 0.4):
+                    default, defaulted = 0, True
+                elif kind == kinds[3] and chosen.random() < 0.5:
+                    default = 0
+                parameters.append(inspect.Parameter(name, kind, default=default))
+        namespace: dict[str, Any] = {}
+        exec(f"def f{inspect.Signature(parameters)}: pass", namespace)
+        function = namespace["f"]
+        args = (1,) * chosen.randint(0, 4)
+        kwargs = dict.fromkeys(chosen.sample("abcdefz", chosen.randint(0, 3)), 1)
+        try:
+            function(*args, **kwargs)
+            python_calls = True
+        except TypeError:
+            python_calls = False
+        shape = CallShape.of(function)
+        assert shape is not None
+        try:
+            shape.check("t", args, kwargs)
+            checked_calls = True
+        except TypeError:
+            checked_calls = False
+        assert checked_calls == python_calls, (inspect.signature(function), args, kwargs)
+        checked += 1
