@@ -16,6 +16,7 @@ from rqueue.errors import (
     PayloadTooLarge,
     QueueConnectionError,
     ReplicasNotReached,
+    ResultNotKept,
     RQueueError,
     TaskCancelled,
     TaskFailed,
@@ -30,7 +31,7 @@ from rqueue.payload import Job
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Dispatched, PendingDispatch, Task, dispatch_many, task
+from rqueue.task import Dispatched, PendingDispatch, Task, TaskHandle, dispatch_many, task
 from rqueue.worker.options import WorkerOptions
 from rqueue.workflows import (
     Batch,
@@ -63,10 +64,12 @@ __all__ = [
     "RQueueError",
     "RedisQueue",
     "ReplicasNotReached",
+    "ResultNotKept",
     "Task",
     "TaskCancelled",
     "TaskEvent",
     "TaskFailed",
+    "TaskHandle",
     "TaskImportFailed",
     "TaskNotRegistered",
     "TaskTimeout",
@@ -91,7 +94,7 @@ __all__ = [
     "use",
 ]
 
-if os.environ.get("RQUEUE_SYNC", "") not in ("", "0"):  # dispatches run inline: docs/testing.md
+if os.environ.get("RQUEUE_SYNC", "").strip():  # on (or a typo, refused): docs/testing.md
     from rqueue.testing.sync import sync_from_environment
 
     sync_from_environment()

@@ -6,10 +6,14 @@ refuses others with an error that does not say which argument. Both are answered
 here, at dispatch, with the argument's path (``args[0]['user'] key (1, 2)``). What
 "msgpack can encode" means is :mod:`rqueue.codec`'s answer: its own types, the
 extension types (Decimal, UUID, date, time, timedelta) and registered ones.
+
+Whether the task's function can be called with the arguments at all (too many, a
+keyword it does not take) is answered at dispatch too, by :class:`CallShape`.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta
@@ -156,3 +160,86 @@ def _root(link: _Link) -> str:
     while current[0] is not None:
         current = current[0]
     return current[1]
+
+
+class CallShape:
+    """The calls a task's function accepts, read once per task, so that a call that
+    does not fit is refused at dispatch (``TypeError`` naming the task), not by the
+    worker after every try, as Celery checks ``typing``.
+
+    The function's own signature, not that of a function it wraps (as Celery reads
+    it): a decorator made with ``functools.wraps`` may take other arguments than the
+    function it wraps (one it supplies itself, say), and ``(*args, **kwargs)`` takes
+    anything. A call is checked by counting and by names (``dispatch_many`` checks
+    thousands); one that fails that is bound by ``Signature.bind``, which has the last
+    word and words the refusal.
+    """
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        self.signature = signature
+        params = signature.parameters.values()
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.positional = [p.name for p in positional]
+        self.least = sum(1 for p in positional if p.default is p.empty)
+        self.most = math.inf if any(p.kind == p.VAR_POSITIONAL for p in params) else len(positional)
+        self.keywords = {
+            p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        self.required = {
+            p.name
+            for p in params
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
+        """Each parameter a call must give, by position or by name."""
+        self.any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+        self.counted = self.required.issubset(self.positional)
+        """A call without keywords is checked by counting its arguments alone."""
+
+    @classmethod
+    def of(cls, fn: Callable[..., object]) -> CallShape | None:
+        """``fn``'s shape, or None if Python cannot tell it (some builtins): not checked."""
+        try:
+            return cls(inspect.signature(fn, follow_wrapped=False))
+        except (TypeError, ValueError):
+            return None
+
+    def check(self, task: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """TypeError naming ``task`` unless a worker can call it with these arguments."""
+        if not kwargs and self.counted and self.least <= len(args) <= self.most:
+            return
+        if kwargs and self._fits(args, kwargs):
+            return
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(
+                f"task {task} cannot be called with these arguments: {exc} "
+                f"(it takes {self.signature})"
+            ) from None
+
+    def _fits(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+        """True if a call with keywords surely binds (False: let ``bind`` decide)."""
+        if len(args) > self.most:
+            return False
+        given = set(self.positional[: len(args)])
+        if not self.keywords.intersection(given).isdisjoint(kwargs):  # given twice
+            return False
+        if not self.any_keyword and not self.keywords.issuperset(kwargs):
+            return False
+        return self.required.issubset(given.union(self.keywords.intersection(kwargs)))
+
+    def check_partial(self, task: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """``check`` for a ``pending()`` call, which may lack its first argument: a chain
+        with ``pipe=True`` gives a step the step before's result first, a callback gets
+        the batch or the failure first. Where it is dispatched as it is (alone, in
+        ``dispatch_many``, as a batch member), ``check`` applies in full."""
+        try:
+            self.check(task, args, kwargs)
+        except TypeError:
+            try:
+                self.check(task, (None, *args), kwargs)
+            except TypeError:
+                pass
+            else:
+                return
+            raise

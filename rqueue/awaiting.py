@@ -5,9 +5,9 @@ may itself run in one of two places, and what it may do with a coroutine differs
 
 - **No event loop runs in this thread** (a worker child in process mode): the
   coroutine runs to its end right there, as a sync hook would, on this process's one
-  loop (:func:`process_loop`, made on first use). ``asyncio.run()`` per call would make
-  and tear down a loop each time, and slot mode's tasks share this loop too, so a
-  child never has two.
+  loop (:func:`process_loop`, made on first use), by one thread at a time
+  (``--threads``). ``asyncio.run()`` per call would make and tear down a loop each
+  time, and slot mode's tasks share this loop too, so a child never has two.
 - **A loop runs in this thread** (slot mode: the outcome of an ``async def`` task is
   reported from its coroutine): blocking would stall every other coroutine, so the
   coroutine is scheduled as a task on that loop and kept in a set until it ends (a
@@ -25,6 +25,7 @@ import contextvars
 import inspect
 import logging
 import os
+import threading
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -38,13 +39,32 @@ selector and its wake-up pipe are shared with it), so it makes its own."""
 _scheduled: set[asyncio.Task[None]] = set()
 """Coroutines scheduled on a running loop and not yet ended: their strong references."""
 
+_turn = threading.Lock()
+"""Held by the thread running the process loop for one coroutine (:func:`_on_loop`).
+Runs share the process, not one another: with ``--threads`` two tasks' async hooks
+finish at once, and a coroutine handed to a loop that another thread runs only until
+its own coroutine ends was never run, its thread waiting for ever."""
+_making = threading.Lock()
+
 
 def process_loop() -> asyncio.AbstractEventLoop:
     """This process's event loop for async hooks and listeners, and slot mode's."""
     global _loop, _loop_pid
-    if _loop is None or _loop_pid != os.getpid():
-        _loop, _loop_pid = asyncio.new_event_loop(), os.getpid()
-    return _loop
+    with _making:  # two threads at once make one loop
+        if _loop is None or _loop_pid != os.getpid():
+            _loop, _loop_pid = asyncio.new_event_loop(), os.getpid()
+        return _loop
+
+
+def _on_loop(awaitable: Awaitable[object]) -> object:
+    """Run ``awaitable`` to its end on the process loop, from a thread where no loop
+    runs: on it, when no other thread runs it (one at a time: :data:`_turn`), else
+    handed to the thread that runs it (slot mode's), and waited for."""
+    loop = process_loop()
+    with _turn:
+        if not loop.is_running():
+            return loop.run_until_complete(_awaited(awaitable))
+    return asyncio.run_coroutine_threadsafe(_awaited(awaitable), loop).result()
 
 
 def finish(
@@ -62,11 +82,7 @@ def finish(
         _scheduled.add(scheduled)
         scheduled.add_done_callback(_scheduled.discard)
         return
-    loop = process_loop()
-    if loop.is_running():  # in another thread (a middleware's, in slot mode): wait for it
-        asyncio.run_coroutine_threadsafe(logged, loop).result()
-    else:
-        loop.run_until_complete(logged)
+    _on_loop(logged)
 
 
 def resolved(value: object) -> object:
@@ -79,7 +95,7 @@ def resolved(value: object) -> object:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return process_loop().run_until_complete(_awaited(value))
+        return _on_loop(value)
     context = contextvars.copy_context()  # current_job() there is the job run here
     with ThreadPoolExecutor(1, "rqueue-inline") as thread:
         return thread.submit(context.run, asyncio.run, _awaited(value)).result()

@@ -15,11 +15,14 @@ from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
 from rqueue.errors import RQueueError
-from rqueue.redis_url import RedisTarget, parse_redis_url
+from rqueue.redis_url import RedisTarget, parse_redis_url, redact_url
 from rqueue.text import redact
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
+"""A kept result's record is written by the ack and held until it expires: larger than
+a payload may be, but bounded (see docs/workflows.md, Results)."""
 DISPATCH_RETRY = 2.0
 """Seconds a dispatch retries an unreachable single Redis: a restart, a blip."""
 DISPATCH_RETRY_FAILOVER = 20.0
@@ -79,6 +82,10 @@ LIMITS: Mapping[str, tuple[str | None, Limit]] = {
         "RQUEUE_MAX_PAYLOAD_BYTES",
         Limit(1, 512 * 1024 * 1024, whole=True, unit="bytes"),
     ),
+    "max_result_bytes": (
+        "RQUEUE_MAX_RESULT_BYTES",
+        Limit(1, 512 * 1024 * 1024, whole=True, unit="bytes"),
+    ),
     "socket_timeout": ("RQUEUE_SOCKET_TIMEOUT", Limit(0.1, 3600, unit="seconds")),
     "dispatch_retry": ("RQUEUE_DISPATCH_RETRY", Limit(0, 3600, unit="seconds")),
     "wait_replicas": ("RQUEUE_WAIT_REPLICAS", Limit(0, 1000, whole=True, unit="replicas")),
@@ -87,7 +94,11 @@ LIMITS: Mapping[str, tuple[str | None, Limit]] = {
 """Each numeric field of :class:`Config`: its environment variable, if any, and range.
 512 MiB is the largest string Redis stores."""
 
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+FLAGS: Mapping[str, bool] = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("0", "false", "no", "off"), False),
+}
+"""What an on/off environment variable may say (any case, spaces around ignored)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,8 @@ class Config:
     prefix: str = ""
     cluster: bool = False
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """A kept result's encoded record, at most (ResultTooLarge fails the task)."""
     ssl_ca_certs: str | None = None
     socket_timeout: float = 5.0
     secret: str | None = field(default=None, repr=False)
@@ -128,7 +141,7 @@ class Config:
             or read_url_file(env.get("REDIS_URL_FILE"), "REDIS_URL_FILE")
             or DEFAULT_REDIS_URL,
             prefix=prefix if prefix is not None else env.get("RQUEUE_PREFIX", ""),
-            cluster=_flag(env, "RQUEUE_CLUSTER"),
+            cluster=env_flag("RQUEUE_CLUSTER", env),
             ssl_ca_certs=env.get("RQUEUE_SSL_CA_CERTS") or None,
             secret=env.get("RQUEUE_SECRET") or None,
             **{
@@ -169,20 +182,27 @@ class Config:
         return DISPATCH_RETRY_FAILOVER if failover else DISPATCH_RETRY
 
     def redacted_url(self) -> str:
-        """The URL with any password hidden, fit for logs and error messages."""
-        return redact(self.redis_url)
+        """The URL with anything that could be a password hidden, fit for logs and
+        error messages (the whole URL is known to be one, so more is caught than
+        :func:`~rqueue.text.redact` can in free text: a space in a password)."""
+        return redact_url(self.redis_url)
 
 
-def _flag(env: Mapping[str, str], variable: str) -> bool:
-    """An on/off variable; a value that is neither (``RQUEUE_CLUSTER=cluster``) is refused
-    rather than read as off."""
-    value = env.get(variable, "").strip().lower()
-    if value not in _TRUE + _FALSE:
+def env_flag(variable: str, env: Mapping[str, str] | None = None) -> bool:
+    """The on/off environment variable ``variable``; unset or empty is off.
+
+    The one reader of every boolean variable rqueue reads (``RQUEUE_SYNC``,
+    ``RQUEUE_CLUSTER``): a value not in :data:`FLAGS` is a ConfigError naming the
+    variable and the values accepted, never guessed. Reading "set" as on turned sync
+    mode on with ``RQUEUE_SYNC=false``; reading a typo as off hides it.
+    """
+    given = (os.environ if env is None else env).get(variable, "")
+    value = given.strip().lower()
+    if value and value not in FLAGS:
         raise ConfigError(
-            f"{variable} must be one of {', '.join(_TRUE + _FALSE[1:])} or empty, "
-            f"not {env[variable]!r}"
+            f"{variable} must be one of {'/'.join(FLAGS)} (any case) or empty, not {given!r}"
         )
-    return value in _TRUE
+    return FLAGS.get(value, False)
 
 
 def read_url_file(path: str | None, source: str) -> str | None:

@@ -1,18 +1,40 @@
 """The job a worker is running, for task code that needs its id, attempt or schedule.
 
 A context variable rather than an extra argument, so task functions keep the plain
-signatures they have when called inline (where there is no current job).
+signatures they have when called inline (where there is no current job). It is also
+where the state of one run lives (:class:`Run`): a child may run many tasks at once,
+in threads (``--threads``) or as coroutines on one event loop (``--slots``), and each
+thread and each coroutine has a context of its own, so nothing of one run is ever
+seen, or reset, by another. Never a module global.
 """
 
 from __future__ import annotations
 
+import itertools
 from contextvars import ContextVar
 from typing import NamedTuple
 
 from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 
-_running: ContextVar[Job | None] = ContextVar("rqueue_current_job", default=None)
+
+class Run:
+    """One run of a job, and what it counts while it runs."""
+
+    __slots__ = ("_adds", "job")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self._adds = itertools.count(1)
+
+    def next_add(self) -> int:
+        """The number of this run's next ``Batch.add()`` call (1, 2, ...): a run that
+        runs again (a retry, a lost acknowledgement) numbers its calls the same way,
+        so each call adds the same members however often it runs."""
+        return next(self._adds)
+
+
+_running: ContextVar[Run | None] = ContextVar("rqueue_current_job", default=None)
 
 
 class Runner(NamedTuple):
@@ -23,6 +45,10 @@ class Runner(NamedTuple):
     timeout: float
     """Seconds a task without its own timeout may run."""
     kill_grace: float
+    batches_heard: dict[str, tuple[bool, float]] | None = None
+    """What this worker child last heard of batches' cancellation (batch id ->
+    (cancelled, when, monotonic)), shared by its runs: see
+    ``workflows.effects.batch_cancelled``. None: nothing is remembered."""
 
 
 _runner: ContextVar[Runner | None] = ContextVar("rqueue_runner", default=None)
@@ -30,11 +56,23 @@ _runner: ContextVar[Runner | None] = ContextVar("rqueue_runner", default=None)
 
 def current_job() -> Job | None:
     """The job being run in this worker child, or None outside a worker."""
+    run = _running.get()
+    return None if run is None else run.job
+
+
+def current_run() -> Run | None:
+    """The run of :func:`current_job`, or None outside a worker."""
     return _running.get()
 
 
 def set_current_job(job: Job | None) -> None:
-    _running.set(job)
+    """Make ``job`` the one running in this context, in a run of its own; setting the
+    very job that is running already keeps its run."""
+    run = _running.get()
+    if job is None:
+        _running.set(None)
+    elif run is None or run.job is not job:
+        _running.set(Run(job))
 
 
 def current_runner() -> Runner | None:

@@ -21,6 +21,22 @@ class PayloadTooLarge(RQueueError, ValueError):
     """An encoded task over the configured size limit; refused at dispatch."""
 
 
+class ResultNotStored(RQueueError):
+    """A task ran, but what it returned cannot be stored: kept (``keep_result``) or
+    passed on to a chain's next step. The task fails at once, without a retry: running
+    it again would return the same value and repeat its side effects."""
+
+
+class ResultTooLarge(ResultNotStored, ValueError):
+    """A kept result over ``RQUEUE_MAX_RESULT_BYTES`` (or over what the Redis server
+    takes in one value, its ``proto-max-bulk-len``): the task fails, alone."""
+
+
+class MaxAttemptsExceeded(RQueueError):
+    """A task used up its tries without finishing: its last try released it (a
+    ``Release`` from the task's own code uses an attempt, as Laravel's ``release()``)."""
+
+
 class InvalidSchedule(RQueueError, ValueError):
     """A ``later()`` time, delay or option that makes no sense."""
 
@@ -129,6 +145,11 @@ class TaskFailed(RQueueError):
 
 class TaskCancelled(RQueueError):
     """``result()`` of a task that was cancelled before it ran."""
+
+
+class ResultNotKept(RQueueError, TimeoutError):
+    """``result()`` of a task that keeps no result (no ``keep_result``): there will
+    never be one to wait for."""
 
 
 class BatchCancelled(RQueueError):

@@ -10,15 +10,37 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from copy import copy
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    NamedTuple,
+    ParamSpec,
+    TypeVar,
+    cast,
+    overload,
+)
 
+from rqueue.arguments import CallShape
 from rqueue.config import LIMITS
-from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
+from rqueue.current import current_job
+from rqueue.errors import (
+    InvalidSchedule,
+    InvalidTaskOption,
+    ResultNotKept,
+    RQueueError,
+    TaskNotRegistered,
+)
 from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack, dispatching
 from rqueue.payload import (
     KEEP,
@@ -44,8 +66,8 @@ from rqueue.store.results import outcome, read_status, wait_status
 from rqueue.task_names import (
     INTERNAL_PREFIX,
     check_name,
+    derived_name,
     is_internal,
-    module_name,
     unimportable_module,
 )
 from rqueue.timing import Timing, seconds
@@ -75,7 +97,6 @@ UNIQUE = "unique"
 
 Interceptor = Callable[["PendingDispatch", "str | None", "dict[str, Any] | None"], "Dispatched"]
 """Takes every dispatch instead of Redis: ``(call, id or None, meta or None)``."""
-_interceptor: Interceptor | None = None
 
 _registered: dict[str, Task[Any, Any]] = {}
 """Every ``@task`` of this process by name: the only process-wide state besides the
@@ -190,6 +211,9 @@ class Dispatched(NamedTuple):
     deduplicated: bool = False
     """True if a unique task's call was not queued: ``id`` is the call already queued
     or running with its key."""
+    keeps_result: bool | None = None
+    """Whether its task keeps its result (``keep_result``), if the handle came from the
+    task (None: only its id is known, as from ``result_of``)."""
 
     def __repr__(self) -> str:
         dedup = ", deduplicated=True" if self.deduplicated else ""
@@ -209,14 +233,42 @@ class Dispatched(NamedTuple):
 
         TaskFailed if it failed (with the remote exception's type, message and
         traceback), TaskCancelled if it was cancelled, TimeoutError if it has not
-        finished in time. A task that keeps no result never finishes as far as this
-        can tell (``unknown``, as Celery's ``PENDING``): give a timeout.
+        finished in time. ResultNotKept (a TimeoutError) at once if its task keeps no
+        result. A handle made from an id alone cannot know that: such a task never
+        finishes as far as it can tell (``unknown``, as Celery's ``PENDING``), so give
+        a timeout, after which the TimeoutError lists why there may be no result.
         """
+        if self.keeps_result is False:
+            raise ResultNotKept(
+                f"task {self.id} ({self.task}) keeps no result, so result() would wait in "
+                "vain: give its task keep_result= (in @task, or .using(keep_result=...) for "
+                "this dispatch) to read its status and result"
+            )
         queue = self.connection or default_queue()
-        return outcome(wait_status(queue, self.queue, self.id, timeout))
+        status = wait_status(queue, self.queue, self.id, timeout)
+        if status.status == "unknown":
+            raise TimeoutError(
+                f"task {self.id} has no result after {timeout or 0:g} s on queue {self.queue!r}: "
+                "its task keeps none (keep_result), its result expired, it was dispatched "
+                "to another queue, or not yet (a chain's later step)"
+            )
+        return outcome(status)
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """``result()`` for async code: the wait blocks a thread, never the event loop."""
+        return await asyncio.to_thread(self.result, timeout)
+
+
+class TaskHandle(Dispatched, Generic[R]):
+    """A :class:`Dispatched` that knows its task's return type (what ``dispatch()`` of a
+    ``Task[P, R]`` returns), so ``result()`` is typed ``R`` (an ``async def`` task's: the
+    value its coroutine returns)."""
+
+    def result(self, timeout: float | None = None) -> R:
+        value: R = super().result(timeout)
+        return value
+
+    async def result_async(self, timeout: float | None = None) -> R:
         return await asyncio.to_thread(self.result, timeout)
 
 
@@ -245,7 +297,7 @@ class Task(Generic[P, R]):
         check_callable(fn, "@task", may_be_async=True)
         self.fn = fn
         self.options = options
-        self.name = name or f"{module_name(fn.__module__)}:{fn.__qualname__}"
+        self.name = name or derived_name(fn)
         if is_internal(self.name) and not is_internal(getattr(fn, "__module__", "") or ""):
             raise InvalidTaskOption(
                 f"task name {self.name!r} is in the {INTERNAL_PREFIX!r} namespace, which is "
@@ -260,6 +312,8 @@ class Task(Generic[P, R]):
         """``(cron, every seconds, timezone)`` if declared with ``@task(cron=/every=)``."""
         self.dispatch_hooks = dispatching(options.middleware + options.dispatch_middleware)
         """Its middleware that act at dispatch: each call then gets a job of its own."""
+        self.shape = CallShape.of(fn)
+        """The calls ``fn`` accepts (None: unknown), checked at every dispatch."""
 
     def __repr__(self) -> str:
         return f"<task {self.name} on {self.options.queue!r}>"
@@ -306,26 +360,65 @@ class Task(Generic[P, R]):
             "dispatch_middleware": None if middleware is None else tuple(middleware),
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
-        return Task(self.fn, options, self.name)
+        derived = copy(self)  # same function and name: already checked, its shape read
+        derived.options = options
+        derived.schedule = None
+        derived.dispatch_hooks = dispatching(options.middleware + options.dispatch_middleware)
+        return derived
 
     def on_queue(self, queue: str) -> Task[P, R]:
         return self.using(queue=queue)
 
     def pending(self, *args: P.args, **kwargs: P.kwargs) -> PendingDispatch:
+        """A call built and not sent, for ``dispatch_many``, chains and batches.
+
+        TypeError now if the function cannot take these arguments, even given one more
+        first (what a piped chain step or a callback gets): see :meth:`check_call`.
+        """
+        if self.shape is not None:
+            self.shape.check_partial(self.name, args, kwargs)
         return PendingDispatch(self, tuple(args), dict(kwargs))
 
-    def dispatch(self, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+    def check_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """TypeError naming the task unless its function can be called with exactly
+        these arguments: at dispatch, not in the worker after all its tries."""
+        if self.shape is not None:
+            self.shape.check(self.name, args, kwargs)
+
+    # Each way to dispatch is typed twice: a handle's result() is what the function
+    # returns, or for an ``async def`` one, what its coroutine returns.
+    @overload
+    def dispatch(
+        self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    def dispatch(self: Task[P, T], *args: P.args, **kwargs: P.kwargs) -> TaskHandle[T]: ...
+    def dispatch(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
         """Queue a call to run as soon as a worker is free."""
         return self._send(0.0, args, kwargs)
 
-    def later(self, when: When, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+    @overload
+    def later(
+        self: Task[P, Coroutine[Any, Any, T]], when: When, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    def later(self: Task[P, T], when: When, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[T]: ...
+    def later(self, when: When, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
         """Queue a call to run at ``when``: a datetime, a timedelta or a number of seconds.
 
         A naive datetime means this machine's local time.
         """
         return self._send(delay_until(when), args, kwargs)
 
-    async def dispatch_async(self, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+    @overload
+    async def dispatch_async(
+        self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    async def dispatch_async(
+        self: Task[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    async def dispatch_async(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
         """``dispatch()`` for async code (FastAPI, aiohttp, an ``async def`` task).
 
         The push runs on a thread of the loop's default executor, through the very code
@@ -336,17 +429,32 @@ class Task(Generic[P, R]):
         """
         return await asyncio.to_thread(self._send, 0.0, args, kwargs)
 
-    async def later_async(self, when: When, *args: P.args, **kwargs: P.kwargs) -> Dispatched:
+    @overload
+    async def later_async(
+        self: Task[P, Coroutine[Any, Any, T]], when: When, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    async def later_async(
+        self: Task[P, T], when: When, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    async def later_async(self, when: When, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
         """``later()`` for async code; ``when`` is read now, as ``later()`` reads it."""
         return await asyncio.to_thread(self._send, delay_until(when), args, kwargs)
 
     def dispatch_many(self, calls: Iterable[Sequence[Any] | PendingDispatch]) -> list[Dispatched]:
         """Queue many calls in one round trip; each is an args tuple or a ``pending()``."""
-        pendings = [
-            c if isinstance(c, PendingDispatch) else PendingDispatch(self, tuple(c), {})
-            for c in calls
-        ]
+        pendings = []
+        for call in calls:
+            if not isinstance(call, (PendingDispatch, list, tuple)):
+                raise TypeError(
+                    f"{self.name}.dispatch_many() takes a tuple of arguments or a pending() "
+                    f"call per call, got {call!r}"
+                )
+            pendings.append(call if isinstance(call, PendingDispatch) else self._call(call))
         return dispatch_many(pendings)
+
+    def _call(self, args: Sequence[Any]) -> PendingDispatch:
+        return PendingDispatch(self, tuple(args), {})
 
     def check_dispatchable(self) -> None:
         """Refuse to queue a task no worker could find (one defined in ``__main__``)."""
@@ -426,9 +534,12 @@ class Task(Generic[P, R]):
     def connection(self) -> RedisQueue:
         return self.options.connection or default_queue()
 
-    def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> Dispatched:
-        if _interceptor is not None:
-            return _interceptor(PendingDispatch(self, tuple(args), dict(kwargs), delay), None, None)
+    def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> TaskHandle[Any]:
+        self.check_call(args, kwargs)
+        interceptor = current_interceptor()
+        if interceptor is not None:
+            call = PendingDispatch(self, tuple(args), dict(kwargs), delay)
+            return cast(TaskHandle[Any], interceptor(call, None, None))
         self.check_dispatchable()
         queue = self.connection()
         job = self.make_job(args, kwargs)
@@ -438,8 +549,8 @@ class Task(Generic[P, R]):
         locks = [self.unique_lock(job)] if self.options.unique is not False else []
         owner = queue.push(job.queue, [payload], int(delay * 1000), wait, kept, self.keep_ms, locks)
         if owner:  # deduplicated: the handle is the call that holds the lock
-            return Dispatched(owner[job.id], job.task, job.queue, queue, deduplicated=True)
-        return Dispatched(job.id, job.task, job.queue, queue)
+            return TaskHandle(owner[job.id], job.task, job.queue, queue, deduplicated=True)
+        return TaskHandle(job.id, job.task, job.queue, queue, keeps_result=bool(self.keep_ms))
 
 
 def dispatch_many(
@@ -454,10 +565,13 @@ def dispatch_many(
     per call; new ones if None) and ``meta`` (shared by every call) are for workflows:
     a batch gives its members ids it can count them by.
     """
-    calls = list(calls)
-    if _interceptor is not None:
+    calls = [pending_call(call, "dispatch_many") for call in calls]
+    for call in calls:
+        call.task.check_call(call.args, call.kwargs)
+    interceptor = current_interceptor()
+    if interceptor is not None:
         given = [None] * len(calls) if ids is None else list(ids)
-        return [_interceptor(c, i, meta) for c, i in zip(calls, given, strict=True)]
+        return [interceptor(c, i, meta) for c, i in zip(calls, given, strict=True)]
     unique = ids is None  # a workflow's calls are not deduplicated: a batch counts each
     ids = new_ids(len(calls)) if ids is None else list(ids)
     groups: dict[tuple[int, str, int], _Group] = {}
@@ -496,7 +610,10 @@ def dispatch_many(
         if task.keep_ms:
             group.kept.add(task_id)
             group.keep_ms = max(group.keep_ms, task.keep_ms)
-        handles.append(Dispatched(task_id, task.name, task.options.queue, queue))
+        keeps = bool(task.keep_ms)
+        handles.append(
+            TaskHandle(task_id, task.name, task.options.queue, queue, keeps_result=keeps)
+        )
     by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
     for (connection, name, delay_ms), group in groups.items():
         kept = frozenset(group.kept)
@@ -507,9 +624,29 @@ def dispatch_many(
         owners.update(queue.push_many(pushes, replicas.get(connection)))
     if owners:  # deduplicated: each handle is the call that holds its lock
         handles = [
-            h._replace(id=owners[h.id], deduplicated=True) if h.id in owners else h for h in handles
+            h._replace(id=owners[h.id], deduplicated=True, keeps_result=None)
+            if h.id in owners
+            else h
+            for h in handles
         ]
     return handles
+
+
+def pending_call(call: object, where: str) -> PendingDispatch:
+    """``call`` if it is a ``pending()`` call; TypeError saying what ``where`` (e.g.
+    ``dispatch_many``) expected and what it got instead, for the usual mistakes."""
+    if isinstance(call, PendingDispatch):
+        return call
+    if isinstance(call, Task):
+        got = f"the task {call.name} itself: pass {call.__name__}.pending(...) with its arguments"
+    elif isinstance(call, Dispatched):
+        got = f"the handle of task {call.id}, already dispatched"
+    elif callable(call):
+        name = getattr(call, "__qualname__", repr(call))
+        got = f"{name}, which is not a task: decorate it with @task, then pass .pending(...)"
+    else:
+        got = f"{type(call).__name__} {call!r}"
+    raise TypeError(f"{where} takes pending() calls (task.pending(args...)), got {got}")
 
 
 @dataclass
@@ -718,18 +855,87 @@ def call_hook(hook: Hook, value: Any, job: Job) -> Any:
     return hook(value)
 
 
-def intercept(interceptor: Interceptor | None) -> Interceptor | None:
-    """Send every dispatch of this process to ``interceptor`` instead of Redis (None:
-    to Redis again); returns the one it replaces. For :mod:`rqueue.testing`."""
-    global _interceptor
-    previous, _interceptor = _interceptor, interceptor
-    return previous
+_intercepted: ContextVar[Interceptor | None] = ContextVar("rqueue_interceptor", default=None)
+"""The interceptor of the ``intercept()`` block this context runs in: a block's code,
+the asyncio tasks it starts and ``asyncio.to_thread`` calls (both copy the context)."""
+
+
+class _Blocks:
+    """The ``intercept()`` blocks open in this process, and sync mode for all of it.
+
+    Process-wide on purpose, and only a fallback for a context that is in no block of
+    its own: a thread a test started in a ``fake()`` block (a ``ThreadPoolExecutor``
+    copies no context) must still be recorded. Never for a worker's run, though: a
+    task running beside another (``--threads``, ``--slots``) sees only its own.
+    """
+
+    def __init__(self) -> None:
+        self.process: Interceptor | None = None
+        """``RQUEUE_SYNC``'s (:func:`intercept_process`): every context's last resort."""
+        self.open: dict[int, tuple[Interceptor, Interceptor | None]] = {}
+        """Per open block (by its id): its interceptor, and the one it replaced in its
+        context (None if none): the blocks nested in one another form one chain."""
+        self.lock = threading.Lock()
+
+    def innermost(self) -> Interceptor | None:
+        """The open block a context outside every block belongs to: the innermost one
+        if all open blocks nest in one another; RQueueError if there are two chains
+        (tests running in threads at once), which one could only guess."""
+        with self.lock:
+            blocks = list(self.open.values())
+        if not blocks:
+            return self.process
+        outer = {id(replaced) for _, replaced in blocks}
+        inner = [interceptor for interceptor, _ in blocks if id(interceptor) not in outer]
+        if len(inner) != 1:
+            raise RQueueError(
+                "a dispatch from a thread outside every fake()/sync() block, while blocks "
+                "are open in several threads: rqueue cannot tell which one it belongs to; "
+                "start the thread in its block's context (contextvars.copy_context().run)"
+            )
+        return inner[0]
+
+
+_blocks = _Blocks()
+
+
+@contextmanager
+def intercept(interceptor: Interceptor) -> Iterator[None]:
+    """Send the dispatches of this block to ``interceptor`` instead of Redis: those of
+    this context, and of threads in no block of their own (see :class:`_Blocks`); a
+    block inside it takes them over until it ends. For :mod:`rqueue.testing`."""
+    replaced = _intercepted.get()
+    token = _intercepted.set(interceptor)
+    key = id(token)
+    with _blocks.lock:
+        _blocks.open[key] = (interceptor, replaced)
+    try:
+        yield
+    finally:
+        with _blocks.lock:
+            del _blocks.open[key]
+        try:
+            _intercepted.reset(token)
+        except ValueError:  # ended in another context than it began (a fixture's teardown)
+            _intercepted.set(replaced)
+
+
+def intercept_process(interceptor: Interceptor | None) -> None:
+    """Send every dispatch of the process that no block takes to ``interceptor``
+    (``RQUEUE_SYNC``; None: to Redis again)."""
+    _blocks.process = interceptor
 
 
 def current_interceptor() -> Any:
-    """What :func:`intercept` set, or None. rqueue.testing's also takes whole chains
-    and batches (``take_chain``, ``take_batch``), hence ``Any``."""
-    return _interceptor
+    """What takes this context's dispatches instead of Redis, or None: its own block's,
+    else (outside a worker's run) the process's. rqueue.testing's also takes whole
+    chains and batches (``take_chain``, ``take_batch``), hence ``Any``."""
+    own = _intercepted.get()
+    if own is not None:
+        return own
+    if current_job() is not None:  # a worker's run: another run's block is not its own
+        return _blocks.process
+    return _blocks.innermost()
 
 
 def registered() -> dict[str, Task[Any, Any]]:

@@ -59,6 +59,36 @@ def unimportable_module(module: str) -> str | None:
     )
 
 
+def derived_name(fn: object) -> str:
+    """The name a worker finds ``fn`` by, ``module:qualified.name``; InvalidTaskOption
+    saying why for a function no worker could find by its own name.
+
+    A worker imports the module and looks the name up among the tasks that import
+    registered: a lambda has no name of its own, and a function defined inside another
+    is registered only if that one runs. Refused at ``@task``, not by every worker
+    that tries it later. ``name=`` opts out: a factory that makes tasks when its
+    module is imported gives each one a name, as it must.
+    """
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        what = f"{fn!r} has no module and qualified name of its own"
+    elif "<lambda>" in qualname:
+        what = f"{qualname} is a lambda"
+    elif "<locals>" in qualname:
+        what = f"{qualname} is defined inside {qualname.split('.<locals>')[0]}()"
+    else:
+        name = f"{module_name(module)}:{qualname}"
+        problem = malformed_name(name)
+        if problem is None:
+            return name
+        what = f"its name {name!r} is not one: {problem}"
+    raise InvalidTaskOption(
+        f"@task: {what}; a worker finds a task by importing its module and looking up "
+        "its name there, so a task must be a function defined with def at module level "
+        "(or be given name='module:function' by code that runs on import)"
+    )
+
+
 def module_name(module: str) -> str:
     """The importable name of a module, even when it runs as ``__main__``."""
     if module != "__main__":

@@ -12,33 +12,66 @@ fields. Layer 0: it imports nothing of rqueue's, so every part can use it.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 
-_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.\-]*://)([^\s/?#]*)@")
-"""``scheme://user:password@`` (the password may itself hold ``@``: the last one ends it)."""
-_PASSWORD_PARAM = re.compile(r"(?i)([?&;\s][a-z0-9_.\-]*pass(?:word)?=)[^&#\s]*")
-"""``?password=...``, ``&ssl_password=...``, and ``password=`` anywhere in free text."""
+_WORDS = re.compile(r"(\s+)")
+_PASSWORD_OPTION = re.compile(r"(?i)(?:^|[?&;])[a-z0-9_.\-]*pass(?:word)?=")
+"""``?password=``, ``&ssl_password=``, ``password=`` at the start of a word."""
+_OPTION_NAME = re.compile(r"[A-Za-z0-9_.\-]*(?==)")
 
 
 def redact(text: str) -> str:
     """``text`` with every credential in it masked as ``***``.
 
-    A URL's userinfo keeps only its user name (``redis://user:***@host``); userinfo
-    without a colon is masked whole, since people put a bare password there too.
-    Any ``...password=`` parameter (``redis://host/0?password=``, ``unix://...?password=``)
-    loses its value. Applied to whole messages, so a URL quoted inside an error of
-    redis-py or of a task is caught as well.
+    Each word (run of non-space) is passed through :func:`mask_credentials`. Applied
+    to whole messages, so a URL quoted inside an error of redis-py or of a task is
+    caught as well.
     """
-    if "@" in text:
-        text = _USERINFO.sub(_masked_userinfo, text)
-    if "pass" in text.lower():
-        text = _PASSWORD_PARAM.sub(r"\1***", " " + text)[1:]
+    if ("@" in text and "://" in text) or "pass" in text.lower():
+        text = "".join(mask_credentials(word) for word in _WORDS.split(text))
     return text
 
 
-def _masked_userinfo(match: re.Match[str]) -> str:
-    scheme, userinfo = match.group(1), match.group(2)
-    user, colon, _ = userinfo.partition(":")
-    return f"{scheme}{user}:***@" if colon else f"{scheme}***@"
+def mask_credentials(word: str, options: Container[str] | None = None) -> str:
+    """``word`` (a URL, or a word of free text) with anything that could be a
+    password masked as ``***``, without parsing it as a URL.
+
+    A password may hold any of ``/ ? # @ &`` unencoded (``redis://app:Q1w2/E3r4@host``),
+    so no URL grammar can say where it ends. So: from the first ``://`` to the last
+    ``@`` is userinfo, of which only a plain user name stays (``redis://user:***@host``;
+    without a colon it is masked whole, since people put a bare password there too);
+    a ``...password=`` option's value runs to the next ``&name=`` (with ``options``,
+    only a name in them), so an ``&`` or ``#`` in it is masked too. Both spans are
+    found first and masked together, so neither hides the other's end. Linear in
+    ``word``: it may be a hostile record read from Redis.
+    """
+    spans = []
+    start, end = word.find("://") + 3, word.rfind("@")
+    if start > 2 and end >= start:
+        user, colon, _ = word[start:end].partition(":")
+        plain_user = colon and not any(c in user for c in "/?#")
+        spans.append((start + len(user) + 1 if plain_user else start, end))
+    for match in _PASSWORD_OPTION.finditer(word):
+        amp = word.find("&", match.end())
+        while amp >= 0:
+            name = _OPTION_NAME.match(word, amp + 1)
+            if name and (options is None or name.group() in options):
+                break
+            amp = word.find("&", amp + 1)
+        spans.append((match.end(), amp if amp >= 0 else len(word)))
+    if not spans:
+        return word
+    merged: list[tuple[int, int]] = []
+    for left, right in sorted(spans):
+        if merged and left <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], right))
+        else:
+            merged.append((left, right))
+    shown, last = [], 0
+    for left, right in merged:
+        shown += [word[last:left], "***"]
+        last = right
+    return "".join([*shown, word[last:]])
 
 
 def printable(text: str, multiline: bool = False) -> str:

@@ -149,7 +149,20 @@ def from_ms(ms: int) -> datetime:
 
 
 def iso(ms: int) -> str:
+    """``2026-11-27T23:41:12.345Z``: how rqueue shows a person any moment (see :func:`moment`)."""
     return from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def moment(seconds: object) -> str:
+    """A Unix time (seconds) as people read it from rqueue, in the CLI, the worker's logs
+    and the dashboard alike: UTC, ISO 8601, to the millisecond, with ``Z`` (:func:`iso`).
+    One rule, whatever the machine's or a framework's time zone (Django sets ``TZ``), so
+    lines from hosts in different zones sort and compare as they are. A value no date
+    can hold (a hostile record's ``1e20``, NaN, text) reads as itself, never an error."""
+    try:
+        return iso(round(float(seconds) * 1000))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError, OSError):
+        return f"{seconds!r} (out of range)"
 
 
 def wall_to_ms(wall: datetime, tz: ZoneInfo) -> int:

@@ -111,3 +111,15 @@ def recorded(value: str) -> list[str]:
     note(ORDER, f"run {value}")
     labels = job.meta.get("labels", [])
     return list(labels)
+
+
+@task(middleware=[ThrottlesExceptions(max_exceptions=1, decay=60)])
+def guarded(value: str) -> None:
+    """Its breaker is its own: ``impostor``'s ``by=`` names it, and must not open it."""
+    note(RUNS, f"guarded {value}")
+
+
+@task(middleware=[ThrottlesExceptions(max_exceptions=1, decay=60, by=guarded.name)], tries=1)
+def impostor(value: str) -> None:
+    """Fails, opening the breaker of the key its ``by=`` gives: ``guarded``'s name."""
+    raise RuntimeError(f"the service is down ({value})")

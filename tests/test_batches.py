@@ -10,6 +10,7 @@ import rqueue
 from rqueue import batch, batch_of
 from rqueue.failed import CHUNK, make_record
 from rqueue.store.queue import RedisQueue
+from rqueue.testing import sync
 
 
 def flow(queue: RedisQueue) -> list[str]:
@@ -176,6 +177,25 @@ def test_retry_reads_only_the_newest_failed_records_it_needs(
     assert stats["cmdstat_hgetall"]["calls"] == 1
     walks = ("zrange", "zrevrange", "zrangebyscore", "lrange", "hscan", "hvals")
     assert not [name for name in walks if f"cmdstat_{name}" in stats]
+
+
+def test_progress_fires_with_the_counts_when_each_member_finished(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """The callbacks run after every member (they queue behind them), but each gets the
+    counts of the moment its member was counted, not 100% every time."""
+    b = batch([flows.member.pending(i) for i in range(4)]).progress(flows.progress_seen).dispatch()
+    workers.start("-c", "1")
+    wait_for(lambda: len(flow(queue)) == 4, 20)
+    assert sorted(flow(queue)) == ["seen:1/4:25", "seen:2/4:50", "seen:3/4:75", "seen:4/4:100"]
+    status = b.status()
+    assert status is not None and status.progress == 100.0
+
+
+def test_progress_gets_the_counts_of_its_moment_under_sync_too(queue: RedisQueue) -> None:
+    with sync():
+        batch([flows.member.pending(i) for i in range(2)]).progress(flows.progress_seen).dispatch()
+    assert flow(queue) == ["seen:1/2:50", "seen:2/2:100"]
 
 
 def test_an_empty_batch_fires_then_and_finally_at_once(queue: RedisQueue, workers: Workers) -> None:

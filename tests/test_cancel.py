@@ -99,3 +99,26 @@ def test_cancel_cli(queue: RedisQueue, config: Config) -> None:
     assert unknown.returncode == 1 and "is not pending" in unknown.stderr
     missing_arg = cli(config, "cancel")
     assert missing_arg.returncode == 2 and "TASK_ID" in missing_arg.stderr
+
+
+@pytest.mark.topology
+def test_cancelled_timer_is_no_longer_counted_nor_waited_for(
+    queue: RedisQueue, config: Config, workers: Workers
+) -> None:
+    """A cancelled delayed task is out of ``rqueue size`` at once, and
+    ``--stop-when-drained`` stops instead of waiting for its due time (an hour)."""
+    apptasks.record.dispatch("now")
+    dropped = apptasks.record.later(3600, "in an hour")
+    kept = apptasks.record.later(3600, "kept")
+    assert dropped.cancel()
+    assert queue.sizes(["default"])[0].delayed == 1  # kept still counts
+    assert kept.cancel()
+    size = queue.sizes(["default"])[0]
+    assert (size.ready, size.delayed) == (1, 0)
+    shown = cli(config, "size", "default")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[1].split()[:3] == ["default", "1", "0"]
+    code, log = workers.run("--stop-when-drained", timeout=30)
+    assert code == 0, log
+    assert "queues are drained" in log
+    assert done(queue) == ["now"]

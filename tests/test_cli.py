@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pty
+import re
 import signal
 import socket
 import subprocess
+import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import apptasks
@@ -15,8 +20,9 @@ import redis
 from support import RQUEUE, cli, strings
 
 from rqueue.config import Config
-from rqueue.failed import make_record
+from rqueue.failed import FailedTasks, make_record
 from rqueue.store.queue import RedisQueue
+from rqueue.timing import moment
 
 TESTS_DIR = Path(__file__).parent
 UNREACHABLE = "redis://127.0.0.1:1/0"
@@ -83,7 +89,7 @@ def test_clear_deletes_pending_tasks_of_one_queue(queue: RedisQueue, config: Con
     apptasks.record.dispatch_many([(1,), (2,)])
     apptasks.record.later(60, 3)
     apptasks.record.on_queue("other").dispatch(4)
-    result = cli(config, "clear", "default")
+    result = cli(config, "clear", "default", "--force")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Cleared 3 task(s) from queue default."
     default, other = queue.sizes(["default", "other"])
@@ -111,7 +117,7 @@ def test_prefix_option_and_environment(queue: RedisQueue, config: Config) -> Non
     by_env = cli(config, "size", env={"RQUEUE_PREFIX": "app1:"})
     assert rows(by_env.stdout) == {"default": ["1", "0", "0", "0"]}
     assert "(none)" in cli(config, "size").stdout
-    cleared = cli(config, "clear", "default", "--prefix", "app1:")
+    cleared = cli(config, "clear", "default", "--prefix", "app1:", "--force")
     assert cleared.stdout.strip() == "Cleared 1 task(s) from queue default."
     prefixed.client.close()
 
@@ -239,3 +245,132 @@ def test_server_runs_an_embedded_redis_until_stopped(config: Config, tmp_path: P
     assert data.is_dir() and any(data.iterdir())  # persistence in the data folder
     with socket.socket() as probe:  # the redis-server went away with it
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_fresh_worker_calls_only_undeclared_queues_unknown(
+    queue: RedisQueue, config: Config
+) -> None:
+    """On an empty Redis, ``default`` and the queues the ``-A`` modules' tasks declare
+    are not typos; only a queue nothing names is (issue #26, item 15)."""
+    plain = cli(config, "work", "--stop-when-empty", cwd=TESTS_DIR, timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    assert "unknown queue" not in plain.stderr
+    args = ("work", "-A", "apptasks", "default,emails,declared,emial", "--stop-when-empty")
+    declared = cli(config, *args, cwd=TESTS_DIR, timeout=60)
+    assert declared.returncode == 0, declared.stderr
+    assert "unknown queue emial: " in declared.stderr
+
+
+def test_size_and_failed_list_warn_of_a_queue_nothing_names(
+    queue: RedisQueue, config: Config
+) -> None:
+    """``rqueue size emial`` and ``rqueue failed list --queue emial`` answered nothing but
+    zeros; a queue with data, or in the registry, is not called unknown."""
+    apptasks.always_fails.dispatch(1)  # on "emails": known, with a failure once run
+    typo = cli(config, "size", "emial")
+    assert typo.returncode == 0, typo.stderr
+    assert "unknown queue emial" in typo.stderr and "known queues: emails" in typo.stderr
+    assert rows(typo.stdout) == {"emial": ["0", "0", "0", "0"]}
+    meant = cli(config, "size", "emails", "default")
+    assert meant.returncode == 0 and "unknown queue" not in meant.stderr, meant.stderr
+    listed = cli(config, "failed", "list", "--queue", "emial")
+    assert listed.returncode == 0, listed.stderr
+    assert "unknown queue emial" in listed.stderr and "(none)" in listed.stdout
+    queue.client.delete(queue.global_keys.known_queues)  # the registry lost; the task is there
+    assert "unknown queue" not in cli(config, "failed", "list", "--queue", "emails").stderr
+    assert "unknown queue" not in cli(config, "size", "emails").stderr
+
+
+def clear_on(config: Config, answer: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """``rqueue clear ARGS`` with stdin a terminal that types ``answer``, or (None) with
+    no terminal at all: a script's stdin."""
+    env = {**os.environ, "REDIS_URL": config.redis_url}
+    if answer is None:
+        return subprocess.run(
+            [*RQUEUE, "clear", *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+        )
+    main, terminal = pty.openpty()
+    try:
+        os.write(main, answer.encode() + b"\n")
+        return subprocess.run(
+            [*RQUEUE, "clear", *args],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+        )
+    finally:
+        os.close(main)
+        os.close(terminal)
+
+
+def test_clear_asks_on_a_terminal_and_needs_force_without_one(
+    queue: RedisQueue, config: Config
+) -> None:
+    """``rqueue clear`` deleted at once, tasks running included (issue #26, item 22)."""
+    apptasks.record.dispatch_many([(1,), (2,)])
+    apptasks.record.later(60, 3)
+    script = clear_on(config, None, "default")
+    assert script.returncode == 2, script.stderr
+    assert "2 ready, 1 delayed and 0 reserved" in script.stderr
+    assert "pass --force" in script.stderr
+    declined = clear_on(config, "n", "default")
+    assert declined.returncode == 1, declined.stderr
+    assert "Delete 2 ready, 1 delayed and 0 reserved" in declined.stdout
+    assert "Nothing deleted." in declined.stdout
+    size = queue.sizes(["default"])[0]
+    assert (size.ready, size.delayed) == (2, 1)  # nothing lost by asking
+    accepted = clear_on(config, "y", "default")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "Cleared 3 task(s) from queue default." in accepted.stdout
+    size = queue.sizes(["default"])[0]
+    assert (size.ready, size.delayed) == (0, 0)
+    empty = clear_on(config, None, "default")  # nothing to delete: nothing to ask
+    assert empty.returncode == 0 and "Cleared 0 task(s)" in empty.stdout, empty.stderr
+
+
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+"""How every time a person reads is shown (docs/worker.md, "Times"): UTC, ISO 8601, ``Z``."""
+CHICAGO = {"TZ": "America/Chicago"}  # Django's default TIME_ZONE, and not UTC
+
+
+def test_failed_list_and_show_print_utc_times_with_their_zone(
+    queue: RedisQueue, config: Config
+) -> None:
+    """``rqueue failed list`` printed local time with no zone (issue #26, item 19)."""
+    apptasks.always_fails.dispatch("x")
+    (reserved,) = queue.reserve("emails", 1, 60_000, 0, 0).payloads
+    queue.fail("emails", reserved, make_record("emails", reserved, "E", "m"))
+    (record,) = FailedTasks(queue).list(["emails"])
+    expected = moment(record.failed_at)
+    assert ISO_UTC.fullmatch(expected)
+    listed = cli(config, "failed", "list", env=CHICAGO)
+    assert listed.returncode == 0, listed.stderr
+    assert rows(listed.stdout)[record.id][3] == expected
+    shown = cli(config, "failed", "show", record.id, env=CHICAGO)
+    assert f"failed at: {expected}\n" in shown.stdout, shown.stdout
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_worker_logs_utc_times_whatever_the_local_zone(
+    queue: RedisQueue, config: Config, log_format: str
+) -> None:
+    """The Django example's worker logged Chicago time with no zone: TZ must not move it."""
+    apptasks.record.dispatch("x")
+    before = time.time()
+    args = ("work", "--stop-when-empty", "--log-format", log_format)
+    result = cli(config, *args, cwd=TESTS_DIR, timeout=60, env=CHICAGO)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) >= 3, result.stderr  # started, the task, stopped
+    for line in lines:
+        stamp = json.loads(line)["time"] if log_format == "json" else line.split(" ", 1)[0]
+        assert ISO_UTC.fullmatch(stamp), line
+        logged_at = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        assert before - 1 <= logged_at <= time.time() + 1, line  # UTC, not Chicago's wall time

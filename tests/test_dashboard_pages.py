@@ -138,7 +138,7 @@ def test_the_schedules_page_shows_next_runs_and_pauses_resumes_and_runs_one_now(
     Schedules(queue).add("hourly", apptasks.record, every=3600, args=["tick"])
     page = client.get("/schedules").text
     assert '<tr data-schedule="hourly">' in page and "every 3600 s" in page
-    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d<br>", page)  # the next runs
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z<br>", page)  # the next runs
     token = csrf(client)
     client.post("/schedules/pause", data={"csrf": token, "name": "hourly"})
     assert Schedules(queue).get("hourly").paused

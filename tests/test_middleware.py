@@ -106,7 +106,7 @@ def test_runs_with_one_key_never_overlap(queue: RedisQueue, workers: Workers) ->
         value, attempt = start.split()[1:]  # by its own end: nothing in between
         assert (start.split()[0], end) == ("start", f"end {value}")
         assert attempt == "1"
-    lock = queue.keys("default").middleware("lock", f"{mt.exclusive.name}:report")
+    lock = queue.keys("default").middleware("lock", f"task:{mt.exclusive.name}:report")
     wait_for(lambda: not queue.client.exists(lock), 5, "the last run to free the lock")
 
 
@@ -116,7 +116,7 @@ def test_a_lock_whose_holder_was_killed_expires(queue: RedisQueue, workers: Work
     # Attempt 1 SIGKILLs its child holding the lock; attempt 2 waits it out (2 s), runs.
     wait_for(lambda: strings(queue.client, mt.RUNS) == ["k 1", "k 2"], 20, "the retry to run")
     wait_for(lambda: idle(queue), 10, "the retry to finish")
-    lock = queue.keys("default").middleware("lock", f"{mt.exclusive_dies_first.name}:dies")
+    lock = queue.keys("default").middleware("lock", f"task:{mt.exclusive_dies_first.name}:dies")
     assert not queue.client.exists(lock), "the lock is never left held"
     assert not failures(queue), handle
 
@@ -136,10 +136,10 @@ def test_only_the_holder_frees_a_lock(queue: RedisQueue) -> None:
 
 @pytest.mark.topology
 def test_the_circuit_breaker_opens_half_opens_and_closes(queue: RedisQueue) -> None:
-    report = (queue, "default", "api")
+    report = (queue, "default", "by:api")  # the breaker of ThrottlesExceptions(by="api")
 
     def state() -> str:
-        return ThrottlesExceptions().state(queue, "default", "api")
+        return ThrottlesExceptions(by="api").state(queue, "default", "api")
 
     for token in ("a:1", "b:1"):
         assert guards.breaker(*report, "check", token, 2, 0.5, 5) == 0
@@ -292,3 +292,47 @@ def test_a_chain_step_keeps_its_own_middleware(queue: RedisQueue, workers: Worke
     workers.start(*FAST)
     wait_for(lambda: strings(queue.client, mt.RUNS) == ["first", "third"], 10, "the chain")
     assert len(handles.steps) == 3 and not failures(queue)
+
+
+# -- keys given by by= and default keys never meet (issue #26, item 9) -------------------
+
+
+def test_a_by_key_naming_a_task_never_opens_that_task_s_breaker(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    mt.impostor.dispatch("x")
+    workers.start(*FAST)
+    wait_for(lambda: failures(queue), 10, "the impostor to fail and open its breaker")
+    given = ThrottlesExceptions(by=mt.guarded.name)
+    assert given.state(queue, "default", mt.guarded.name) == "open"
+    assert ThrottlesExceptions().state(queue, "default", mt.guarded.name) == "closed"
+    mt.guarded.dispatch("y")
+    wait_for(lambda: strings(queue.client, mt.RUNS) == ["guarded y"], 10, "guarded to run")
+
+
+def test_no_key_given_equals_a_default_key_of_any_middleware(queue: RedisQueue) -> None:
+    """Each pair once shared its state: a key given (``by=``, a shared lock, a limiter's
+    name with a colon) spelled like a default one (a task's name, a per-task lock)."""
+    job = mt.guarded.make_job(("a",), {})
+    other = mt.limited.make_job(("b",), {})
+    set_runner(Runner(queue, 60.0, 5.0))
+    try:
+
+        def fails() -> None:
+            raise RuntimeError("down")
+
+        with pytest.raises(RuntimeError):
+            ThrottlesExceptions(max_exceptions=1, decay=60, by=job.task)(other, fails)
+        assert ThrottlesExceptions(max_exceptions=1, decay=60)(job, lambda: "ran") == "ran"
+
+        assert RateLimited("api:x", 1, 60)(job, lambda: "first") == "first"
+        assert RateLimited("api", 1, 60, by="x:")(job, lambda: "ran") == "ran"
+        assert RateLimited("api", 1, 60, by="x:all")(job, lambda: "ran") == "ran"
+
+        def overlapping() -> object:
+            shared = WithoutOverlapping(f"{job.task}:k", shared=True)
+            return shared(other, lambda: "ran")
+
+        assert WithoutOverlapping("k")(job, overlapping) == "ran"
+    finally:
+        set_runner(None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -75,6 +76,11 @@ def test_an_order_is_confirmed_by_a_worker_after_its_commit(site: dict[str, str]
 
             wait_for(confirmed, timeout=30, message="the worker to confirm the order")
         assert logged(log, "shop.tasks:confirm_order"), "".join(log)
+        # Django sets TZ to its TIME_ZONE (America/Chicago by default): the worker's log
+        # still shows UTC with its Z, the one rule for times (docs/worker.md, "Times").
+        stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
+        task_lines = [line for line in list(log) if "shop.tasks:confirm_order" in line]
+        assert task_lines and all(stamp.match(line) for line in task_lines), task_lines
     finally:
         workers.kill_all()
 

@@ -57,8 +57,9 @@ def test_a_result_that_cannot_be_encoded_fails_the_task_with_a_clear_message(
     workers.start()
     with pytest.raises(TaskFailed) as raised:
         handle.result(timeout=20)
-    assert "return value of task" in raised.value.message
-    assert "cannot be kept" in raised.value.message
+    assert "the return value of workflow_tasks:unkeepable could not be stored" in (
+        raised.value.message
+    )
 
 
 def test_result_times_out_while_the_task_waits_and_status_says_running_once_taken(

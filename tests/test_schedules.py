@@ -369,13 +369,15 @@ def test_new_scripts_document_themselves_and_take_every_key_in_keys(name: str) -
 
 
 @pytest.mark.parametrize("garbage", [b"\xc1", b"\x93\x01\x02\x03", b"\x81\xa4args\xc3"])
-def test_a_definition_that_does_not_decode_is_left_out_of_the_list(
+def test_a_definition_that_does_not_decode_is_listed_as_unreadable(
     queue: RedisQueue, garbage: bytes
 ) -> None:
     schedules.add("keep", apptasks.scheduled, every=60)
     default = queue.keys("default")
     queue.client.hset(default.schedule_defs, "junk", garbage)
     queue.client.hset(queue.global_keys.schedule_index, "junk", "default")
-    assert [s.name for s in schedules.list()] == ["keep"]
+    listed = schedules.list()
+    assert [(s.name, s.unreadable is None) for s in listed] == [("junk", False), ("keep", True)]
+    assert listed[0].state.startswith("unreadable (") and listed[0].queue == "default"
     with pytest.raises(InvalidSchedule, match="unreadable"):
         schedules.get("junk")

@@ -74,9 +74,9 @@ def test_add_list_show_update_pause_resume_run_now_remove(
     shown = run(config, "show", "nightly", "-n", "3")
     assert shown.returncode == 0
     assert shown.stdout.splitlines()[-3:] == [
-        "  2030-01-01T02:00:00+00:00",
-        "  2030-01-02T02:00:00+00:00",
-        "  2030-01-03T02:00:00+00:00",
+        "  2030-01-01T02:00:00.000Z",
+        "  2030-01-02T02:00:00.000Z",
+        "  2030-01-03T02:00:00.000Z",
     ]
 
     updated = run(config, "update", "often", "--cron", "*/10 * * * *", "--args", '["u"]')

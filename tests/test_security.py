@@ -159,7 +159,7 @@ def _check_everything_works(url: str, workers: Any, admin: redis.Redis) -> None:
     assert "succeeded" in worker.output()
     sizes = user.sizes(["default"])[0]
     assert (sizes.ready, sizes.delayed, sizes.reserved, sizes.failed) == (0, 0, 0, 0)
-    for args in (("failed", "list"), ("clear", "default"), ("restart",)):
+    for args in (("failed", "list"), ("clear", "default", "--force"), ("restart",)):
         result = cli(config, *args)
         assert result.returncode == 0, (args, result.stderr)
     assert admin.exists("queues:default:failed-lookup", "queues:default:failed") == 0

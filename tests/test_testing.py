@@ -8,16 +8,24 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 import testing_tasks as t
+from support import cli, ready
 
 from rqueue import TaskFailed, UnserializableArgument, batch, chain
+from rqueue.config import Config, ConfigError, env_flag
+from rqueue.current import set_current_job
+from rqueue.errors import TaskNotRegistered
+from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
-from rqueue.testing import MemoryBatch, fake, sync
+from rqueue.task import current_interceptor, intercept_process
+from rqueue.testing import Fake, MemoryBatch, fake, sync, sync_from_environment
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -104,6 +112,98 @@ def test_fake_records_chains_and_batches() -> None:
     # a chain's first step and a batch's members are dispatched at once; later steps not
     recorded.assert_dispatched(t.add, times=1)
     recorded.assert_dispatched(t.double, times=3)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda f: f.assert_not_dispatched("testing_tasks:ad"),
+        lambda f: f.assert_dispatched("testing_tasks:ad", times=0),
+        lambda f: f.assert_dispatched_on("default", "testing_tasks:ad"),
+        lambda f: f.assert_chained(["testing_tasks:ad"]),
+        lambda f: f.dispatched("testing_tasks:ad"),
+    ],
+    ids=["not dispatched", "dispatched", "dispatched on", "chained", "dispatched()"],
+)
+def test_fake_assertions_refuse_a_task_name_no_task_has(check: Callable[[Fake], object]) -> None:
+    """A typo would make ``assert_not_dispatched`` pass for ever (issue #26, item 25)."""
+    unknown = pytest.raises(TaskNotRegistered, match="no task is named 'testing_tasks:ad'")
+    with fake() as recorded, unknown as raised:
+        check(recorded)
+    assert "did you mean testing_tasks:add" in str(raised.value)
+
+
+# -- fake and sync: whose dispatches they take ---------------------------------------
+
+
+def test_a_fake_takes_the_dispatches_of_threads_its_test_starts() -> None:
+    with fake() as recorded, ThreadPoolExecutor(2) as pool:  # a pool copies no context
+        pool.submit(t.add.dispatch, 1, 2).result(timeout=10)
+        threading_dispatch = threading.Thread(target=t.double.dispatch, args=(3,))
+        threading_dispatch.start()
+        threading_dispatch.join(timeout=10)
+    recorded.assert_dispatched(t.add, times=1)
+    recorded.assert_dispatched(t.double, times=1)
+
+
+def test_fakes_open_in_two_threads_at_once_each_take_their_own(queue: RedisQueue) -> None:
+    """Tests run in threads at once: one's dispatches never land in the other's fake,
+    and neither ending undoes the other (issue #26, item 3)."""
+    steps = [threading.Event() for _ in range(4)]
+    recorded: dict[str, Fake] = {}
+
+    def first() -> None:
+        with fake() as mine:
+            recorded["first"] = mine
+            steps[0].set()
+            steps[1].wait(10)  # the second is open too
+            t.add.dispatch(1, 1)
+        steps[2].set()
+
+    def second() -> None:
+        steps[0].wait(10)
+        with fake() as mine:
+            recorded["second"] = mine
+            steps[1].set()
+            steps[2].wait(10)  # the first has ended
+            t.add.dispatch(2, 2)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert [c.args for c in recorded["first"].calls] == [(1, 1)]
+    assert [c.args for c in recorded["second"].calls] == [(2, 2)]
+    assert current_interceptor() is None  # every block ended: dispatches reach Redis
+    assert ready(queue) == []
+
+
+def test_a_task_run_beside_one_in_a_fake_is_not_faked(queue: RedisQueue) -> None:
+    """A worker's runs side by side (``--threads``, ``--slots``): a fake one of them
+    opened is its own; another run's dispatch reaches Redis."""
+    opened, dispatched = threading.Event(), threading.Event()
+
+    def run(job_id: str, body: Callable[[], None]) -> None:
+        set_current_job(Job(id=job_id, task=t.add.name, args=(), kwargs={}, queue="default"))
+        body()
+
+    def faking() -> None:
+        with fake() as mine:
+            opened.set()
+            dispatched.wait(10)
+        mine.assert_nothing_dispatched()
+
+    def dispatching() -> None:
+        opened.wait(10)
+        t.add.dispatch(5, 5)
+        dispatched.set()
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(run, "a", faking), pool.submit(run, "b", dispatching)]
+        for done in runs:
+            done.result(timeout=10)
+    assert len(ready(queue)) == 1
 
 
 # -- fake: run_all ----------------------------------------------------------------
@@ -260,6 +360,65 @@ def test_rqueue_sync_from_the_environment_runs_a_script_s_dispatches_inline(
         timeout=60,
     )
     assert (result.returncode, result.stdout) == (0, "5\n"), result.stderr
+
+
+@pytest.mark.parametrize("value", ["false", "False", "no", "OFF", " 0", "0 ", ""])
+def test_rqueue_sync_set_to_off_leaves_sync_mode_off(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RQUEUE_SYNC", value)
+    assert sync_from_environment() is False
+    assert current_interceptor() is None
+
+
+@pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])
+def test_rqueue_sync_set_to_on_turns_sync_mode_on(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RQUEUE_SYNC", value)
+    try:
+        assert sync_from_environment() is True
+        assert t.add.dispatch(1, 2).result() == 3
+    finally:
+        intercept_process(None)
+
+
+@pytest.mark.parametrize("variable", ["RQUEUE_SYNC", "RQUEUE_CLUSTER"])
+def test_a_boolean_variable_that_says_neither_is_refused_naming_it(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, "enabled")
+    with pytest.raises(ConfigError, match=f"{variable} must be one of 1/true/yes/on/0/false"):
+        env_flag(variable)
+    monkeypatch.setenv("RQUEUE_CLUSTER", " Off ")
+    assert Config.resolve(redis_url="redis://127.0.0.1:1/0").cluster is False
+
+
+def test_importing_rqueue_reads_rqueue_sync_with_the_same_rule(config: Config) -> None:
+    script = "import rqueue, testing_tasks as t; print(type(t.add.dispatch(1, 2)).__name__)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
+    run = [sys.executable, "-c", script]
+    off = subprocess.run(
+        run, env={**env, "RQUEUE_SYNC": "false"}, capture_output=True, text=True, timeout=60
+    )
+    assert (off.returncode, off.stdout) == (0, "TaskHandle\n"), off.stderr  # queued
+    on = subprocess.run(
+        run, env={**env, "RQUEUE_SYNC": "True"}, capture_output=True, text=True, timeout=60
+    )
+    assert (on.returncode, on.stdout) == (0, "InlineDispatched\n"), on.stderr
+    typo = subprocess.run(
+        run, env={**env, "RQUEUE_SYNC": "ture"}, capture_output=True, text=True, timeout=60
+    )
+    assert typo.returncode == 1
+    assert "RQUEUE_SYNC must be one of" in typo.stderr and "not 'ture'" in typo.stderr
+
+
+def test_a_worker_refuses_to_start_in_sync_mode(config: Config) -> None:
+    refused = cli(config, "work", "--stop-when-empty", env={"RQUEUE_SYNC": "yes"})
+    assert refused.returncode == 2
+    assert "RQUEUE_SYNC is on" in refused.stderr and "never queued" in refused.stderr
+    started = cli(config, "work", "--stop-when-empty", env={"RQUEUE_SYNC": "false"})
+    assert started.returncode == 0, started.stderr
 
 
 # -- the pytest plugin --------------------------------------------------------------

@@ -14,7 +14,6 @@ import pytest
 import unique_tasks
 from support import Workers, follow_log, in_threads, logged, ready, strings, wait_for
 
-from rqueue import task
 from rqueue.config import Config
 from rqueue.errors import DispatchRefused, InvalidTaskOption
 from rqueue.failed import FailedTasks
@@ -76,13 +75,22 @@ def test_dispatch_many_first_call_of_a_key_wins(queue: RedisQueue) -> None:
 def test_a_key_is_scoped_by_its_task_and_must_be_a_str_or_int(queue: RedisQueue) -> None:
     assert not unique_tasks.record.dispatch("k").deduplicated
     assert not unique_tasks.waits.dispatch("k").deduplicated  # same key, another task
-
-    @task(unique=lambda value: None)
-    def keyless(value: str) -> None: ...
-
     with pytest.raises(InvalidTaskOption, match="unique="):
-        keyless.dispatch("x")
+        unique_tasks.keyless.dispatch("x")
     assert len(ready(queue)) == 2
+
+
+def test_a_key_naming_another_task_never_takes_that_task_s_lock(queue: RedisQueue) -> None:
+    """A key given by ``unique=`` is scoped by its task's name (``<task name>:<key>``), a task's
+    own key (``unique=True``) is its bare name: one colon, never two, so the two never
+    meet, whatever the key spells (issue #26, item 9)."""
+    single = unique_tasks.single.name
+    function = single.partition(":")[2]
+    for value in (single, function, f"{function}:x"):
+        assert not unique_tasks.record.dispatch(value).deduplicated
+    assert not unique_tasks.single.dispatch().deduplicated
+    assert unique_tasks.single.dispatch().deduplicated  # its own lock, taken only by itself
+    assert len(ready(queue)) == 4
 
 
 def test_released_after_success(queue: RedisQueue, workers: Workers) -> None:

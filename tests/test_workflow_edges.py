@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import apptasks
+import httpx
 import pytest
 import workflow_tasks as flows
-from support import Workers, push_job, strings, wait_for
+from browser import served_dashboard
+from support import Workers, cli, push_job, strings, wait_for
 
 from rqueue import TaskFailed, batch, chain, result_of, use
 from rqueue.config import Config
 from rqueue.failed import FailedTasks
+from rqueue.store.batch_store import BatchStore
 from rqueue.store.queue import RedisQueue
+from rqueue.workflows import listed_batches
 
 SECRET = "a-long-random-secret-for-workflows"
 
@@ -123,3 +128,75 @@ def test_garbage_callbacks_are_logged_and_the_member_still_counts(
     assert status is not None and status.succeeded == 1
     assert "callbacks are unreadable" in output
     assert FailedTasks(queue).list() == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("total", "abc"),
+        ("total", "-3"),
+        ("succeeded", "nan"),
+        ("created_at", "inf"),
+        ("finished_at", "1e400"),
+        ("cancelled_at", "-inf"),
+        (None, "not a hash"),
+    ],
+)
+def test_an_unreadable_batch_shows_as_such_and_the_rest_are_served(
+    config: Config, queue: RedisQueue, field: str | None, value: str
+) -> None:
+    good = batch([flows.member.pending(0)]).name("good").dispatch()
+    bad = batch([flows.member.pending(1)]).name("bad").dispatch()
+    state = BatchStore(queue).keys(bad.id).state
+    if field is None:
+        queue.client.delete(state)
+        queue.client.set(state, value)  # WRONGTYPE for every read
+    else:
+        queue.client.hset(state, field, value)
+    status = bad.status()
+    assert status is not None and status.state == "unreadable" and status.unreadable
+    assert dict(listed_batches(10, queue)) == {bad.id: None, good.id: good.status()}
+    shown = cli(config, "batches", "show", bad.id)
+    assert shown.returncode == 1 and f"rqueue: the state of batch {bad.id} is" in shown.stderr
+    assert "Traceback" not in shown.stderr
+    listed = cli(config, "batches", "list")
+    assert listed.returncode == 0 and "good" in listed.stdout and "unreadable" in listed.stdout
+    with served_dashboard(queue) as served, httpx.Client(base_url=served.url) as client:
+        assert client.get(f"/batches/{bad.id}").status_code == 200
+        assert "good" in client.get("/batches").text
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (
+            lambda: batch([flows.note]),
+            "batch() takes pending calls like note.pending(42); got the task note itself",
+        ),
+        (lambda: batch(flows.note), "batch() takes a list of pending calls"),
+        (lambda: batch([flows.note.pending(1), print]), "got <built-in function print>"),
+        (lambda: chain(flows.note, flows.note.pending(1)), "chain() takes pending calls like"),
+        (lambda: chain(flows.note.pending(1)).catch(print), "catch() takes a task"),
+        (lambda: batch([]).catch(print), "catch() takes a task (a function decorated with @task)"),
+        (lambda: batch([]).then(len), "then() takes a task"),
+        (lambda: batch([]).progress("x"), "progress() takes a task"),
+    ],
+)
+def test_a_workflow_built_wrong_says_what_was_expected_at_once(
+    queue: RedisQueue, build: Callable[[], object], expected: str
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        build()
+    assert expected in str(raised.value)
+    assert queue.client.dbsize() == 0  # nothing was sent
+
+
+def test_a_dispatched_handle_is_not_a_pending_call(queue: RedisQueue) -> None:
+    handle = flows.note.dispatch("sent")
+    with pytest.raises(TypeError, match="which was dispatched already"):
+        batch([handle])
+    with pytest.raises(TypeError, match="which was dispatched already"):
+        chain(flows.note.pending(1)).catch(handle)
+    b = batch([flows.member.pending(0)]).dispatch()
+    with pytest.raises(TypeError, match=r"Batch.add\(\) takes pending calls like note"):
+        b.add([flows.note])

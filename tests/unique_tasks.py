@@ -69,3 +69,12 @@ def waits_processing(value: str) -> None:
 @task(unique=True, unique_for=0.5)
 def brief() -> None:
     """A lock that lasts half a second."""
+
+
+def no_key(value: str) -> None:
+    """Not a key: a unique= callable must return a str or an int."""
+
+
+@task(unique=no_key)
+def keyless(value: str) -> None:
+    """Its dispatch is refused: its key function returns None."""

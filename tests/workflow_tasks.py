@@ -6,8 +6,10 @@ assert on it and wait for it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import time
 from typing import Any
 
 from rqueue import Batch, TaskFailed, current_batch, current_job, task
@@ -115,3 +117,50 @@ def fails_first_time(index: int) -> int:
         raise RuntimeError(f"first run of {index} fails")
     redis().incr("test:member-runs")
     return index
+
+
+MET = "test:adds-met"
+
+
+def _all_met(count: int) -> bool:
+    return int(redis().get(MET) or 0) >= count
+
+
+def _meet(count: int) -> None:
+    """Wait (10 s at most) until ``count`` callers reached this point."""
+    redis().incr(MET)
+    deadline = time.monotonic() + 10
+    while not _all_met(count) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@task
+def adds_twice(index: int, members: int) -> None:
+    """Add a member, wait until every member of the batch added one, add another:
+    with ``--threads`` the members' runs interleave."""
+    found = current_batch()
+    assert found is not None
+    found.add([member.pending(2000 + 2 * index)])
+    _meet(members)
+    found.add([member.pending(2001 + 2 * index)])
+
+
+@task
+async def adds_twice_async(index: int, members: int) -> None:
+    """``adds_twice`` as a coroutine: with ``--slots`` the members' runs interleave."""
+    found = current_batch()
+    assert found is not None
+    found.add([member.pending(2000 + 2 * index)])
+    redis().incr(MET)
+    deadline = time.monotonic() + 10
+    while not _all_met(members) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    found.add([member.pending(2001 + 2 * index)])
+
+
+@task
+def progress_seen(found: Batch) -> None:
+    """A progress callback: record the counts it was given, not the counts now."""
+    assert found.counted is not None
+    counted = found.counted
+    redis().rpush(DONE, f"seen:{counted.succeeded}/{counted.total}:{counted.progress:.0f}")

@@ -33,6 +33,8 @@ def _status(found: Batch) -> BatchStatus:
     status = found.status()
     if status is None:
         die(f"no batch {found.id} (expired, pruned, or never dispatched)")
+    if status.unreadable is not None:
+        die(status.unreadable)
     return status
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -31,8 +31,9 @@ from rqueue.errors import InvalidQueueName, RQueueError
 from rqueue.redis_url import parse_redis_url
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
+from rqueue.task import TaskOptions, registered
 from rqueue.text import shown
-from rqueue.timing import iso
+from rqueue.timing import moment as moment  # every time a command prints
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,15 +118,6 @@ def _redis_url(url: str | None, url_file: str | None) -> tuple[str | None, str]:
     return None, "the default Redis URL"
 
 
-def moment(seconds: float) -> str:
-    """A time read from Redis, in UTC to the millisecond; one no date can hold (a
-    hostile record's ``1e20``) as its number instead of an error."""
-    try:
-        return iso(round(seconds * 1000))
-    except (OverflowError, ValueError, OSError):
-        return f"{seconds!r} (out of range)"
-
-
 def say(text: object, multiline: bool = False, err: bool = False) -> None:
     """Print ``text`` escaped and redacted (see the module's docstring); with
     ``multiline`` its newlines stay (a traceback), else they print as ``\\n``."""
@@ -170,15 +162,42 @@ def finite_seconds(ctx: click.Context, param: click.Parameter, value: float | No
     return value
 
 
-def unknown_queues(queue: RedisQueue, names: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Those of ``names`` that no producer or worker has named and that are empty (a
-    typo, most likely: ``emial``), and the known queues. Worth a warning, not an
+def declared_queues() -> set[str]:
+    """The queues this process's tasks are declared on (``@task(queue=...)``, imported
+    by then: a worker's ``-A`` modules), and ``default``, that of every other task."""
+    return {TaskOptions.queue} | {task.options.queue for task in registered().values()}
+
+
+def unknown_queues(
+    queue: RedisQueue, names: Sequence[str], declared: Collection[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Those of ``names`` that nothing names (a typo, most likely: ``emial``), and the
+    known queues. Named: by a task of ``declared`` (see :func:`declared_queues`), in the
+    registry producers and workers add to, or by data in Redis (tasks ready, delayed,
+    reserved or failed, a pause, a schedule firing into it). Worth a warning, not an
     error: naming a queue before its first task is legitimate."""
     known = queue.known_queues()
-    unknown = [
-        size.name
-        for size in queue.sizes(names)
+    candidates = [
+        size
+        for size in queue.sizes([name for name in names if name not in declared])
         if size.name not in known
-        and not (size.ready or size.delayed or size.reserved or size.failed)
+        and not (size.ready or size.delayed or size.reserved or size.failed or size.paused)
     ]
+    pipe = queue.client.pipeline(transaction=False)
+    for size in candidates:
+        pipe.exists(queue.keys(size.name).schedules)
+    scheduled = pipe.execute() if candidates else []
+    unknown = [size.name for size, has in zip(candidates, scheduled, strict=True) if not has]
     return unknown, known
+
+
+def warn_of_unknown_queues(queue: RedisQueue, names: Sequence[str]) -> None:
+    """Print to stderr which of ``names`` no task, registry entry or data names (see
+    :func:`unknown_queues`): ``rqueue size emial`` must not answer zeros in silence."""
+    unknown, known = unknown_queues(queue, names, declared_queues())
+    if unknown:
+        say(
+            f"Warning: unknown queue {', '.join(unknown)}: nothing was ever pushed to it and "
+            f"it is empty (a typo?); known queues: {', '.join(known) or 'none'}.",
+            err=True,
+        )

@@ -6,11 +6,16 @@ field is printed through ``say``/``table`` (escaped, redacted), never raw.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import click
 
-from rqueue.cli.common import connection_options, die, say, table
+from rqueue.cli.common import (
+    connection_options,
+    die,
+    moment,
+    say,
+    table,
+    warn_of_unknown_queues,
+)
 from rqueue.config import Config
 from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks, Step
 from rqueue.store.queue import RedisQueue
@@ -43,14 +48,16 @@ def failed_list(config: Config, queues: tuple[str, ...], limit: int, offset: int
     The table goes to stdout; how many there are in all, and the command for the next
     page, go to stderr, so the table can be piped on its own.
     """
-    page = FailedTasks(RedisQueue(config)).page(queues or None, offset, limit)
+    store = RedisQueue(config)
+    warn_of_unknown_queues(store, queues)
+    page = FailedTasks(store).page(queues or None, offset, limit)
     rows = [
         (
             f.id,
             f.queue,
             f.task or "-",
             f.attempts,
-            _when(f.failed_at),
+            moment(f.failed_at),
             _short(f"{f.exception}: {f.message}"),
         )
         for f in page.records
@@ -87,7 +94,7 @@ def failed_show(config: Config, task_id: str) -> None:
         fields.append(("payload", found.payload[:200]))
     fields += [
         ("attempts", found.attempts),
-        ("failed at", _when(found.failed_at)),
+        ("failed at", moment(found.failed_at)),
         ("worker", f"{found.host} pid {found.pid}"),
         ("timed out", "yes" if found.timed_out else "no"),
         ("error", f"{found.exception}: {found.message}"),
@@ -163,11 +170,6 @@ def _found(task_id: str, failed_task: FailedTask | None) -> FailedTask:
     if failed_task is None:
         die(f"no failed task with id {task_id}")
     return failed_task
-
-
-def _when(timestamp: float) -> str:
-    """Local time to the second: a failure is read by a person looking at their clock."""
-    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _short(text: str, width: int = 60) -> str:

@@ -4,16 +4,18 @@ in the queues, and changing it, over :class:`~rqueue.store.queue.RedisQueue`."""
 from __future__ import annotations
 
 import fnmatch
+import sys
 import time
 
 import click
 
-from rqueue.cli.common import connection_options, die, queue_list, say, unknown_queues
+from rqueue.cli.common import connection_options, die, queue_list, say, warn_of_unknown_queues
 from rqueue.config import Config
 from rqueue.metrics.read import SIZES_PER_CALL
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
+from rqueue.text import shown
 
 
 @click.command()
@@ -29,6 +31,8 @@ def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
     a paused queue's row ends with ``paused``."""
     queue = RedisQueue(config)
     names = [validate_queue_name(q) for q in queues] or queue.known_queues()
+    if queues:  # named on the command line: a typo must not answer zeros in silence
+        warn_of_unknown_queues(queue, names)
     if match is not None:
         names = [name for name in names if fnmatch.fnmatchcase(name, match)]
     headers = ("queue", "ready", "delayed", "reserved", "failed")
@@ -53,11 +57,38 @@ def _row(cells: tuple[object, ...], widths: list[int]) -> None:
 
 @click.command()
 @click.argument("queue_name", metavar="QUEUE")
+@click.option("--force", is_flag=True, help="Do not ask (for scripts; needed without a terminal).")
 @connection_options
-def clear(config: Config, queue_name: str) -> None:
-    """Delete every ready, delayed and reserved task of QUEUE (failed ones stay)."""
-    deleted = RedisQueue(config).clear(validate_queue_name(queue_name))
+def clear(config: Config, queue_name: str, force: bool) -> None:
+    """Delete every ready, delayed and reserved task of QUEUE (failed ones stay).
+
+    Asks first on a terminal, showing what it would delete; without one (a script, a
+    pipe) it refuses unless given --force, as Laravel's queue:clear asks in production.
+    """
+    queue = RedisQueue(config)
+    name = validate_queue_name(queue_name)
+    warn_of_unknown_queues(queue, [name])
+    size = queue.sizes([name])[0]
+    if size.ready or size.delayed or size.reserved:
+        what = (
+            f"{size.ready} ready, {size.delayed} delayed and {size.reserved} reserved "
+            f"(running now: their results are then lost) task(s) of queue {name}"
+        )
+        if not force:
+            _confirm_clear(what)
+    deleted = queue.clear(name)
     say(f"Cleared {deleted} task(s) from queue {queue_name}.")
+
+
+def _confirm_clear(what: str) -> None:
+    """Ask on a terminal; refuse without one (a usage error naming --force)."""
+    if not sys.stdin.isatty():
+        raise click.UsageError(
+            shown(f"this would delete {what}; no terminal to confirm it on: pass --force")
+        )
+    if not click.confirm(shown(f"Delete {what}? Failed tasks stay"), default=False):
+        say("Nothing deleted.")
+        sys.exit(1)
 
 
 @click.command()
@@ -80,13 +111,7 @@ def resume(config: Config, queues: str) -> None:
 def _set_paused(config: Config, queues: str, paused: bool) -> None:
     queue = RedisQueue(config)
     names = queue_list(queues)
-    unknown, known = unknown_queues(queue, names)
-    if unknown:
-        say(
-            f"Warning: unknown queue {', '.join(unknown)}: nothing was ever pushed to it and "
-            f"it is empty (a typo?); known queues: {', '.join(known) or 'none'}.",
-            err=True,
-        )
+    warn_of_unknown_queues(queue, names)
     for name in names:
         changed = queue.pause(name) if paused else queue.resume(name)
         state = "paused" if paused else "resumed"
@@ -107,7 +132,9 @@ def restart(config: Config) -> None:
 @connection_options
 def cancel(config: Config, task_id: str, queues: tuple[str, ...]) -> None:
     """Cancel a ready or delayed task that has not started (exit 1 if it was not cancelled)."""
-    result = cancel_anywhere(RedisQueue(config), task_id, queues or None)
+    queue = RedisQueue(config)
+    warn_of_unknown_queues(queue, [validate_queue_name(name) for name in queues])
+    result = cancel_anywhere(queue, task_id, queues or None)
     where = f" on queue {result.queue}" if result.queue else ""
     message = f"task {task_id}{where} {result.outcome.message}"
     if result.outcome is CancelOutcome.CANCELLED:

@@ -19,6 +19,7 @@ import click
 
 from rqueue.cli.common import connection_options, finite_seconds, say, table
 from rqueue.config import Config
+from rqueue.metrics.registry import served_queues
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import UNSET, Schedule
 from rqueue.store.queue import RedisQueue
@@ -153,18 +154,22 @@ def schedule_group() -> None:
 @schedule_group.command("list")
 @connection_options
 def schedule_list(config: Config) -> None:
-    """List schedules: timing, window, next and last run, state."""
+    """List schedules: timing, window, next and last run, state (overdue, or on a
+    queue no worker serves; unreadable for a record that does not read)."""
+    schedules = _schedules(config)
+    now = schedules.now_ms()
+    served = served_queues(schedules.queue)
     rows = [
         (
             s.name,
-            s.task,
-            s.describe(),
+            s.task or "-",
+            s.describe() + (" (declared in code)" if s.declared else ""),
             _window(s),
             iso(s.next_ms) if s.next_ms is not None else "-",
             iso(s.last_ms) if s.last_ms is not None else "-",
-            s.state,
+            s.standing(now, served),
         )
-        for s in _schedules(config).list()
+        for s in schedules.list()
     ]
     table(("name", "task", "timing", "window", "next run", "last run", "state"), rows)
 
@@ -181,8 +186,8 @@ def schedule_show(config: Config, name: str, count: int) -> None:
         f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}  "
         f"window: {_window(schedule)}  misfire: {schedule.misfire}"
     )
-    for moment in schedule.next_runs(count):
-        say(f"  {moment.isoformat()}")
+    for run in schedule.next_runs(count):
+        say(f"  {iso(round(run.timestamp() * 1000))}")  # the one rule for times shown
 
 
 @schedule_group.command("add")
@@ -262,9 +267,11 @@ def schedule_resume(config: Config, name: str) -> None:
 @click.argument("name")
 @connection_options
 def schedule_remove(config: Config, name: str) -> None:
-    """Delete schedule NAME (tasks it already enqueued stay)."""
-    _schedules(config).remove(name)
-    say(f"Removed schedule {name}.")
+    """Delete schedule NAME (tasks it already enqueued stay). One declared in code
+    (@task(cron=...)) comes back with the next worker that imports it: it says so."""
+    removed = _schedules(config).remove(name)
+    note = removed.removal_note if removed is not None else ""
+    say(f"Removed schedule {name}; {note}." if note else f"Removed schedule {name}.")
 
 
 @schedule_group.command("run-now")

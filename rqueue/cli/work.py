@@ -17,8 +17,8 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import F, connection_options, queue_list, unknown_queues
-from rqueue.config import Config, ConfigError
+from rqueue.cli.common import F, connection_options, declared_queues, queue_list, unknown_queues
+from rqueue.config import Config, ConfigError, env_flag
 from rqueue.errors import describe
 from rqueue.store.queue import RedisQueue
 from rqueue.text import shown
@@ -146,6 +146,12 @@ def work(
     """Run tasks from QUEUES (comma-separated, highest priority first)."""
     from rqueue.worker.supervisor import Supervisor
 
+    if env_flag("RQUEUE_SYNC"):  # docs/testing.md
+        raise click.UsageError(
+            "RQUEUE_SYNC is on: sync mode runs each dispatch inline where it is made, so "
+            "what this worker's tasks dispatch would run in its children, never queued; "
+            "unset RQUEUE_SYNC (or set it to 0) for workers"
+        )
     if wait_replicas is not None:
         try:
             config = replace(config, wait_replicas=wait_replicas)
@@ -189,13 +195,14 @@ def _preload(module: str) -> None:
 
 def _warn_of_unknown_queues(config: Config, names: tuple[str, ...]) -> None:
     """Say at start that a queue is unknown, so a typo (``rqueue work emial``) does not
-    wait in silence for ever. Unknown: not in the set of queues producers and workers
-    have named, and empty. Only a warning: starting workers before the first dispatch
-    to a new queue is legitimate.
+    wait in silence for ever. Unknown: no task of the ``-A`` modules (imported by now)
+    is declared on it, it is not in the set of queues producers and workers have named,
+    and no data in Redis names it. Only a warning: starting workers before the first
+    dispatch to a new queue is legitimate.
     """
     queue = RedisQueue(config)
     try:
-        unknown, known = unknown_queues(queue, names)
+        unknown, known = unknown_queues(queue, names, declared_queues())
     finally:
         queue.client.close()
     if unknown:

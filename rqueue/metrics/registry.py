@@ -7,10 +7,12 @@ a lost host) stops renewing it and Redis expires it, so a listing never shows a 
 worker for longer than :data:`ENTRY_TTL`. Redis's expiry is the judge, not anyone's
 clock: hosts whose clocks disagree still agree on which entries are alive.
 
-What a child runs comes from the parent's scoreboard, which holds task ids and
-queues, not names: the heartbeat names a task once it has seen it running on two
-beats in a row (so only tasks running a second or more cost a lookup, one read of
-the queue's reserved set), and dates it from the first beat that saw it.
+What a child runs comes from the parent's scoreboard: each task's id, queue and name,
+which the child writes there as the task starts (no Redis call), so a task is named
+from the first beat that sees it, and dated from it too. A name too long for the
+scoreboard is looked up instead, once the task has run on two beats in a row (so
+only tasks running a second or more cost that, one read of the queue's reserved
+set).
 
 All keys here are global: never in one pipeline or script with a queue's keys.
 """
@@ -53,6 +55,8 @@ class Running(NamedTuple):
     child: int
     task_id: str
     queue: str
+    name: str | None = None
+    """Its task's name, if the scoreboard had it (see the module doc)."""
 
 
 @dataclass(frozen=True)
@@ -167,9 +171,10 @@ class Heartbeat:
         for task in running:
             known = self._seen.get(task.task_id)
             if known is None or known.queue != task.queue:
-                known = _Seen(task.child, task.queue, now)
+                known = _Seen(task.child, task.queue, now, task.name)
             else:
                 known.child = task.child
+                known.name = known.name or task.name
             known.beats += 1
             seen[task.task_id] = known
         self._seen = seen
@@ -219,6 +224,12 @@ def list_workers(queue: RedisQueue) -> list[WorkerInfo]:
         queue.client.zrem(registry, *gone)
     workers = [_worker(entry) for entry in entries if isinstance(entry, bytes)]
     return sorted((w for w in workers if w is not None), key=lambda w: (w.started, w.id))
+
+
+def served_queues(queue: RedisQueue) -> set[str]:
+    """The queues some running worker takes tasks from (and fires the schedules of,
+    unless started with ``--no-schedule``)."""
+    return {name for worker in list_workers(queue) for name in worker.queues}
 
 
 def _worker(raw: bytes) -> WorkerInfo | None:

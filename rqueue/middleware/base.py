@@ -189,8 +189,9 @@ def running_on(what: str) -> Runner:
 
 
 def key_of(by: object, job: Job, default: str) -> str:
-    """A middleware's key for one call: ``by`` itself (a str or an int), or what it
-    returns for the call's arguments if it is a function; ``default`` if None."""
+    """A middleware's key for one call: the key ``by`` gives (a str or an int, or what
+    it returns for the call's arguments if it is a function) as :func:`given_key`;
+    ``default`` (a :func:`task_key`, or ``all``) if it gives None."""
     key = by(*job.args, **job.kwargs) if callable(by) else by
     if key is None:
         return default
@@ -199,7 +200,22 @@ def key_of(by: object, job: Job, default: str) -> str:
     key = str(key)
     if not 0 < len(key) <= MAX_KEY:
         raise ValueError(f"a middleware key must have 1 to {MAX_KEY} characters, got {key!r}")
-    return key
+    return given_key(key)
+
+
+def given_key(key: str) -> str:
+    """The state of a key given by ``by=`` (or a shared lock's ``key``): ``by:<key>``.
+
+    With :func:`task_key`, the one place keys are namespaced: a key given never equals
+    a task's own (``ThrottlesExceptions(by="billing:charge")`` once opened the breaker
+    of the task ``billing:charge`` itself).
+    """
+    return f"by:{key}"
+
+
+def task_key(task: str) -> str:
+    """The state a middleware keeps per task by default: ``task:<task name>``."""
+    return f"task:{task}"
 
 
 def check_name(name: object, what: str) -> None:

@@ -62,7 +62,8 @@ class RateLimited(Middleware):
 
     def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
         connection = running_on("RateLimited").connection
-        key = f"{self.name}:{key_of(self.by, job, '')}"
+        # The name's length first: "api" keyed "x:y" and "api:x" keyed "y" are two limiters.
+        key = f"{len(self.name)}:{self.name}:{key_of(self.by, job, 'all')}"
         wait = take_cell(connection, job.queue, key, job.id, self.limit, float(self.per))  # type: ignore[arg-type]
         if not wait:
             return call_next()

@@ -12,8 +12,10 @@ from rqueue.middleware.base import (
     RetryIn,
     check_by,
     check_seconds,
+    given_key,
     key_of,
     running_on,
+    task_key,
 )
 from rqueue.payload import MAX_TRIES, Job
 from rqueue.store.guards import BREAKER_STATES, breaker
@@ -51,7 +53,7 @@ class ThrottlesExceptions(Middleware):
 
     def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
         runner = running_on("ThrottlesExceptions")
-        key = key_of(self.by, job, job.task)
+        key = key_of(self.by, job, task_key(job.task))
         token = f"{job.id}:{job.attempts}"
         trial = (job.timeout or runner.timeout) + runner.kill_grace
         report = (runner.connection, job.queue, key)
@@ -71,6 +73,7 @@ class ThrottlesExceptions(Middleware):
         return result
 
     def state(self, connection: RedisQueue, queue: str, key: str) -> str:
-        """closed, open or half-open: the breaker of ``key`` (a task's name unless
-        ``by`` gives keys) on ``queue``."""
-        return BREAKER_STATES[int(breaker(connection, queue, key, "state"))]
+        """closed, open or half-open: the breaker of ``key`` on ``queue``: a task's
+        name, or with ``by`` a key it gives (the two never share a breaker)."""
+        stored = task_key(key) if self.by is None else given_key(key)
+        return BREAKER_STATES[int(breaker(connection, queue, stored, "state"))]

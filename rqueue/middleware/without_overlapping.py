@@ -7,7 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rqueue.middleware.base import Middleware, Release, check_name, check_seconds, running_on
+from rqueue.middleware.base import (
+    Middleware,
+    Release,
+    check_name,
+    check_seconds,
+    given_key,
+    running_on,
+    task_key,
+)
 from rqueue.payload import Job
 from rqueue.store.guards import lock, unlock
 
@@ -49,7 +57,7 @@ class WithoutOverlapping(Middleware):
 
     def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
         runner = running_on("WithoutOverlapping")
-        key = self.key if self.shared else f"{job.task}:{self.key}"
+        key = given_key(self.key) if self.shared else f"{task_key(job.task)}:{self.key}"
         token = f"{job.id}:{job.attempts}"
         lasting = self.expire_after
         if lasting is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -28,7 +27,7 @@ from rqueue.schedules.record import (
     Schedule,
 )
 from rqueue.store.default import default_queue
-from rqueue.store.schedule_store import ScheduleStore
+from rqueue.store.schedule_store import ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
 from rqueue.task import registered, retry_until_at
 from rqueue.timing import Timing, seconds, to_ms
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 
 _SAVE_ATTEMPTS = 20
-log = logging.getLogger("rqueue.schedules")
 
 
 class ScheduleNotFound(RQueueError, LookupError):
@@ -258,10 +256,14 @@ class Schedules:
         """Continue from now: triggers that fell in the pause are not caught up."""
         return self._change(name, lambda s, now: replace(s, paused=False))
 
-    def remove(self, name: str) -> None:
-        """Delete a schedule (also one half-written by a crashed ``add``)."""
+    def remove(self, name: str) -> Schedule | None:
+        """Delete a schedule (also one half-written by a crashed ``add``, or one that
+        does not read); returns it as it was (None if half-written), so the caller can
+        say when it was declared in code (:meth:`Schedule.removal_note`)."""
+        stored = self.store.get(name)
         if not self.store.remove(name):
             raise ScheduleNotFound(f"no schedule named {name!r}")
+        return None if stored is None else _read(stored)
 
     def run_now(self, name: str) -> str:
         """Enqueue one run at once, outside the timeline; returns the task id."""
@@ -276,13 +278,12 @@ class Schedules:
         self, task: Task[Any, Any], cron: str | None, every: float | None, timezone: str
     ) -> None:
         """Make the schedule declared by ``@task(cron=...)`` match the code (idempotent)."""
-        try:
-            current = self.get(task.name)
-        except ScheduleNotFound:
-            current = None
-        if current is not None and not current.trusted:
-            # The code is the authority on a declared schedule: an unsigned or altered
-            # definition under its name (from before signing, or forged) is replaced.
+        stored = self.store.get(task.name)
+        current = None if stored is None else _read(stored)
+        if current is not None and (not current.trusted or current.unreadable is not None):
+            # The code is the authority on a declared schedule: an unsigned, altered or
+            # unreadable definition under its name (from before signing, forged, or
+            # garbage) is replaced.
             self.store.remove(task.name)
             current = None
         if current is None:
@@ -302,22 +303,21 @@ class Schedules:
     # -- reading -----------------------------------------------------------------------
 
     def get(self, name: str) -> Schedule:
+        """The schedule ``name``; InvalidSchedule saying why if its record does not read."""
         stored = self.store.get(name)
         if stored is None:
             raise ScheduleNotFound(f"no schedule named {name!r}")
-        return Schedule.decode(*stored)
+        found = _read(stored)
+        if found.unreadable is not None:
+            raise InvalidSchedule(f"schedule {name!r} is unreadable: {found.unreadable}")
+        return found
 
     def list(self) -> builtins.list[Schedule]:
-        """Every schedule, by name. A definition that does not even decode (garbage
-        written to Redis) is left out with a warning, so it cannot hide the others; the
-        scheduler takes it off the timeline when it is due."""
-        found = []
-        for stored in self.store.all():
-            try:
-                found.append(Schedule.decode(*stored))
-            except InvalidSchedule as exc:
-                log.warning("%s; it is left out of the list", exc)
-        return sorted(found, key=lambda s: s.name)
+        """Every schedule, by name. One whose record does not read (garbage written to
+        Redis, a field of the wrong type, a queue that is not one) is listed with
+        ``unreadable`` set to why, its name and queue only, so it neither hides the
+        others nor fails the listing; the scheduler shelves it when it is due."""
+        return sorted(map(_read, self.store.all()), key=lambda s: s.name)
 
     # -- saving ------------------------------------------------------------------------
 
@@ -341,6 +341,16 @@ class Schedules:
         if next_ms is None and not schedule.paused:
             schedule = replace(schedule, finished=True)
         return self.store.save(schedule.queue, schedule.name, read, schedule.encode(), next_ms)
+
+
+def _read(stored: StoredSchedule) -> Schedule:
+    """A stored record as a Schedule, or as an unreadable one saying why."""
+    if stored.problem is not None:
+        return Schedule.unreadable_record(stored.name, stored.queue, stored.problem)
+    try:
+        return Schedule.decode(stored.definition, stored.next_ms, stored.trusted)
+    except InvalidSchedule as exc:
+        return Schedule.unreadable_record(stored.name, stored.queue, str(exc))
 
 
 def _trusted(schedule: Schedule) -> Schedule:
@@ -376,8 +386,8 @@ def resume(name: str) -> Schedule:
     return _default().resume(name)
 
 
-def remove(name: str) -> None:
-    _default().remove(name)
+def remove(name: str) -> Schedule | None:
+    return _default().remove(name)
 
 
 def get(name: str) -> Schedule:

@@ -6,6 +6,8 @@ it is :mod:`rqueue.schedules.scheduler`.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -15,8 +17,12 @@ import msgpack
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
 from rqueue.payload import KEEP, Backoff, Job, new_id
+from rqueue.store.schedule_store import MAX_MS
 from rqueue.timing import Timing, from_ms, iso
 
+OVERDUE_AFTER_MS = 10_000
+"""How late a next run may be before a listing calls it overdue (or its misfire grace,
+if longer): a tick or two of a busy worker."""
 MISFIRE_POLICIES = ("skip", "all")
 DEFAULT_MISFIRE_GRACE = 60.0
 """Seconds a trigger may be late and still count as on time (Quartz's misfireThreshold)."""
@@ -67,6 +73,10 @@ class Schedule:
     trusted: bool = True
     """Not stored: False if this process has a secret and the definition is not signed
     with it (written without it, or altered in Redis); workers will not fire it."""
+    unreadable: str | None = None
+    """Not stored: why the stored definition does not read (garbage, a field of the
+    wrong type or out of range), for a listing to show it as such; None if it reads.
+    Such a record has its name and queue only, and never fires."""
 
     # The timing's fields, read where they always were (``schedule.cron``).
 
@@ -102,27 +112,75 @@ class Schedule:
     def last_run(self) -> datetime | None:
         return None if self.last_ms is None else from_ms(self.last_ms)
 
+    @classmethod
+    def unreadable_record(cls, name: str, queue: str, reason: str) -> Schedule:
+        """What a listing shows of a definition that does not read."""
+        return cls(name=name, task="", queue=queue, timing=Timing(check=False), unreadable=reason)
+
     @property
     def state(self) -> str:
-        """What ``rqueue schedule list`` and the dashboard show: refused, finished,
-        paused or active."""
+        """What ``rqueue schedule list`` and the dashboard show: unreadable, refused,
+        finished, paused, shelved or active (see :meth:`standing` for overdue)."""
+        if self.unreadable is not None:
+            return f"unreadable ({self.unreadable})"
         if not self.trusted:
             return "refused (not signed with RQUEUE_SECRET)"
-        return "finished" if self.finished else "paused" if self.paused else "active"
+        if self.finished or self.paused:
+            return "finished" if self.finished else "paused"
+        if self.next_ms is None:  # a worker took it off the timeline: it cannot fire
+            return "shelved (cannot fire: see the worker's log; update or resume it)"
+        return "active"
+
+    def standing(self, now_ms: int, served: Collection[str]) -> str:
+        """:attr:`state`, and for an active schedule whether it is overdue (its next run
+        past by more than its misfire grace, or :data:`OVERDUE_AFTER_MS`) or on a queue
+        no worker serves (``served``: the queues running workers take), which would
+        otherwise read "active" for ever with a next run in the past."""
+        state = self.state
+        if state != "active":
+            return state
+        assert self.next_ms is not None  # active: on the timeline
+        overdue = now_ms - self.next_ms > max(self.misfire_grace_ms, OVERDUE_AFTER_MS)
+        if self.queue not in served:
+            where = f"no worker serves queue {self.queue}"
+            return f"overdue: {where}" if overdue else f"active ({where})"
+        if overdue:
+            return "overdue: its workers do not fire it (down, busy, or --no-schedule)"
+        return state
+
+    @property
+    def removal_note(self) -> str:
+        """What removing it does not do, when it was declared with ``@task(cron=...)``
+        (or ``every=``): every worker that imports the task declares it again at its
+        start, so a removal alone would come back, silently. Empty if not declared."""
+        if not self.declared:
+            return ""
+        return (
+            f"it is declared in code (@task(cron=...) or every= on {self.task}), so the "
+            "next worker that imports it declares it again: remove the cron= (or every=) "
+            "from the task to stop it"
+        )
 
     def next_runs(self, count: int) -> list[datetime]:
-        """The next ``count`` fire times (UTC datetimes) from the next scheduled one."""
-        if self.finished or count <= 0:
+        """The next ``count`` fire times (UTC datetimes) from the next scheduled one;
+        InvalidSchedule if its timing does not check, or walks past the year 9999."""
+        if self.finished or self.unreadable is not None or count <= 0:
             return []
         timing = self.timing.checked()
-        first = self.next_ms
-        if first is None:
-            first = timing.next_after(self.created_ms)
-        if first is None:
-            return []
-        return [from_ms(first)] + [from_ms(t) for t in timing.next_runs(first, count - 1)]
+        try:
+            first = self.next_ms
+            if first is None:
+                first = timing.next_after(self.created_ms)
+            if first is None:
+                return []
+            return [from_ms(first)] + [from_ms(t) for t in timing.next_runs(first, count - 1)]
+        except (ValueError, OverflowError, OSError) as exc:
+            reason = f"schedule {self.name!r}: no next run a date holds ({exc})"
+            raise InvalidSchedule(reason) from None
 
     def describe(self) -> str:
+        if self.unreadable is not None:
+            return "-"
         if self.cron:
             return f"cron {self.cron!r} ({self.timezone})"
         return f"every {(self.every_ms or 0) / 1000:g} s"
@@ -184,6 +242,7 @@ class Schedule:
         are not a definition at all (they come from Redis) raise InvalidSchedule."""
         try:
             stored = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            _check_fields(stored)
             known = {k: v for k, v in stored.items() if k in _STORED and k != "timing"}
             known["args"] = tuple(known.get("args") or ())
             known["backoff"] = tuple(known.get("backoff") or ())
@@ -198,6 +257,75 @@ class Schedule:
             ) from None
 
 
-_STORED = tuple(f.name for f in fields(Schedule) if f.name not in ("next_ms", "trusted"))
+_STORED = tuple(
+    f.name for f in fields(Schedule) if f.name not in ("next_ms", "trusted", "unreadable")
+)
 """The definition's map, in its stored order: the timing's fields take its place."""
 _TIMING_FIELDS = tuple(f.name for f in fields(Timing))
+
+
+def _moment(value: object) -> bool:
+    return type(value) is int and 0 <= value <= MAX_MS
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and 0 <= value <= MAX_MS
+
+
+def _seconds(value: object) -> bool:
+    if type(value) is not int and type(value) is not float:
+        return False
+    number = float(value)
+    return math.isfinite(number) and 0 <= number <= MAX_MS
+
+
+def _text(value: object) -> bool:
+    return type(value) is str
+
+
+def _flag(value: object) -> bool:
+    return type(value) is bool
+
+
+_FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
+    # field: (what it must be, its check, whether None is allowed)
+    "name": ("text", _text, False),
+    "task": ("text", _text, False),
+    "queue": ("text", _text, False),
+    "args": ("a list", lambda v: type(v) is list, True),
+    "kwargs": ("a map of names", lambda v: type(v) is dict and all(map(_text, v)), True),
+    "cron": ("text", _text, True),
+    "every_ms": ("a whole number of ms", _count, True),
+    "timezone": ("text", _text, False),
+    "start_ms": ("a time in ms", _moment, True),
+    "end_ms": ("a time in ms", _moment, True),
+    "anchor_ms": ("a time in ms", _moment, False),
+    "misfire": ("text", _text, False),
+    "misfire_grace_ms": ("a whole number of ms", _count, False),
+    "paused": ("true or false", _flag, False),
+    "finished": ("true or false", _flag, False),
+    "last_ms": ("a time in ms", _moment, True),
+    "created_ms": ("a time in ms", _moment, False),
+    "tries": ("a whole number", _count, True),
+    "timeout": ("seconds", _seconds, True),
+    "backoff": ("a list of seconds", lambda v: type(v) is list and all(map(_seconds, v)), True),
+    "declared": ("true or false", _flag, False),
+    "max_exceptions": ("a whole number", _count, True),
+    "fail_on_timeout": ("true or false", _flag, False),
+    "keep_ms": ("a whole number of ms", _count, False),
+    "middleware": ("a list", lambda v: type(v) is list, True),
+    "retry_within": ("seconds", _seconds, True),
+}
+"""What each stored field must be. Anything read from Redis is hostile: a field of the
+wrong type or out of range (``last_ms="x"``, ``start_ms=1e20``) would otherwise fail
+later, in every tick or on every page that shows it, instead of here, once."""
+
+
+def _check_fields(stored: object) -> None:
+    if type(stored) is not dict:
+        raise InvalidSchedule(f"a stored definition is a map, not {type(stored).__name__}")
+    for name, (what, check, optional) in _FIELD_RULES.items():
+        if name not in stored or (optional and stored[name] is None):
+            continue
+        if not check(stored[name]):
+            raise InvalidSchedule(f"its {name} is not {what}: {stored[name]!r:.80}")

@@ -25,18 +25,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-from rqueue.errors import RQueueError
+from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.payload import encode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
-from rqueue.store.schedule_store import Firing, ScheduleStore
+from rqueue.store.schedule_store import MAX_MS, Firing, ScheduleStore
 from rqueue.task import registered
 from rqueue.timing import iso
 
@@ -101,7 +102,8 @@ class Due(NamedTuple):
 
     queue: str
     member: bytes
-    score: int
+    score: float
+    """As read from the timeline: a time in ms, or hostile (``-inf``), then shelved."""
     now: int
 
 
@@ -156,7 +158,7 @@ class Scheduler:
             before = len(due)
             for member, score in entries:
                 if score <= now:
-                    due.append(Due(name, member, int(score), now))
+                    due.append(Due(name, member, score, now))
                 else:
                     wait = min(wait, (score - now) / 1000)
                     break
@@ -180,9 +182,13 @@ class Scheduler:
                 continue  # removed since the read; its timeline entry goes with it
             try:
                 self.store.check(queue_name, member, data)  # before anything reads it
-                schedule = Schedule.decode(data, score)
-                firing = self._firing(queue_name, schedule, member, score, data, now)
-            except (RQueueError, ValueError, TypeError) as exc:
+                if not (math.isfinite(score) and 0 <= score <= MAX_MS):
+                    raise InvalidSchedule(f"its place on the timeline ({score!r}) is not a time")
+                schedule = Schedule.decode(data, int(score))
+                firing = self._firing(queue_name, schedule, member, int(score), data, now)
+            except (RQueueError, ValueError, TypeError, ArithmeticError, OSError) as exc:
+                # OverflowError, OSError: a time no clock holds, found while walking a
+                # cron; shelved like the rest, or it would fail every tick for ever.
                 if self.store.shelve(queue_name, member, score, data):
                     log.error(
                         "schedule %s on queue %s cannot fire, taken off the timeline until "

@@ -28,6 +28,8 @@ class MemberCounted(NamedTuple):
     callbacks: bytes
     """The batch's callbacks (msgpack), sent only when some are due."""
     due: tuple[str, ...]
+    counts: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Total, succeeded, failed and skipped right after this count."""
 
 
 class BatchState(NamedTuple):
@@ -90,7 +92,14 @@ class BatchStore:
         if code < 0:
             return MemberCounted(False, code == -2, False, b"", ())
         due = tuple(d.decode() if isinstance(d, bytes) else str(d) for d in reply[7:])
-        return MemberCounted(code == 1, True, bool(int(reply[5])), bytes(reply[6] or b""), due)
+        try:
+            succeeded, failed, skipped, total = (int(n) for n in reply[1:5])
+        except (TypeError, ValueError):  # counts written by hand: none to tell
+            succeeded = failed = skipped = total = 0
+        counts = (total, succeeded, failed, skipped)
+        return MemberCounted(
+            code == 1, True, bool(int(reply[5])), bytes(reply[6] or b""), due, counts
+        )
 
     def add(self, batch_id: str, token: str, count: int, queues: Sequence[str]) -> int:
         """Room for ``count`` more members; their first index (-1: no such batch)."""

@@ -4,7 +4,9 @@ push.lua records each pushed task's id in the queue's ``pending-ids`` set and
 reserve.lua removes it, so "is it still pending?" is one O(1) set operation.
 cancel.lua moves a pending id to the ``cancelled`` set; the payload itself stays in
 the ready list or the delayed zset (removing it from a list would be a scan) and
-reserve.lua drops it, unrun, when it reaches the front. Only a task that is not
+reserve.lua drops it, unrun, when it reaches the front. Until then it is counted
+out of the queue's sizes (``QueueSize.counted_out``): a cancelled timer is no work for
+``--stop-when-drained`` to wait for. Only a task that is not
 pending costs more: the queue's reserved set (the tasks in flight, a handful) is
 read to say whether it is running.
 """

@@ -11,7 +11,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import msgpack
@@ -120,6 +120,18 @@ class QueueSize:
     reserved: int
     failed: int
     paused: bool = False
+
+    def counted_out(self, cancelled: int) -> QueueSize:
+        """Without the ``cancelled`` tasks (cancel.lua's set) that still sit in ready or
+        delayed until a worker pops and drops them: a cancelled timer is no longer work,
+        so ``rqueue size``, the dashboard, Prometheus and ``--stop-when-drained`` (which
+        waited for its due time) leave it out. Which of the two holds each is not recorded
+        (cancelling stays O(1), no search), so they come off delayed first: a cancelled
+        ready task leaves as soon as a worker reaches it, a delayed one only when due.
+        Their sum is exact."""
+        from_delayed = min(self.delayed, max(0, cancelled))
+        from_ready = min(self.ready, max(0, cancelled) - from_delayed)
+        return replace(self, ready=self.ready - from_ready, delayed=self.delayed - from_delayed)
 
 
 class Migration(NamedTuple):
@@ -618,11 +630,15 @@ class RedisQueue:
             pipe.zcard(keys.reserved)
             pipe.llen(keys.failed)
             pipe.exists(keys.paused)
+        for queue in queues:  # counted out below (QueueSize.counted_out)
+            pipe.scard(self.keys(queue).cancelled)
         counts = pipe.execute()
+        cancelled = counts[len(counts) - len(queues) :]
         sizes = []
         for i, queue in enumerate(queues):
             ready, delayed, reserved, failed, paused = counts[5 * i : 5 * i + 5]
-            sizes.append(QueueSize(queue, ready, delayed, reserved, failed, bool(paused)))
+            size = QueueSize(queue, ready, delayed, reserved, failed, bool(paused))
+            sizes.append(size.counted_out(cancelled[i]))
         return sizes
 
     def pause(self, queue: str) -> bool:

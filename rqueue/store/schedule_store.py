@@ -16,13 +16,19 @@ into signed payloads, so one written by anyone without the secret must not fire.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from rqueue.errors import InvalidPayload
+from rqueue.errors import InvalidPayload, InvalidQueueName
+from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
 from rqueue.store.signing import sign, sign_definition, verify_definition
+
+MAX_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z, the last moment a datetime holds: a stored time past it
+(``start_ms=1e20``) is no time at all, and reads as unreadable."""
 
 
 class StoredSchedule(NamedTuple):
@@ -32,6 +38,32 @@ class StoredSchedule(NamedTuple):
     next_ms: int | None
     trusted: bool = True
     """False if this process has a secret and the definition's signature fails it."""
+    name: str = ""
+    """Its name in the index (a name that is not UTF-8 shown with U+FFFD)."""
+    queue: str = ""
+    problem: str | None = None
+    """Why it cannot even be read (its queue or name is not one, its place on the
+    timeline is not a time): listings show it as unreadable; None if it reads."""
+
+
+_NOT_A_QUEUE = "its queue in the schedule index is not a queue name"
+
+
+def _fire_time(score: float | None) -> tuple[int | None, str | None]:
+    """A timeline score as a fire time, or why it is none (it is hostile data: a score
+    of ``inf`` or ``1e300`` is no time a schedule fires at)."""
+    if score is None:
+        return None, None
+    if not math.isfinite(score) or not 0 <= score <= MAX_MS:
+        return None, f"its place on the timeline ({score!r}) is not a time"
+    return int(score), None
+
+
+def _queue_name(raw: bytes) -> str | None:
+    try:
+        return validate_queue_name(raw.decode())
+    except (UnicodeDecodeError, InvalidQueueName):
+        return None
 
 
 class Firing(NamedTuple):
@@ -39,8 +71,9 @@ class Firing(NamedTuple):
 
     queue: str
     name: bytes
-    read_ms: int
-    """The fire time this worker read from the timeline (the trigger it fires from)."""
+    read_ms: float
+    """The fire time this worker read from the timeline (the trigger it fires from; a
+    hostile one, ``-inf``, only to shelve it)."""
     read: bytes
     """The definition bytes this worker read."""
     next_ms: int | None
@@ -73,16 +106,20 @@ class ScheduleStore:
     def release_name(self, name: str) -> None:
         self.client.hdel(self.queue.global_keys.schedule_index, name)
 
-    def _queue_of(self, name: str) -> str | None:
+    def _indexed(self, name: str) -> bytes | None:
         queue: bytes | None = self.client.hget(self.queue.global_keys.schedule_index, name)  # type: ignore[assignment]
-        return None if queue is None else queue.decode()
+        return queue
 
     # -- reading ---------------------------------------------------------------------
 
     def get(self, name: str) -> StoredSchedule | None:
-        queue = self._queue_of(name)
-        if queue is None:
+        raw = self._indexed(name)
+        if raw is None:
             return None
+        queue = _queue_name(raw)
+        if queue is None:
+            shown = raw.decode(errors="replace")
+            return StoredSchedule(b"", None, False, name, shown, _NOT_A_QUEUE)
         keys = self.queue.keys(queue)
         pipe = self.client.pipeline(transaction=False)
         pipe.hget(keys.schedule_defs, name)
@@ -90,28 +127,45 @@ class ScheduleStore:
         definition, score = pipe.execute()
         if definition is None:
             return None
-        next_ms = None if score is None else int(score)
-        return StoredSchedule(definition, next_ms, self.trusted(queue, name, definition))
+        return self._stored(queue, name.encode(), definition, score)
 
     def all(self) -> list[StoredSchedule]:
-        """Every schedule in the index, read queue by queue in one round trip."""
+        """Every schedule in the index, read queue by queue in one round trip; one whose
+        queue, name or fire time is not one comes with its ``problem``."""
         index: dict[bytes, bytes] = self.client.hgetall(self.queue.global_keys.schedule_index)  # type: ignore[assignment]
-        queues = sorted({q.decode() for q in index.values()})
+        found: list[StoredSchedule] = []
+        queues: set[str] = set()
+        for member, raw in index.items():
+            queue = _queue_name(raw)
+            if queue is None:
+                name, shown = member.decode(errors="replace"), raw.decode(errors="replace")
+                found.append(StoredSchedule(b"", None, False, name, shown, _NOT_A_QUEUE))
+            else:
+                queues.add(queue)
+        ordered = sorted(queues)
         pipe = self.client.pipeline(transaction=False)
-        for queue in queues:
+        for queue in ordered:
             keys = self.queue.keys(queue)
             pipe.hgetall(keys.schedule_defs)
             pipe.zrange(keys.schedules, 0, -1, withscores=True)
         replies = pipe.execute()
-        found: list[StoredSchedule] = []
-        for i, queue in enumerate(queues):
+        for i, queue in enumerate(ordered):
             definitions, scores = replies[2 * i], dict(replies[2 * i + 1])
             for member, definition in definitions.items():
-                score = scores.get(member)
-                next_ms = None if score is None else int(score)
-                trusted = self.trusted(queue, member, definition)
-                found.append(StoredSchedule(definition, next_ms, trusted))
+                found.append(self._stored(queue, member, definition, scores.get(member)))
         return found
+
+    def _stored(
+        self, queue: str, member: bytes, definition: bytes, score: float | None
+    ) -> StoredSchedule:
+        next_ms, problem = _fire_time(score)
+        try:
+            name = member.decode()
+        except UnicodeDecodeError:
+            problem = "its name is not UTF-8"
+            name = member.decode(errors="replace")
+        trusted = self.trusted(queue, member, definition)
+        return StoredSchedule(definition, next_ms, trusted, name, queue, problem)
 
     def definition(self, queue: str, name: str) -> bytes | None:
         """The definition's bytes alone: what a compare-and-set compares against."""
@@ -157,10 +211,16 @@ class ScheduleStore:
         return bool(saved)
 
     def remove(self, name: str) -> bool:
-        """Delete a schedule, also one half-written by a crashed add; False if unknown."""
-        queue = self._queue_of(name)
-        if queue is None:
+        """Delete a schedule, also one half-written by a crashed add, or one whose queue
+        in the index is not a queue name (only its index entry is there to delete);
+        False if unknown."""
+        raw = self._indexed(name)
+        if raw is None:
             return False
+        queue = _queue_name(raw)
+        if queue is None:
+            self.release_name(name)
+            return True
         keys = self.queue.keys(queue)
         self.queue.scripts.remove_schedule(
             self.client, (keys.schedules, keys.schedule_defs), (name,)
@@ -208,7 +268,7 @@ class ScheduleStore:
             self._send_fire(pipe, firing, definition, payloads)
         return [bool(won) for won in execute(pipe, self.queue.scripts)]
 
-    def shelve(self, queue: str, name: bytes, read_ms: int, read: bytes) -> bool:
+    def shelve(self, queue: str, name: bytes, read_ms: float, read: bytes) -> bool:
         """Take a schedule that cannot fire off the timeline, its definition untouched
         (so never signed by this worker); False if it changed since it was read.
 

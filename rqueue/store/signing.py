@@ -17,6 +17,13 @@ Schedule definitions are signed too (:func:`sign_definition`), bound to the queu
 name they are stored under, because a worker turns them into signed payloads: without
 their own signature, whoever can write a definition could have any task signed.
 
+Workflow steps are signed too (:func:`step_mac`): a batch's callbacks, which wait in
+the batch's hash, and a chain's steps and catch, which travel in a payload's ``meta``.
+A worker turns each into a payload of its own when its turn comes, so each carries
+the signature of the process that wrote it, bound to where it belongs (a callback to
+its batch and its role), and a worker refuses one that does not verify instead of
+signing it: a worker never signs what it read from Redis.
+
 Messages a worker parent queues for its children (the failure report of
 ``rqueue.worker.parent_failures``) are signed with :func:`parent_secret`, a key
 derived from the secret, so a payload dispatched by a producer can never pass for one.
@@ -38,6 +45,7 @@ _TRAILER = b"\xc4\x20"
 """Before the digest: bin 8 of 32 bytes, the payload array's last element."""
 # What a MAC is for comes first in its input, so one kind can never pass for another.
 _PAYLOAD, _DEFINITION = b"rqueue payload\0", b"rqueue schedule\0"
+_STEP = b"rqueue step\0"
 
 
 class InvalidSignature(InvalidPayload):
@@ -137,4 +145,29 @@ def verify_definition(definition: bytes, secret: str, queue: str, name: str | by
         raise InvalidSignature(
             f"schedule {name!r} signature does not match: its definition was altered in "
             "Redis, moved, or signed with another secret"
+        )
+
+
+# -- workflow steps -------------------------------------------------------------------
+
+
+def step_mac(secret: str, place: str, body: bytes) -> bytes:
+    """The MAC of a workflow step whose fields but its signature pack to ``body``, for
+    ``place`` (where it belongs: ``batch <id> then``, ``chain step``, ``chain catch``)."""
+    mac = _keyed(secret, _STEP, place).copy()
+    mac.update(body)
+    return mac.digest()  # type: ignore[no-any-return]
+
+
+def verify_step_mac(secret: str, place: str, body: bytes, digest: object) -> None:
+    """Raise InvalidSignature unless ``digest`` is :func:`step_mac` of ``body``."""
+    if not isinstance(digest, bytes):
+        raise InvalidSignature(
+            f"its {place} is not signed, but this worker requires signed workflows "
+            "(RQUEUE_SECRET): it was written without the secret"
+        )
+    if not hmac.compare_digest(digest, step_mac(secret, place, body)):
+        raise InvalidSignature(
+            f"its {place} signature does not match: it was altered in Redis, moved from "
+            "another workflow, or signed with another secret"
         )

@@ -11,6 +11,7 @@ reaches them.
 
 from __future__ import annotations
 
+import difflib
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +19,8 @@ from typing import Any
 
 import rqueue.registry as registry
 from rqueue.payload import Job
-from rqueue.task import PendingDispatch, Task, intercept
+from rqueue.errors import TaskNotRegistered
+from rqueue.task import PendingDispatch, Task, intercept, registered
 from rqueue.testing.inline import InlineRunner, Interception, Outcome
 from rqueue.workflows.batches import Batch, PendingBatch
 from rqueue.workflows.chains import Chain, DispatchedChain
@@ -127,6 +129,9 @@ class Fake(Interception):
     def assert_chained(self, steps: list[TaskRef | PendingDispatch]) -> None:
         """A chain was dispatched with these steps, in order: each a task (any
         arguments) or a ``pending()`` call (these arguments)."""
+        for step in steps:
+            if not isinstance(step, PendingDispatch):
+                _name(step)
         for chain in self.chains:
             if len(chain.steps) == len(steps) and all(map(_same, chain.steps, steps)):
                 return
@@ -164,18 +169,28 @@ class Fake(Interception):
 
 @contextmanager
 def fake() -> Iterator[Fake]:
-    """Record every dispatch of this process instead of sending it, until the block
-    ends (the pytest fixture ``rqueue_fake`` is this)."""
+    """Record the dispatches of this block instead of sending them, until it ends
+    (the pytest fixture ``rqueue_fake`` is this): its own, and those of threads it
+    starts (docs/testing.md, "Threads and concurrent tests")."""
     recorder = Fake()
-    previous = intercept(recorder)
-    try:
+    with intercept(recorder):
         yield recorder
-    finally:
-        intercept(previous)
 
 
 def _name(task: TaskRef) -> str:
-    return task if isinstance(task, str) else task.name
+    """The task's name; TaskNotRegistered for a name no task of this process has, with
+    the names closest to it: a typo would otherwise make ``assert_not_dispatched``
+    pass for ever."""
+    if not isinstance(task, str):
+        return task.name
+    known = registered()
+    if task not in known:
+        close = difflib.get_close_matches(task, known, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise TaskNotRegistered(
+            f"no task is named {task!r} in this process (is its module imported?){hint}"
+        )
+    return task
 
 
 def _same(step: PendingDispatch, wanted: TaskRef | PendingDispatch) -> bool:

@@ -29,7 +29,7 @@ from rqueue.errors import BatchCancelled, RQueueError, TaskCancelled, TaskFailed
 from rqueue.middleware.base import Release, run_through, stack_of
 from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.cancel import CancelOutcome
-from rqueue.task import Dispatched, PendingDispatch, Task, registered_task
+from rqueue.task import Dispatched, PendingDispatch, Task, TaskHandle, registered_task
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
 from rqueue.workflows import effects
@@ -77,8 +77,8 @@ class Outcome:
         )
 
 
-class InlineDispatched(Dispatched):
-    """A ``Dispatched`` whose ``status()`` and ``result()`` answer from memory."""
+class InlineDispatched(TaskHandle[Any]):
+    """A task's handle whose ``status()`` and ``result()`` answer from memory."""
 
     _runner: InlineRunner
 
@@ -188,7 +188,10 @@ class InlineRunner:
             return self._skipped(job, payload)
         if effects.is_callback(job):
             given = effects.given(job, None)
-            args = (self.batches[job.meta[GETS][1]] if given is None else given, *args)
+            if given is None:  # the batch: counted as when the callback was due
+                given = self.batches[job.meta[GETS][1]]
+                given.counted = effects.counted(job)
+            args = (given, *args)
         stack = stack_of(task.options.middleware, job)
         tries = job.tries or _DEFAULTS.tries
         connection = task.connection()
@@ -382,7 +385,9 @@ class MemoryBatch(Batch):
             if step is None:
                 continue
             what = f"progress:{index}" if name == "progress" else name
-            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id]})
+            counts = self.counts
+            counted = [self.total, len(counts.succeeded), len(counts.failed), len(counts.skipped)]
+            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id, counted]})
             payloads.append(encode(job, self._runner.max_bytes()))
         return payloads
 

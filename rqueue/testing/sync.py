@@ -10,11 +10,11 @@ leaves the call ``delayed`` and not run again (its ``result()`` says so).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rqueue.task import PendingDispatch, intercept
+from rqueue.config import env_flag
+from rqueue.task import PendingDispatch, intercept, intercept_process
 from rqueue.testing.inline import InlineRunner, Interception
 
 ENVIRONMENT = "RQUEUE_SYNC"
@@ -32,21 +32,19 @@ class Sync(Interception):
 
 @contextmanager
 def sync() -> Iterator[Sync]:
-    """Run every dispatch of this process inline until the block ends; each handle's
-    ``status()`` and ``result()`` give its outcome."""
+    """Run the dispatches of this block inline until it ends (its own, and those of
+    threads it starts); each handle's ``status()`` and ``result()`` give its outcome."""
     runner = Sync()
-    previous = intercept(runner)
-    try:
+    with intercept(runner):
         yield runner
-    finally:
-        intercept(previous)
 
 
 def sync_from_environment() -> bool:
-    """Turn sync mode on for the rest of the process if ``RQUEUE_SYNC`` is set to
-    anything but ``0`` or nothing; True if it did. Importing ``rqueue`` calls it, so
-    ``RQUEUE_SYNC=1 pytest`` or ``RQUEUE_SYNC=1 python app.py`` need nothing more."""
-    if os.environ.get(ENVIRONMENT, "") in ("", "0"):
+    """Turn sync mode on for the rest of the process if ``RQUEUE_SYNC`` is on (``1``,
+    ``true``, ``yes``, ``on``); True if it did; ConfigError naming it for a value that
+    is neither on nor off. Importing ``rqueue`` calls it, so ``RQUEUE_SYNC=1 pytest``
+    or ``RQUEUE_SYNC=1 python app.py`` need nothing more."""
+    if not env_flag(ENVIRONMENT):
         return False
-    intercept(Sync())
+    intercept_process(Sync())
     return True

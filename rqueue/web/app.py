@@ -10,6 +10,7 @@ behind the same token.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from prometheus_client import make_asgi_app
@@ -26,6 +27,7 @@ from rqueue.metrics.prometheus import registry_for
 from rqueue.store.default import default_queue
 from rqueue.store.queue import RedisQueue
 from rqueue.web.auth import Guard, SessionMiddleware
+from rqueue.web.hosts import HostCheck, allowed_host
 from rqueue.web.pages import batches, failed, login, overview, queues, schedules, tasks, workers
 from rqueue.web.render import Pages
 from rqueue.web.state import Dashboard
@@ -39,6 +41,7 @@ def create_app(
     token: str | None = None,
     read_only: bool = False,
     root_path: str = "",
+    allowed_hosts: Iterable[str] = (),
 ) -> Starlette:
     """The dashboard of ``queue`` (default: the default connection, from ``REDIS_URL``).
 
@@ -48,7 +51,17 @@ def create_app(
     ``root_path``: the path prefix a proxy in front strips before a request reaches
     the app, so its links point back through the proxy; a mount's own prefix
     (``app.mount("/rqueue", ...)``) needs nothing here.
+    ``allowed_hosts``: without a token, the Host names answered besides loopback
+    (127.0.0.0/8, ``::1``, ``localhost``), as Django's ``ALLOWED_HOSTS``; any other
+    Host gets 400, which keeps DNS rebinding out (:mod:`rqueue.web.hosts`). With a
+    token every Host is answered: each request logs in first.
     """
+    if isinstance(allowed_hosts, str):
+        raise TypeError("allowed_hosts is a list of host names, not one string")
+    try:
+        hosts = tuple(allowed_host(name) for name in allowed_hosts)
+    except ValueError as exc:
+        raise ValueError(f"allowed_hosts: {exc}") from None
     root_path = root_path.rstrip("/")
     queue = queue or default_queue()
     guard = Guard(token or None, read_only, queue.config.secret)
@@ -71,7 +84,10 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(SessionMiddleware, guard=guard, base=root_path)],
+        middleware=[
+            Middleware(HostCheck, allowed=hosts, open=guard.token is not None),
+            Middleware(SessionMiddleware, guard=guard, base=root_path),
+        ],
         exception_handlers={HTTPException: _error_page},
     )
     app.state.guard = guard

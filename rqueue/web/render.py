@@ -13,7 +13,6 @@ A template never marks anything read from Redis ``|safe``: only the SVG that
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,10 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from rqueue.text import shown
+from rqueue.timing import moment
 from rqueue.web.auth import Session, base_of, take_notice
 
 TEMPLATES = Path(__file__).parent / "templates"
-
-
-def moment(seconds: object) -> str:
-    """A Unix time (seconds) in UTC to the second; one no date can hold as its number."""
-    try:
-        value = float(seconds)  # type: ignore[arg-type]
-        return datetime.fromtimestamp(value, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    except (TypeError, ValueError, OverflowError, OSError):
-        return f"{seconds!r} (out of range)"
 
 
 def duration(seconds: object) -> str:
@@ -72,7 +63,7 @@ def _environment() -> jinja2.Environment:
     env.filters["shown"] = shown
     env.filters["traceback"] = lambda text: shown(str(text).rstrip(), multiline=True)
     env.filters["repr"] = shown_repr
-    env.filters["moment"] = moment
+    env.filters["moment"] = moment  # the one rule for times shown (timing.moment)
     env.filters["duration"] = duration
     return env
 
@@ -103,5 +94,8 @@ class Pages:
             csrf=session.csrf,
             read_only=self.read_only,
             logged_in=self.token_required and session.authenticated,
+            # Before login (the login form, an error) no links nor task search: they
+            # lead only back to the login form, and tell a stranger what is inside.
+            let_in=not self.token_required or session.authenticated or request.state.bearer,
         )
         return self.templates.TemplateResponse(request, name, context, status_code=status_code)

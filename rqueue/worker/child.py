@@ -29,6 +29,7 @@ from rqueue.current import Runner, set_current_job, set_runner
 from rqueue.errors import (
     BatchCancelled,
     InvalidPayload,
+    ResultNotStored,
     RQueueError,
     TaskNotRegistered,
     UnregisteredType,
@@ -45,6 +46,8 @@ from rqueue.task import Task
 from rqueue.text import shown
 from rqueue.worker import (
     parent_failures,  # noqa: F401  (registers the internal report task)
+    releases,
+    stored,
     unique_locks,
 )
 from rqueue.worker.admission import admit
@@ -97,6 +100,7 @@ class ChildWorker(InterruptibleWaits):
         self.batches = Batches(self.queue, options, claims)
         self.metrics = Collector(self.queue) if options.metrics else NoMetrics()
         self.outcomes = Outcomes(self.queue, options, slot, self._persist, self.metrics)
+        self._limits = stored.Limits(config.max_payload_bytes, config.max_result_bytes)
         self.stop_requested = False
         self.recycle = False
         self._parent_checked_at = 0.0
@@ -115,7 +119,7 @@ class ChildWorker(InterruptibleWaits):
 
     def run(self) -> int:
         use(self.queue)
-        set_runner(Runner(self.queue, self.options.timeout, self.options.kill_grace))
+        set_runner(Runner(self.queue, self.options.timeout, self.options.kill_grace, {}))
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)
@@ -145,9 +149,17 @@ class ChildWorker(InterruptibleWaits):
             self._slots.drain()
         self._give_back_read_ahead()
         self._persist(self.batches.flush)
+        self._fail_refused()
         self.metrics.flush()
         self.slot.set(State.WAITING)
         return 0
+
+    def _fail_refused(self) -> None:
+        """Fail, each alone, the successes whose acknowledgement Redis refused."""
+        refused = self.batches.refused
+        while refused:
+            self.outcomes.ack_refused(*refused[0])
+            del refused[0]
 
     def _should_exit(self) -> bool:
         return self.stop_requested or self.recycle or self._orphaned()
@@ -165,6 +177,7 @@ class ChildWorker(InterruptibleWaits):
 
     def _step(self) -> None:
         self.metrics.flush_if_due()  # an idle or long-running child's counts too
+        self._fail_refused()
         if self.slot.concurrent and self._slots is not None:
             self._slots.step()
             return
@@ -390,11 +403,10 @@ class ChildWorker(InterruptibleWaits):
         """What follows a success of a job with ``meta`` in a workflow (None if it is in
         none). After the call:
         a running task may have started a chain (job.chain). A result that cannot be
-        kept or piped fails the task."""
+        kept or passed on raises ResultNotStored (see ``stored.py``)."""
         if effects.involved(job):
-            return effects.on_success(
-                job, payload, result, self._started_at(started), self.config.max_payload_bytes
-            )
+            started_at = self._started_at(started)
+            return stored.completion(job, payload, result, started_at, self._limits, self.queue)
         return None
 
     def _attempt_failed(
@@ -411,7 +423,9 @@ class ChildWorker(InterruptibleWaits):
         elif stack is None and isinstance(exc, InvalidPayload):  # its middleware
             self.outcomes.rejected(index, queue, payload, job, type(exc).__name__, str(exc))
         elif type(exc) is Release:
-            self._release(index, queue, payload, job, exc.delay, duration)
+            self._release(attempt, exc, duration)
+        elif isinstance(exc, ResultNotStored):  # deterministic: a rerun returns the same
+            self.outcomes.failed(index, queue, payload, job, tries, exc, duration, final=True)
         elif type(exc) is RetryIn and exc.__cause__ is not None:
             cause = exc.__cause__
             self.outcomes.failed(index, queue, payload, job, tries, cause, duration, exc.delay)
@@ -483,18 +497,29 @@ class ChildWorker(InterruptibleWaits):
 
         return run_through(stack, job, call) if stack else call()
 
-    def _release(
-        self, index: int, queue: str, payload: bytes, job: Job, delay: float, duration: float
-    ) -> None:
-        """A middleware put the job back (``Release``): due in ``delay`` seconds, with
-        its attempt given back, since it did not run."""
+    def _release(self, attempt: Attempt, exc: Release, duration: float) -> None:
+        """The job is put back (``Release``), due in ``exc.delay`` seconds. A
+        middleware's release gives its attempt back (the task did not run); the task's
+        own uses it, and on its last try fails the task instead (``releases.py``)."""
+        index, queue, payload, job, task, _, _, tries, _ = attempt
+        by = releases.released_by(exc, task.fn if task is not None else None)
+        own = by == releases.TASK_ITSELF
+        if own and job.attempts >= tries:
+            failure = releases.last_try(exc, job.attempts, tries)
+            self.outcomes.failed(index, queue, payload, job, tries, failure, duration, final=True)
+            return
         self.slot.set(State.RUNNING, index)  # stopped: no kill deadline meanwhile
-        release = functools.partial(self.queue.release, queue, [payload], delay, unstarted=True)
-        self._persist(release)
+        release = functools.partial(
+            self.queue.release, queue, [payload], exc.delay, unstarted=not own
+        )
+        try:
+            self._persist(release)
+        except redis.ResponseError as refused:  # a command error: fail it, never loop
+            self.outcomes.failed(index, queue, payload, job, tries, refused, duration, final=True)
+            return
         self.slot.count_processed()
-        # DEBUG: a rate limit may put back most of a backlog, each task once.
-        message = f"released by its middleware for {delay:g} s"
-        log_outcome(log, job, message, duration, logging.DEBUG)
+        used = f", attempt {job.attempts} of {tries} used" if own else ""
+        log_outcome(log, job, f"released by {by} for {exc.delay:g} s{used}", duration)
 
     def _admit_after_import(
         self,

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from typing import Any
 
 from rqueue.payload import Job
 from rqueue.text import redact, shown
+from rqueue.timing import moment
 
 _STANDARD = set(vars(logging.makeLogRecord({})))
 
@@ -27,8 +27,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": moment(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "pid": record.process,
@@ -46,6 +45,12 @@ class TextFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s [%(process)d] %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """UTC with its ``Z``, as everywhere rqueue shows a time (:func:`rqueue.timing.moment`):
+        logging's default is local time with no zone, which a framework may move (Django
+        sets ``TZ`` to its ``TIME_ZONE``)."""
+        return moment(record.created)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return shown(super().formatMessage(record))

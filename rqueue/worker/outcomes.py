@@ -16,16 +16,17 @@ import inspect
 import logging
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 import redis
 
 from rqueue import awaiting, events
-from rqueue.errors import RQueueError, TaskTimeout, describe, utf8
+from rqueue.errors import InvalidPayload, RQueueError, TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
 from rqueue.metrics.collector import UNREGISTERED, Collector, NoMetrics
-from rqueue.payload import Job
+from rqueue.payload import KEEP, Job, decode
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.task import Hook, call_hook, registered_task
@@ -74,30 +75,32 @@ class Outcomes:
         exc: BaseException,
         duration: float,
         retry_after: float | None = None,
+        final: bool = False,
     ) -> None:
         """An attempt raised (or timed out): retry it later, or fail it for good if no
         tries are left or one of its job controls says so (:func:`retry_delay`,
         ``max_exceptions``). ``retry_after`` replaces the task's backoff (a middleware's
-        own, as ThrottlesExceptions')."""
+        own, as ThrottlesExceptions'); ``final``: no retry whatever the tries left (an
+        error of rqueue's own making that a retry would meet again)."""
         timed_out = isinstance(exc, TaskTimeout)
         # The task has stopped: no kill deadline while Redis is slow to take its outcome
         # (still RUNNING, so a death here is settled by the parent as a crash).
         self.slot.set(State.RUNNING, index)
-        delay = retry_delay(job, job.attempts, tries, timed_out, retry_after)
+        delay = None if final else retry_delay(job, job.attempts, tries, timed_out, retry_after)
         limit = job.max_exceptions  # timeouts are not counted, nor a last failure
         if limit is not None and delay is not None and not timed_out:
             delay = None if self._count_exception(queue, job, delay) >= limit else delay
-        will_retry = delay is not None
         kind, message = describe(exc)
-        if delay is not None:
-            after = delay
-            self.persist(lambda: self.queue.release(queue, [payload], after))
+        if delay is not None and not self._released(queue, payload, job, delay):
+            delay, message = None, f"{message} (and Redis refused its release for a retry)"
+        will_retry = delay is not None
+        if will_retry:
             self.metrics.retried(queue, counted_name(job), job, duration)
         else:
             trace = _traceback(exc)
             record = make_record(queue, payload, kind, message, trace, job, timed_out)
             kept = self.complete_failure(job, payload, kind, message, trace, duration)
-            self.persist(lambda: self.queue.fail(queue, payload, record, kept=kept))
+            self.file(queue, payload, job, record, kept)
             self.metrics.failed(queue, counted_name(job), job, duration)
             forget_exceptions(self.queue, self.persist, queue, job)
             unique_locks.on_failed(self.queue, self.persist, queue, job)
@@ -123,7 +126,7 @@ class Outcomes:
         record = make_record(queue, payload, kind, message, job=job)
         foreign = job is None
         kept = None if job is None else self.complete_failure(job, payload, kind, message, "", 0.0)
-        self.persist(lambda: self.queue.fail(queue, payload, record, force=foreign, kept=kept))
+        self.file(queue, payload, job, record, kept, force=foreign)
         self.metrics.failed(queue, counted_name(job), job, None)
         if job is not None:
             forget_exceptions(self.queue, self.persist, queue, job)
@@ -132,6 +135,70 @@ class Outcomes:
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
             self._final_failure(job, None)
+
+    def ack_refused(self, queue: str, done: Kept, reason: str) -> None:
+        """A success whose acknowledgement Redis refused (a command error, most likely
+        over its result record; see reservations.py): failed alone, with Redis's
+        reason, instead of retried for ever while the tasks behind it wait. Its
+        workflow went on as a success already: only its result record tells of this."""
+        try:
+            job: Job | None = decode(done.payload)
+        except InvalidPayload:
+            job = None
+        kind, message = "ResponseError", f"Redis refused its acknowledgement: {reason}"
+        record = make_record(queue, done.payload, kind, message, job=job)
+        kept = None
+        if job is not None:
+            kept_only = replace(job, meta={KEEP: job.meta.get(KEEP)})  # no workflow steps
+            now = time.time()
+            kept = effects.on_failure(kept_only, done.payload, kind, message, "", now, None).kept
+        self.file(queue, done.payload, job, record, kept)
+        self.metrics.failed(queue, counted_name(job), job, None)
+        log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
+
+    def file(
+        self,
+        queue: str,
+        payload: bytes,
+        job: Job | None,
+        record: bytes,
+        kept: Kept | None,
+        force: bool = False,
+    ) -> None:
+        """Move the task to the failed records (fail.lua). If Redis refuses that (a
+        command error: an outage is ridden out), again without the result record, the
+        likeliest one refused; if that is refused too, it is logged and the task left
+        reserved, for its reservation's expiry to hand on: never a loop."""
+        name = job.task if job else "-"
+        try:
+            self.persist(lambda: self.queue.fail(queue, payload, record, force=force, kept=kept))
+            return
+        except redis.ResponseError as exc:
+            refusal = describe(exc)[1]
+        if kept is not None:
+            try:
+                self.persist(lambda: self.queue.fail(queue, payload, record, force=force))
+                log.error("%s %s: Redis refused its result record: %s", queue, name, refusal)
+                return
+            except redis.ResponseError as exc:
+                refusal = describe(exc)[1]
+        log.error(
+            "%s %s: Redis refused to record its failure (%s); it stays reserved until its "
+            "reservation runs out",
+            queue,
+            name,
+            refusal,
+        )
+
+    def _released(self, queue: str, payload: bytes, job: Job, delay: float) -> bool:
+        """Put the task back for a retry in ``delay`` seconds; False if Redis refused
+        that (a command error: the caller fails the task instead)."""
+        try:
+            self.persist(lambda: self.queue.release(queue, [payload], delay))
+        except redis.ResponseError as exc:
+            log.error("%s %s: Redis refused its release: %s", queue, job.task, describe(exc)[1])
+            return False
+        return True
 
     def complete_failure(
         self, job: Job, payload: bytes, kind: str, message: str, trace: str, duration: float

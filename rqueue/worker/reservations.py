@@ -21,6 +21,11 @@ many queues a probe of their lengths picks the few worth a reserve call.
 A queue with a rate limit (``--rate``) hands out no more tasks than the limit frees
 (reserve.lua); when it held tasks back, the reply says when it frees the next one,
 and ``limited`` tells the child how long to wait for it.
+
+Redis may refuse a call that carries acknowledgements with a command error (not an
+outage): a result record it will not take. Sending the same call again would meet
+the same refusal for ever, so the acks are then sent one at a time, and each one
+refused is handed to the child (``refused``), which fails that task alone.
 """
 
 from __future__ import annotations
@@ -28,8 +33,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
+import redis
+
+from rqueue.errors import describe
 from rqueue.store.queue import Kept, RedisQueue, Reservation
+from rqueue.store.retry import RedisUnavailable
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import queue_order
 
@@ -53,6 +63,20 @@ class _ReadAhead:
     kept: list[Kept]
 
 
+class Refused(NamedTuple):
+    """A success whose acknowledgement (with its result record) Redis refused."""
+
+    queue: str
+    kept: Kept
+    reason: str
+
+
+def refusal(exc: BaseException) -> bool:
+    """Whether Redis refused a command for good: an error reply that is not one of the
+    transient ones an outage gives (store/retry.py)."""
+    return isinstance(exc, redis.ResponseError) and not isinstance(exc, RedisUnavailable)
+
+
 class Batches:
     """Reserves a child's batches and carries its acknowledgements."""
 
@@ -73,6 +97,8 @@ class Batches:
         self.limited: dict[str, float] = {}
         """After a ``take`` that found nothing: queues whose rate limit held back ready
         tasks, and the seconds until it lets the next one start."""
+        self.refused: list[Refused] = []
+        """Acknowledgements Redis refused, for the child to fail (see the module doc)."""
 
     def take(self, allowed: int, first: str | None = None) -> Batch | None:
         """The next batch: the one read ahead if it has tasks, else reserve now, from the
@@ -92,9 +118,12 @@ class Batches:
             sent_at = time.monotonic()
             try:
                 reservation = self._reserve(name, count, acks, kept)()
-            except BaseException:
+            except BaseException as exc:
                 self._lost.add(name)
-                raise
+                if not (refusal(exc) and (acks or kept)):
+                    raise
+                self._ack_each(name)  # then reserve without them
+                reservation = self._reserve(name, count, [], [])()
             if acks or kept:
                 self._acks.pop(name, None)
                 self._kept.pop(name, None)
@@ -142,10 +171,12 @@ class Batches:
             return None
         try:
             reservation = ahead.reply()
-        except BaseException:
+        except BaseException as exc:
             # Whether the acks landed is unknown: send them again (ZREM is idempotent),
             # before the next task starts.
             self._restore(self.options.queues[0], ahead.acks, ahead.kept)
+            if refusal(exc) and (ahead.acks or ahead.kept):
+                return None  # the next call carries them, and meets the refusal (take)
             raise
         return Batch(0, reservation, ahead.sent_at)
 
@@ -182,10 +213,38 @@ class Batches:
     def flush(self) -> None:
         """Send the pending acks now (``ack.lua``), with no reserve call to carry them."""
         for name in {*self._acks, *self._kept}:
-            self.queue.ack(name, self._acks.get(name, []), self._kept.get(name, []))
+            try:
+                self.queue.ack(name, self._acks.get(name, []), self._kept.get(name, []))
+            except redis.ResponseError as exc:
+                if not refusal(exc):
+                    raise
+                self._ack_each(name)
             self._acks.pop(name, None)
             self._kept.pop(name, None)
         self._reset_ack_deadline()
+
+    def _ack_each(self, name: str) -> None:
+        """Redis refused a call carrying ``name``'s acks: send the plain ones together
+        (only a broken queue refuses those: that is raised) and each kept one alone,
+        the ones refused going to ``refused``. ack.lua leaves a kept task reserved
+        until its record is written, so the refused one is still there to fail."""
+        acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
+        try:
+            self.queue.ack(name, acks)
+            acks = []
+            while kept:
+                try:
+                    self.queue.ack(name, [], kept[:1])
+                except redis.ResponseError as exc:
+                    if not refusal(exc):
+                        raise
+                    self.refused.append(Refused(name, kept[0], describe(exc)[1]))
+                del kept[0]
+        except BaseException:
+            self._restore(name, acks, kept)
+            raise
+        finally:
+            self._reset_ack_deadline()
 
     def _reclaim(self) -> None:
         """Give back what a reserve call whose reply was lost may have reserved.

@@ -6,6 +6,7 @@ it (``effects.py``), counted in Redis by scripts that make every change idempote
 
 from rqueue.workflows.batches import (
     Batch,
+    BatchCounts,
     BatchStatus,
     PendingBatch,
     batch,
@@ -19,6 +20,7 @@ from rqueue.workflows.lookup import result_of
 
 __all__ = [
     "Batch",
+    "BatchCounts",
     "BatchStatus",
     "Chain",
     "DispatchedChain",

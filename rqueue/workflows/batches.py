@@ -17,13 +17,13 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import redis
 
 from rqueue import codec
-from rqueue.current import current_job
+from rqueue.current import current_job, current_run
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
 from rqueue.payload import KEEP, Job, encode, new_id
@@ -31,16 +31,20 @@ from rqueue.store.batch_store import BatchState, BatchStore
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
+from rqueue.store.signing import verify
 from rqueue.task import PendingDispatch, Task, current_interceptor, dispatch_many
 from rqueue.workflows.steps import (
     ONCE_MS,
     Step,
     callback_call,
-    checked_step,
+    callback_place,
     delay_ms,
     derived_id,
+    pending_calls,
+    signed,
     step_job,
     step_of,
+    trusted,
 )
 
 log = logging.getLogger("rqueue.worker")
@@ -55,9 +59,37 @@ _UNSPREAD = pow(_SPREAD, -1, _IDS)
 _MAX_MEMBERS = 2**32
 
 
+class BatchCounts(NamedTuple):
+    """A batch's counts at one moment: what a callback's batch was counted at when the
+    member that made it due was counted (``Batch.counted``)."""
+
+    total: int
+    succeeded: int
+    failed: int
+    skipped: int
+
+    @property
+    def processed(self) -> int:
+        return self.succeeded + self.failed
+
+    @property
+    def pending(self) -> int:
+        return max(0, self.total - self.processed - self.skipped)
+
+    @property
+    def progress(self) -> float:
+        """Percent of the members processed then, 0 to 100 (as ``BatchStatus.progress``)."""
+        return 100.0 if not self.total else 100.0 * self.processed / self.total
+
+
 @dataclass(frozen=True)
 class BatchStatus:
-    """A batch's counts and times, as ``Batch.status()`` reads them."""
+    """A batch's counts and times, as ``Batch.status()`` reads them.
+
+    A batch whose state in Redis does not parse (written by hand: ``total=abc``, an
+    infinite time, a key of another type) has ``unreadable`` set to the reason, every
+    count 0 and ``state`` ``"unreadable"``: readers show it as such and go on.
+    """
 
     id: str
     name: str
@@ -74,6 +106,8 @@ class BatchStatus:
     finished_at: float | None
     cancelled_at: float | None
     queues: tuple[str, ...]
+    unreadable: str | None = None
+    """Why the batch's state cannot be read; None for a batch that reads well."""
 
     @property
     def progress(self) -> float:
@@ -83,6 +117,8 @@ class BatchStatus:
     @property
     def state(self) -> str:
         """In words, as ``rqueue batches`` and the dashboard show it."""
+        if self.unreadable is not None:
+            return "unreadable"
         if self.cancelled:
             return "cancelled, finished" if self.finished else "cancelled"
         return "finished" if self.finished else "in progress"
@@ -90,6 +126,11 @@ class BatchStatus:
 
 class Batch:
     """A handle on a batch in Redis, by id; ``batch_of(id)`` rebuilds one anywhere."""
+
+    counted: BatchCounts | None = None
+    """In a callback, the batch's counts when the member that made it due was counted
+    (a ``progress`` callback's member, say), however long the callback waited in its
+    queue since; ``status()`` reads them now. None elsewhere."""
 
     def __init__(self, batch_id: str, connection: RedisQueue | None = None) -> None:
         self.id = batch_id
@@ -103,8 +144,14 @@ class Batch:
         return BatchStore(self.connection or default_queue())
 
     def status(self) -> BatchStatus | None:
-        """The counts now; None if there is no such batch (expired, pruned or never)."""
-        state = self._store().read(self.id)
+        """The counts now; None if there is no such batch (expired, pruned or never).
+        A batch whose state does not parse has ``unreadable`` set (see BatchStatus)."""
+        try:
+            state = self._store().read(self.id)
+        except InvalidPayload as exc:
+            return _unreadable(self.id, str(exc))
+        except redis.ResponseError as exc:  # not a hash
+            return _unreadable(self.id, f"the state of batch {self.id} is unreadable: {exc}")
         return None if state is None else _status(state)
 
     def cancel(self) -> bool:
@@ -123,12 +170,12 @@ class Batch:
         From inside a member the same call of the same run adds the same members
         however often it runs; the ids of the new members are returned.
         """
-        calls = list(calls)
+        calls = pending_calls(calls, "Batch.add()")
         if not calls:
             return []
         store = self._store()
-        job = current_job()
-        token = new_id() if job is None else f"{job.id}:{_next_add(job)}"
+        run = current_run()
+        token = new_id() if run is None else f"{run.job.id}:{run.next_add()}"
         queues = sorted({call.task.options.queue for call in calls})
         first = store.add(self.id, token, len(calls), queues)
         if first < 0:
@@ -154,24 +201,35 @@ class Batch:
         ``queue:retry-batch``); how many went.
 
         The batch is opened again first: a first failure cancelled it (without
-        ``allow_failures``), and its members would be skipped instead of run.
+        ``allow_failures``), and its members would be skipped instead of run. With a
+        secret, a record whose payload is not signed for its queue (planted in Redis)
+        is left where it is, with a log line: it would only be refused by the worker,
+        and the batch would wait for it for ever.
         """
         store = self._store()
-        state = store.read(self.id)
+        try:
+            state = store.read(self.id)
+        except redis.ResponseError as exc:  # not a hash: as unreadable as a garbled one
+            raise InvalidPayload(f"the state of batch {self.id} is unreadable: {exc}") from None
         if state is None or not state.failed_ids:
             return 0
         wanted = set(state.failed_ids)
         queues = [name for name in state.queues if _valid_queue(name)]
-        failed = FailedTasks(self.connection or default_queue())
+        connection = self.connection or default_queue()
+        secret = connection.config.secret
+        failed = FailedTasks(connection)
         records = []
         # Looked up by id: the failed records may number millions, none of them read.
         for record in failed.find_all(wanted, queues).values():
             job = record.job()
-            if job is not None and job.meta.get(BATCH) == self.id:
-                try:
-                    records.append((member_index(job), record))
-                except InvalidPayload:  # a record written by hand: not one of ours
-                    continue
+            if job is None or job.meta.get(BATCH) != self.id:
+                continue
+            try:
+                if secret:
+                    verify(record.payload, secret, record.queue)
+                records.append((member_index(job), record))
+            except InvalidPayload as exc:  # a record written by hand: not one of ours
+                log.error("batch %s: failed task %s is not retried: %s", self.id, record.id, exc)
         if not records:  # forgotten or flushed: reopening would leave it unfinished
             return 0
         store.reopen(self.id, [(index, record.id) for index, record in records])
@@ -182,7 +240,7 @@ class PendingBatch:
     """A batch being built; nothing is sent until :meth:`dispatch`."""
 
     def __init__(self, calls: Iterable[PendingDispatch]) -> None:
-        self.calls = list(calls)
+        self.calls = pending_calls(calls, "batch()")
         self._callbacks: dict[str, Step] = {}
         self._name = ""
         self._allow_failures = False
@@ -191,25 +249,26 @@ class PendingBatch:
         self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
     ) -> PendingBatch:
         """Run once every member succeeded."""
-        return self._on("then", callback_call(callback, args, kwargs))
+        return self._on("then", callback_call("then", callback, args, kwargs))
 
     def catch(
         self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
     ) -> PendingBatch:
         """Run once, on the first member to fail for good."""
-        return self._on("catch", callback_call(callback, args, kwargs))
+        return self._on("catch", callback_call("catch", callback, args, kwargs))
 
     def finally_(
         self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
     ) -> PendingBatch:
         """Run once every member finished, succeeded, failed or skipped."""
-        return self._on("finally", callback_call(callback, args, kwargs))
+        return self._on("finally", callback_call("finally_", callback, args, kwargs))
 
     def progress(
         self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
     ) -> PendingBatch:
-        """Run after each member that succeeds."""
-        return self._on("progress", callback_call(callback, args, kwargs))
+        """Run after each member that succeeds; ``Batch.counted`` of the batch it gets
+        says how far the batch was then."""
+        return self._on("progress", callback_call("progress", callback, args, kwargs))
 
     def allow_failures(self, allow: bool = True) -> PendingBatch:
         """Keep going after a failure (otherwise the first failure cancels the batch)."""
@@ -233,7 +292,13 @@ class PendingBatch:
             return taken
         queue = connection or (self.calls[0].task.connection() if self.calls else default_queue())
         batch_id = new_id()
-        callbacks = codec.pack(self._callbacks)
+        secret = queue.config.secret
+        callbacks = codec.pack(
+            {
+                name: signed(step, secret, callback_place(batch_id, name))
+                for name, step in self._callbacks.items()
+            }
+        )
         queues = sorted({call.task.options.queue for call in self.calls})
         store = BatchStore(queue)
         store.open(
@@ -249,7 +314,8 @@ class PendingBatch:
         ids = [member_id(batch_id, index) for index in range(len(self.calls))]
         dispatch_many(self.calls, ids, {BATCH: batch_id})
         if not self.calls:  # nothing will ever complete: then and finally are due now
-            push_callbacks(queue, batch_id, 0, callbacks, ("then", "finally"))
+            none = BatchCounts(0, 0, 0, 0)
+            push_callbacks(queue, batch_id, 0, callbacks, ("then", "finally"), none)
         return Batch(batch_id, queue)
 
 
@@ -273,11 +339,11 @@ def listed_batches(
     for batch_id in BatchStore(connection).listed(limit):
         try:
             status = Batch(batch_id, connection).status()
-        except (ValueError, InvalidPayload, redis.ResponseError):
+        except ValueError:  # not a batch id
             rows.append((batch_id, None))
             continue
         if status is not None:
-            rows.append((batch_id, status))
+            rows.append((batch_id, None if status.unreadable is not None else status))
     return rows
 
 
@@ -324,12 +390,18 @@ def member_id(batch_id: str, index: int) -> str:
 
 
 def push_callbacks(
-    queue: RedisQueue, batch_id: str, index: int, packed: bytes, due: Iterable[str]
+    queue: RedisQueue,
+    batch_id: str,
+    index: int,
+    packed: bytes,
+    due: Iterable[str],
+    counts: BatchCounts,
 ) -> None:
     """Push the callbacks due, each once (derived ids, push_once.lua); ``index`` is
-    the member whose completion made them due. A callback that is malformed (the
-    batch's hash was written by hand) is logged and left out: the member's outcome
-    stands."""
+    the member whose completion made them due, ``counts`` the batch's then (the
+    callback's ``Batch.counted``). A callback that is malformed, or with a secret not
+    signed for this batch and role (the batch's hash was written by hand), is logged
+    and left out: the member's outcome stands."""
     try:
         callbacks = msgpack.unpackb(packed, raw=False)
     except Exception as exc:
@@ -341,25 +413,14 @@ def push_callbacks(
             continue
         what = f"progress:{index}" if name == "progress" else name
         try:
-            step = checked_step(step)
-            job = step_job(step, derived_id(batch_id, what), {GETS: [BATCH, batch_id]})
+            step = trusted(step, queue.config.secret, callback_place(batch_id, name))
+            gets = [BATCH, batch_id, list(counts)]
+            job = step_job(step, derived_id(batch_id, what), {GETS: gets})
             payload = encode(job, queue.config.max_payload_bytes)
-        except RQueueError as exc:
-            log.error("batch %s: its %s callback cannot be pushed: %s", batch_id, name, exc)
+        except RQueueError as exc:  # InvalidSignature included
+            log.error("batch %s: its %s callback is refused: %s", batch_id, name, exc)
             continue
         queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, bool(job.meta.get(KEEP)))
-
-
-_adds: list[Any] = [None, 0]
-"""The job whose ``add()`` calls are being counted, and how many it made: one job runs
-at a time in a worker child, and a fresh Job object each run restarts the count."""
-
-
-def _next_add(job: Job) -> int:
-    if _adds[0] is not job:
-        _adds[:] = [job, 0]
-    _adds[1] += 1
-    return int(_adds[1])
 
 
 def _valid_queue(name: str) -> bool:
@@ -389,4 +450,26 @@ def _status(state: BatchState) -> BatchStatus:
         finished_at=state.finished_at,
         cancelled_at=state.cancelled_at,
         queues=state.queues,
+    )
+
+
+def _unreadable(batch_id: str, reason: str) -> BatchStatus:
+    """What ``status()`` says of a batch whose state does not parse."""
+    return BatchStatus(
+        id=batch_id,
+        name="",
+        total=0,
+        pending=0,
+        processed=0,
+        succeeded=0,
+        failed=0,
+        skipped=0,
+        failed_ids=(),
+        cancelled=False,
+        finished=False,
+        created_at=0.0,
+        finished_at=None,
+        cancelled_at=None,
+        queues=(),
+        unreadable=reason,
     )

@@ -16,7 +16,15 @@ from typing import Any, NamedTuple
 from rqueue.payload import CHAIN, KEEP, Job, encode
 from rqueue.task import Dispatched, PendingDispatch, Task, current_interceptor
 from rqueue.workflows.effects import CATCH, PIPE
-from rqueue.workflows.steps import callback_call, derived_id, step_of
+from rqueue.workflows.steps import (
+    CHAIN_CATCH,
+    CHAIN_STEP,
+    callback_call,
+    check_pending,
+    derived_id,
+    signed,
+    step_of,
+)
 
 
 class DispatchedChain(NamedTuple):
@@ -38,6 +46,8 @@ class Chain:
     def __init__(self, steps: tuple[PendingDispatch, ...], pipe: bool) -> None:
         if not steps:
             raise ValueError("a chain needs at least one step")
+        for step in steps:
+            check_pending(step, "chain()")
         self.steps = steps
         self.pipe = pipe
         self._catch: PendingDispatch | None = None
@@ -45,17 +55,19 @@ class Chain:
     def catch(self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any) -> Chain:
         """Dispatch ``callback`` if a step fails for good; it gets the failure (a
         ``TaskFailed``) as its first argument, then ``args`` and ``kwargs``."""
-        self._catch = callback_call(callback, args, kwargs)
+        self._catch = callback_call("catch", callback, args, kwargs)
         return self
 
-    def first_job(self) -> Job:
-        """The first step's job: it carries the rest of the chain in its ``meta``."""
+    def first_job(self, secret: str | None = None) -> Job:
+        """The first step's job: it carries the rest of the chain in its ``meta``, each
+        step signed with ``secret`` (``RQUEUE_SECRET``) for the worker that will
+        dispatch it (run inline, by ``rqueue.testing``, nothing needs signing)."""
         first, rest = self.steps[0], self.steps[1:]
         meta: dict[str, Any] = {}
         if rest:
-            meta[CHAIN] = [step_of(step) for step in rest]
+            meta[CHAIN] = [signed(step_of(step), secret, CHAIN_STEP) for step in rest]
         if self._catch is not None:
-            meta[CATCH] = step_of(self._catch)
+            meta[CATCH] = signed(step_of(self._catch), secret, CHAIN_CATCH)
         if self.pipe:
             meta[PIPE] = True
         first.task.check_dispatchable()
@@ -69,7 +81,7 @@ class Chain:
         first, rest = self.steps[0], self.steps[1:]
         task = first.task
         queue = task.connection()
-        job = self.first_job()
+        job = self.first_job(queue.config.secret)
         queue.push(
             job.queue,
             [encode(job, queue.config.max_payload_bytes)],

@@ -14,16 +14,22 @@ derived id pushed once, a batch member counted by its bit), *before* the task is
 acknowledged: if the worker dies in between, the task runs again, and its second
 completion changes nothing that the first one made. The result record rides on
 the acknowledgement itself (reserve.lua, ack.lua, fail.lua).
+
+With a secret, :func:`apply` pushes a chain's next step or catch only if the step
+itself is signed (steps.py): the worker signs the payload it builds from it, so it
+must never build one from a step nobody with the secret wrote.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any, NamedTuple
 
 from rqueue.arguments import check_arguments, describe_unencodable
 from rqueue.codec import pack
+from rqueue.current import current_runner
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
 from rqueue.payload import CHAIN, KEEP, Job, encode
 from rqueue.store.batch_store import BatchStore
@@ -34,11 +40,24 @@ from rqueue.workflows.batches import (
     BATCH,
     GETS,
     Batch,
+    BatchCounts,
     member_id,
     member_index,
     push_callbacks,
 )
-from rqueue.workflows.steps import ONCE_MS, checked_step, delay_ms, derived_id, step_job, step_of
+from rqueue.workflows.steps import (
+    CHAIN_CATCH,
+    CHAIN_STEP,
+    ONCE_MS,
+    Step,
+    checked_step,
+    delay_ms,
+    derived_id,
+    signed,
+    step_job,
+    step_of,
+    trusted,
+)
 
 log = logging.getLogger("rqueue.worker")
 
@@ -51,8 +70,6 @@ _FRESH = 0.5
 """Seconds a child goes by what it last heard of a batch's cancellation (see
 :func:`batch_cancelled`): a member starting that soon after a cancel may still run."""
 _REMEMBERED = 1000
-_cancelled: dict[str, tuple[bool, float]] = {}
-"""Batch id -> (cancelled, when it was heard, monotonic), in this worker child."""
 
 
 class Follower(NamedTuple):
@@ -62,6 +79,10 @@ class Follower(NamedTuple):
     payload: bytes
     delay_ms: int
     kept: bool
+    step: Step | None = None
+    """The step it was built from, verified before it is pushed (see :func:`apply`)."""
+    place: str = ""
+    """Where that step belongs, as its signature says: ``chain step`` or ``chain catch``."""
 
 
 class Completion(NamedTuple):
@@ -122,15 +143,35 @@ def _check(meta: dict[str, Any], job: Job) -> None:
 def given(job: Job, queue: RedisQueue | None) -> Any:
     """What a callback is called with first: the batch, or the failure it handles."""
     gets = job.meta[GETS]
-    if type(gets) is list and len(gets) == 2 and gets[0] == BATCH and isinstance(gets[1], str):
+    if type(gets) is list and len(gets) in (2, 3) and gets[0] == BATCH and type(gets[1]) is str:
         BatchKeys.for_batch(gets[1])  # checks the id
-        return None if queue is None else Batch(gets[1], queue)
+        if queue is None:
+            counted(job)  # checks them
+            return None
+        found = Batch(gets[1], queue)
+        found.counted = counted(job)
+        return found
     if type(gets) is list and len(gets) == 2 and gets[0] == "failure" and type(gets[1]) is dict:
         failure = gets[1]
         fields = [failure.get(name, "") for name in ("id", "exception", "message", "traceback")]
         if all(type(field) is str for field in fields):
             return TaskFailed(*fields)
     raise InvalidPayload(f"meta {GETS!r} is malformed: {gets!r}")
+
+
+def counted(job: Job) -> BatchCounts | None:
+    """The batch's counts a callback's payload carries (``Batch.counted``), if any."""
+    gets = job.meta.get(GETS)
+    return _counts(gets[2]) if type(gets) is list and len(gets) == 3 else None
+
+
+def _counts(counts: object) -> BatchCounts:
+    """A callback's ``Batch.counted``, as its payload carries it (worker-made)."""
+    if type(counts) is not list or len(counts) != 4:
+        raise InvalidPayload(f"a callback's batch counts are malformed: {counts!r}")
+    if not all(type(n) is int and 0 <= n < 2**63 for n in counts):
+        raise InvalidPayload(f"a callback's batch counts are malformed: {counts!r}")
+    return BatchCounts(*counts)
 
 
 def on_success(
@@ -177,7 +218,7 @@ def on_failure(
         }
         step = checked_step(catch)
         catch_job = step_job(step, derived_id(job.id, "catch"), {GETS: ["failure", failure]})
-        follower = _follower(step, catch_job, max_bytes)
+        follower = _follower(step, catch_job, max_bytes, CHAIN_CATCH)
     member = None
     if BATCH in job.meta:
         member = (job.meta[BATCH], member_index(job), "f")
@@ -203,7 +244,7 @@ def apply(
     if completion.member is not None:
         _count_member(completion.member, queue)
     follower = completion.follower
-    if follower is None:
+    if follower is None or not _trusted(follower, queue):
         return False
     ack = None
     if completing is not None and queue.same_slot(completing[0], follower.queue):
@@ -214,6 +255,22 @@ def apply(
     return ack is not None
 
 
+def _trusted(follower: Follower, queue: RedisQueue) -> bool:
+    """Whether ``follower``'s step may be pushed: with a secret, only if the step is
+    signed for its place; one that is not is logged and not pushed (the task that
+    carried it completes all the same)."""
+    secret = queue.config.secret
+    if not secret or follower.step is None:
+        return True
+    try:
+        trusted(follower.step, secret, follower.place)
+    except InvalidPayload as exc:  # InvalidSignature included
+        task = follower.step.get("task")
+        log.error("refused the %s %r on queue %s: %s", follower.place, task, follower.queue, exc)
+        return False
+    return True
+
+
 def _count_member(member: tuple[str, int, str], queue: RedisQueue) -> None:
     batch_id, index, outcome = member
     counted = BatchStore(queue).member(batch_id, index, outcome, member_id(batch_id, index))
@@ -221,7 +278,8 @@ def _count_member(member: tuple[str, int, str], queue: RedisQueue) -> None:
     if not counted.exists:
         log.warning("batch %s is gone (expired or pruned); member %d not counted", batch_id, index)
     elif counted.due:
-        push_callbacks(queue, batch_id, index, counted.callbacks, counted.due)
+        counts = BatchCounts(*counted.counts)
+        push_callbacks(queue, batch_id, index, counted.callbacks, counted.due, counts)
 
 
 def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
@@ -230,10 +288,12 @@ def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
     What the last count of a member of the same batch said (batch_member.lua answers
     it) is taken as is for ``_FRESH`` seconds: a child running a batch's members one
     after another then pays one round trip per member, its count, instead of two.
-    A cancellation is for good, so a cancelled batch is never read again.
+    A cancellation is for good, so a cancelled batch is never read again. What was
+    heard is kept with the worker child (``Runner.batches_heard``), shared by its runs.
     """
     batch_id = job.meta[BATCH]
-    known = _cancelled.get(batch_id)
+    heard = _heard()
+    known = None if heard is None else heard.get(batch_id)
     if known is not None and (known[0] or time.monotonic() - known[1] < _FRESH):
         return known[0]
     cancelled = BatchStore(queue).cancelled(batch_id) is True
@@ -241,33 +301,52 @@ def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
     return cancelled
 
 
+def _heard() -> dict[str, tuple[bool, float]] | None:
+    runner = current_runner()
+    return None if runner is None else runner.batches_heard
+
+
 def _remember(batch_id: str, cancelled: bool) -> None:
-    if len(_cancelled) >= _REMEMBERED:
-        _cancelled.clear()
-    _cancelled[batch_id] = (cancelled, time.monotonic())
+    heard = _heard()
+    if heard is None:
+        return
+    if len(heard) >= _REMEMBERED:
+        heard.clear()
+    heard[batch_id] = (cancelled, time.monotonic())
+
+
+def _own_secret() -> str | None:
+    """The secret of the worker running this task: steps a running task added to its
+    chain (``job.chain``) are its own, signed here, not read from Redis."""
+    runner = current_runner()
+    return None if runner is None else runner.connection.config.secret
 
 
 def _next_step(job: Job, steps: list[Any], result: Any, max_bytes: int | None) -> Follower:
     first, rest = steps[0], steps[1:]
-    step = step_of(first) if isinstance(first, PendingDispatch) else checked_step(first)
+    step = _step(first) if isinstance(first, PendingDispatch) else checked_step(first)
     meta: dict[str, Any] = {}
     if rest:
-        meta[CHAIN] = [step_of(s) if isinstance(s, PendingDispatch) else s for s in rest]
+        meta[CHAIN] = [_step(s) if isinstance(s, PendingDispatch) else s for s in rest]
     for name in (CATCH, PIPE):
         if job.meta.get(name) is not None:
             meta[name] = job.meta[name]
     piped = (result,) if job.meta.get(PIPE) else ()
     next_job = step_job(step, derived_id(job.id, "next"), meta, piped)
     try:
-        return _follower(step, next_job, max_bytes)
+        return _follower(step, next_job, max_bytes, CHAIN_STEP)
     except UnserializableArgument as exc:
-        raise UnserializableArgument(
-            f"the return value of task {job.task} cannot be piped to the next step: {exc}"
-        ) from None
+        raise _unstorable(job, "could not be passed to the next step", str(exc)) from None
 
 
-def _follower(step: dict[str, Any], job: Job, max_bytes: int | None) -> Follower:
-    return Follower(job.queue, encode(job, max_bytes), delay_ms(step), bool(job.meta.get(KEEP)))
+def _step(call: PendingDispatch) -> Step:
+    """The step of a call a running task added to its chain."""
+    return signed(step_of(call), _own_secret(), CHAIN_STEP)
+
+
+def _follower(step: Step, job: Job, max_bytes: int | None, place: str) -> Follower:
+    payload = encode(job, max_bytes)
+    return Follower(job.queue, payload, delay_ms(step), bool(job.meta.get(KEEP)), step, place)
 
 
 def _kept(job: Job, payload: bytes, record: bytes | None) -> Kept | None:
@@ -278,10 +357,23 @@ def _encodable_result(job: Job, result: Any) -> Any:
     try:
         check_arguments(job.task, (result,), {})
     except UnserializableArgument as exc:
-        raise UnserializableArgument(
-            f"the return value of task {job.task} cannot be kept: {exc}"
-        ) from None
+        raise _unstorable(job, "could not be stored", str(exc)) from None
     return result
+
+
+_FOUND = re.compile(r"cannot encode argument args\[0\](?P<at>.*?) of task \S+: (?P<why>.*)", re.S)
+
+
+def _unstorable(job: Job, what: str, found: str) -> UnserializableArgument:
+    """Say it of the return value: the argument check that found the value calls it
+    ``args[0]`` (a kept result is checked as one argument; a piped one is the next
+    step's first)."""
+    match = _FOUND.fullmatch(found)
+    if match is not None:
+        why = match["why"].replace(" value is not supported by msgpack", " is not a type")
+        why = why.replace("; pass ", " rqueue can encode; return ", 1)
+        found = f"result{match['at']}: {why}"
+    return UnserializableArgument(f"the return value of {job.task} {what}: {found}")
 
 
 def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
@@ -298,6 +390,4 @@ def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
         return pack(record)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (fields.get("result"),), {}, exc)
-        raise UnserializableArgument(
-            f"the return value of task {job.task} cannot be kept: {message}"
-        ) from None
+        raise _unstorable(job, "could not be stored", message) from None

@@ -9,8 +9,12 @@ makes the same id, and pushing it is idempotent (push_once.lua), so a task that 
 twice dispatches what follows it once.
 
 Steps come back from Redis, so :func:`checked_step` checks every field before a
-payload is built from one; a payload's signature (when signing is on) covers them,
-since they are part of the payload.
+payload is built from one. With a secret (``RQUEUE_SECRET``) each step is also signed
+by the process that wrote it (:func:`signed`), for where it belongs: a batch's
+callback for its batch and role, a chain's step or catch for a chain. A worker turns
+a step into a payload, which it then signs, only once the step's own signature
+verifies (:func:`trusted`): it never signs bytes it merely read from Redis, so whoever
+can rewrite a batch's hash cannot have a task of their choosing signed.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
+from rqueue import codec
 from rqueue.errors import InvalidPayload
 from rqueue.payload import (
     KEEP,
@@ -33,10 +38,22 @@ from rqueue.payload import (
     checked_tries,
 )
 from rqueue.store.keys import validate_queue_name
-from rqueue.task import UNIQUE, PendingDispatch, Task
+from rqueue.store.signing import step_mac, verify_step_mac
+from rqueue.task import UNIQUE, Dispatched, PendingDispatch, Task
 from rqueue.task_names import check_name
 
 Step = dict[str, Any]
+
+SIG = "sig"
+"""A step's signature entry (absent without a secret)."""
+CHAIN_STEP, CHAIN_CATCH = "chain step", "chain catch"
+"""Where a chain's steps and its catch belong, for their signatures."""
+
+
+def callback_place(batch_id: str, name: str) -> str:
+    """Where a batch's ``name`` callback (then, catch, finally, progress) belongs."""
+    return f"batch {batch_id} {name} callback"
+
 
 ONCE_MS = 7 * 24 * 3600 * 1000
 """How long a derived id's push marker lasts: a completing task that runs again (its
@@ -79,10 +96,12 @@ def step_of(call: PendingDispatch) -> Step:
 
 
 def callback_call(
-    callback: Task[Any, Any] | PendingDispatch, args: tuple[Any, ...], kwargs: dict[str, Any]
+    what: str, callback: object, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> PendingDispatch:
     """A callback's call: a task with the arguments it gets after the one the worker
     gives it first (the batch, the failure), or a ``pending()`` call as it is.
+    ``what`` names the method (``then``, ``catch``...) for the TypeError of a callback
+    that is neither.
 
     ``then(notify, "ops")`` rather than ``then(notify.pending("ops"))``: ``pending``
     is typed with the task's whole signature, first argument included.
@@ -91,7 +110,60 @@ def callback_call(
         if args or kwargs:
             raise TypeError("pass arguments either to pending() or here, not to both")
         return callback
-    return PendingDispatch(callback, args, kwargs)
+    if isinstance(callback, Task):
+        return PendingDispatch(callback, args, kwargs)
+    raise TypeError(
+        f"{what}() takes a task (a function decorated with @task) or a pending call like "
+        f"notify.pending(...); got {_described(callback)}"
+    )
+
+
+def pending_calls(calls: object, what: str) -> list[PendingDispatch]:
+    """``calls`` as a list of pending calls, checked now, when the workflow is built,
+    rather than when it is dispatched or run; TypeError saying what was expected.
+    ``what`` names the function (``batch()``, ``Batch.add()``)."""
+    if isinstance(calls, (Task, PendingDispatch, Dispatched)) or not _iterable(calls):
+        raise TypeError(
+            f"{what} takes a list of pending calls like [send_welcome.pending(42)]; "
+            f"got {_described(calls)}"
+        )
+    found: list[PendingDispatch] = []
+    for call in calls:  # type: ignore[attr-defined]
+        check_pending(call, what)
+        found.append(call)
+    return found
+
+
+def check_pending(call: object, what: str) -> TypeGuard[PendingDispatch]:
+    """TypeError unless ``call`` is a pending call (``task.pending(...)``)."""
+    if isinstance(call, PendingDispatch):
+        return True
+    example = call.__name__ if isinstance(call, Task) else "send_welcome"
+    raise TypeError(
+        f"{what} takes pending calls like {example}.pending(42); got {_described(call)}"
+    )
+
+
+def _iterable(value: object) -> bool:
+    try:
+        iter(value)  # type: ignore[call-overload]
+    except TypeError:
+        return False
+    return not isinstance(value, (str, bytes, dict))
+
+
+def _described(value: object) -> str:
+    """What a caller passed, in words, for a TypeError."""
+    if isinstance(value, Task):
+        return f"the task {value.__name__} itself"
+    if isinstance(value, Dispatched):
+        return (
+            f"the handle of task {value.task} (id {value.id}), which was dispatched already: "
+            "pass its pending() call instead"
+        )
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"{shown} ({type(value).__name__})"
 
 
 def checked_step(step: object) -> Step:
@@ -120,6 +192,32 @@ def checked_step(step: object) -> Step:
     except Exception as exc:
         raise InvalidPayload(f"a workflow step is malformed: {exc!r}") from None
     return step
+
+
+def signed(step: Step, secret: str | None, place: str) -> Step:
+    """``step`` with its signature for ``place``; as it is without a secret."""
+    if not secret:
+        return step
+    body = {key: value for key, value in step.items() if key != SIG}
+    # Signed as a worker will see it: decoded from Redis, then packed again.
+    return {**body, SIG: step_mac(secret, place, _packed(codec.unpack(_packed(body))))}
+
+
+def trusted(step: object, secret: str | None, place: str) -> Step:
+    """``step`` checked (:func:`checked_step`) and, with a secret, verified as signed for
+    ``place``; InvalidPayload (InvalidSignature) if not."""
+    checked = checked_step(step)
+    if secret:
+        body = {key: value for key, value in checked.items() if key != SIG}
+        verify_step_mac(secret, place, _packed(body), checked.get(SIG))
+    return checked
+
+
+def _packed(body: Step) -> bytes:
+    try:
+        return codec.pack(body)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidPayload(f"a workflow step cannot be packed: {exc!r}") from None
 
 
 def derived_id(parent_id: str, what: str) -> str:

@@ -11,6 +11,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mysite.settings")
 django_app = get_asgi_application()  # sets Django up: what follows may need it
 
+from django.conf import settings  # noqa: E402
 from starlette.routing import Mount, Router  # noqa: E402
 
 from rqueue.contrib.django import staff_only  # noqa: E402
@@ -18,7 +19,7 @@ from rqueue.web import create_app  # noqa: E402
 
 application = Router(
     routes=[
-        Mount("/rqueue", app=staff_only(create_app())),
+        Mount("/rqueue", app=staff_only(create_app(allowed_hosts=settings.ALLOWED_HOSTS))),
         Mount("/", app=django_app),
     ]
 )

@@ -9,16 +9,19 @@
 -- Invariant: a completed task is in no key of its queue afterwards, and its result is
 -- written in the same step: a caller never sees it finished without its result. The
 -- done list gets one token that a waiting caller moves in place (BLMOVE done done),
--- so every waiter wakes and the token stays for those who come later.
+-- so every waiter wakes and the token stays for those who come later. A kept task
+-- leaves the reserved set only once its result is written: if Redis refuses the record
+-- (an error ends the script there), that task and those after it are still reserved,
+-- and the worker acks them one at a time and fails the one refused (reservations.py).
 local plain = tonumber(ARGV[1])
 local removed = 0
 if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 2, 1 + plain)) end
 for i = 1, (#KEYS - 1) / 2 do
   local at = 2 + plain + 3 * (i - 1)
-  removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
   redis.call('SET', KEYS[2 * i], ARGV[at + 1], 'PX', ARGV[at + 2])
   redis.call('DEL', KEYS[2 * i + 1])
   redis.call('RPUSH', KEYS[2 * i + 1], 1)
   redis.call('PEXPIRE', KEYS[2 * i + 1], ARGV[at + 2])
+  removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
 end
 return removed

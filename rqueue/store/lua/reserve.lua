@@ -58,12 +58,12 @@ if kept > 0 then
   local first_key, first_arg = last - 2 * kept, 7 + plain
   for i = 1, kept do
     local at = first_arg + 3 * (i - 1)
-    redis.call('ZREM', KEYS[2], ARGV[at + 1])
     local result, done = KEYS[first_key + 2 * i - 1], KEYS[first_key + 2 * i]
     redis.call('SET', result, ARGV[at + 2], 'PX', ARGV[at + 3])
     redis.call('DEL', done)
     redis.call('RPUSH', done, 1)
     redis.call('PEXPIRE', done, ARGV[at + 3])
+    redis.call('ZREM', KEYS[2], ARGV[at + 1])  -- once its record is written (see ack.lua)
   end
 end
 local ready = redis.call('LLEN', KEYS[1])

@@ -39,9 +39,14 @@ def batch_page(request: Request) -> Response:
 async def cancel_action(request: Request) -> Response:
     await action_form(request)
     found = _batch(request)
+    status = await run_in_threadpool(found.status)
     try:
-        cancelled = await run_in_threadpool(found.cancel)
-        notify(request, "Cancelled the batch." if cancelled else "It was cancelled already.")
+        if status is not None and status.finished:
+            # Nothing is left to skip: "Cancelled" would claim an effect it cannot have.
+            notify(request, "The batch has finished: there is nothing left to cancel.")
+        else:
+            cancelled = await run_in_threadpool(found.cancel)
+            notify(request, "Cancelled the batch." if cancelled else "It was cancelled already.")
     except RQueueError as exc:
         notify(request, str(exc))
     return RedirectResponse(dashboard(request).url(request, f"/batches/{found.id}"), 303)

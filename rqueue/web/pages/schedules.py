@@ -10,6 +10,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from rqueue.errors import RQueueError
+from rqueue.metrics.registry import served_queues
 from rqueue.schedules import Schedule, Schedules
 from rqueue.web.auth import action_form, notify, route_path
 from rqueue.web.state import dashboard
@@ -29,8 +30,12 @@ def next_runs(schedule: Schedule) -> list[datetime]:
 
 
 def schedules_page(request: Request) -> Response:
+    """Every schedule with its state now: overdue, or on a queue no worker serves, and
+    a record that does not read as unreadable (its row, and the rest as usual)."""
     found = dashboard(request)
-    rows = [(s, s.state, next_runs(s)) for s in Schedules(found.queue).list()]
+    schedules = Schedules(found.queue)
+    now, served = schedules.now_ms(), served_queues(found.queue)
+    rows = [(s, s.standing(now, served), next_runs(s)) for s in schedules.list()]
     return found.pages.render(request, "schedules.html", rows=rows)
 
 
