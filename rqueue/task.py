@@ -100,7 +100,8 @@ Interceptor = Callable[["PendingDispatch", "str | None", "dict[str, Any] | None"
 
 _registered: dict[str, Task[Any, Any]] = {}
 """Every ``@task`` of this process by name: the only process-wide state besides the
-default connection. Workers look payload names up here (:mod:`rqueue.registry`)."""
+default connection and the open ``fake()``/``sync()`` blocks (:class:`_Blocks`).
+Workers look payload names up here (:mod:`rqueue.registry`)."""
 
 
 @dataclass(frozen=True)
