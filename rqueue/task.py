@@ -566,6 +566,11 @@ def dispatch_many(
     per call; new ones if None) and ``meta`` (shared by every call) are for workflows:
     a batch gives its members ids it can count them by.
     """
+    if isinstance(calls, (PendingDispatch, Task)):  # a tuple itself: would be iterated
+        raise TypeError(
+            f"dispatch_many takes a list of pending() calls, got one alone ({calls!r}): "
+            "put it in a list, or dispatch it with .dispatch()"
+        )
     calls = [pending_call(call, "dispatch_many") for call in calls]
     for call in calls:
         call.task.check_call(call.args, call.kwargs)

@@ -145,6 +145,14 @@ def test_dispatch_many_says_what_it_expected(queue: RedisQueue, given: Any, said
     assert ready(queue) == []
 
 
+def test_dispatch_many_of_one_call_not_in_a_list_says_so(queue: RedisQueue) -> None:
+    for alone in (c.hello.pending("a"), c.hello):
+        with pytest.raises(TypeError, match="got one alone") as raised:
+            dispatch_many(alone)  # type: ignore[arg-type]
+        assert "put it in a list" in str(raised.value)
+    assert ready(queue) == []
+
+
 def test_a_tasks_dispatch_many_takes_argument_tuples_or_pending_calls(queue: RedisQueue) -> None:
     with pytest.raises(TypeError, match=r"takes a tuple of arguments or a pending\(\) call"):
         c.hello.dispatch_many(["abc"])  # a string is not its arguments: ('a', 'b', 'c')
