@@ -165,40 +165,10 @@ class Outcomes:
         kept: Kept | None,
         force: bool = False,
     ) -> None:
-        """Move the task to the failed records (fail.lua). If Redis refuses that (a
-        command error: an outage is ridden out), again without the result record, the
-        likeliest one refused; if that is refused too, it is logged and the task left
-        reserved, for its reservation's expiry to hand on: never a loop."""
-        name = job.task if job else "-"
-        try:
-            self.persist(lambda: self.queue.fail(queue, payload, record, force=force, kept=kept))
-            return
-        except redis.ResponseError as exc:
-            refusal = describe(exc)[1]
-        if kept is not None:
-            try:
-                self.persist(lambda: self.queue.fail(queue, payload, record, force=force))
-                log.error("%s %s: Redis refused its result record: %s", queue, name, refusal)
-                return
-            except redis.ResponseError as exc:
-                refusal = describe(exc)[1]
-        log.error(
-            "%s %s: Redis refused to record its failure (%s); it stays reserved until its "
-            "reservation runs out",
-            queue,
-            name,
-            refusal,
-        )
+        file_failure(self.queue, self.persist, queue, payload, job, record, kept, force)
 
     def _released(self, queue: str, payload: bytes, job: Job, delay: float) -> bool:
-        """Put the task back for a retry in ``delay`` seconds; False if Redis refused
-        that (a command error: the caller fails the task instead)."""
-        try:
-            self.persist(lambda: self.queue.release(queue, [payload], delay))
-        except redis.ResponseError as exc:
-            log.error("%s %s: Redis refused its release: %s", queue, job.task, describe(exc)[1])
-            return False
-        return True
+        return release_for_retry(self.queue, self.persist, queue, payload, job, delay)
 
     def complete_failure(
         self, job: Job, payload: bytes, kind: str, message: str, trace: str, duration: float
@@ -261,6 +231,56 @@ def forget_exceptions(queue: RedisQueue, persist: Persist, name: str, job: Job) 
     """A task with ``max_exceptions`` that finished for good leaves no count behind."""
     if job.max_exceptions is not None:
         persist(lambda: queue.forget_exceptions(name, job.id))
+
+
+def file_failure(
+    queue: RedisQueue,
+    persist: Persist,
+    name: str,
+    payload: bytes,
+    job: Job | None,
+    record: bytes,
+    kept: Kept | None,
+    force: bool = False,
+) -> None:
+    """Move the task to the failed records (fail.lua). If Redis refuses that (a command
+    error: an outage is ridden out), again without the result record, the likeliest one
+    refused; if that is refused too, it is logged and the task left reserved, for its
+    reservation's expiry to hand on: never a loop, nor a crash. The child and the parent
+    (for a dead child's task) both file failures so."""
+    task = job.task if job else "-"
+    try:
+        persist(lambda: queue.fail(name, payload, record, force=force, kept=kept))
+        return
+    except redis.ResponseError as exc:
+        refusal = describe(exc)[1]
+    if kept is not None:
+        try:
+            persist(lambda: queue.fail(name, payload, record, force=force))
+            log.error("%s %s: Redis refused its result record: %s", name, task, refusal)
+            return
+        except redis.ResponseError as exc:
+            refusal = describe(exc)[1]
+    log.error(
+        "%s %s: Redis refused to record its failure (%s); it stays reserved until its "
+        "reservation runs out",
+        name,
+        task,
+        refusal,
+    )
+
+
+def release_for_retry(
+    queue: RedisQueue, persist: Persist, name: str, payload: bytes, job: Job, delay: float
+) -> bool:
+    """Put the task back for a retry in ``delay`` seconds; False if Redis refused that
+    (a command error: the caller fails the task instead of looping)."""
+    try:
+        persist(lambda: queue.release(name, [payload], delay))
+    except redis.ResponseError as exc:
+        log.error("%s %s: Redis refused its release: %s", name, job.task, describe(exc)[1])
+        return False
+    return True
 
 
 def complete_failure(
