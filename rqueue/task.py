@@ -380,11 +380,15 @@ class Task(Generic[P, R]):
             self.shape.check_partial(self.name, args, kwargs)
         return PendingDispatch(self, tuple(args), dict(kwargs))
 
-    def check_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    def check_call(
+        self, args: Sequence[Any], kwargs: dict[str, Any], given_first: bool = False
+    ) -> None:
         """TypeError naming the task unless its function can be called with exactly
-        these arguments: at dispatch, not in the worker after all its tries."""
+        these arguments: at dispatch, not in the worker after all its tries.
+        ``given_first``: with one more first, as a worker calls a callback (the batch,
+        the failure) or a chain step with ``pipe=True`` (the step before's result)."""
         if self.shape is not None:
-            self.shape.check(self.name, args, kwargs)
+            self.shape.check(self.name, (None, *args) if given_first else args, kwargs)
 
     # Each way to dispatch is typed twice: a handle's result() is what the function
     # returns, or for an ``async def`` one, what its coroutine returns.
