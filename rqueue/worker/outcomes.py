@@ -91,7 +91,9 @@ class Outcomes:
         if limit is not None and delay is not None and not timed_out:
             delay = None if self._count_exception(queue, job, delay) >= limit else delay
         kind, message = describe(exc)
-        if delay is not None and not self._released(queue, payload, job, delay):
+        if delay is not None and not release_for_retry(
+            self.queue, self.persist, queue, payload, job, delay
+        ):
             delay, message = None, f"{message} (and Redis refused its release for a retry)"
         will_retry = delay is not None
         if will_retry:
@@ -100,7 +102,7 @@ class Outcomes:
             trace = _traceback(exc)
             record = make_record(queue, payload, kind, message, trace, job, timed_out)
             kept = self.complete_failure(job, payload, kind, message, trace, duration)
-            self.file(queue, payload, job, record, kept)
+            file_failure(self.queue, self.persist, queue, payload, job, record, kept)
             self.metrics.failed(queue, counted_name(job), job, duration)
             forget_exceptions(self.queue, self.persist, queue, job)
             unique_locks.on_failed(self.queue, self.persist, queue, job)
@@ -126,7 +128,7 @@ class Outcomes:
         record = make_record(queue, payload, kind, message, job=job)
         foreign = job is None
         kept = None if job is None else self.complete_failure(job, payload, kind, message, "", 0.0)
-        self.file(queue, payload, job, record, kept, force=foreign)
+        file_failure(self.queue, self.persist, queue, payload, job, record, kept, foreign)
         self.metrics.failed(queue, counted_name(job), job, None)
         if job is not None:
             forget_exceptions(self.queue, self.persist, queue, job)
@@ -152,23 +154,9 @@ class Outcomes:
             kept_only = replace(job, meta={KEEP: job.meta.get(KEEP)})  # no workflow steps
             now = time.time()
             kept = effects.on_failure(kept_only, done.payload, kind, message, "", now, None).kept
-        self.file(queue, done.payload, job, record, kept)
+        file_failure(self.queue, self.persist, queue, done.payload, job, record, kept)
         self.metrics.failed(queue, counted_name(job), job, None)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
-
-    def file(
-        self,
-        queue: str,
-        payload: bytes,
-        job: Job | None,
-        record: bytes,
-        kept: Kept | None,
-        force: bool = False,
-    ) -> None:
-        file_failure(self.queue, self.persist, queue, payload, job, record, kept, force)
-
-    def _released(self, queue: str, payload: bytes, job: Job, delay: float) -> bool:
-        return release_for_retry(self.queue, self.persist, queue, payload, job, delay)
 
     def complete_failure(
         self, job: Job, payload: bytes, kind: str, message: str, trace: str, duration: float
