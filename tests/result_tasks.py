@@ -84,3 +84,9 @@ def held(value: Any) -> None:
 def dies() -> None:
     ran("dies")
     os._exit(1)
+
+
+@task(tries=1)
+def explode_loudly(size: int) -> None:
+    ran("explode_loudly")
+    raise ValueError("x" * size)

@@ -159,3 +159,20 @@ def test_a_failure_redis_refuses_to_record_in_full_stops_no_worker_parent(
     wait_for(lambda: notes_ran(queue, 1), 20, "a task after it")
     assert worker.process.poll() is None
     assert queue.sizes(["default"])[0].reserved == 0
+
+
+def test_a_failure_with_a_huge_message_fails_that_task_alone(
+    queue: RedisQueue, workers: Workers, small_bulk_limit: None
+) -> None:
+    # The message alone is over what this server takes in one value: the failure
+    # record is cut to size instead of dropping the connection for ever.
+    tasks.explode_loudly.dispatch(2 * 1024 * 1024)
+    tasks.note.dispatch("after")
+    workers.start("--sleep", "0.05")
+    wait_for(lambda: failures(queue), 20, "the task to fail")
+    [record] = FailedTasks(queue).list(["default"])
+    assert record.exception == "ValueError"
+    assert record.message.endswith(f"... ({2 * 1024 * 1024 - 64 * 1024} more characters cut)")
+    assert record.traceback.startswith("Traceback") and "raise ValueError(" in record.traceback
+    assert "characters cut) ..." in record.traceback and len(record.traceback) < 70_000
+    wait_for(lambda: notes_ran(queue, 1), 20, "the task behind it")

@@ -91,6 +91,7 @@ class Outcomes:
         if limit is not None and delay is not None and not timed_out:
             delay = None if self._count_exception(queue, job, delay) >= limit else delay
         kind, message = describe(exc)
+        message = _cut(message, "start")
         if delay is not None and not release_for_retry(
             self.queue, self.persist, queue, payload, job, delay
         ):
@@ -107,7 +108,7 @@ class Outcomes:
             forget_exceptions(self.queue, self.persist, queue, job)
             unique_locks.on_failed(self.queue, self.persist, queue, job)
         self.reporting(index)
-        outcome = "timed out" if timed_out else f"raised {kind}: {message}"
+        outcome = "timed out" if timed_out else f"raised {kind}: {_cut(message, 'start', _LOGGED)}"
         log_outcome(
             log,
             job,
@@ -316,9 +317,33 @@ def run_hook(hook: Hook, value: Any, job: Job) -> None:
         awaiting.finish(returned, log, _HOOK_RAISED, hook, job.task, job.id)
 
 
+_FAILURE_TEXT = 64 * 1024
+"""Characters kept of a failure's message (its start) and of its traceback (its start
+and its end: the frames, and the error, whose message ends it). A failure record must
+stay far below what Redis takes in one value: over it, Redis refuses the record by
+dropping the connection, which looks like an outage and would be retried for ever.
+The log line carries the message too."""
+
+
+_LOGGED = 2000
+"""Characters of a failure's message its log line carries (the record has more)."""
+
+
+def _cut(text: str, keep: str, most: int = _FAILURE_TEXT) -> str:
+    """``text``, or its first ``most`` characters (``keep="start"``) or its first and
+    last half as many (``"ends"``), with a note of how many were cut."""
+    cut = len(text) - most
+    if cut <= 0:
+        return text
+    if keep == "start":
+        return f"{text[:most]}... ({cut} more characters cut)"
+    half = most // 2
+    return f"{text[:half]}\n... ({cut} characters cut) ...\n{text[-half:]}"
+
+
 def _traceback(exc: BaseException) -> str:
     """The formatted traceback, or a note: a broken exception must not stop its report."""
     try:
-        return utf8("".join(traceback.format_exception(exc)))
+        return _cut(utf8("".join(traceback.format_exception(exc))), "ends")
     except Exception as failure:
         return f"(the traceback could not be formatted: {describe(failure)[1]})"
