@@ -154,7 +154,7 @@ def parse_redis_url(url: str) -> RedisTarget:
             "unix://, redis+cluster://host:port,host:port/0 or "
             "redis+sentinel://host:port,host:port/mastername/0"
         )
-    authority_end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    authority_end = _authority_end(rest)
     after_authority = rest[authority_end:]
     if "@" in after_authority:
         raise ValueError(f"the Redis URL has an @ after a /, ? or #: {_ENCODE}")
@@ -260,6 +260,12 @@ def _hosts(hostlist: str, default_port: int) -> tuple[tuple[str, int], ...]:
     return tuple(found)
 
 
+def _authority_end(rest: str) -> int:
+    """Where the user, password and hosts after ``://`` end, as a URL parser reads it:
+    at the first ``/``, ``?`` or ``#`` (a password holding one is cut there)."""
+    return min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+
+
 def _netloc(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -287,7 +293,7 @@ def redact_url(url: str) -> str:
     scheme, sep, rest = mask_credentials(url, OPTIONS).partition("://")
     if not sep:
         return "***"
-    authority_end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    authority_end = _authority_end(rest)
     credentials, at, hosts = rest[:authority_end].rpartition("@")
     hosts = ",".join(map(_redact_port, hosts.split(",")))
     return f"{scheme}{sep}{credentials}{at}{hosts}{rest[authority_end:]}"

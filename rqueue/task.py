@@ -100,7 +100,8 @@ Interceptor = Callable[["PendingDispatch", "str | None", "dict[str, Any] | None"
 
 _registered: dict[str, Task[Any, Any]] = {}
 """Every ``@task`` of this process by name: the only process-wide state besides the
-default connection. Workers look payload names up here (:mod:`rqueue.registry`)."""
+default connection and the open ``fake()``/``sync()`` blocks (:class:`_Blocks`).
+Workers look payload names up here (:mod:`rqueue.registry`)."""
 
 
 @dataclass(frozen=True)
@@ -379,11 +380,15 @@ class Task(Generic[P, R]):
             self.shape.check_partial(self.name, args, kwargs)
         return PendingDispatch(self, tuple(args), dict(kwargs))
 
-    def check_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    def check_call(
+        self, args: Sequence[Any], kwargs: dict[str, Any], given_first: bool = False
+    ) -> None:
         """TypeError naming the task unless its function can be called with exactly
-        these arguments: at dispatch, not in the worker after all its tries."""
+        these arguments: at dispatch, not in the worker after all its tries.
+        ``given_first``: with one more first, as a worker calls a callback (the batch,
+        the failure) or a chain step with ``pipe=True`` (the step before's result)."""
         if self.shape is not None:
-            self.shape.check(self.name, args, kwargs)
+            self.shape.check(self.name, (None, *args) if given_first else args, kwargs)
 
     # Each way to dispatch is typed twice: a handle's result() is what the function
     # returns, or for an ``async def`` one, what its coroutine returns.
@@ -565,6 +570,11 @@ def dispatch_many(
     per call; new ones if None) and ``meta`` (shared by every call) are for workflows:
     a batch gives its members ids it can count them by.
     """
+    if isinstance(calls, (PendingDispatch, Task)):  # a tuple itself: would be iterated
+        raise TypeError(
+            f"dispatch_many takes a list of pending() calls, got one alone ({calls!r}): "
+            "put it in a list, or dispatch it with .dispatch()"
+        )
     calls = [pending_call(call, "dispatch_many") for call in calls]
     for call in calls:
         call.task.check_call(call.args, call.kwargs)

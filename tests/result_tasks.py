@@ -3,6 +3,7 @@ test can count its runs; workers import this module from the tests folder."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -77,3 +78,15 @@ class HoldOnce(Middleware):
 @task(tries=1, middleware=[HoldOnce()])
 def held(value: Any) -> None:
     ran(f"held:{value}")
+
+
+@task(tries=1)
+def dies() -> None:
+    ran("dies")
+    os._exit(1)
+
+
+@task(tries=1)
+def explode_loudly(size: int) -> None:
+    ran("explode_loudly")
+    raise ValueError("x" * size)

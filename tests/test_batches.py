@@ -192,6 +192,19 @@ def test_progress_fires_with_the_counts_when_each_member_finished(
     assert status is not None and status.progress == 100.0
 
 
+def test_progress_runs_as_members_finish_not_after_every_member(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """A due callback goes to the head of its queue: the next task reserved."""
+    b = batch([flows.note.pending(i) for i in range(6)]).progress(flows.progress_seen).dispatch()
+    workers.start("-c", "1", "--prefetch", "1")
+    wait_for(lambda: len(flow(queue)) == 12, 20)
+    done = flow(queue)
+    assert done.index("seen:1/6:17") < done.index("note:5")  # before the last member ran
+    status = b.status()
+    assert status is not None and status.finished
+
+
 def test_progress_gets_the_counts_of_its_moment_under_sync_too(queue: RedisQueue) -> None:
     with sync():
         batch([flows.member.pending(i) for i in range(2)]).progress(flows.progress_seen).dispatch()

@@ -8,6 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 import httpx
 from support import RQUEUE, cli, wait_for
@@ -40,13 +43,21 @@ def test_unreachable_redis_is_one_line_not_a_server(config: Config) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_the_command_serves_on_loopback_and_asks_for_its_token(
-    config: Config, queue: RedisQueue
-) -> None:
+class Command(NamedTuple):
+    """A running ``rqueue dashboard``: its URL, and the process (stdout piped)."""
+
+    url: str
+    process: subprocess.Popen[str]
+
+
+@contextmanager
+def dashboard_command(config: Config, *args: str, token: str = "") -> Iterator[Command]:
+    """``rqueue dashboard ARGS`` on a free loopback port, once it answers; stopped at
+    the end. ``token``: its RQUEUE_DASHBOARD_TOKEN ("": none)."""
     port = listen_port()
-    env = {**os.environ, "REDIS_URL": config.redis_url, "RQUEUE_DASHBOARD_TOKEN": TOKEN}
+    env = {**os.environ, "REDIS_URL": config.redis_url, "RQUEUE_DASHBOARD_TOKEN": token}
     process = subprocess.Popen(
-        [*RQUEUE, "dashboard", "--port", str(port), "--read-only"],
+        [*RQUEUE, "dashboard", "--port", str(port), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -57,25 +68,44 @@ def test_the_command_serves_on_loopback_and_asks_for_its_token(
 
         def answers() -> httpx.Response | None:
             try:
-                return httpx.get(f"{url}/queues")
+                return httpx.get(f"{url}/static/dashboard.css")
             except httpx.ConnectError:
                 return None
 
-        assert wait_for(answers, 15, "the dashboard to answer").status_code == 401
-        # Printed before it serves: read only now, so that no read can block unbounded.
-        assert process.stdout is not None
-        announced = process.stdout.readline()
-        assert f"Dashboard (read-only) at http://127.0.0.1:{port}/" in announced
-        bearer = {"Authorization": f"Bearer {TOKEN}"}
-        page = httpx.get(f"{url}/queues", headers=bearer)
-        assert page.status_code == 200 and "read-only" in page.text
-        assert httpx.post(f"{url}/queues/pause", headers=bearer).status_code == 403
+        wait_for(answers, 15, "the dashboard to answer")
+        yield Command(url, process)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(15)
         for stream in (process.stdout, process.stderr):
             assert stream is not None
             stream.close()
+
+
+def test_the_command_serves_on_loopback_and_asks_for_its_token(
+    config: Config, queue: RedisQueue
+) -> None:
+    with dashboard_command(config, "--read-only", token=TOKEN) as (url, process):
+        assert httpx.get(f"{url}/queues").status_code == 401
+        # Printed before it serves: read only now, so that no read can block unbounded.
+        assert process.stdout is not None
+        announced = process.stdout.readline()
+        assert f"Dashboard (read-only) at {url}/" in announced
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        page = httpx.get(f"{url}/queues", headers=bearer)
+        assert page.status_code == 200 and "read-only" in page.text
+        assert httpx.post(f"{url}/queues/pause", headers=bearer).status_code == 403
+
+
+def test_the_command_answers_its_allowed_hosts_only(config: Config, queue: RedisQueue) -> None:
+    # Without a token: loopback Hosts and --allowed-host only (DNS rebinding).
+    wrong = cli(config, "dashboard", "--allowed-host", "http://x.example/")
+    assert wrong.returncode == 2 and "--allowed-host" in wrong.stderr, wrong.stderr
+    with dashboard_command(config, "--allowed-host", "dash.example") as (url, _):
+        assert httpx.get(f"{url}/queues").status_code == 200
+        named = httpx.get(f"{url}/queues", headers={"Host": "dash.example:8080"})
+        assert named.status_code == 200
+        assert httpx.get(f"{url}/metrics", headers={"Host": "evil.example"}).status_code == 400
 
 
 def test_a_chart_draws_one_path_per_series_and_skips_what_is_not_a_number() -> None:

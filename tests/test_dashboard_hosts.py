@@ -1,27 +1,21 @@
 """The dashboard's Host rule (DNS rebinding): without a token it answers only loopback
 Hosts and the names it was given; with a token, any Host (every request logs in).
 
-The real app served by uvicorn on a loopback port, and the real ``rqueue dashboard``
-command, driven with httpx: a rebinding page reaches the same socket, with its own
-name in the Host header, which is all that tells it apart.
+The real app served by uvicorn on a loopback port, driven with httpx (the command's
+``--allowed-host`` is in test_dashboard_cli.py): a rebinding page reaches the same
+socket, with its own name in the Host header, which is all that tells it apart.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
-import signal
-import subprocess
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from browser import served_dashboard
 from starlette.routing import Mount, Route
-from support import RQUEUE, cli, wait_for
-from topologies import listen_port
 
-from rqueue.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.web import create_app
 
@@ -100,32 +94,3 @@ def test_create_app_refuses_an_allowed_host_that_is_not_a_host_name(queue: Redis
             create_app(queue, allowed_hosts=[wrong])
     with pytest.raises(TypeError, match="not one string"):
         create_app(queue, allowed_hosts="dash.example")
-
-
-def test_the_command_answers_its_allowed_hosts_only(config: Config, queue: RedisQueue) -> None:
-    wrong = cli(config, "dashboard", "--allowed-host", "http://x.example/")
-    assert wrong.returncode == 2 and "--allowed-host" in wrong.stderr, wrong.stderr
-    port = listen_port()
-    env = {**os.environ, "REDIS_URL": config.redis_url, "RQUEUE_DASHBOARD_TOKEN": ""}
-    process = subprocess.Popen(
-        [*RQUEUE, "dashboard", "--port", str(port), "--allowed-host", "dash.example"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-
-        def answers() -> httpx.Response | None:
-            try:
-                return httpx.get(f"{url}/queues")
-            except httpx.ConnectError:
-                return None
-
-        assert wait_for(answers, 15, "the dashboard to answer").status_code == 200
-        named = httpx.get(f"{url}/queues", headers={"Host": f"dash.example:{port}"})
-        assert named.status_code == 200
-        assert httpx.get(f"{url}/metrics", headers={"Host": "evil.example"}).status_code == 400
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(15)

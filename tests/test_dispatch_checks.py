@@ -83,6 +83,15 @@ def test_pending_may_lack_the_argument_a_chain_step_or_callback_is_given_first(
     assert ready(queue) == []
 
 
+def test_a_call_given_one_argument_first_is_checked_with_it() -> None:
+    """For workflows: a callback gets the batch or the failure first."""
+    c.notify.check_call(("ops",), {}, given_first=True)
+    with pytest.raises(TypeError, match="task checked_tasks:notify cannot be called"):
+        c.notify.check_call(("ops",), {})
+    with pytest.raises(TypeError, match="task checked_tasks:notify cannot be called"):
+        c.notify.check_call(("ops", "extra"), {}, given_first=True)
+
+
 def test_a_wrapping_decorator_is_called_as_it_is_not_as_what_it_wraps(
     queue: RedisQueue,
 ) -> None:
@@ -142,6 +151,14 @@ def test_dispatch_many_says_what_it_expected(queue: RedisQueue, given: Any, said
     with pytest.raises(TypeError, match="dispatch_many takes pending\\(\\) calls") as raised:
         dispatch_many([c.hello.pending("a"), given])
     assert said in str(raised.value)
+    assert ready(queue) == []
+
+
+def test_dispatch_many_of_one_call_not_in_a_list_says_so(queue: RedisQueue) -> None:
+    for alone in (c.hello.pending("a"), c.hello):
+        with pytest.raises(TypeError, match="got one alone") as raised:
+            dispatch_many(alone)  # type: ignore[arg-type]
+        assert "put it in a list" in str(raised.value)
     assert ready(queue) == []
 
 

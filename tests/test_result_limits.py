@@ -142,3 +142,37 @@ def test_the_result_limit_is_checked_like_the_payload_limit(
         Config.resolve()
     monkeypatch.setenv("RQUEUE_MAX_RESULT_BYTES", "2048")
     assert Config.resolve().max_result_bytes == 2048
+
+
+def test_a_failure_redis_refuses_to_record_in_full_stops_no_worker_parent(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    # Its worker child dies; the parent fails the task with its kept result record,
+    # whose time to live Redis refuses: the failure is filed without it, and the
+    # parent (which used to crash on the ResponseError) goes on.
+    bad = push_job(queue, "result_tasks:dies", meta={"keep": 2**63 - 1})
+    worker = workers.start("--sleep", "0.05")
+    wait_for(lambda: failures(queue), 20, "the task to fail")
+    [record] = FailedTasks(queue).list(["default"])
+    assert (record.id, record.exception) == (bad.id, "WorkerLost")
+    tasks.note.dispatch("after")
+    wait_for(lambda: notes_ran(queue, 1), 20, "a task after it")
+    assert worker.process.poll() is None
+    assert queue.sizes(["default"])[0].reserved == 0
+
+
+def test_a_failure_with_a_huge_message_fails_that_task_alone(
+    queue: RedisQueue, workers: Workers, small_bulk_limit: None
+) -> None:
+    # The message alone is over what this server takes in one value: the failure
+    # record is cut to size instead of dropping the connection for ever.
+    tasks.explode_loudly.dispatch(2 * 1024 * 1024)
+    tasks.note.dispatch("after")
+    workers.start("--sleep", "0.05")
+    wait_for(lambda: failures(queue), 20, "the task to fail")
+    [record] = FailedTasks(queue).list(["default"])
+    assert record.exception == "ValueError"
+    assert record.message.endswith(f"... ({2 * 1024 * 1024 - 64 * 1024} more characters cut)")
+    assert record.traceback.startswith("Traceback") and "raise ValueError(" in record.traceback
+    assert "characters cut) ..." in record.traceback and len(record.traceback) < 70_000
+    wait_for(lambda: notes_ran(queue, 1), 20, "the task behind it")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import apptasks
@@ -84,7 +85,7 @@ HOSTILE: dict[str, Plant] = {
     "start_ms=1e22": _rewritten(start_ms=1e22),
     "start_ms past year 9999": _rewritten(start_ms=253_402_300_799_999),
     "last_ms='x'": _rewritten(last_ms="x"),
-    "created_ms=-1": _rewritten(created_ms=-1),
+    "created_ms=2**63-1": _rewritten(created_ms=2**63 - 1),
     "kwargs with a number for a name": _rewritten(kwargs={1: 2}),
     "tries='3'": _rewritten(tries="3"),
     "not a map": _not_a_map,
@@ -173,6 +174,13 @@ def test_the_schedules_page_shows_it_as_unreadable_and_the_rest(
         assert page.status_code == 200
         assert 'data-schedule="good"' in page.text and "every 1 s" in page.text
         assert "unreadable (" in page.text or planted[1] in READS_WELL
+
+
+def test_a_schedule_that_starts_before_1970_still_reads(queue: RedisQueue) -> None:
+    start = datetime(1960, 1, 1, tzinfo=timezone.utc)
+    added = Schedules(queue).add("old", apptasks.scheduled, every=3600, start=start)
+    assert added.unreadable is None and added.start_ms is not None and added.start_ms < 0
+    assert Schedules(queue).list()[0].state == "active"
 
 
 def test_prometheus_serves_every_queue_beside_hostile_records(queue: RedisQueue) -> None:

@@ -102,3 +102,37 @@ def test_a_header_write_leaves_the_slot_marked_unfinished(
     assert header.counters and all(counter % 2 == 1 for counter in header.counters)
     view = board.read(0)
     assert view is not None and (view.processed, view.unfinished()) == (1, 0)
+
+
+def test_a_started_task_is_named_in_its_entry_until_the_entry_holds_another() -> None:
+    board = Scoreboard(slots=1, max_held=3)
+    slot = board.slot(0)
+    slot.hold(0, [("a" * 32, 1, 0), ("b" * 32, 1, 0)])
+    assert board.task_name(0, 0) is None  # held, not started: no name yet
+    slot.start(0, "app:send_welcome", 0.0)
+    assert board.task_name(0, 0) == "app:send_welcome"
+    slot.start(1, "mod:" + "x" * 200, 0.0)  # too long for the entry: left to a lookup
+    assert board.task_name(0, 1) is None
+    assert board.read(0) == SlotView(
+        State.RUNNING, 0, (scoreboard.Held("a" * 32, 1), scoreboard.Held("b" * 32, 1)), 1, 0.0, 0
+    )
+    slot.hold(0, [("c" * 32, 1, 0)])
+    assert board.task_name(0, 0) is None  # a new batch's entry forgets the old name
+    assert board.task_name(0, 5) is None  # out of range: nothing
+
+
+def test_a_slot_mode_entry_is_named_when_it_starts() -> None:
+    board = Scoreboard(slots=1, max_held=4)
+    slot = board.slot(0)
+    slot.hold(0, [("a" * 32, 1, 0)])
+    slot.start(0, "app:first", 5.0)
+    slot.enter_concurrent()
+    (entry,) = slot.hold(0, [("b" * 32, 1, 0)])
+    assert board.task_name(0, entry) is None
+    slot.start(entry, "app:second", 6.0)
+    assert (board.task_name(0, 0), board.task_name(0, entry)) == ("app:first", "app:second")
+    view = board.read(0)
+    assert view is not None and [e.state for e in view.entries][:2] == [
+        scoreboard.Entry.RUNNING,
+        scoreboard.Entry.RUNNING,
+    ]

@@ -21,7 +21,7 @@ from support import cli, ready
 from rqueue import TaskFailed, UnserializableArgument, batch, chain
 from rqueue.config import Config, ConfigError, env_flag
 from rqueue.current import set_current_job
-from rqueue.errors import TaskNotRegistered
+from rqueue.errors import RQueueError, TaskNotRegistered
 from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.task import current_interceptor, intercept_process
@@ -176,6 +176,33 @@ def test_fakes_open_in_two_threads_at_once_each_take_their_own(queue: RedisQueue
     assert [c.args for c in recorded["first"].calls] == [(1, 1)]
     assert [c.args for c in recorded["second"].calls] == [(2, 2)]
     assert current_interceptor() is None  # every block ended: dispatches reach Redis
+    assert ready(queue) == []
+
+
+def test_a_thread_in_no_block_while_two_are_open_elsewhere_is_refused_not_guessed(
+    queue: RedisQueue,
+) -> None:
+    opened, done = threading.Barrier(3, timeout=10), threading.Event()
+
+    def test_in_a_thread() -> None:
+        with fake() as mine:
+            opened.wait()
+            done.wait(10)
+        mine.assert_nothing_dispatched()
+
+    threads = [threading.Thread(target=test_in_a_thread) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        opened.wait()
+        with ThreadPoolExecutor(1) as pool:  # in no block: whose is it?
+            refused = pool.submit(t.add.dispatch, 1, 2).exception(timeout=10)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    assert isinstance(refused, RQueueError)
+    assert "cannot tell which one it belongs to" in str(refused)
     assert ready(queue) == []
 
 

@@ -14,7 +14,7 @@ from support import Workers, cli, wait_for
 
 from rqueue.config import Config
 from rqueue.metrics import WorkerInfo, list_workers
-from rqueue.metrics.registry import ENTRY_TTL
+from rqueue.metrics.registry import ENTRY_TTL, RunningTask
 from rqueue.store.queue import RedisQueue
 
 pytestmark = pytest.mark.topology  # real workers and registry keys, on every topology
@@ -56,6 +56,22 @@ def test_a_running_worker_is_listed_with_the_task_its_child_runs(
 
     queue.client.rpush("test:release", 1)
     wait_for(lambda: (w := _listed(queue, worker.pid)) and not w.tasks, 15, "no task running")
+
+
+@pytest.mark.parametrize("mode", [(), ("--threads", "2")], ids=["process", "threads"])
+def test_a_running_task_is_named_from_the_first_heartbeat_that_lists_it(
+    queue: RedisQueue, workers: Workers, mode: tuple[str, ...]
+) -> None:
+    worker = workers.start(*FAST, *mode)
+    apptasks.blocks_until_released.dispatch("held")
+
+    def listed_tasks() -> tuple[RunningTask, ...]:
+        found = _listed(queue, worker.pid)
+        return found.tasks if found else ()
+
+    (task,) = wait_for(listed_tasks, 15, "the task listed")
+    assert task.task == "apptasks:blocks_until_released"  # not "?" for a beat or two
+    queue.client.rpush("test:release", 1)
 
 
 def test_a_killed_workers_entry_vanishes(queue: RedisQueue, workers: Workers) -> None:

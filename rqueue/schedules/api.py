@@ -309,7 +309,10 @@ class Schedules:
             raise ScheduleNotFound(f"no schedule named {name!r}")
         found = _read(stored)
         if found.unreadable is not None:
-            raise InvalidSchedule(f"schedule {name!r} is unreadable: {found.unreadable}")
+            raise InvalidSchedule(
+                f"schedule {name!r} is unreadable ({found.unreadable}): remove it "
+                "(`rqueue schedule remove`) and add it again"
+            )
         return found
 
     def list(self) -> builtins.list[Schedule]:

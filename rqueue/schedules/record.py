@@ -264,8 +264,12 @@ _STORED = tuple(
 _TIMING_FIELDS = tuple(f.name for f in fields(Timing))
 
 
+MIN_MS = -62_135_596_800_000
+"""0001-01-01T00:00:00Z, the first moment a datetime holds (a start before 1970 is one)."""
+
+
 def _moment(value: object) -> bool:
-    return type(value) is int and 0 <= value <= MAX_MS
+    return type(value) is int and MIN_MS <= value <= MAX_MS
 
 
 def _count(value: object) -> bool:

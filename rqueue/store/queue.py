@@ -220,9 +220,11 @@ class RedisQueue:
         marker_ms: int,
         kept: bool,
         completing: tuple[str, bytes, Kept | None] | None = None,
+        first: bool = False,
     ) -> bool:
         """Push one task unless one with its id was pushed this way in the last
         ``marker_ms`` (push_once.lua); True if pushed. Retries as a dispatch does.
+        ``first``: at the head of the ready list, the next to be reserved.
 
         ``completing`` is ``(queue, reserved payload, kept result or None)`` of the
         task whose completion pushes this one: it is acknowledged in the same script
@@ -247,6 +249,7 @@ class RedisQueue:
             if result is not None:
                 script_keys += [own.result(result.task_id), own.done(result.task_id)]
                 args[-2:] = [result.record, result.keep_ms]
+        args.append("1" if first else "0")
         pushed: list[bool] = []
         self._dispatching(
             lambda: pushed.append(bool(self.scripts.push_once(self.side, script_keys, args))),

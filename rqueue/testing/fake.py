@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import rqueue.registry as registry
-from rqueue.payload import Job
 from rqueue.errors import TaskNotRegistered
+from rqueue.payload import Job
 from rqueue.task import PendingDispatch, Task, intercept, registered
 from rqueue.testing.inline import InlineRunner, Interception, Outcome
 from rqueue.workflows.batches import Batch, PendingBatch

@@ -393,7 +393,7 @@ class MemoryBatch(Batch):
 
 
 class Interception:
-    """What ``rqueue.task.intercept()`` is given: every dispatch of the process, and
+    """What ``rqueue.task.intercept()`` is given: every dispatch of its block, and
     (through the seams of ``Chain.dispatch`` and ``PendingBatch.dispatch``) every
     chain and batch whole. Each call becomes its payload here; :meth:`taken` says
     what happens to it then (recorded, or run at once)."""

@@ -348,7 +348,7 @@ class ChildWorker(InterruptibleWaits):
         # The attempt starts here, before the lookup: importing the task's module is
         # part of it, under its time limit, and a child that dies importing (os._exit,
         # a crash in C) has used up an attempt instead of giving the task back for ever.
-        self.slot.set(State.RUNNING, index, started + timeout + self.options.kill_grace)
+        self.slot.start(index, job.task, started + timeout + self.options.kill_grace)
         task = None
         stack: Sequence[Middleware] | None = None
         try:
@@ -453,8 +453,8 @@ class ChildWorker(InterruptibleWaits):
             apply = functools.partial(effects.apply, completion, self.queue, (queue, payload))
             try:
                 acked = self._persist(apply)
-            except (RQueueError, redis.ResponseError) as exc:  # refused for good: a failure
-                self.outcomes.failed(index, queue, payload, job, tries, exc, duration)
+            except (RQueueError, redis.ResponseError) as exc:  # refused for good: no retry
+                self.outcomes.failed(index, queue, payload, job, tries, exc, duration, final=True)
                 return
             if not acked:
                 self.batches.acknowledge(queue, payload, expires_at, completion.kept)

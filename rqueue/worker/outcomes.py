@@ -91,7 +91,10 @@ class Outcomes:
         if limit is not None and delay is not None and not timed_out:
             delay = None if self._count_exception(queue, job, delay) >= limit else delay
         kind, message = describe(exc)
-        if delay is not None and not self._released(queue, payload, job, delay):
+        message = _cut(message, "start")
+        if delay is not None and not release_for_retry(
+            self.queue, self.persist, queue, payload, job, delay
+        ):
             delay, message = None, f"{message} (and Redis refused its release for a retry)"
         will_retry = delay is not None
         if will_retry:
@@ -100,12 +103,12 @@ class Outcomes:
             trace = _traceback(exc)
             record = make_record(queue, payload, kind, message, trace, job, timed_out)
             kept = self.complete_failure(job, payload, kind, message, trace, duration)
-            self.file(queue, payload, job, record, kept)
+            file_failure(self.queue, self.persist, queue, payload, job, record, kept)
             self.metrics.failed(queue, counted_name(job), job, duration)
             forget_exceptions(self.queue, self.persist, queue, job)
             unique_locks.on_failed(self.queue, self.persist, queue, job)
         self.reporting(index)
-        outcome = "timed out" if timed_out else f"raised {kind}: {message}"
+        outcome = "timed out" if timed_out else f"raised {kind}: {_cut(message, 'start', _LOGGED)}"
         log_outcome(
             log,
             job,
@@ -126,7 +129,7 @@ class Outcomes:
         record = make_record(queue, payload, kind, message, job=job)
         foreign = job is None
         kept = None if job is None else self.complete_failure(job, payload, kind, message, "", 0.0)
-        self.file(queue, payload, job, record, kept, force=foreign)
+        file_failure(self.queue, self.persist, queue, payload, job, record, kept, foreign)
         self.metrics.failed(queue, counted_name(job), job, None)
         if job is not None:
             forget_exceptions(self.queue, self.persist, queue, job)
@@ -152,53 +155,9 @@ class Outcomes:
             kept_only = replace(job, meta={KEEP: job.meta.get(KEEP)})  # no workflow steps
             now = time.time()
             kept = effects.on_failure(kept_only, done.payload, kind, message, "", now, None).kept
-        self.file(queue, done.payload, job, record, kept)
+        file_failure(self.queue, self.persist, queue, done.payload, job, record, kept)
         self.metrics.failed(queue, counted_name(job), job, None)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
-
-    def file(
-        self,
-        queue: str,
-        payload: bytes,
-        job: Job | None,
-        record: bytes,
-        kept: Kept | None,
-        force: bool = False,
-    ) -> None:
-        """Move the task to the failed records (fail.lua). If Redis refuses that (a
-        command error: an outage is ridden out), again without the result record, the
-        likeliest one refused; if that is refused too, it is logged and the task left
-        reserved, for its reservation's expiry to hand on: never a loop."""
-        name = job.task if job else "-"
-        try:
-            self.persist(lambda: self.queue.fail(queue, payload, record, force=force, kept=kept))
-            return
-        except redis.ResponseError as exc:
-            refusal = describe(exc)[1]
-        if kept is not None:
-            try:
-                self.persist(lambda: self.queue.fail(queue, payload, record, force=force))
-                log.error("%s %s: Redis refused its result record: %s", queue, name, refusal)
-                return
-            except redis.ResponseError as exc:
-                refusal = describe(exc)[1]
-        log.error(
-            "%s %s: Redis refused to record its failure (%s); it stays reserved until its "
-            "reservation runs out",
-            queue,
-            name,
-            refusal,
-        )
-
-    def _released(self, queue: str, payload: bytes, job: Job, delay: float) -> bool:
-        """Put the task back for a retry in ``delay`` seconds; False if Redis refused
-        that (a command error: the caller fails the task instead)."""
-        try:
-            self.persist(lambda: self.queue.release(queue, [payload], delay))
-        except redis.ResponseError as exc:
-            log.error("%s %s: Redis refused its release: %s", queue, job.task, describe(exc)[1])
-            return False
-        return True
 
     def complete_failure(
         self, job: Job, payload: bytes, kind: str, message: str, trace: str, duration: float
@@ -263,6 +222,56 @@ def forget_exceptions(queue: RedisQueue, persist: Persist, name: str, job: Job) 
         persist(lambda: queue.forget_exceptions(name, job.id))
 
 
+def file_failure(
+    queue: RedisQueue,
+    persist: Persist,
+    name: str,
+    payload: bytes,
+    job: Job | None,
+    record: bytes,
+    kept: Kept | None,
+    force: bool = False,
+) -> None:
+    """Move the task to the failed records (fail.lua). If Redis refuses that (a command
+    error: an outage is ridden out), again without the result record, the likeliest one
+    refused; if that is refused too, it is logged and the task left reserved, for its
+    reservation's expiry to hand on: never a loop, nor a crash. The child and the parent
+    (for a dead child's task) both file failures so."""
+    task = job.task if job else "-"
+    try:
+        persist(lambda: queue.fail(name, payload, record, force=force, kept=kept))
+        return
+    except redis.ResponseError as exc:
+        refusal = describe(exc)[1]
+    if kept is not None:
+        try:
+            persist(lambda: queue.fail(name, payload, record, force=force))
+            log.error("%s %s: Redis refused its result record: %s", name, task, refusal)
+            return
+        except redis.ResponseError as exc:
+            refusal = describe(exc)[1]
+    log.error(
+        "%s %s: Redis refused to record its failure (%s); it stays reserved until its "
+        "reservation runs out",
+        name,
+        task,
+        refusal,
+    )
+
+
+def release_for_retry(
+    queue: RedisQueue, persist: Persist, name: str, payload: bytes, job: Job, delay: float
+) -> bool:
+    """Put the task back for a retry in ``delay`` seconds; False if Redis refused that
+    (a command error: the caller fails the task instead of looping)."""
+    try:
+        persist(lambda: queue.release(name, [payload], delay))
+    except redis.ResponseError as exc:
+        log.error("%s %s: Redis refused its release: %s", name, job.task, describe(exc)[1])
+        return False
+    return True
+
+
 def complete_failure(
     queue: RedisQueue,
     persist: Persist,
@@ -308,9 +317,33 @@ def run_hook(hook: Hook, value: Any, job: Job) -> None:
         awaiting.finish(returned, log, _HOOK_RAISED, hook, job.task, job.id)
 
 
+_FAILURE_TEXT = 64 * 1024
+"""Characters kept of a failure's message (its start) and of its traceback (its start
+and its end: the frames, and the error, whose message ends it). A failure record must
+stay far below what Redis takes in one value: over it, Redis refuses the record by
+dropping the connection, which looks like an outage and would be retried for ever.
+The log line carries the message too."""
+
+
+_LOGGED = 2000
+"""Characters of a failure's message its log line carries (the record has more)."""
+
+
+def _cut(text: str, keep: str, most: int = _FAILURE_TEXT) -> str:
+    """``text``, or its first ``most`` characters (``keep="start"``) or its first and
+    last half as many (``"ends"``), with a note of how many were cut."""
+    cut = len(text) - most
+    if cut <= 0:
+        return text
+    if keep == "start":
+        return f"{text[:most]}... ({cut} more characters cut)"
+    half = most // 2
+    return f"{text[:half]}\n... ({cut} characters cut) ...\n{text[-half:]}"
+
+
 def _traceback(exc: BaseException) -> str:
     """The formatted traceback, or a note: a broken exception must not stop its report."""
     try:
-        return utf8("".join(traceback.format_exception(exc)))
+        return _cut(utf8("".join(traceback.format_exception(exc))), "ends")
     except Exception as failure:
         return f"(the traceback could not be formatted: {describe(failure)[1]})"

@@ -34,7 +34,13 @@ from rqueue.store.retry import Persist
 from rqueue.task_names import malformed_name
 from rqueue.worker import parent_failures, unique_locks
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import complete_failure, forget_exceptions, retry_delay
+from rqueue.worker.outcomes import (
+    complete_failure,
+    file_failure,
+    forget_exceptions,
+    release_for_retry,
+    retry_delay,
+)
 from rqueue.worker.scoreboard import Entry, Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
@@ -171,25 +177,23 @@ class Recovery:
             log.warning(
                 "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
             )
-            after = delay
-            self.persist(lambda: self.queue.release(name, [member], after))
-            self.metrics.retried(name, _counted_name(job), job, None)
-        else:
-            log.error(
-                "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
-            )
-            record = make_record(name, member, kind, message, job=job, timed_out=killed_for_timeout)
-            kept = None
-            if job is not None:  # a workflow goes on from here, as if the task had raised
-                kept = complete_failure(
-                    self.queue, self.persist, job, member, kind, message, "", 0.0
-                )
-            self.persist(lambda: self.queue.fail(name, member, record, kept=kept))
-            self.metrics.failed(name, _counted_name(job), job, None)
-            if job is not None:  # after_failed and listeners run in a child
-                forget_exceptions(self.queue, self.persist, name, job)
-                unique_locks.on_failed(self.queue, self.persist, name, job)
-                parent_failures.queue_report(self.queue, name, record)
+            if release_for_retry(self.queue, self.persist, name, member, job, delay):
+                self.metrics.retried(name, _counted_name(job), job, None)
+                return
+        # Failed for good (or Redis refused its release: failed all the same).
+        log.error(
+            "%s %s %s: %s; failed", name, job.task if job else "-", payload_id(member), message
+        )
+        record = make_record(name, member, kind, message, job=job, timed_out=killed_for_timeout)
+        kept = None
+        if job is not None:  # a workflow goes on from here, as if the task had raised
+            kept = complete_failure(self.queue, self.persist, job, member, kind, message, "", 0.0)
+        file_failure(self.queue, self.persist, name, member, job, record, kept)
+        self.metrics.failed(name, _counted_name(job), job, None)
+        if job is not None:  # after_failed and listeners run in a child
+            forget_exceptions(self.queue, self.persist, name, job)
+            unique_locks.on_failed(self.queue, self.persist, name, job)
+            parent_failures.queue_report(self.queue, name, record)
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
         members = self.persist(lambda: self.queue.reserved_payloads(name))

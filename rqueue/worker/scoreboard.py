@@ -90,9 +90,13 @@ class SlotView:
 
 _GLOBAL = struct.Struct("<Bxxxxxxxq")  # paused flag, tasks processed by exited children
 _HEADER = struct.Struct("<qiiiidq")  # seq, state, queue, count, current, deadline, processed
-_ENTRY = struct.Struct("<32sIHBxd")  # id, attempts, queue, entry state, deadline
+_ENTRY = struct.Struct("<32sIHBxd96s")  # id, attempts, queue, entry state, deadline, name
 _ENTRY_TAIL = struct.Struct("<Bxd")  # an entry's state and deadline, which slot mode rewrites
 _TAIL_AT = 38  # their offset in the entry
+_NAME = struct.Struct("<96s")
+"""The task's name, written when it starts (``Slot.start``); empty if longer than this."""
+_NAME_AT = 48
+_NAMES_KEPT = 1000
 _SEQ = struct.Struct("<q")
 _TORN_AFTER = 0.05  # seconds a write may stay unfinished before the slot counts as torn
 _GLOBAL_SIZE = _GLOBAL.size
@@ -188,6 +192,22 @@ class Scoreboard:
             )
         return SlotView(State(state), queue, held, current, deadline, processed, entries)
 
+    def task_name(self, index: int, entry: int) -> str | None:
+        """The name of the task entry ``entry`` of slot ``index`` runs (None: not known).
+
+        Read for ``rqueue workers`` only, never to decide anything: a write under way is
+        given up on (the next heartbeat reads it again), not waited for.
+        """
+        offset = self.offset(index)
+        if not 0 <= entry < self.max_held:
+            return None
+        seq = _SEQ.unpack_from(self._memory, offset)[0]
+        at = offset + _HEADER.size + entry * _ENTRY.size + _NAME_AT
+        raw: bytes = _NAME.unpack_from(self._memory, at)[0]
+        if seq % 2 or _SEQ.unpack_from(self._memory, offset)[0] != seq:
+            return None
+        return raw.rstrip(b"\0").decode("utf-8", "replace") or None
+
     def clear(self, index: int) -> None:
         offset = self.offset(index)
         self._memory[offset : offset + self.slot_size] = bytes(self.slot_size)
@@ -251,6 +271,9 @@ class Slot:
         self._free = 0
         """Counts of the entries' states, kept as they change: ``running()`` and
         ``free()`` are asked once per turn of slot mode's loop."""
+        self._names: dict[str, bytes] = {}
+        """Task names as ``start`` writes them, encoded once per name."""
+        self._names_at = self._offset + _HEADER.size + _NAME_AT
 
     def hold(self, queue_index: int, headers: Sequence[tuple[str, int, int]]) -> Sequence[int]:
         """Record a new batch of reserved tasks, none started; return their entries.
@@ -266,7 +289,7 @@ class Slot:
         self._begin()
         for task_id, attempts, _ in headers:
             encoded = task_id.encode("ascii", "replace")
-            pack_into(memory, offset, encoded, attempts, queue_index, 0, 0.0)
+            pack_into(memory, offset, encoded, attempts, queue_index, 0, 0.0, b"")
             offset += _ENTRY.size
         self.queue_index, self.count, self.current = queue_index, len(headers), 0
         self.state = State.HOLDING if headers else State.WAITING
@@ -286,6 +309,20 @@ class Slot:
             self.count = self.current = 0
         self.deadline = deadline
         self._end()
+
+    def start(self, entry: int, name: str, deadline: float) -> None:
+        """``set(RUNNING, entry, deadline)``, and the task's name beside its id: so the
+        parent's heartbeat names it from the first beat, with no Redis call (a name
+        too long for the entry is left out, and looked up as before: registry.py)."""
+        encoded = self._names.get(name)
+        if encoded is None:  # a task's first run in this child
+            encoded = name.encode("utf-8", "replace")
+            encoded = encoded if len(encoded) <= _NAME.size else b""
+            if len(self._names) < _NAMES_KEPT:  # names come from payloads: bounded
+                self._names[name] = encoded
+        # Written before the entry is marked running: a reader never sees it half way.
+        _NAME.pack_into(self._memory, self._names_at + entry * _ENTRY.size, encoded)
+        self.set(State.RUNNING, entry, deadline)
 
     def count_processed(self) -> None:
         self.processed += 1
@@ -368,6 +405,7 @@ class Slot:
                 queue_index,
                 Entry.UNSTARTED,
                 0.0,
+                b"",
             )
         self.count = max(self.count, entries[-1] + 1) if entries else self.count
         self._end()

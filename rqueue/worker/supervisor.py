@@ -168,15 +168,21 @@ class Supervisor(InterruptibleWaits):
             view = self.board.read(child.number - 1)
             if view is None:
                 continue
+            slot = child.number - 1
             if view.state == State.CONCURRENT:
                 running += [
-                    Running(child.number, e.held.id, queues[e.queue_index])
-                    for e in view.entries
+                    Running(
+                        child.number,
+                        e.held.id,
+                        queues[e.queue_index],
+                        self.board.task_name(slot, entry),
+                    )
+                    for entry, e in enumerate(view.entries)
                     if e.state == Entry.RUNNING
                 ]
             elif view.state == State.RUNNING and view.current < len(view.held):
-                held = view.held[view.current]
-                running.append(Running(child.number, held.id, queues[view.queue_index]))
+                held, name = view.held[view.current], self.board.task_name(slot, view.current)
+                running.append(Running(child.number, held.id, queues[view.queue_index], name))
         return running
 
     def _wait(self, seconds: float) -> None:

@@ -420,7 +420,9 @@ def push_callbacks(
         except RQueueError as exc:  # InvalidSignature included
             log.error("batch %s: its %s callback is refused: %s", batch_id, name, exc)
             continue
-        queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, bool(job.meta.get(KEEP)))
+        kept = bool(job.meta.get(KEEP))
+        # At the head of its queue: it runs as its member finished, not after the rest.
+        queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, kept, first=True)
 
 
 def _valid_queue(name: str) -> bool:

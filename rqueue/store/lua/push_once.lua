@@ -13,7 +13,9 @@
 -- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
 -- ARGV[3] the payload   ARGV[4] '1' if the task keeps its result
 -- ARGV[5] the completing task's reserved payload, or ''   ARGV[6] its result record,
--- or ''   ARGV[7] milliseconds to keep that record
+-- or ''   ARGV[7] milliseconds to keep that record   ARGV[8] '1' to push it at the head
+-- of the ready list, next to be reserved (a batch's callback, due as a member
+-- finished: it runs then, not behind every member still queued); else at the tail
 -- Returns 1 if pushed, 0 if it had been pushed before.
 -- Invariant: for one id, at most one push while the marker lasts; the completing
 -- task leaves its queue in the same step its successor enters one, however often
@@ -42,7 +44,11 @@ if ARGV[4] == '1' then
   redis.call('SET', KEYS[7], cmsgpack.pack({state = state, due = now + delay}), 'PX', ARGV[2])
 end
 if delay <= 0 then
-  redis.call('RPUSH', KEYS[1], ARGV[3])
+  if ARGV[8] == '1' then
+    redis.call('LPUSH', KEYS[1], ARGV[3])
+  else
+    redis.call('RPUSH', KEYS[1], ARGV[3])
+  end
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
   return 1
 end
