@@ -29,6 +29,17 @@ MAX_NESTING = 500
 own map and lists take some of them."""
 
 
+def check_containers(task: str, args: Any, kwargs: Any) -> None:
+    """UnserializableArgument unless ``args`` is a list or tuple and ``kwargs`` a dict
+    with string keys: the shape every other check of a call takes for granted."""
+    if not isinstance(args, (list, tuple)):
+        raise UnserializableArgument(
+            f"the args of task {task} must be a list or tuple, got {type(args).__name__}"
+        )
+    if not isinstance(kwargs, dict) or (kwargs and not STRINGS.issuperset(map(type, kwargs))):
+        raise UnserializableArgument(f"the kwargs of task {task} must be a dict with string keys")
+
+
 def check_arguments(task: str, args: Any, kwargs: Any) -> None:
     """Refuse what msgpack would encode but a worker could not decode as it was given.
 
@@ -38,12 +49,7 @@ def check_arguments(task: str, args: Any, kwargs: Any) -> None:
     equals itself), and nothing may nest deeper than MAX_NESTING. Plain scalars, the
     usual arguments, are let through without a walk.
     """
-    if not isinstance(args, (list, tuple)):
-        raise UnserializableArgument(
-            f"the args of task {task} must be a list or tuple, got {type(args).__name__}"
-        )
-    if not isinstance(kwargs, dict) or (kwargs and not STRINGS.issuperset(map(type, kwargs))):
-        raise UnserializableArgument(f"the kwargs of task {task} must be a dict with string keys")
+    check_containers(task, args, kwargs)
     if _SCALARS.issuperset(map(type, args)) and (
         not kwargs or _SCALARS.issuperset(map(type, kwargs.values()))
     ):
@@ -204,7 +210,9 @@ class CallShape:
             return None
 
     def check(self, task: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-        """TypeError naming ``task`` unless a worker can call it with these arguments."""
+        """TypeError naming ``task`` unless a worker can call it with these arguments
+        (UnserializableArgument if they are not a sequence and a map of names at all)."""
+        check_containers(task, args, kwargs)
         if not kwargs and self.counted and self.least <= len(args) <= self.most:
             return
         if kwargs and self._fits(args, kwargs):

@@ -18,8 +18,10 @@ import pytest
 from browser import chromium, served_dashboard
 from playwright.sync_api import Request as BrowserRequest
 from starlette.routing import Match
-from support import Workers
+from support import Workers, cli
 
+from rqueue.config import Config
+from rqueue.errors import RQueueError
 from rqueue.failed import FailedTasks
 from rqueue.schedules import Schedules
 from rqueue.store.batch_store import BatchStore
@@ -194,3 +196,32 @@ def test_a_batch_whose_state_does_not_read_is_shown_as_such(
         page = c.get(f"/batches/{broken}")
         assert page.status_code == 200 and "does not read" in page.text
         assert f"/batches/{broken}/cancel" not in page.text
+
+
+def test_a_finished_batch_is_refused_by_every_way_to_cancel_it(
+    queue: RedisQueue, config: Config, filled: dict[str, str]
+) -> None:
+    finished = filled["finished"]
+    with pytest.raises(RQueueError, match="has finished: nothing is left to cancel"):
+        batch_of(finished, queue).cancel()
+    result = cli(config, "batches", "cancel", finished)
+    assert result.returncode == 1 and "has finished" in result.stderr, result
+    assert not batch_of(finished, queue).cancelled()
+    assert batch_of(filled["running"], queue).cancel()
+
+
+def test_retrying_or_cancelling_a_batch_that_does_not_read_says_so_without_a_500(
+    queue: RedisQueue, filled: dict[str, str]
+) -> None:
+    state = BatchStore(queue).keys(filled["finished"]).state
+    queue.client.hset(state, "total", "abc")
+    wrong_type = BatchStore(queue).keys(filled["running"]).state
+    queue.client.delete(wrong_type)
+    queue.client.set(wrong_type, "not a hash")
+    with served_dashboard(queue) as served, httpx.Client(base_url=served.url) as c:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', c.get("/failed").text)
+        assert csrf
+        for batch_id in (filled["finished"], filled["running"]):
+            for action in ("retry", "cancel"):
+                answer = c.post(f"/batches/{batch_id}/{action}", data={"csrf": csrf.group(1)})
+                assert answer.status_code == 303, (batch_id, action, answer.text[:300])

@@ -328,3 +328,18 @@ class FailedListMachine(RuleBasedStateMachine):
 
 def test_the_list_and_its_lookup_stay_in_step_after_any_sequence(config: Config) -> None:
     run_machine(FailedListMachine, config, examples=60, steps=40)
+
+
+@pytest.mark.parametrize("broken", ["failed", "failed_lookup"])
+def test_a_failed_key_of_the_wrong_type_leaves_the_task_reserved_not_lost(
+    queue: RedisQueue, broken: str
+) -> None:
+    import redis
+
+    queue.push("default", [encode(Job(new_id(), "apptasks:record", (1,), {}, "default"))])
+    (reserved,) = queue.reserve("default", 1, 60_000, 0, 0).payloads
+    queue.client.set(getattr(queue.keys("default"), broken), "not a list nor a zset")
+    record = make_record("default", reserved, "ValueError", "x", job=decode(reserved))
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        queue.fail("default", reserved, record)
+    assert queue.client.zrange(queue.keys("default").reserved, 0, -1) == [reserved]

@@ -508,3 +508,13 @@ def test_the_plugins_fixtures_in_a_users_test_run(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
+
+
+def test_a_task_that_releases_itself_uses_its_tries_under_sync_as_in_a_worker() -> None:
+    t.seen.clear()
+    with sync():
+        handle = t.releases_itself.dispatch()
+    assert handle.status() == "failed"
+    assert t.seen == [("releases itself",)] * 2  # its two tries, then it fails
+    with pytest.raises(TaskFailed, match="released by the task itself on its last try"):
+        handle.result()

@@ -106,3 +106,9 @@ async def fetch(n: int) -> int:
     assert job is not None
     seen.append(("fetch", n, job.task))
     return n * 10
+
+
+@task(tries=2)
+def releases_itself() -> None:
+    seen.append(("releases itself",))
+    raise Release(1)

@@ -118,7 +118,8 @@ class BatchStore:
         return int(self.queue.scripts.batch_retry(self.queue.client, keys.all(), args))
 
     def cancel(self, batch_id: str) -> int:
-        """1 if cancelled now, 0 if it was already, -1 if there is no such batch."""
+        """1 if cancelled now, 0 if it was already, 2 if it has finished (nothing to
+        cancel), -1 if there is no such batch."""
         keys = self.keys(batch_id)
         return int(self.queue.scripts.batch_cancel(self.queue.client, (keys.state,), ()))
 

@@ -8,8 +8,9 @@ dispatch), the task's middleware stack, its retries, and the workflow rules of
 with a batch's counts kept in memory by :class:`MemoryBatch` instead of in Redis.
 
 What differs from a worker, on purpose: nothing sleeps (a backoff or a ``later()``
-delay is not waited for), there is no time limit, and a middleware's ``Release``
-leaves the call ``delayed`` instead of running it again (docs/testing.md).
+delay is not waited for, nor a task's own ``Release``, which uses an attempt as in a
+worker), there is no time limit, and a middleware's ``Release`` leaves the call
+``delayed`` instead of running it again (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rqueue.store.cancel import CancelOutcome
 from rqueue.task import Dispatched, PendingDispatch, Task, TaskHandle, registered_task
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
+from rqueue.worker.releases import TASK_ITSELF, last_try, released_by
 from rqueue.workflows import effects
 from rqueue.workflows.batches import (
     BATCH,
@@ -207,7 +209,12 @@ class InlineRunner:
                 value = run_through(stack, job, functools.partial(_call, task, args, job))
                 completion = effects.on_success(job, payload, value, started, self.max_bytes())
             except Release as release:
-                job.attempts -= 1  # a release gives its attempt back
+                if released_by(release, task.fn) == TASK_ITSELF:  # a retry it asked for
+                    if job.attempts < tries:
+                        continue  # retried at once, as a worker would once its delay is up
+                    failure = last_try(release, job.attempts, tries)
+                    return self._failed(job, payload, failure, started)
+                job.attempts -= 1  # a middleware's release gives its attempt back
                 found = Outcome(job.id, job.task, "delayed", attempts=job.attempts)
                 found.released_for = release.delay
                 self.outcomes[job.id] = found

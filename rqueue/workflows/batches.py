@@ -155,10 +155,13 @@ class Batch:
         return None if state is None else _status(state)
 
     def cancel(self) -> bool:
-        """Cancel it: members not started are skipped. False if it was already."""
+        """Cancel it: members not started are skipped. False if it was already;
+        RQueueError if it has finished, when nothing is left to skip."""
         answer = self._store().cancel(self.id)
         if answer < 0:
             raise RQueueError(f"no batch {self.id} (expired, pruned, or never dispatched)")
+        if answer == 2:
+            raise RQueueError(f"batch {self.id} has finished: nothing is left to cancel")
         return answer == 1
 
     def cancelled(self) -> bool:

@@ -11,11 +11,14 @@
 -- record goes to the head of the list and its member "<id>#<n>" (n the first free) into
 -- the lookup with the next sequence number, so the two stay in step (failed_list.lua);
 -- a second record of one id (failed again after a retry) is kept beside the first.
+-- The record is filed before the task leaves reserved: a write Redis refuses (a key of
+-- the wrong type) stops the script with the task still reserved, never in neither.
 -- @failed_list
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 or ARGV[3] == '1' then
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) or ARGV[3] == '1' then
   reindex(KEYS[2], KEYS[3])
-  redis.call('ZADD', KEYS[3], next_sequence(KEYS[3]), free_member(KEYS[3], ARGV[2]))
   redis.call('LPUSH', KEYS[2], ARGV[2])
+  redis.call('ZADD', KEYS[3], next_sequence(KEYS[3]), free_member(KEYS[3], ARGV[2]))
+  redis.call('ZREM', KEYS[1], ARGV[1])
   if KEYS[4] then
     redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
     redis.call('DEL', KEYS[5])

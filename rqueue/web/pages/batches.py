@@ -55,8 +55,11 @@ async def cancel_action(request: Request) -> Response:
 async def retry_action(request: Request) -> Response:
     await action_form(request)
     found = _batch(request)
-    retried = await run_in_threadpool(found.retry)
-    notify(request, f"Retried {retried} failed member(s).")
+    try:
+        retried = await run_in_threadpool(found.retry)
+        notify(request, f"Retried {retried} failed member(s).")
+    except RQueueError as exc:  # no such batch, or its state does not read
+        notify(request, str(exc))
     return RedirectResponse(dashboard(request).url(request, f"/batches/{found.id}"), 303)
 
 
