@@ -235,3 +235,23 @@ def test_the_check_agrees_with_python_on_every_kind_of_parameter() -> None:
             checked_calls = False
         assert checked_calls == python_calls, (inspect.signature(function), args, kwargs)
         checked += 1
+
+
+def test_chains_batches_and_callbacks_are_checked_when_they_are_built() -> None:
+    import apptasks
+
+    from rqueue import batch, chain
+
+    record, with_hooks = apptasks.record, apptasks.with_hooks  # (value), (value, fail=False)
+    with pytest.raises(TypeError, match="apptasks:record"):
+        chain(record.pending(1, 2))  # the first step runs as it is
+    with pytest.raises(TypeError, match="apptasks:record"):
+        chain(record.pending(1), record.pending())  # no pipe: nothing is given first
+    chain(record.pending(1), record.pending(), pipe=True)  # piped: the result comes first
+    with pytest.raises(TypeError, match="apptasks:record"):
+        batch([record.pending()])
+    with pytest.raises(TypeError, match="apptasks:record"):
+        batch([record.pending(1)]).then(record, "one too many")  # the batch comes first
+    with pytest.raises(TypeError, match="apptasks:with_hooks"):
+        chain(record.pending(1)).catch(with_hooks.pending("x", "y"))
+    batch([record.pending(1)]).then(with_hooks, fail=True).finally_(record)

@@ -46,8 +46,11 @@ class Chain:
     def __init__(self, steps: tuple[PendingDispatch, ...], pipe: bool) -> None:
         if not steps:
             raise ValueError("a chain needs at least one step")
-        for step in steps:
+        for index, step in enumerate(steps):
             check_pending(step, "chain()")
+            # The first step runs as it is; with pipe=True each later one gets the
+            # return value of the step before it first.
+            step.task.check_call(step.args, step.kwargs, given_first=pipe and index > 0)
         self.steps = steps
         self.pipe = pipe
         self._catch: PendingDispatch | None = None

@@ -109,8 +109,10 @@ def callback_call(
     if isinstance(callback, PendingDispatch):
         if args or kwargs:
             raise TypeError("pass arguments either to pending() or here, not to both")
+        callback.task.check_call(callback.args, callback.kwargs, given_first=True)
         return callback
     if isinstance(callback, Task):
+        callback.check_call(args, kwargs, given_first=True)
         return PendingDispatch(callback, args, kwargs)
     raise TypeError(
         f"{what}() takes a task (a function decorated with @task) or a pending call like "
@@ -130,6 +132,7 @@ def pending_calls(calls: object, what: str) -> list[PendingDispatch]:
     found: list[PendingDispatch] = []
     for call in calls:  # type: ignore[attr-defined]
         check_pending(call, what)
+        call.task.check_call(call.args, call.kwargs)  # a member runs as it is
         found.append(call)
     return found
 
