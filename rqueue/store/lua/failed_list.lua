@@ -97,19 +97,19 @@ local function forget_members(lookup, members)
   for id, ns in pairs(removed) do pack(lookup, id, ns) end
 end
 
--- remove(list, lookup, members): delete the records of these members (each present)
--- from the list and the lookup. Each record is marked in place (LSET) and the marks
+-- remove(list, lookup, members, ranks): delete the records of these members (each
+-- present; `ranks`, if given, their ZREVRANKs already read) from the list and the lookup. Each record is marked in place (LSET) and the marks
 -- removed by one LREM from the nearer end, so a record near either end costs little
 -- and one in the middle of a million a scan of half the list (a few ms); the mark is
 -- unique to the call, so no record can be taken for it.
-local function remove(list, lookup, members)
+local function remove(list, lookup, members, ranks)
   if #members == 0 then return end
   local total = redis.call('LLEN', list)
   local time = redis.call('TIME')
   local mark = '\0rqueue removed\0' .. redis.sha1hex(time[1] .. '.' .. time[2] .. members[1])
   local front, back = 0, 0
-  for _, member in ipairs(members) do
-    local rank = redis.call('ZREVRANK', lookup, member)
+  for i, member in ipairs(members) do
+    local rank = ranks and ranks[i] or redis.call('ZREVRANK', lookup, member)
     if rank < total / 2 then
       redis.call('LSET', list, rank, mark)
       front = front + 1

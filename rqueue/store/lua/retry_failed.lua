@@ -32,37 +32,41 @@ if ARGV[1] == 'flush' then
   return #oldest
 end
 
--- holds(member, record, taken): true if `member` is filed, not taken by this call, and
--- its record is `record`.
+-- holds(member, record, taken): the rank of `member` if it is filed, not taken by this
+-- call, and its record is `record`; else nil.
 local function holds(member, record, taken)
-  if taken[member] then return false end
+  if taken[member] then return nil end
   local rank = redis.call('ZREVRANK', lookup, member)
-  return rank and at(list, rank, total) == record
+  if rank and at(list, rank, total) == record then return rank end
+  return nil
 end
 
--- find(member, record, taken): where `record` is filed now: `member`, else another of
--- its id's members holding the same bytes; nil if it is gone.
+-- find(member, record, taken): where `record` is filed now, and its rank: `member`,
+-- else another of its id's members holding the same bytes; nil if it is gone.
 local function find(member, record, taken)
-  if holds(member, record, taken) then return member end
+  local rank = holds(member, record, taken)
+  if rank then return member, rank end
   local id = split(member)
   local n = 1
   while id and redis.call('ZSCORE', lookup, id .. '#' .. n) do
-    if holds(id .. '#' .. n, record, taken) then return id .. '#' .. n end
+    rank = holds(id .. '#' .. n, record, taken)
+    if rank then return id .. '#' .. n, rank end
     n = n + 1
   end
   return nil
 end
 
-local taken, members, found = {}, {}, {}
+local taken, members, ranks, found = {}, {}, {}, {}
 for i = 1, (#ARGV - 1) / 3 do
-  local member = find(ARGV[3 * i - 1], ARGV[3 * i], taken)
+  local member, rank = find(ARGV[3 * i - 1], ARGV[3 * i], taken)
   if member then
     taken[member] = true
     members[#members + 1] = member
+    ranks[#ranks + 1] = rank
     found[#found + 1] = i
   end
 end
-remove(list, lookup, members)
+remove(list, lookup, members, ranks)
 if ARGV[1] ~= 'retry' then return #found end
 
 local payloads, ids = {}, {}
