@@ -1,6 +1,7 @@
 """rqueue: a Laravel-style task queue for Python on Redis."""
 
 import os
+import sys
 
 from rqueue import schedules
 from rqueue.codec import register_type
@@ -94,7 +95,21 @@ __all__ = [
     "use",
 ]
 
+
+def _started_as_the_cli() -> bool:
+    """True while ``rqueue ...`` or ``python -m rqueue`` imports this package: the CLI
+    cannot catch what its own package's import raises, so the import says it."""
+    return os.path.basename(sys.argv[0]) in ("rqueue", "rqueue.exe") or sys.argv[0] == "-m"
+
+
 if os.environ.get("RQUEUE_SYNC", "").strip():  # on (or a typo, refused): docs/testing.md
     from rqueue.testing.sync import sync_from_environment
 
-    sync_from_environment()
+    try:
+        sync_from_environment()
+    except ConfigError as exc:
+        if not _started_as_the_cli():
+            raise
+        # A setting the CLI cannot take is a usage error naming it (click's exit code).
+        sys.stderr.write(f"rqueue: {exc}\n")
+        raise SystemExit(2) from None

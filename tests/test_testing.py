@@ -518,3 +518,17 @@ def test_a_task_that_releases_itself_uses_its_tries_under_sync_as_in_a_worker() 
     assert t.seen == [("releases itself",)] * 2  # its two tries, then it fails
     with pytest.raises(TaskFailed, match="released by the task itself on its last try"):
         handle.result()
+
+
+@pytest.mark.parametrize("how", ["rqueue", "python -m rqueue"])
+def test_a_bad_rqueue_sync_is_a_usage_error_of_every_command(config: Config, how: str) -> None:
+    script = str(Path(sys.executable).parent / "rqueue")  # the venv's console script
+    command = [script] if how == "rqueue" else [sys.executable, "-m", "rqueue"]
+    env = {**os.environ, "REDIS_URL": config.redis_url, "RQUEUE_SYNC": "ture"}
+    for args in (["size"], ["failed", "list"], ["work", "--stop-when-empty"]):
+        done = subprocess.run(
+            [*command, *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert done.stderr.startswith("rqueue: RQUEUE_SYNC must be one of"), done.stderr
