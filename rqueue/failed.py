@@ -99,6 +99,9 @@ def make_record(
 
 _LARGEST_COUNT = 2**32 - 1
 """Attempts and pids a record may say: what the payload's counter (uint32) can hold."""
+_LATEST_TIME = 2**32 - 1
+"""The latest failure time a record may say (Unix seconds, in 2106): past it, or NaN,
+it is no time a worker wrote."""
 _TEXT_FIELDS = ("task", "exception", "message", "traceback", "host")
 
 
@@ -117,7 +120,7 @@ def decode_record(raw: bytes) -> FailedTask:
     failed_at = _field(fields, "failed_at", (int, float), 0.0)
     attempts = _field(fields, "attempts", int, 0)
     pid = _field(fields, "pid", int, 0)
-    if not (math.isfinite(failed_at) and 0 <= failed_at < _LARGEST_COUNT):
+    if not (math.isfinite(failed_at) and 0 <= failed_at < _LATEST_TIME):
         raise InvalidPayload(f"unreadable failed record: failed_at {failed_at!r} is no time")
     for name, count in (("attempts", attempts), ("pid", pid)):
         if not 0 <= count <= _LARGEST_COUNT:

@@ -221,8 +221,7 @@ def test_a_hand_edit_of_the_list_is_mended_and_loses_nothing(queue: RedisQueue) 
     page = failed.page(limit=20)
     assert (page.total, page.unreadable) == (12, 2)
     assert [f.id for f in page.records] == ids[::-1]
-    assert_in_step_count = queue.client.zcard(queue.keys("default").failed_lookup)
-    assert assert_in_step_count == 12
+    assert queue.client.zcard(queue.keys("default").failed_lookup) == 12  # mended
     middle = failed.find(ids[5])
     assert middle is not None and failed.retry(middle)
     assert failed.retry_all() == 9  # the two that are no records stay

@@ -22,7 +22,6 @@
 -- @failed_list
 local list, lookup = KEYS[1], KEYS[2]
 reindex(list, lookup)
-local total = redis.call('LLEN', list)
 
 if ARGV[1] == 'flush' then
   local oldest = redis.call('ZRANGE', lookup, 0, tonumber(ARGV[2]) - 1)
@@ -31,6 +30,8 @@ if ARGV[1] == 'flush' then
   forget_members(lookup, oldest)
   return #oldest
 end
+
+local total = redis.call('LLEN', list)
 
 -- holds(member, record, taken): the rank of `member` if it is filed, not taken by this
 -- call, and its record is `record`; else nil.
