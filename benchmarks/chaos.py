@@ -103,7 +103,7 @@ def _results() -> Any:
     may have landed; that would be a double run caused by the task, not by rqueue."""
     client = _clients.get(os.getpid())
     if client is None:
-        from rqueue.config import Config
+        from rqueue.settings.config import Config
         from rqueue.store.connect import connect
 
         client = connect(Config.resolve(socket_timeout=30.0))
@@ -416,7 +416,7 @@ class Chaos:
     # -- set-up -----------------------------------------------------------------------
 
     def _config(self) -> Any:
-        from rqueue.config import Config
+        from rqueue.settings.config import Config
 
         return Config(redis_url=self.server.url, socket_timeout=2.0, dispatch_retry=1.0)
 
@@ -702,8 +702,8 @@ class Chaos:
         return bool(done + failed >= self.result.dispatched and busy == 0)
 
     def _finish(self) -> None:
+        from rqueue.encoding.payload import decode
         from rqueue.failed import FailedTasks
-        from rqueue.payload import decode
         from rqueue.store.queue import RedisQueue
 
         if self.server.process is None:
@@ -792,7 +792,7 @@ class Chaos:
     def _keep_evidence(self, queue: Any, lost: list[int]) -> None:
         """After a loss: say which keys still mention the lost tasks (a claims key, say),
         and keep Redis's data folder (its AOF) and the worker logs for a post-mortem."""
-        from rqueue.payload import decode
+        from rqueue.encoding.payload import decode
 
         def numbers_in(value: bytes) -> set[int]:
             items = [value]

@@ -38,7 +38,7 @@ from common import BENCH_DIR, bare_incr_rate, machine_summary, table
 from peers._runner import IO_WAIT
 
 from rqueue.server import RedisServer
-from rqueue.task import Task
+from rqueue.tasks.task import Task
 
 VENVS = BENCH_DIR / ".venvs"
 

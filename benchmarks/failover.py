@@ -56,9 +56,9 @@ from bookkeeping import book, open_book
 from common import BENCH_DIR, machine_summary, table, wait_until
 
 from rqueue import task
-from rqueue.config import Config
+from rqueue.encoding.payload import decode
 from rqueue.failed import FailedTasks
-from rqueue.payload import decode
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # the tests' local topologies

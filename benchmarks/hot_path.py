@@ -27,13 +27,13 @@ from collections.abc import Callable
 import bench_tasks
 from common import command_calls, command_delta, machine_summary, median, table
 
-from rqueue.config import Config
-from rqueue.current import Runner, set_runner
+from rqueue.encoding.payload import Job, new_id
 from rqueue.metrics.collector import Collector, NoMetrics
-from rqueue.payload import Job, new_id
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
+from rqueue.tasks.current import Runner, set_runner
 from rqueue.worker.child import ChildWorker
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Scoreboard

@@ -35,11 +35,11 @@ import bench_tasks
 import redis
 from common import machine_summary, percentile, rqueue_work, table
 
-from rqueue.config import Config
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Task
+from rqueue.tasks.task import Task
 
 IDLE_PAUSE = 0.005
 """Seconds between samples: enough for the child to go back to its blocking wait."""

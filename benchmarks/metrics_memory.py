@@ -19,9 +19,9 @@ import random
 
 from common import machine_summary, table
 
-from rqueue.config import Config
 from rqueue.metrics.collector import Collector, _Series
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 MINUTES = 24 * 60

@@ -17,11 +17,11 @@ from typing import Any
 import redis
 from common import machine_summary, table
 
-from rqueue.config import Config
-from rqueue.payload import encode
+from rqueue.encoding.payload import encode
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Task, TaskOptions
+from rqueue.tasks.task import Task, TaskOptions
 
 PIPELINE = 100
 BATCH = 100

@@ -44,8 +44,8 @@ import redis
 from common import machine_summary, percentile, rqueue_work, table, wait_until
 from latency import IDLE_PAUSE, wait_start
 
-from rqueue.config import Config
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue

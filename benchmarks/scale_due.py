@@ -45,14 +45,14 @@ import redis
 from common import BENCH_DIR, Requests, machine_summary, percentile, rqueue_work, table
 from hot_path import drain
 
-from rqueue.config import Config
-from rqueue.current import Runner, set_runner
-from rqueue.payload import encode, new_ids
+from rqueue.encoding.payload import encode, new_ids
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.default import use
 from rqueue.store.queue import Push, RedisQueue
 from rqueue.store.scripts import Scripts
+from rqueue.tasks.current import Runner, set_runner
 from rqueue.worker.child import ChildWorker
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Scoreboard

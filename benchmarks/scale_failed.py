@@ -30,10 +30,10 @@ from typing import NamedTuple
 import redis
 from common import machine_summary, table
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.failed import make_record
-from rqueue.payload import Job, encode, new_id
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.queue import Push, RedisQueue
 
 QUEUE = "default"

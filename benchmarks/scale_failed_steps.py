@@ -22,9 +22,9 @@ from pathlib import Path
 from common import BENCH_DIR, machine_summary, percentile, table
 
 import rqueue.failed as failed_module
-from rqueue.config import Config
 from rqueue.failed import FailedTasks
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 LOGGED_OVER_US = 200

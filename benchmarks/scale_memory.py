@@ -43,8 +43,8 @@ import redis
 from common import BENCH_DIR, machine_summary, rqueue_work, table, wait_until
 from compare import PEERS, install, python_of
 
-from rqueue.config import Config
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
@@ -211,7 +211,7 @@ def peer_rows(url: str, count: int, only: set[str]) -> list[Row]:
 
 ELEMENTS = ("attempts", "timeout_ms", "id", "task", "queue", "dispatched_at", "args")
 ELEMENTS += ("kwargs", "options", "signature")
-"""A payload array's elements by position (rqueue/payload.py)."""
+"""A payload array's elements by position (rqueue/encoding/payload.py)."""
 
 
 def payload_fields(payload: bytes) -> list[tuple[str, int]]:

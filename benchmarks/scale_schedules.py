@@ -31,11 +31,11 @@ import bench_tasks
 from common import Requests, command_calls, command_delta, machine_summary, percentile, table
 from scale_due import in_process_parent, parent_tick
 
-from rqueue.config import Config
-from rqueue.payload import decode
+from rqueue.encoding.payload import decode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 HEADERS = (

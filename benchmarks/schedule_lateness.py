@@ -64,8 +64,8 @@ def main() -> int:
     options = parser.parse_args()
 
     from rqueue import RedisQueue, schedules
-    from rqueue.config import Config
     from rqueue.server import RedisServer
+    from rqueue.settings.config import Config
 
     server = None if os.environ.get("REDIS_URL") else RedisServer().__enter__()
     url = os.environ.get("REDIS_URL") or (server.url if server else "")

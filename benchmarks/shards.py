@@ -51,8 +51,8 @@ from latency import wait_start
 from throughput import fill
 
 from rqueue import task
-from rqueue.config import Config
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
 

@@ -24,8 +24,8 @@ import psutil
 import redis
 from common import machine_summary, rqueue_work, table, wait_until
 
-from rqueue.config import Config
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 

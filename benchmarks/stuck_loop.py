@@ -32,12 +32,12 @@ import psutil
 import redis
 from common import machine_summary, rqueue_work, table
 
-from rqueue.config import Config
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.task import dispatch_many
+from rqueue.tasks.task import dispatch_many
 
 POLL = 0.002
 """Seconds between looks at the worker's processes: the precision of the times below."""

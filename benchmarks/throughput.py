@@ -35,12 +35,12 @@ from common import (
     table,
 )
 
-from rqueue.config import Config
-from rqueue.payload import encode
+from rqueue.encoding.payload import encode
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Task
+from rqueue.tasks.task import Task
 
 BULK = 1000
 """Calls per ``dispatch_many`` in the bulk measurement (and when filling the queue)."""

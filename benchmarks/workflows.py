@@ -34,8 +34,8 @@ import redis
 from common import Requests, command_calls, machine_summary, median, rqueue_work, table
 
 from rqueue import Batch, BatchStatus, batch, task
-from rqueue.config import Config
 from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.child import ChildWorker

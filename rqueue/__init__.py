@@ -4,9 +4,8 @@ import os
 import sys
 
 from rqueue import schedules
-from rqueue.codec import register_type
-from rqueue.config import Config, ConfigError
-from rqueue.current import current_job
+from rqueue.encoding.codec import register_type
+from rqueue.encoding.payload import Job
 from rqueue.errors import (
     BatchCancelled,
     DispatchRefused,
@@ -28,11 +27,12 @@ from rqueue.errors import (
     WorkerLost,
 )
 from rqueue.events import TaskEvent, on_exception, on_failed, on_processed, on_processing
-from rqueue.payload import Job
+from rqueue.settings.config import Config, ConfigError
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Dispatched, PendingDispatch, Task, TaskHandle, dispatch_many, task
+from rqueue.tasks.current import current_job
+from rqueue.tasks.task import Dispatched, PendingDispatch, Task, TaskHandle, dispatch_many, task
 from rqueue.worker.options import WorkerOptions
 from rqueue.workflows import (
     Batch,

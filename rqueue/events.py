@@ -3,7 +3,7 @@
 Laravel's ``Queue::before``/``after``/``failing`` and ``Queue::exceptionOccurred``:
 metrics, auditing or alerting hang off these instead of branches in the worker loop.
 Listeners are registered at import time, like tasks, and run in the worker child;
-an ``async def`` listener is awaited (rqueue/awaiting.py says where and how).
+an ``async def`` listener is awaited (rqueue/tasks/awaiting.py says where and how).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rqueue import awaiting
-from rqueue.payload import Job
-from rqueue.task import check_callable
+from rqueue.encoding.payload import Job
+from rqueue.tasks import awaiting
+from rqueue.tasks.task import check_callable
 
 EventName = Literal["processing", "processed", "exception", "failed"]
 
@@ -85,7 +85,7 @@ def has_listeners(event: EventName) -> bool:
 def emit(event: TaskEvent) -> None:
     """Call every listener; one that raises is logged and never affects the task. An
     ``async def`` listener is awaited here, or scheduled on the loop running in this
-    thread (rqueue/awaiting.py)."""
+    thread (rqueue/tasks/awaiting.py)."""
     for listener in _listeners[event.name]:
         try:
             returned = listener(event)

@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from rqueue.encoding.payload import Job, decode, new_id
 from rqueue.errors import InvalidPayload, InvalidQueueName
-from rqueue.payload import Job, decode, new_id
 from rqueue.store.failed_store import FailedStore, record_key
 from rqueue.store.header import payload_id, with_attempts
 from rqueue.store.queue import RedisQueue

@@ -25,8 +25,8 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from rqueue.encoding.payload import MAX_DELAY_SECONDS
 from rqueue.errors import InvalidSchedule
-from rqueue.payload import MAX_DELAY_SECONDS
 
 if TYPE_CHECKING:
     from croniter import croniter

@@ -17,8 +17,8 @@ import pytest
 from support import Workers
 from topologies import LocalCluster, LocalSentinel, listen_port
 
-from rqueue.config import Config
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 

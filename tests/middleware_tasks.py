@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rqueue import current_job, task
+from rqueue.encoding.payload import Job
 from rqueue.middleware import (
     Middleware,
     RateLimited,
@@ -18,7 +19,6 @@ from rqueue.middleware import (
     ThrottlesExceptions,
     WithoutOverlapping,
 )
-from rqueue.payload import Job
 from rqueue.store.default import default_queue
 
 STARTS = "test:mw:starts"

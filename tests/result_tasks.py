@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rqueue import task
+from rqueue.encoding.payload import Job
 from rqueue.middleware.base import Middleware, Release
-from rqueue.payload import Job
 from rqueue.store.default import default_queue
 
 RAN = "test:result:ran"

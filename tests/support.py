@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import psutil
 import redis
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.failed import FailedTasks
-from rqueue.payload import Job, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 T = TypeVar("T")

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from support import Workers, strings
 
 from rqueue import register_type
-from rqueue.codec import MAX_DEPTH, REGISTERED, pack, unpack
+from rqueue.encoding.codec import MAX_DEPTH, REGISTERED, pack, unpack
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.errors import InvalidPayload, UnserializableArgument
 from rqueue.failed import FailedTasks
-from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.header import with_attempts
 from rqueue.store.queue import RedisQueue
 

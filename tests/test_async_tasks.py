@@ -11,7 +11,7 @@ import async_tasks as at
 import pytest
 from support import Workers, cli, failures, settled, strings, wait_for
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5", "--log-level", "warning")

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import threading
 
-from rqueue import awaiting
+from rqueue.tasks import awaiting
 
 
 def test_coroutines_finished_from_threads_at_once_each_run_to_their_end() -> None:

@@ -17,7 +17,7 @@ import pytest
 from support import cli, strings
 
 from rqueue import task
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.errors import (
     InvalidQueueName,
     InvalidSchedule,
@@ -25,8 +25,8 @@ from rqueue.errors import (
     UnserializableArgument,
 )
 from rqueue.failed import FailedTasks
-from rqueue.payload import Job, encode, new_id
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.header import with_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import WorkerOptions

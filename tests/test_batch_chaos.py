@@ -23,8 +23,8 @@ from conftest import TESTS_DIR
 from support import WorkerProcess, Workers, follow_log, wait_for
 
 from rqueue import Batch, batch
-from rqueue.config import Config
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows.batches import BatchStatus
 

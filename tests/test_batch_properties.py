@@ -24,8 +24,8 @@ from hypothesis.stateful import (
 )
 from support import run_machine
 
-from rqueue.config import Config
-from rqueue.payload import new_id
+from rqueue.encoding.payload import new_id
+from rqueue.settings.config import Config
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows.batches import Batch, member_id

@@ -17,10 +17,11 @@ import pytest
 import workflow_tasks as flows
 from support import Workers, strings
 
-from rqueue import batch, chain, codec
-from rqueue.config import Config
+from rqueue import batch, chain
+from rqueue.encoding import codec
+from rqueue.encoding.payload import CHAIN, encode
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import CHAIN, encode
+from rqueue.settings.config import Config
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue

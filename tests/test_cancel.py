@@ -9,7 +9,7 @@ import pytest
 from support import Workers, cli, wait_for
 
 from rqueue import CancelOutcome
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.cancel import cancel_anywhere
 from rqueue.store.queue import RedisQueue
 

@@ -8,7 +8,7 @@ from support import Workers, strings, wait_for
 
 import rqueue
 from rqueue import TaskFailed, chain
-from rqueue.payload import decode
+from rqueue.encoding.payload import decode
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows import effects
 

@@ -20,9 +20,9 @@ import pytest
 import redis
 from support import strings, wait_for
 
-from rqueue.config import Config
 from rqueue.errors import QueueConnectionError
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import WorkerOptions

@@ -19,8 +19,8 @@ import pytest
 import redis
 from support import RQUEUE, cli, strings
 
-from rqueue.config import Config
 from rqueue.failed import FailedTasks, make_record
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.timing import moment
 

@@ -16,7 +16,7 @@ from redis.crc import key_slot
 from support import Workers, cli, strings, wait_for
 from topologies import LocalCluster, Node
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 pytestmark = pytest.mark.cluster

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import apptasks
 import pytest
 
-from rqueue.config import Config
 from rqueue.errors import QueueConnectionError
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 

@@ -21,11 +21,11 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from support import Workers
 
-from rqueue.config import Config
+from rqueue.encoding.payload import new_id
 from rqueue.failed import FailedTasks
 from rqueue.metrics.collector import Collector
-from rqueue.payload import new_id
 from rqueue.schedules import Schedules
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.web import create_app
 from rqueue.web.auth import COOKIE

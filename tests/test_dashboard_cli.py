@@ -16,7 +16,7 @@ import httpx
 from support import RQUEUE, cli, wait_for
 from topologies import listen_port
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.web.charts import line_chart
 

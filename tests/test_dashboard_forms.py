@@ -20,10 +20,10 @@ from playwright.sync_api import Request as BrowserRequest
 from starlette.routing import Match
 from support import Workers, cli
 
-from rqueue.config import Config
 from rqueue.errors import RQueueError
 from rqueue.failed import FailedTasks
 from rqueue.schedules import Schedules
+from rqueue.settings.config import Config
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.web import create_app

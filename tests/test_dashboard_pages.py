@@ -13,8 +13,8 @@ from browser import served_dashboard
 from prometheus_client.parser import text_string_to_metric_families
 from support import Workers, strings, wait_for
 
+from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import Job, encode, new_id
 from rqueue.schedules import Schedules
 from rqueue.store.queue import RedisQueue
 from rqueue.web.failed_search import Match, retry_matching

@@ -8,7 +8,7 @@ import subprocess
 
 from support import RQUEUE
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 

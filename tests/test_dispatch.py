@@ -13,13 +13,14 @@ import pytest
 from support import ready
 
 import rqueue.store.default
-from rqueue import dispatch_many, registry, task
-from rqueue.config import Config, ConfigError
+from rqueue import dispatch_many, task
+from rqueue.encoding.payload import Job, decode
 from rqueue.errors import InvalidQueueName, InvalidSchedule
-from rqueue.payload import Job, decode
+from rqueue.settings.config import Config, ConfigError
 from rqueue.store.default import default_queue
 from rqueue.store.keys import GlobalKeys, QueueKeys
 from rqueue.store.queue import RedisQueue
+from rqueue.tasks import registry
 
 
 def redis_now_ms(queue: RedisQueue) -> float:

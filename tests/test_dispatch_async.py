@@ -11,8 +11,8 @@ import apptasks
 import pytest
 from support import Workers, ready
 
+from rqueue.encoding.payload import decode
 from rqueue.errors import UnserializableArgument
-from rqueue.payload import decode
 from rqueue.store.queue import RedisQueue
 
 

@@ -18,9 +18,9 @@ import pytest
 from support import ready
 
 from rqueue import batch, chain, dispatch_many, result_of, task
-from rqueue.arguments import CallShape
 from rqueue.errors import InvalidTaskOption, ResultNotKept
 from rqueue.store.queue import RedisQueue
+from rqueue.tasks.arguments import CallShape
 from rqueue.testing import fake
 
 HELLO = "task checked_tasks:hello cannot be called with these arguments"

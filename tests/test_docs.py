@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support import cli
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 ROOT = Path(__file__).parent.parent

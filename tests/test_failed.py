@@ -8,9 +8,9 @@ import apptasks
 import pytest
 from support import Workers, cli, push_job, ready, strings, wait_for
 
-from rqueue.config import Config
+from rqueue.encoding.payload import decode
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import decode
+from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 

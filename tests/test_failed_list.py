@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from support import Workers, in_threads, ready, run_machine, wait_for
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.failed import FailedTask, FailedTasks, decode_record, make_record
-from rqueue.payload import Job, decode, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.failed_store import record_key
 from rqueue.store.header import with_attempts
 from rqueue.store.queue import RedisQueue

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from support import cli, ready
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.failed import CHUNK, PAGE, STEP, FailedTasks, make_record
 from rqueue.metrics.read import SIZES_PER_CALL
-from rqueue.payload import Job, decode, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 

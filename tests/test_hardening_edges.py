@@ -19,8 +19,8 @@ import redis
 from support import RQUEUE, Workers, cli, strings
 from topologies import listen_port
 
-from rqueue.config import Config, ConfigError
 from rqueue.server import RedisServer, RedisServerError
+from rqueue.settings.config import Config, ConfigError
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import LIMITS, WorkerOptions
 

@@ -18,11 +18,11 @@ import redis
 from conftest import TESTS_DIR
 from support import Workers, follow_log, logged, wait_for
 
-from rqueue.config import Config
 from rqueue.errors import DispatchRefused, QueueConnectionError
 from rqueue.metrics.collector import NoMetrics
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.server import RedisServer, free_port
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import TRANSIENT_REPLIES, RedisUnavailable, transient_reply
 from rqueue.worker.options import WorkerOptions

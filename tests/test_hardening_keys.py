@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from support import Workers, cli, follow_log, logged, wait_for
 
 from rqueue import task
-from rqueue.config import Config
 from rqueue.errors import InvalidQueueName, RQueueError
+from rqueue.settings.config import Config
 from rqueue.store import queue as store_queue
 from rqueue.store.keys import KEY_PARTS, QueueKeys, validate_queue_name
 from rqueue.store.queue import RedisQueue

@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import Workers, follow_log, logged, push_job, strings, wait_for
 
-from rqueue import registry, task
+from rqueue import task
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.errors import (
     InvalidPayload,
     InvalidSchedule,
@@ -36,9 +37,9 @@ from rqueue.errors import (
     UnserializableArgument,
 )
 from rqueue.failed import FailedTask, FailedTasks
-from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.queue import RedisQueue
-from rqueue.task import PendingDispatch, dispatch_many
+from rqueue.tasks import registry
+from rqueue.tasks.task import PendingDispatch, dispatch_many
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 

@@ -14,12 +14,12 @@ import pytest
 from support import Workers, cli, follow_log, logged, push_job, strings, title, wait_for
 
 from rqueue import task
-from rqueue.config import Config, ConfigError
+from rqueue.encoding.payload import encode
 from rqueue.errors import InvalidTaskOption
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import encode
 from rqueue.schedules.api import Schedules
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config, ConfigError
 from rqueue.store.queue import RedisQueue
 from rqueue.store.schedule_store import ScheduleStore
 from rqueue.store.signing import InvalidSignature, sign_definition, verify_definition

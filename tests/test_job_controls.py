@@ -17,9 +17,9 @@ import pytest
 from support import Workers, strings, wait_for
 
 from rqueue import chain, task
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.errors import InvalidPayload, InvalidTaskOption
 from rqueue.failed import FailedTask, FailedTasks
-from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.queue import RedisQueue
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")

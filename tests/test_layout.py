@@ -14,18 +14,24 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "rqueue"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("rqueue.errors", "rqueue.text", "rqueue.redis_url", "rqueue.config", "rqueue.codec"),
+    (
+        "rqueue.errors",
+        "rqueue.text",
+        "rqueue.settings.redis_url",
+        "rqueue.settings.config",
+        "rqueue.encoding.codec",
+    ),
     ("rqueue.store",),
     (
-        "rqueue.arguments",
-        "rqueue.payload",
+        "rqueue.tasks.arguments",
+        "rqueue.encoding.payload",
         "rqueue.timing",
-        "rqueue.task",
-        "rqueue.task_names",
-        "rqueue.registry",
+        "rqueue.tasks.task",
+        "rqueue.tasks.names",
+        "rqueue.tasks.registry",
         "rqueue.events",
-        "rqueue.awaiting",
-        "rqueue.current",
+        "rqueue.tasks.awaiting",
+        "rqueue.tasks.current",
         "rqueue.middleware",
         "rqueue.failed",
         "rqueue.metrics",
@@ -127,5 +133,5 @@ def test_the_checker_sees_a_package_s_modules_and_their_imports() -> None:
     # The two tests above would pass on an empty graph: pin that it is not one.
     edges = graph()
     assert "rqueue.store.queue" in edges["rqueue.store.default"]
-    assert "rqueue.task" in edges["rqueue.registry"]
+    assert "rqueue.tasks.task" in edges["rqueue.tasks.registry"]
     assert layer_of("rqueue.store.lua") == 1 and layer_of("rqueue.cli.work") == 6

@@ -16,7 +16,7 @@ import pytest
 import redis
 from support import Workers, strings, title, wait_for
 
-from rqueue.payload import encode
+from rqueue.encoding.payload import encode
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.queue import RedisQueue
 from rqueue.store.waits import BLOCKED_MOST

@@ -10,10 +10,10 @@ import msgpack
 import pytest
 from support import Workers, push_job
 
+from rqueue.encoding.payload import Job, new_id
 from rqueue.metrics import BOUNDS, Histogram, oldest_wait, queue_series, totals
 from rqueue.metrics.collector import MINUTE_TTL, UNREGISTERED, Collector
 from rqueue.metrics.schema import BUCKETS, WAIT_AT, WIDTH
-from rqueue.payload import Job, new_id
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.queue import RedisQueue
 

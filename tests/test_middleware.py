@@ -16,17 +16,17 @@ import pytest
 from support import Workers, failures, push_job, ready, strings, wait_for
 
 from rqueue import chain
-from rqueue.current import Runner, set_runner
+from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidTaskOption
 from rqueue.failed import FailedTasks
 from rqueue.middleware import RateLimited, Skip, ThrottlesExceptions, WithoutOverlapping
 from rqueue.middleware.base import MIDDLEWARE
-from rqueue.payload import decode
 from rqueue.schedules import Schedules
 from rqueue.store import guards
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Dispatched
+from rqueue.tasks.current import Runner, set_runner
+from rqueue.tasks.task import Dispatched
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 

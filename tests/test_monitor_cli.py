@@ -9,7 +9,7 @@ import apptasks
 import pytest
 from support import cli, push_job
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 pytestmark = pytest.mark.topology  # the real command, on every topology

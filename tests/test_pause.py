@@ -6,7 +6,7 @@ import apptasks
 import pytest
 from support import Workers, cli
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 

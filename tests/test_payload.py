@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.errors import InvalidPayload, PayloadTooLarge, UnserializableArgument
-from rqueue.payload import Job, decode, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.header import (
     ATTEMPTS_OFFSET,
     HEADER_SIZE,

@@ -16,10 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import RQUEUE, Workers, cli, wait_for
 from topologies import listen_port
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, new_id
 from rqueue.metrics.collector import Collector
 from rqueue.metrics.prometheus import registry_for
-from rqueue.payload import Job, new_id
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 pytestmark = pytest.mark.topology  # the real exporter, on every topology

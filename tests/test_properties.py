@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from support import run_machine
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.failed import FailedTasks, make_record
-from rqueue.payload import Job, decode, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts, payload_id, with_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import sign, verify

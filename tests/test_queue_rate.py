@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from support import Workers, cli, strings, wait_for
 
-from rqueue.config import Config
-from rqueue.payload import Job, encode, new_id
+from rqueue.encoding.payload import Job, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import Rate, parse_rates
 

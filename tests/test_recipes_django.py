@@ -22,8 +22,8 @@ from recipes import EXAMPLES, assert_quotes_its_examples, serving
 from support import Workers, follow_log, logged, ready, wait_for
 
 from rqueue import chain
-from rqueue.config import Config
-from rqueue.payload import decode
+from rqueue.encoding.payload import decode
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 PROJECT = EXAMPLES / "django_app"

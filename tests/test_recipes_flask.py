@@ -9,7 +9,7 @@ import httpx
 from recipes import EXAMPLES, assert_counts_words, assert_quotes_its_examples, serving
 from support import Workers
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 APP = EXAMPLES / "flask_app"

@@ -12,9 +12,9 @@ import apptasks
 import pytest
 from support import cli
 
-from rqueue.config import DISPATCH_RETRY, DISPATCH_RETRY_FAILOVER, Config, ConfigError
 from rqueue.errors import InvalidTaskOption
-from rqueue.redis_url import parse_redis_url, redact_url
+from rqueue.settings.config import DISPATCH_RETRY, DISPATCH_RETRY_FAILOVER, Config, ConfigError
+from rqueue.settings.redis_url import parse_redis_url, redact_url
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.keys import GlobalKeys
 from rqueue.store.queue import RedisQueue

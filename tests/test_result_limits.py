@@ -11,8 +11,8 @@ import result_tasks as tasks
 from support import Workers, failures, push_job, wait_for
 
 from rqueue import TaskFailed, chain
-from rqueue.config import Config, ConfigError
 from rqueue.failed import FailedTasks
+from rqueue.settings.config import Config, ConfigError
 from rqueue.store.queue import RedisQueue
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apptasks
 from support import Workers, wait_for
 
-from rqueue.payload import encode
+from rqueue.encoding.payload import encode
 from rqueue.store.queue import _MIGRATE_QUEUES, Migration, RedisQueue
 
 

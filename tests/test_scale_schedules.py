@@ -13,7 +13,7 @@ import apptasks
 import pytest
 
 from rqueue import schedules
-from rqueue.payload import decode
+from rqueue.encoding.payload import decode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.scheduler import BATCH, Scheduler
 from rqueue.store.queue import RedisQueue

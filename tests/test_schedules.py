@@ -13,8 +13,8 @@ import pytest
 from support import ready
 
 from rqueue import schedules
+from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidSchedule, TaskNotRegistered, UnserializableArgument
-from rqueue.payload import decode
 from rqueue.schedules.api import ScheduleExists, ScheduleNotFound, Schedules
 from rqueue.schedules.scheduler import CATCH_UP_LIMIT, PRECISE_WAIT, Due, Scheduler, trigger_id
 from rqueue.store.keys import QueueKeys

@@ -9,8 +9,8 @@ import pytest
 from support import cli
 
 from rqueue import schedules
-from rqueue.config import Config
 from rqueue.schedules.api import Schedules
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 TESTS_DIR = Path(__file__).parent

@@ -23,13 +23,13 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support import Workers, cli, wait_for
 
-from rqueue.config import Config
+from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidSchedule
 from rqueue.metrics.prometheus import registry_for
 from rqueue.metrics.registry import served_queues
-from rqueue.payload import decode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.scheduler import Scheduler
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 Plant = Callable[[RedisQueue, Schedules], None]

@@ -7,8 +7,8 @@ from dataclasses import replace
 import msgpack
 import pytest
 
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.failed import FailedTasks, decode_record, make_record
-from rqueue.payload import Job, decode, encode, new_id
 from rqueue.store.header import payload_attempts, with_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import Scripts

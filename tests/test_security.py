@@ -15,10 +15,10 @@ import pytest
 import redis
 from support import cli, strings, wait_for
 
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.failed import FailedTasks
-from rqueue.payload import Job, decode, encode, new_id
 from rqueue.server import RedisServer
+from rqueue.settings.config import Config
 from rqueue.store.connect import connect
 from rqueue.store.header import ATTEMPTS_OFFSET, with_attempts
 from rqueue.store.queue import RedisQueue

@@ -15,9 +15,9 @@ import pytest
 from support import Workers, cli, strings
 from topologies import LocalSentinel
 
-from rqueue.config import Config
 from rqueue.errors import ReplicasNotReached
 from rqueue.failed import FailedTasks
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 pytestmark = pytest.mark.sentinel

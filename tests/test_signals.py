@@ -12,8 +12,8 @@ import psutil
 import pytest
 from support import WorkerProcess, Workers, cli, follow_log, logged, ready, strings, title, wait_for
 
-from rqueue.config import Config
-from rqueue.payload import decode
+from rqueue.encoding.payload import decode
+from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 

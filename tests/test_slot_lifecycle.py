@@ -16,9 +16,9 @@ import slot_lifecycle_tasks as st
 from support import Workers, follow_log, logged, ready, strings, title, wait_for
 
 from rqueue import dispatch_many
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.failed import FailedTasks
-from rqueue.payload import Job, decode, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import sign

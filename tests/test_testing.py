@@ -19,12 +19,12 @@ import testing_tasks as t
 from support import cli, ready
 
 from rqueue import TaskFailed, UnserializableArgument, batch, chain
-from rqueue.config import Config, ConfigError, env_flag
-from rqueue.current import set_current_job
+from rqueue.encoding.payload import Job
 from rqueue.errors import RQueueError, TaskNotRegistered
-from rqueue.payload import Job
+from rqueue.settings.config import Config, ConfigError, env_flag
 from rqueue.store.queue import RedisQueue
-from rqueue.task import current_interceptor, intercept_process
+from rqueue.tasks.current import set_current_job
+from rqueue.tasks.task import current_interceptor, intercept_process
 from rqueue.testing import Fake, MemoryBatch, fake, sync, sync_from_environment
 
 TESTS = Path(__file__).parent

@@ -12,7 +12,7 @@ import pytest
 import thread_tasks as tt
 from support import Workers, cli, failures, settled, strings, wait_for
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 FAST = ("--block-for", "0.5", "--log-level", "warning")

@@ -14,13 +14,13 @@ import pytest
 import unique_tasks
 from support import Workers, follow_log, in_threads, logged, ready, strings, wait_for
 
-from rqueue.config import Config
+from rqueue.encoding.payload import decode
 from rqueue.errors import DispatchRefused, InvalidTaskOption
 from rqueue.failed import FailedTasks
-from rqueue.payload import decode
+from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Dispatched
+from rqueue.tasks.task import Dispatched
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 

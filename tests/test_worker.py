@@ -17,9 +17,9 @@ import pytest
 from support import Workers, push_job, ready, settled, strings, title, wait_for
 
 from rqueue import dispatch_many
-from rqueue.config import Config
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.failed import FailedTask, FailedTasks
-from rqueue.payload import Job, decode, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.header import with_attempts
 from rqueue.store.queue import RedisQueue
 

@@ -12,9 +12,9 @@ import msgpack
 import pytest
 from support import Workers, cli, wait_for
 
-from rqueue.config import Config
 from rqueue.metrics import WorkerInfo, list_workers
 from rqueue.metrics.registry import ENTRY_TTL, RunningTask
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 pytestmark = pytest.mark.topology  # real workers and registry keys, on every topology

@@ -13,8 +13,8 @@ from browser import served_dashboard
 from support import Workers, cli, push_job, strings, wait_for
 
 from rqueue import TaskFailed, batch, chain, result_of, use
-from rqueue.config import Config
 from rqueue.failed import FailedTasks
+from rqueue.settings.config import Config
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows import listed_batches

@@ -11,7 +11,7 @@ import workflow_tasks as flows
 from support import Workers, cli, wait_for
 
 from rqueue import batch
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows.prune import Pruned, prune_batches

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rqueue import Batch, TaskFailed, current_job, task
+from rqueue.encoding.payload import Job
 from rqueue.middleware import Middleware
 from rqueue.middleware.base import Release
-from rqueue.payload import Job
 
 seen: list[Any] = []
 """What the tasks below were called with, in order (inline runs only)."""

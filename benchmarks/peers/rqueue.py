@@ -23,7 +23,7 @@ def main() -> None:
     io = args.workload == "io"
     import bench_tasks
 
-    from rqueue.config import Config
+    from rqueue.settings.config import Config
     from rqueue.store.default import use
     from rqueue.store.queue import RedisQueue
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from rqueue.cli.common import connection_options, die, moment, say, table
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows.batches import Batch, BatchStatus, batch_of, listed_batches

@@ -26,12 +26,12 @@ from typing import Any, NoReturn, TypeVar
 import click
 import redis
 
-from rqueue.config import Config, ConfigError, read_url_file
 from rqueue.errors import InvalidQueueName, RQueueError
-from rqueue.redis_url import parse_redis_url
+from rqueue.settings.config import Config, ConfigError, read_url_file
+from rqueue.settings.redis_url import parse_redis_url
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
-from rqueue.task import TaskOptions, registered
+from rqueue.tasks.task import TaskOptions, registered
 from rqueue.text import shown
 from rqueue.timing import moment as moment  # every time a command prints
 

@@ -16,7 +16,7 @@ import os
 import click
 
 from rqueue.cli.common import connection_options, die, say
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 TOKEN_ENV = "RQUEUE_DASHBOARD_TOKEN"

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 
 
 @click.command()

@@ -16,8 +16,8 @@ from rqueue.cli.common import (
     table,
     warn_of_unknown_queues,
 )
-from rqueue.config import Config
 from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks, Step
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 

@@ -14,7 +14,7 @@ from types import FrameType
 import click
 
 from rqueue.cli.common import connection_options, die, queue_list, say
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 

@@ -15,8 +15,8 @@ import sys
 import click
 
 from rqueue.cli.common import connection_options, finite_seconds, queue_list, say, table
-from rqueue.config import Config
 from rqueue.metrics.read import queue_rows
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 

@@ -10,8 +10,8 @@ import time
 import click
 
 from rqueue.cli.common import connection_options, die, queue_list, say, warn_of_unknown_queues
-from rqueue.config import Config
 from rqueue.metrics.read import SIZES_PER_CALL
+from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue

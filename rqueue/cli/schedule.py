@@ -18,10 +18,10 @@ from typing import Any
 import click
 
 from rqueue.cli.common import connection_options, finite_seconds, say, table
-from rqueue.config import Config
 from rqueue.metrics.registry import served_queues
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import UNSET, Schedule
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.timing import iso
 

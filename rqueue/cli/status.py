@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from rqueue.cli.common import connection_options, die, moment, say
-from rqueue.config import Config
 from rqueue.errors import InvalidQueueName
+from rqueue.settings.config import Config
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import find_queue, read_status

@@ -18,8 +18,8 @@ from typing import Any
 import click
 
 from rqueue.cli.common import F, connection_options, declared_queues, queue_list, unknown_queues
-from rqueue.config import Config, ConfigError, env_flag
 from rqueue.errors import describe
+from rqueue.settings.config import Config, ConfigError, env_flag
 from rqueue.store.queue import RedisQueue
 from rqueue.text import shown
 from rqueue.worker import logs

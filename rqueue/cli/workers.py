@@ -14,8 +14,8 @@ import time
 import click
 
 from rqueue.cli.common import connection_options, moment, say, table
-from rqueue.config import Config
 from rqueue.metrics import WorkerInfo, list_workers
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 

@@ -6,7 +6,7 @@ its children. Imported while Django is not set up yet, it calls ``django.setup()
 imports the ``tasks`` module of every installed app (as the admin finds ``admin.py``),
 and closes the parent's database connections so that no child inherits a socket
 another child also uses. A worker started with ``-A`` imports no other module by a
-name read from Redis (rqueue/registry.py), so tasks live in an app's ``tasks.py`` or
+name read from Redis (rqueue/tasks/registry.py), so tasks live in an app's ``tasks.py`` or
 in a module given with another ``-A``. Each child then closes stale connections before
 and after every task, as Django does around every request (``CONN_MAX_AGE``).
 Imported by a process where Django is set up or being set up (a web server,

@@ -12,9 +12,9 @@
 - ``prometheus``: a prometheus_client collector reading all of it on scrape
   (imported on its own: prometheus_client is the optional ``metrics`` extra).
 
-May import: ``rqueue.store``, ``rqueue.payload``, ``rqueue.config``, ``rqueue.errors``
-and ``rqueue.text``. Never ``rqueue.worker`` or ``rqueue.cli``: the worker calls the
-collector and the heartbeat, the CLI and the dashboard call the readers.
+May import: ``rqueue.store``, ``rqueue.encoding.payload``, ``rqueue.settings.config``,
+``rqueue.errors`` and ``rqueue.text``. Never ``rqueue.worker`` or ``rqueue.cli``: the
+worker calls the collector and the heartbeat, the CLI and the dashboard call the readers.
 """
 
 from rqueue.metrics.read import MINUTES_KEPT, MinutePoint, oldest_wait, queue_series, totals

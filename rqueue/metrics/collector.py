@@ -33,12 +33,12 @@ from bisect import bisect_left, bisect_right
 
 import redis
 
+from rqueue.encoding.payload import Job
 from rqueue.metrics.schema import EDGES, WIDTH
-from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.scripts import LuaScript
-from rqueue.task_names import is_internal
+from rqueue.tasks.names import is_internal
 
 log = logging.getLogger("rqueue.worker")
 

@@ -13,9 +13,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidPayload
 from rqueue.metrics.schema import TaskCounts, parse_hash
-from rqueue.payload import decode
 from rqueue.store.queue import QueueSize, RedisQueue
 
 MINUTES_KEPT = 24 * 60

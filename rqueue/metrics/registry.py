@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import msgpack
 import redis
 
-from rqueue.payload import new_id, task_name
+from rqueue.encoding.payload import new_id, task_name
 from rqueue.store.header import payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS

@@ -19,11 +19,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rqueue.codec import pack
-from rqueue.current import Runner, current_runner
+from rqueue.encoding.codec import pack
+from rqueue.encoding.payload import MAX_DELAY_SECONDS, Job
 from rqueue.errors import InvalidPayload, InvalidTaskOption, describe
-from rqueue.payload import MAX_DELAY_SECONDS, Job
-from rqueue.task_names import module_name
+from rqueue.tasks.current import Runner, current_runner
+from rqueue.tasks.names import module_name
 
 MIDDLEWARE = "middleware"
 """The ``meta`` entry of a call's own middleware (``using(middleware=)``)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from rqueue.encoding.payload import Job
 from rqueue.middleware.base import (
     Middleware,
     Release,
@@ -17,7 +18,6 @@ from rqueue.middleware.base import (
     key_of,
     running_on,
 )
-from rqueue.payload import Job
 from rqueue.store.guards import take_cell
 
 MAX_LIMIT = 1_000_000

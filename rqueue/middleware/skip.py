@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rqueue.encoding.payload import Job
 from rqueue.middleware.base import Middleware
-from rqueue.payload import Job
 
 Condition = bool | Callable[..., object] | None
 

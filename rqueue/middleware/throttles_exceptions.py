@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rqueue.encoding.payload import MAX_TRIES, Job
 from rqueue.middleware.base import (
     Middleware,
     Release,
@@ -17,7 +18,6 @@ from rqueue.middleware.base import (
     running_on,
     task_key,
 )
-from rqueue.payload import MAX_TRIES, Job
 from rqueue.store.guards import BREAKER_STATES, breaker
 from rqueue.store.queue import RedisQueue
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rqueue.encoding.payload import Job
 from rqueue.middleware.base import (
     Middleware,
     Release,
@@ -16,7 +17,6 @@ from rqueue.middleware.base import (
     running_on,
     task_key,
 )
-from rqueue.payload import Job
 from rqueue.store.guards import lock, unlock
 
 RETRY_CAP = 1.0

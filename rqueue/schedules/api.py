@@ -17,10 +17,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from rqueue import registry
+from rqueue.encoding.payload import MAX_DELAY_SECONDS, encode
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, RQueueError, TaskNotRegistered
 from rqueue.middleware.base import carry
-from rqueue.payload import MAX_DELAY_SECONDS, encode
 from rqueue.schedules.record import (
     DEFAULT_MISFIRE_GRACE,
     MISFIRE_POLICIES,
@@ -29,12 +28,13 @@ from rqueue.schedules.record import (
 from rqueue.store.default import default_queue
 from rqueue.store.schedule_store import ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
-from rqueue.task import registered, retry_until_at
+from rqueue.tasks import registry
+from rqueue.tasks.task import registered, retry_until_at
 from rqueue.timing import Timing, seconds, to_ms
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
-    from rqueue.task import Task
+    from rqueue.tasks.task import Task
 
 
 _SAVE_ATTEMPTS = 20

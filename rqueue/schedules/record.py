@@ -14,9 +14,9 @@ from typing import Any
 
 import msgpack
 
+from rqueue.encoding.payload import KEEP, Backoff, Job, new_id
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
-from rqueue.payload import KEEP, Backoff, Job, new_id
 from rqueue.store.schedule_store import MAX_MS
 from rqueue.timing import Timing, from_ms, iso
 

@@ -31,14 +31,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
+from rqueue.encoding.payload import encode
 from rqueue.errors import InvalidSchedule, RQueueError
-from rqueue.payload import encode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.schedule_store import MAX_MS, Firing, ScheduleStore
-from rqueue.task import registered
+from rqueue.tasks.task import registered
 from rqueue.timing import iso
 
 log = logging.getLogger("rqueue.scheduler")

@@ -4,7 +4,7 @@
 - ``lua/*.lua`` and ``scripts``: each state change of a task as one script, run by SHA.
 - ``queue``: :class:`RedisQueue`, the operations everyone else calls.
 - ``wire``: the lean connection the hot path (dispatch, reserve, ack) uses.
-- ``connect``: opening a client from a :class:`~rqueue.config.Config`;
+- ``connect``: opening a client from a :class:`~rqueue.settings.config.Config`;
   ``default``: the process's default connection.
 - ``header``: the payload's fixed header, the bytes the scripts read and patch.
 - ``signing``: the HMAC every pushed payload carries when a secret is set, applied
@@ -14,6 +14,6 @@
   :mod:`rqueue.schedules`, as named operations on bytes, so those modules never name
   a key or a script.
 
-May import: ``rqueue.config``, ``rqueue.errors``, redis-py and msgpack. Nothing here
+May import: ``rqueue.settings.config``, ``rqueue.errors``, redis-py and msgpack. Nothing here
 imports from ``task``, ``worker``, ``schedules`` or ``cli``: those sit above and call in.
 """

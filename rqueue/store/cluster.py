@@ -23,7 +23,7 @@ import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import AskError, MovedError
 
-from rqueue.config import ConfigError
+from rqueue.settings.config import ConfigError
 from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable
 
 Address = tuple[str, int]

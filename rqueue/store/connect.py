@@ -1,4 +1,4 @@
-"""Opening a Redis client from a :class:`~rqueue.config.Config`.
+"""Opening a Redis client from a :class:`~rqueue.settings.config.Config`.
 
 Every connection rqueue makes starts here, so how it talks to Redis (timeouts, no
 silent retries, TLS, which replies count as an outage) is decided in one place, for
@@ -16,7 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from rqueue.config import Config, ConfigError
+from rqueue.settings.config import Config, ConfigError
 from rqueue.store.cluster import ClusterClient, SlotMap
 from rqueue.store.retry import ROLE_CHANGES, RedisUnavailable, transient_reply
 from rqueue.store.sentinel import MasterLocator, sentinel_managed

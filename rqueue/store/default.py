@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from rqueue.config import Config
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 _default_queue: list[RedisQueue] = []

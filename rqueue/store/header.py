@@ -5,7 +5,7 @@ count, the timeout in ms and the task id) are always written with fixed widths a
 fixed offsets. The scripts read the timeout and the id there and bump the attempt
 count by patching four bytes, instead of decoding and re-encoding the payload in Lua
 (which would lose floats, bytes and big integers). So this layout is a contract
-between :mod:`rqueue.payload`, which writes it, and the store, which reads it: it
+between :mod:`rqueue.encoding.payload`, which writes it, and the store, which reads it: it
 lives here, at the bottom, and ``lua/header.lua`` mirrors it for the scripts;
 ``tests/test_payload.py`` pins both.
 

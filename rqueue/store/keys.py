@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rqueue.config import ConfigError
 from rqueue.errors import InvalidQueueName
+from rqueue.settings.config import ConfigError
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"

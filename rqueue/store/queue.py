@@ -17,13 +17,13 @@ from typing import Any, NamedTuple
 import msgpack
 import redis
 
-from rqueue.config import Config
 from rqueue.errors import (
     DispatchRefused,
     InvalidQueueName,
     QueueConnectionError,
     ReplicasNotReached,
 )
+from rqueue.settings.config import Config
 from rqueue.store import probe
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.connect import connect

@@ -18,7 +18,7 @@ import math
 import time
 from typing import Any, NamedTuple
 
-from rqueue.codec import unpack
+from rqueue.encoding.codec import unpack
 from rqueue.errors import InvalidPayload, TaskCancelled, TaskFailed
 from rqueue.store.header import raw_id
 from rqueue.store.queue import RedisQueue

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from rqueue.redis_url import RedisTarget
+from rqueue.settings.redis_url import RedisTarget
 from rqueue.store.retry import REDIS_ERRORS
 
 Address = tuple[str, int]

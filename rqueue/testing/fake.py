@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import rqueue.registry as registry
+import rqueue.tasks.registry as registry
+from rqueue.encoding.payload import Job
 from rqueue.errors import TaskNotRegistered
-from rqueue.payload import Job
-from rqueue.task import PendingDispatch, Task, intercept, registered
+from rqueue.tasks.task import PendingDispatch, Task, intercept, registered
 from rqueue.testing.inline import InlineRunner, Interception, Outcome
 from rqueue.workflows.batches import Batch, PendingBatch
 from rqueue.workflows.chains import Chain, DispatchedChain

@@ -22,15 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import rqueue.registry as registry
-from rqueue import awaiting
-from rqueue.config import Config
-from rqueue.current import Runner, current_job, current_runner, set_current_job, set_runner
+import rqueue.tasks.registry as registry
+from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.errors import BatchCancelled, RQueueError, TaskCancelled, TaskFailed, describe
 from rqueue.middleware.base import Release, run_through, stack_of
-from rqueue.payload import Job, decode, encode, new_id
+from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
-from rqueue.task import Dispatched, PendingDispatch, Task, TaskHandle, registered_task
+from rqueue.tasks import awaiting
+from rqueue.tasks.current import Runner, current_job, current_runner, set_current_job, set_runner
+from rqueue.tasks.task import Dispatched, PendingDispatch, Task, TaskHandle, registered_task
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
 from rqueue.worker.releases import TASK_ITSELF, last_try, released_by
@@ -400,7 +400,7 @@ class MemoryBatch(Batch):
 
 
 class Interception:
-    """What ``rqueue.task.intercept()`` is given: every dispatch of its block, and
+    """What ``rqueue.tasks.task.intercept()`` is given: every dispatch of its block, and
     (through the seams of ``Chain.dispatch`` and ``PendingBatch.dispatch``) every
     chain and batch whole. Each call becomes its payload here; :meth:`taken` says
     what happens to it then (recorded, or run at once)."""

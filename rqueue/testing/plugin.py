@@ -52,7 +52,7 @@ def rqueue_redis(
 ) -> Iterator[RedisQueue]:
     """A flushed Redis for the test: made the default connection of this process and
     ``REDIS_URL`` (for workers it starts); ``.config`` is its :class:`rqueue.Config`."""
-    from rqueue.config import Config
+    from rqueue.settings.config import Config
     from rqueue.store.default import use
     from rqueue.store.queue import RedisQueue
 

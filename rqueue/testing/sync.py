@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rqueue.config import env_flag
-from rqueue.task import PendingDispatch, intercept, intercept_process
+from rqueue.settings.config import env_flag
+from rqueue.tasks.task import PendingDispatch, intercept, intercept_process
 from rqueue.testing.inline import InlineRunner, Interception
 
 ENVIRONMENT = "RQUEUE_SYNC"

@@ -16,9 +16,9 @@ against the failed list before it acts.
 
 from __future__ import annotations
 
-from rqueue.payload import Job, decode
+from rqueue.encoding.payload import Job, decode
 from rqueue.store.signing import InvalidSignature, parent_secret, verify
-from rqueue.task_names import is_internal
+from rqueue.tasks.names import is_internal
 
 
 def admit(

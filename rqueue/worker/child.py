@@ -23,9 +23,8 @@ from typing import TypeVar
 import redis
 from setproctitle import setproctitle
 
-from rqueue import events, registry
-from rqueue.config import Config
-from rqueue.current import Runner, set_current_job, set_runner
+from rqueue import events
+from rqueue.encoding.payload import Job, task_name
 from rqueue.errors import (
     BatchCancelled,
     InvalidPayload,
@@ -37,12 +36,14 @@ from rqueue.errors import (
 from rqueue.events import TaskEvent
 from rqueue.metrics.collector import Collector, NoMetrics
 from rqueue.middleware.base import Middleware, Release, RetryIn, run_through, stack_of
-from rqueue.payload import Job, task_name
+from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
-from rqueue.task import Task
+from rqueue.tasks import registry
+from rqueue.tasks.current import Runner, set_current_job, set_runner
+from rqueue.tasks.task import Task
 from rqueue.text import shown
 from rqueue.worker import (
     parent_failures,  # noqa: F401  (registers the internal report task)

@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Any
 
-from rqueue.payload import Job
+from rqueue.encoding.payload import Job
 from rqueue.text import redact, shown
 from rqueue.timing import moment
 

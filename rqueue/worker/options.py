@@ -6,8 +6,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rqueue.config import ConfigError, Limit
-from rqueue.payload import MAX_TIMEOUT_SECONDS, MAX_TRIES
+from rqueue.encoding.payload import MAX_TIMEOUT_SECONDS, MAX_TRIES
+from rqueue.settings.config import ConfigError, Limit
 from rqueue.store.keys import validate_queue_name
 
 MAX_COUNT = 2**32 - 1

@@ -21,15 +21,16 @@ from typing import Any
 
 import redis
 
-from rqueue import awaiting, events
+from rqueue import events
+from rqueue.encoding.payload import KEEP, Job, decode
 from rqueue.errors import InvalidPayload, RQueueError, TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
 from rqueue.metrics.collector import UNREGISTERED, Collector, NoMetrics
-from rqueue.payload import KEEP, Job, decode
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.task import Hook, call_hook, registered_task
+from rqueue.tasks import awaiting
+from rqueue.tasks.task import Hook, call_hook, registered_task
 from rqueue.worker import unique_locks
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions

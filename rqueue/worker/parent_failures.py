@@ -18,16 +18,17 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from rqueue import events, registry
+from rqueue import events
+from rqueue.encoding.payload import decode, encode
 from rqueue.errors import InvalidPayload, QueueConnectionError, TaskTimeout, WorkerLost
 from rqueue.events import TaskEvent
 from rqueue.failed import FailedTask, FailedTasks, decode_record
-from rqueue.payload import decode, encode
 from rqueue.store.default import default_queue
 from rqueue.store.header import payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import parent_secret, verify
-from rqueue.task import task
+from rqueue.tasks import registry
+from rqueue.tasks.task import task
 from rqueue.worker.outcomes import run_hook
 
 log = logging.getLogger("rqueue.worker")

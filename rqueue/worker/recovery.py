@@ -24,14 +24,14 @@ import logging
 import time
 from collections import defaultdict
 
+from rqueue.encoding.payload import Job, decode
 from rqueue.errors import InvalidPayload
 from rqueue.failed import make_record
 from rqueue.metrics.collector import UNREGISTERED, Collector, NoMetrics
-from rqueue.payload import Job, decode
 from rqueue.store.header import payload_attempts, payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.task_names import malformed_name
+from rqueue.tasks.names import malformed_name
 from rqueue.worker import parent_failures, unique_locks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import (

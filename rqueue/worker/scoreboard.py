@@ -279,7 +279,7 @@ class Slot:
         """Record a new batch of reserved tasks, none started; return their entries.
 
         ``headers`` are the tasks' ``(id, attempts, timeout_ms)`` as
-        :func:`rqueue.payload.header` reads them; the timeout is not kept. In process
+        :func:`rqueue.encoding.payload.header` reads them; the timeout is not kept. In process
         mode the batch replaces the last one (entries 0 to n - 1); in slot mode it
         takes free entries (the caller made sure there are enough: :meth:`free`).
         """

@@ -27,7 +27,7 @@ N threads, awaited by a coroutine like any other; a thread that overruns is repo
 
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
 with the same code as process mode; their Redis calls block the loop briefly. An
-``async def`` hook or listener is scheduled on the loop (rqueue/awaiting.py).
+``async def`` hook or listener is scheduled on the loop (rqueue/tasks/awaiting.py).
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ from typing import Any, Protocol, TypeVar
 
 from setproctitle import setproctitle
 
-from rqueue import awaiting
-from rqueue.config import Config
-from rqueue.current import set_current_job
+from rqueue.encoding.payload import Job
 from rqueue.errors import TaskTimeout
 from rqueue.middleware.base import Middleware, run_through
-from rqueue.payload import Job
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
-from rqueue.task import Task
+from rqueue.tasks import awaiting
+from rqueue.tasks.current import set_current_job
+from rqueue.tasks.task import Task
 from rqueue.worker import unique_locks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Batch, Batches

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import redis
 
+from rqueue.encoding.payload import Job
 from rqueue.errors import PayloadTooLarge, ResultNotStored, ResultTooLarge, UnserializableArgument
-from rqueue.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.workflows import effects

@@ -22,11 +22,11 @@ from typing import TypeVar
 
 from setproctitle import setproctitle
 
-from rqueue.config import Config
+from rqueue.encoding.payload import new_id
 from rqueue.metrics.collector import Collector, NoMetrics
 from rqueue.metrics.registry import Heartbeat, Running
-from rqueue.payload import new_id
 from rqueue.schedules.scheduler import Scheduler
+from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown

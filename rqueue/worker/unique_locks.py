@@ -13,10 +13,10 @@ import logging
 
 import redis
 
-from rqueue.payload import Job
+from rqueue.encoding.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.task import UNIQUE
+from rqueue.tasks.task import UNIQUE
 
 log = logging.getLogger("rqueue.worker")
 

@@ -22,17 +22,17 @@ from typing import Any, NamedTuple
 import msgpack
 import redis
 
-from rqueue import codec
-from rqueue.current import current_job, current_run
+from rqueue.encoding import codec
+from rqueue.encoding.payload import KEEP, Job, encode, new_id
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
-from rqueue.payload import KEEP, Job, encode, new_id
 from rqueue.store.batch_store import BatchState, BatchStore
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import verify
-from rqueue.task import PendingDispatch, Task, current_interceptor, dispatch_many
+from rqueue.tasks.current import current_job, current_run
+from rqueue.tasks.task import PendingDispatch, Task, current_interceptor, dispatch_many
 from rqueue.workflows.steps import (
     ONCE_MS,
     Step,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rqueue.payload import CHAIN, KEEP, Job, encode
-from rqueue.task import Dispatched, PendingDispatch, Task, current_interceptor
+from rqueue.encoding.payload import CHAIN, KEEP, Job, encode
+from rqueue.tasks.task import Dispatched, PendingDispatch, Task, current_interceptor
 from rqueue.workflows.effects import CATCH, PIPE
 from rqueue.workflows.steps import (
     CHAIN_CATCH,

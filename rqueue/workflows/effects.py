@@ -27,15 +27,15 @@ import re
 import time
 from typing import Any, NamedTuple
 
-from rqueue.arguments import check_arguments, describe_unencodable
-from rqueue.codec import pack
-from rqueue.current import current_runner
+from rqueue.encoding.codec import pack
+from rqueue.encoding.payload import CHAIN, KEEP, Job, encode
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
-from rqueue.payload import CHAIN, KEEP, Job, encode
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import Kept, RedisQueue
-from rqueue.task import PendingDispatch
+from rqueue.tasks.arguments import check_arguments, describe_unencodable
+from rqueue.tasks.current import current_runner
+from rqueue.tasks.task import PendingDispatch
 from rqueue.workflows.batches import (
     BATCH,
     GETS,

@@ -24,9 +24,8 @@ import math
 import time
 from typing import Any, TypeGuard
 
-from rqueue import codec
-from rqueue.errors import InvalidPayload
-from rqueue.payload import (
+from rqueue.encoding import codec
+from rqueue.encoding.payload import (
     KEEP,
     MAX_DELAY_SECONDS,
     Job,
@@ -37,10 +36,11 @@ from rqueue.payload import (
     checked_timeout,
     checked_tries,
 )
+from rqueue.errors import InvalidPayload
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.signing import step_mac, verify_step_mac
-from rqueue.task import UNIQUE, Dispatched, PendingDispatch, Task
-from rqueue.task_names import check_name
+from rqueue.tasks.names import check_name
+from rqueue.tasks.task import UNIQUE, Dispatched, PendingDispatch, Task
 
 Step = dict[str, Any]
 

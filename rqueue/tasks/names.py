@@ -2,7 +2,7 @@
 names no worker could ever run.
 
 Checked where a task is defined (``@task``), where it is dispatched, and where a
-worker looks a name from Redis up (:mod:`rqueue.registry`), so all three agree.
+worker looks a name from Redis up (:mod:`rqueue.tasks.registry`), so all three agree.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def unimportable_module(module: str) -> str | None:
 
     A ``__main__`` module is the script that was run (``python -c``, ``python -m pkg``,
     a notebook): importing it again would run that script, so workers never do
-    (:mod:`rqueue.registry`), and a task defined there could never run.
+    (:mod:`rqueue.tasks.registry`), and a task defined there could never run.
     """
     if "__main__" not in module.split("."):
         return None

@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
 from rqueue.errors import RQueueError
-from rqueue.redis_url import RedisTarget, parse_redis_url, redact_url
+from rqueue.settings.redis_url import RedisTarget, parse_redis_url, redact_url
 from rqueue.text import redact
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"

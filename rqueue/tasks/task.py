@@ -31,18 +31,7 @@ from typing import (
     overload,
 )
 
-from rqueue.arguments import CallShape
-from rqueue.config import LIMITS
-from rqueue.current import current_job
-from rqueue.errors import (
-    InvalidSchedule,
-    InvalidTaskOption,
-    ResultNotKept,
-    RQueueError,
-    TaskNotRegistered,
-)
-from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack, dispatching
-from rqueue.payload import (
+from rqueue.encoding.payload import (
     KEEP,
     MAX_DELAY_SECONDS,
     Backoff,
@@ -58,12 +47,23 @@ from rqueue.payload import (
     new_id,
     new_ids,
 )
+from rqueue.errors import (
+    InvalidSchedule,
+    InvalidTaskOption,
+    ResultNotKept,
+    RQueueError,
+    TaskNotRegistered,
+)
+from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack, dispatching
+from rqueue.settings.config import LIMITS
 from rqueue.store.cancel import CancelOutcome, cancel
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import Push, UniqueLock
 from rqueue.store.results import outcome, read_status, wait_status
-from rqueue.task_names import (
+from rqueue.tasks.arguments import CallShape
+from rqueue.tasks.current import current_job
+from rqueue.tasks.names import (
     INTERNAL_PREFIX,
     check_name,
     derived_name,
@@ -101,7 +101,7 @@ Interceptor = Callable[["PendingDispatch", "str | None", "dict[str, Any] | None"
 _registered: dict[str, Task[Any, Any]] = {}
 """Every ``@task`` of this process by name: the only process-wide state besides the
 default connection and the open ``fake()``/``sync()`` blocks (:class:`_Blocks`).
-Workers look payload names up here (:mod:`rqueue.registry`)."""
+Workers look payload names up here (:mod:`rqueue.tasks.registry`)."""
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def check_callable(fn: object, what: str, may_be_async: bool = False) -> None:
     """Refuse what rqueue would call and get nothing done: a generator function (async
     or not) runs none of its body when called, and the call would count as done.
     ``may_be_async``: it may be ``async def``, as tasks (slot mode awaits them), hooks and
-    listeners (awaited, rqueue/awaiting.py) may; a callable whose value dispatch needs
+    listeners (awaited, rqueue/tasks/awaiting.py) may; a callable whose value dispatch needs
     at once (``retry_until``, ``unique``) may not."""
     if not callable(fn):
         raise InvalidTaskOption(f"{what} must be callable, got {fn!r}")

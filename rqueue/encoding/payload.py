@@ -8,7 +8,7 @@ header that the Lua scripts read and patch in place; that layout lives in
 call sets beyond those (``tries``, ``backoff``, ``meta``, ``controls``), empty for a
 plain call: every pending task is stored in Redis, so each byte counts (issue #16). Values
 msgpack has no type for (a Decimal, a UUID, a registered dataclass) travel as the
-extension types of :mod:`rqueue.codec`.
+extension types of :mod:`rqueue.encoding.codec`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from typing import Any
 
 import msgpack
 
-from rqueue.arguments import STRINGS, check_arguments, describe_unencodable
-from rqueue.codec import pack, unpack
+from rqueue.encoding.codec import pack, unpack
 from rqueue.errors import (
     InvalidPayload,
     InvalidTaskOption,
@@ -41,6 +40,7 @@ from rqueue.store.header import (
     header,
     raw_id,
 )
+from rqueue.tasks.arguments import STRINGS, check_arguments, describe_unencodable
 
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
 

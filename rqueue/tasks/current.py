@@ -14,7 +14,7 @@ import itertools
 from contextvars import ContextVar
 from typing import NamedTuple
 
-from rqueue.payload import Job
+from rqueue.encoding.payload import Job
 from rqueue.store.queue import RedisQueue
 
 

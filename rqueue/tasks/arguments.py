@@ -4,7 +4,7 @@ msgpack encodes some values a worker could not use as they were given (a tuple d
 key comes back as a list, which cannot be a key; a NaN key never equals itself), and
 refuses others with an error that does not say which argument. Both are answered
 here, at dispatch, with the argument's path (``args[0]['user'] key (1, 2)``). What
-"msgpack can encode" means is :mod:`rqueue.codec`'s answer: its own types, the
+"msgpack can encode" means is :mod:`rqueue.encoding.codec`'s answer: its own types, the
 extension types (Decimal, UUID, date, time, timedelta) and registered ones.
 
 Whether the task's function can be called with the arguments at all (too many, a
@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from rqueue.codec import is_registered, pack
+from rqueue.encoding.codec import is_registered, pack
 from rqueue.errors import UnserializableArgument
 
 MAX_NESTING = 500
