@@ -47,9 +47,9 @@ def in_process_child(url: str, prefetch: int = 100, metrics: bool = True) -> Chi
     worker = ChildWorker(
         options, Config.resolve(redis_url=url), board.slot(0), 1, os.getppid(), "hot"
     )
-    use(worker.queue)
+    use(worker.store)
     worker.time_limit = TimeLimit()
-    set_runner(Runner(worker.queue, options.timeout, options.kill_grace))
+    set_runner(Runner(worker.store, options.timeout, options.kill_grace))
     return worker
 
 
@@ -95,7 +95,7 @@ def main() -> None:
     with RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
         children = {on: in_process_child(server.url, args.prefetch, on) for on in (False, True)}
-        client = children[True].queue.client
+        client = children[True].store.client
         print(machine_summary(client))
         rows = []
         rates: dict[bool, list[float]] = {False: [], True: []}
@@ -123,7 +123,7 @@ def main() -> None:
                         used / args.tasks,
                     )
                 )
-        cost = record_cost(children[True].queue)
+        cost = record_cost(children[True].store)
     table(
         ("round", "metrics", "tasks", "child CPU us/task", "tasks/s", "script calls/task"),
         rows,

@@ -49,7 +49,7 @@ def main() -> None:
     with Requests() as requests, RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
         worker = in_process_child(server.url)
-        print(machine_summary(worker.queue.client))
+        print(machine_summary(worker.store.client))
         for _ in range(args.rounds):  # kinds interleaved, so drift hits all alike
             for name, dispatch in kinds().items():
                 sent, cpu = requests.sent, time.process_time()

@@ -208,9 +208,9 @@ def child_of(url: str, queues: Sequence[str]) -> ChildWorker:
     worker = ChildWorker(
         options, Config.resolve(redis_url=url), board.slot(0), 1, os.getppid(), "q"
     )
-    use(worker.queue)
+    use(worker.store)
     worker.time_limit = TimeLimit()
-    set_runner(Runner(worker.queue, options.timeout, options.kill_grace))
+    set_runner(Runner(worker.store, options.timeout, options.kill_grace))
     return worker
 
 
@@ -271,7 +271,7 @@ def run_queues(
         for count in counts:
             queues = [f"tenant-{i}" for i in range(count)]
             worker = child_of(url, queues)
-            client = worker.queue.client
+            client = worker.store.client
             tick_ms, tick_trips = timed_parent_tick(url, queues)
             client.flushall()
             for _ in range(4):  # idle a while: a polled wait's interval settles (cluster)
@@ -289,7 +289,7 @@ def run_queues(
                 )
                 payloads = empty_payloads(tasks)
                 step = len(targets)
-                worker.queue.push_many(
+                worker.store.push_many(
                     (queues[i], 0, payloads[n::step]) for n, i in enumerate(targets)
                 )
                 cpu_before = redis_cpu(client)
@@ -310,7 +310,7 @@ def run_queues(
                         idle_cpu * 1000,
                     )
                 )
-            worker.queue.client.close()
+            worker.store.client.close()
     return rows
 
 

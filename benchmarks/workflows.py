@@ -83,7 +83,7 @@ def per_task(tasks: int, rounds: int) -> None:
         worker = ChildWorker(
             options, Config.resolve(redis_url=server.url), board.slot(0), 1, os.getppid(), "wf"
         )
-        use(worker.queue)
+        use(worker.store)
         worker.time_limit = TimeLimit()
         client = redis.Redis.from_url(server.url)
         print(machine_summary(client))
@@ -101,7 +101,7 @@ def per_task(tasks: int, rounds: int) -> None:
                 cpu, wall = time.process_time(), time.perf_counter()
                 while worker.slot.processed < target:
                     worker._step()
-                worker.batches.flush()  # the last acks belong to this kind too
+                worker.reservations.flush()  # the last acks belong to this kind too
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 trips = requests.sent - before
                 calls = commands_of(command_calls(client))

@@ -26,7 +26,7 @@ from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.reservations import Batches
+from rqueue.worker.reservations import Reservations
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import chaos
@@ -230,7 +230,7 @@ def test_a_reserve_whose_reply_was_lost_is_given_back_by_the_next_call() -> None
     with RedisServer() as server:
         queue = RedisQueue(Config(redis_url=server.url, socket_timeout=0.5))
         apptasks.record.using(connection=queue).dispatch_many([(i,) for i in range(5)])
-        batches = Batches(queue, WorkerOptions(), claims="test")
+        batches = Reservations(queue, WorkerOptions(), claims="test")
         queue.wire.call("PING")  # connected before the freeze: the request leaves
         server.freeze()
         try:

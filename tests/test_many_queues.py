@@ -23,7 +23,7 @@ from rqueue.store.waits import BLOCKED_MOST
 from rqueue.worker import queue_order
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import PROBED_ABOVE
-from rqueue.worker.reservations import Batches
+from rqueue.worker.reservations import Reservations
 
 pytestmark = pytest.mark.topology
 
@@ -53,8 +53,8 @@ def push(queue: RedisQueue, name: str, value: str) -> None:
     queue.push(name, [encode(apptasks.record.make_job((value,), {}))])
 
 
-def batches(queue: RedisQueue) -> Batches:
-    return Batches(queue, WorkerOptions(queues=tuple(QUEUES), prefetch=10), "child-claims")
+def batches(queue: RedisQueue) -> Reservations:
+    return Reservations(queue, WorkerOptions(queues=tuple(QUEUES), prefetch=10), "child-claims")
 
 
 def test_ready_lengths_reads_every_queue_and_an_error_as_one(queue: RedisQueue) -> None:

@@ -77,8 +77,8 @@ class _Series:
 class Collector:
     """One child's counts since its last flush, by (queue, task)."""
 
-    def __init__(self, queue: RedisQueue) -> None:
-        self.queue = queue
+    def __init__(self, store: RedisQueue) -> None:
+        self.store = store
         self._series: dict[tuple[str, str], _Series] = {}
         self._minute = int(_clock() // 60)
         self._due = _clock() + FLUSH_INTERVAL
@@ -151,7 +151,7 @@ class Collector:
                     log.error("metrics of queue %s: Redis refused them (%s); dropped", queue, exc)
 
     def _send(self, queue: str, minute: int, tasks: list[tuple[str, _Series]]) -> None:
-        keys = self.queue.keys(queue)
+        keys = self.store.keys(queue)
         args: list[_Field] = [MINUTE_TTL, WIDTH]
         for task, series in tasks:
             args += [task, *series.counts()]
@@ -159,7 +159,7 @@ class Collector:
                 buckets, total = _histogram(values)
                 args += buckets
                 args.append(repr(total))
-        _SCRIPT(self.queue.client, [keys.metrics, keys.metrics_minute(minute)], args)
+        _SCRIPT(self.store.client, [keys.metrics, keys.metrics_minute(minute)], args)
 
 
 def _histogram(values: list[float]) -> tuple[list[int], float]:
@@ -204,3 +204,9 @@ class NoMetrics:
 
     def flush(self) -> None:
         pass
+
+
+def recorder(store: RedisQueue, enabled: bool) -> Collector | NoMetrics:
+    """What a worker process (a child, or the parent for the tasks it settles) records
+    its outcomes into: a :class:`Collector`, or with ``--no-metrics`` nothing."""
+    return Collector(store) if enabled else NoMetrics()

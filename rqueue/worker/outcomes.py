@@ -26,89 +26,88 @@ from rqueue.encoding.payload import KEEP, Job, decode
 from rqueue.errors import InvalidPayload, RQueueError, TaskTimeout, describe, utf8
 from rqueue.events import TaskEvent
 from rqueue.failed import make_record
-from rqueue.metrics.collector import UNREGISTERED, Collector, NoMetrics
+from rqueue.metrics.collector import UNREGISTERED
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks import awaiting
 from rqueue.tasks.task import Hook, call_hook, registered_task
-from rqueue.worker import unique_locks
+from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
+from rqueue.worker.participants import Roster
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.workflows import effects
 
 log = logging.getLogger("rqueue.worker")
 
-_COUNT_SLACK = 7 * 24 * 3600
-"""Seconds a count of exceptions outlives the backoff before the task's next attempt:
-a task that waits longer than a week in its queue starts counting afresh."""
-
 
 class Outcomes:
     """Reports one child's outcomes; built once, when the child starts.
 
-    ``index`` is the task's place in the batch the child's slot holds; ``persist``
+    ``entry`` is the task's place in the batch the child's slot holds; ``persist``
     is the child's: it retries a change until Redis takes it, backing off as the
-    child does.
+    child does. The participants of each attempt (``participants.py``) are told its
+    outcome once it is filed; ``roster`` picks them for a payload that never became an
+    attempt.
     """
 
     def __init__(
         self,
-        queue: RedisQueue,
+        store: RedisQueue,
         options: WorkerOptions,
         slot: Slot,
         persist: Persist,
-        metrics: Collector | NoMetrics,
+        roster: Roster,
     ) -> None:
-        self.queue = queue
+        self.store = store
         self.options = options
         self.slot = slot
         self.persist = persist
-        self.metrics = metrics
+        self.roster = roster
 
     def failed(
         self,
-        index: int,
-        queue: str,
-        payload: bytes,
-        job: Job,
-        tries: int,
+        attempt: Attempt,
         exc: BaseException,
         duration: float,
         retry_after: float | None = None,
         final: bool = False,
     ) -> None:
         """An attempt raised (or timed out): retry it later, or fail it for good if no
-        tries are left or one of its job controls says so (:func:`retry_delay`,
+        tries are left or one of its participants says so (:func:`retry_delay`,
         ``max_exceptions``). ``retry_after`` replaces the task's backoff (a middleware's
         own, as ThrottlesExceptions'); ``final``: no retry whatever the tries left (an
         error of rqueue's own making that a retry would meet again)."""
+        queue, payload, job = attempt.queue, attempt.payload, attempt.job
         timed_out = isinstance(exc, TaskTimeout)
         # The task has stopped: no kill deadline while Redis is slow to take its outcome
         # (still RUNNING, so a death here is settled by the parent as a crash).
-        self.slot.set(State.RUNNING, index)
-        delay = None if final else retry_delay(job, job.attempts, tries, timed_out, retry_after)
-        limit = job.max_exceptions  # timeouts are not counted, nor a last failure
-        if limit is not None and delay is not None and not timed_out:
-            delay = None if self._count_exception(queue, job, delay) >= limit else delay
+        self.slot.set(State.RUNNING, attempt.entry)
+        delay = None
+        if not final:
+            delay = retry_delay(job, job.attempts, attempt.tries, timed_out, retry_after)
+        for participant in attempt.participants:
+            if delay is None:
+                break
+            delay = participant.retry_delay(queue, job, delay, exc)
         kind, message = describe(exc)
         message = _cut(message, "start")
         if delay is not None and not release_for_retry(
-            self.queue, self.persist, queue, payload, job, delay
+            self.store, self.persist, queue, payload, job, delay
         ):
             delay, message = None, f"{message} (and Redis refused its release for a retry)"
         will_retry = delay is not None
         if will_retry:
-            self.metrics.retried(queue, counted_name(job), job, duration)
+            for participant in attempt.participants:
+                participant.after_retried(queue, job, duration)
         else:
             trace = _traceback(exc)
             record = make_record(queue, payload, kind, message, trace, job, timed_out)
             kept = self.complete_failure(job, payload, kind, message, trace, duration)
-            file_failure(self.queue, self.persist, queue, payload, job, record, kept)
-            self.metrics.failed(queue, counted_name(job), job, duration)
-            forget_exceptions(self.queue, self.persist, queue, job)
-            unique_locks.on_failed(self.queue, self.persist, queue, job)
-        self.reporting(index)
+            file_failure(self.store, self.persist, queue, payload, job, record, kept)
+            for participant in attempt.participants:
+                participant.after_failed(queue, job, duration)
+        self.reporting(attempt.entry)
         outcome = "timed out" if timed_out else f"raised {kind}: {_cut(message, 'start', _LOGGED)}"
         log_outcome(
             log,
@@ -124,27 +123,30 @@ class Outcomes:
             self._final_failure(job, exc)
 
     def rejected(
-        self, index: int, queue: str, payload: bytes, job: Job | None, kind: str, message: str
+        self, entry: int, queue: str, payload: bytes, job: Job | None, kind: str, message: str
     ) -> None:
         """Fail a payload that cannot run at all, without retrying it."""
         record = make_record(queue, payload, kind, message, job=job)
         foreign = job is None
         kept = None if job is None else self.complete_failure(job, payload, kind, message, "", 0.0)
-        file_failure(self.queue, self.persist, queue, payload, job, record, kept, foreign)
-        self.metrics.failed(queue, counted_name(job), job, None)
-        if job is not None:
-            forget_exceptions(self.queue, self.persist, queue, job)
-            unique_locks.on_failed(self.queue, self.persist, queue, job)
-        self.reporting(index)
+        file_failure(self.store, self.persist, queue, payload, job, record, kept, foreign)
+        for participant in self.roster.of(job):
+            participant.after_failed(queue, job, None)
+        self.reporting(entry)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
             self._final_failure(job, None)
+
+    def refused(self, attempt: Attempt, kind: str, message: str) -> None:
+        """Fail an attempt that cannot run at all (see :meth:`rejected`)."""
+        self.rejected(attempt.entry, attempt.queue, attempt.payload, attempt.job, kind, message)
 
     def ack_refused(self, queue: str, done: Kept, reason: str) -> None:
         """A success whose acknowledgement Redis refused (a command error, most likely
         over its result record; see reservations.py): failed alone, with Redis's
         reason, instead of retried for ever while the tasks behind it wait. Its
-        workflow went on as a success already: only its result record tells of this."""
+        workflow went on as a success already: only its result record tells of this,
+        and only the metrics hear of it (its lock and its count went with its success)."""
         try:
             job: Job | None = decode(done.payload)
         except InvalidPayload:
@@ -156,8 +158,9 @@ class Outcomes:
             kept_only = replace(job, meta={KEEP: job.meta.get(KEEP)})  # no workflow steps
             now = time.time()
             kept = effects.on_failure(kept_only, done.payload, kind, message, "", now, None).kept
-        file_failure(self.queue, self.persist, queue, done.payload, job, record, kept)
-        self.metrics.failed(queue, counted_name(job), job, None)
+        file_failure(self.store, self.persist, queue, done.payload, job, record, kept)
+        for participant in self.roster.plain:
+            participant.after_failed(queue, job, None)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
 
     def complete_failure(
@@ -167,18 +170,8 @@ class Outcomes:
         counted now (idempotently, before the task is failed), the result record
         returned to be written with the failure. Nothing for a plain task."""
         return complete_failure(
-            self.queue, self.persist, job, payload, kind, message, trace, duration
+            self.store, self.persist, job, payload, kind, message, trace, duration
         )
-
-    def _count_exception(self, queue: str, job: Job, delay: float) -> int:
-        """The task's exceptions so far, this one included (count_exception.lua); 0 if
-        its counter is not a count (a key of another type): it is then not counted."""
-        keep_ms = round((delay + _COUNT_SLACK) * 1000)
-        try:
-            return self.persist(lambda: self.queue.count_exception(queue, job.id, keep_ms))
-        except redis.ResponseError as exc:
-            log.error("task %s (%s): its exceptions cannot be counted: %s", job.task, job.id, exc)
-            return 0
 
     def _final_failure(self, job: Job, exc: BaseException | None) -> None:
         # No import here: a task that ran is registered, and one that did not has no hook.
@@ -187,10 +180,10 @@ class Outcomes:
             run_hook(task.options.after_failed, exc, job)
         events.emit(TaskEvent("failed", job, exception=exc))
 
-    def reporting(self, index: int) -> None:
+    def reporting(self, entry: int) -> None:
         """Counted as processed; its hooks and listeners get the default timeout to run."""
         self.slot.count_processed()
-        self.slot.set(State.REPORTING, index + 1, time.monotonic() + self.options.timeout)
+        self.slot.set(State.REPORTING, entry + 1, time.monotonic() + self.options.timeout)
 
 
 def retry_delay(
@@ -217,16 +210,10 @@ def counted_name(job: Job | None) -> str:
     return job.task
 
 
-def forget_exceptions(queue: RedisQueue, persist: Persist, name: str, job: Job) -> None:
-    """A task with ``max_exceptions`` that finished for good leaves no count behind."""
-    if job.max_exceptions is not None:
-        persist(lambda: queue.forget_exceptions(name, job.id))
-
-
 def file_failure(
-    queue: RedisQueue,
+    store: RedisQueue,
     persist: Persist,
-    name: str,
+    queue: str,
     payload: bytes,
     job: Job | None,
     record: bytes,
@@ -240,41 +227,41 @@ def file_failure(
     (for a dead child's task) both file failures so."""
     task = job.task if job else "-"
     try:
-        persist(lambda: queue.fail(name, payload, record, force=force, kept=kept))
+        persist(lambda: store.fail(queue, payload, record, force=force, kept=kept))
         return
     except redis.ResponseError as exc:
         refusal = describe(exc)[1]
     if kept is not None:
         try:
-            persist(lambda: queue.fail(name, payload, record, force=force))
-            log.error("%s %s: Redis refused its result record: %s", name, task, refusal)
+            persist(lambda: store.fail(queue, payload, record, force=force))
+            log.error("%s %s: Redis refused its result record: %s", queue, task, refusal)
             return
         except redis.ResponseError as exc:
             refusal = describe(exc)[1]
     log.error(
         "%s %s: Redis refused to record its failure (%s); it stays reserved until its "
         "reservation runs out",
-        name,
+        queue,
         task,
         refusal,
     )
 
 
 def release_for_retry(
-    queue: RedisQueue, persist: Persist, name: str, payload: bytes, job: Job, delay: float
+    store: RedisQueue, persist: Persist, queue: str, payload: bytes, job: Job, delay: float
 ) -> bool:
     """Put the task back for a retry in ``delay`` seconds; False if Redis refused that
     (a command error: the caller fails the task instead of looping)."""
     try:
-        persist(lambda: queue.release(name, [payload], delay))
+        persist(lambda: store.release(queue, [payload], delay))
     except redis.ResponseError as exc:
-        log.error("%s %s: Redis refused its release: %s", name, job.task, describe(exc)[1])
+        log.error("%s %s: Redis refused its release: %s", queue, job.task, describe(exc)[1])
         return False
     return True
 
 
 def complete_failure(
-    queue: RedisQueue,
+    store: RedisQueue,
     persist: Persist,
     job: Job,
     payload: bytes,
@@ -290,13 +277,13 @@ def complete_failure(
         effects.check(job)
         started_at = time.time() - duration
         completion = effects.on_failure(
-            job, payload, kind, message, trace, started_at, queue.config.max_payload_bytes
+            job, payload, kind, message, trace, started_at, store.config.max_payload_bytes
         )
     except RQueueError as exc:  # malformed workflow entries: the task fails all the same
         log.error("task %s (%s): its workflow cannot go on: %s", job.task, job.id, exc)
         return None
     try:
-        persist(lambda: effects.apply(completion, queue))
+        persist(lambda: effects.apply(completion, store))
     except (RQueueError, redis.ResponseError) as exc:  # refused for good: fail it all the same
         log.error("task %s (%s): its workflow could not go on: %s", job.task, job.id, exc)
     return completion.kept

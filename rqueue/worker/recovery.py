@@ -32,15 +32,15 @@ from rqueue.store.header import payload_attempts, payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks.names import malformed_name
-from rqueue.worker import parent_failures, unique_locks
+from rqueue.worker import parent_failures
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import (
     complete_failure,
     file_failure,
-    forget_exceptions,
     release_for_retry,
     retry_delay,
 )
+from rqueue.worker.participants import Roster
 from rqueue.worker.scoreboard import Entry, Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
@@ -59,7 +59,8 @@ class Recovery:
         self.queue = queue
         self.options = options
         self.persist = persist
-        self.metrics = metrics
+        self.participants = Roster(queue, persist, metrics, _counted_name)
+        """Told of each outcome settled here, as a child tells them (metrics included)."""
 
     def recover(
         self, view: SlotView | None, claims: str, how: str, killed_for_timeout: bool, cold: bool
@@ -178,7 +179,8 @@ class Recovery:
                 "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
             )
             if release_for_retry(self.queue, self.persist, name, member, job, delay):
-                self.metrics.retried(name, _counted_name(job), job, None)
+                for participant in self.participants.of(job):
+                    participant.after_retried(name, job, None)
                 return
         # Failed for good (or Redis refused its release: failed all the same).
         log.error(
@@ -189,10 +191,9 @@ class Recovery:
         if job is not None:  # a workflow goes on from here, as if the task had raised
             kept = complete_failure(self.queue, self.persist, job, member, kind, message, "", 0.0)
         file_failure(self.queue, self.persist, name, member, job, record, kept)
-        self.metrics.failed(name, _counted_name(job), job, None)
+        for participant in self.participants.of(job):  # metrics, count, lock
+            participant.after_failed(name, job, None)
         if job is not None:  # after_failed and listeners run in a child
-            forget_exceptions(self.queue, self.persist, name, job)
-            unique_locks.on_failed(self.queue, self.persist, name, job)
             parent_failures.queue_report(self.queue, name, record)
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:

@@ -47,8 +47,9 @@ _GROWTH = 4
 
 
 @dataclass(frozen=True)
-class Batch:
-    """Reserved tasks of one queue; ``sent_at`` is when the reserve call left (monotonic)."""
+class Reserved:
+    """A batch of reserved tasks of one queue (not a workflow batch: ``rqueue.workflows``);
+    ``sent_at`` is when the reserve call left (monotonic)."""
 
     queue_index: int
     reservation: Reservation
@@ -77,11 +78,11 @@ def refusal(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and not isinstance(exc, RedisUnavailable)
 
 
-class Batches:
+class Reservations:
     """Reserves a child's batches and carries its acknowledgements."""
 
-    def __init__(self, queue: RedisQueue, options: WorkerOptions, claims: str) -> None:
-        self.queue = queue
+    def __init__(self, store: RedisQueue, options: WorkerOptions, claims: str) -> None:
+        self.store = store
         self.options = options
         self.claims = claims
         self._acks: dict[str, list[bytes]] = {}
@@ -90,7 +91,7 @@ class Batches:
         self._ack_deadline = float("inf")
         self._size = 1
         self._ahead: _ReadAhead | None = None
-        self._order = queue_order(queue, options.queues)
+        self._order = queue_order(store, options.queues)
         self._lost: set[str] = set()
         """Queues whose last reserve call's reply was lost: what it reserved goes back."""
         self._rates = {name: (r.limit, r.period_ms) for name, r in options.rates.items()}
@@ -100,7 +101,7 @@ class Batches:
         self.refused: list[Refused] = []
         """Acknowledgements Redis refused, for the child to fail (see the module doc)."""
 
-    def take(self, allowed: int, first: str | None = None) -> Batch | None:
+    def take(self, allowed: int, first: str | None = None) -> Reserved | None:
         """The next batch: the one read ahead if it has tasks, else reserve now, from the
         queues in priority order, but from ``first`` first: the queue whose push just
         woke an idle child (all were empty a moment ago, and on a cluster each other
@@ -130,13 +131,13 @@ class Batches:
                 self._reset_ack_deadline()
             self._order.tried(index, reservation)
             if reservation.payloads:
-                return self._grown(Batch(index, reservation, sent_at))
+                return self._grown(Reserved(index, reservation, sent_at))
             if reservation.rate_wait_ms and reservation.still_ready:
                 self.limited[name] = reservation.rate_wait_ms / 1000
         self._size = 1
         return None
 
-    def read_ahead(self, batch: Batch) -> None:
+    def read_ahead(self, batch: Reserved) -> None:
         """Send the next reserve call now if the first queue is deep (see the module doc).
 
         Never with ``--prefetch 1``, whose promise is one task held at a time; and a
@@ -161,7 +162,7 @@ class Batches:
             raise
         self._ahead = _ReadAhead(time.monotonic(), reply, acks, kept)
 
-    def settle(self) -> Batch | None:
+    def settle(self) -> Reserved | None:
         """Read the reply of a call read ahead, if one is on its way.
 
         A stopping child calls this too, and gives back what it holds.
@@ -178,7 +179,7 @@ class Batches:
             if refusal(exc) and (ahead.acks or ahead.kept):
                 return None  # the next call carries them, and meets the refusal (take)
             raise
-        return Batch(0, reservation, ahead.sent_at)
+        return Reserved(0, reservation, ahead.sent_at)
 
     def _restore(self, name: str, acks: list[bytes], kept: list[Kept]) -> None:
         """Put back acks a reserve call may not have delivered, due at once, and mark
@@ -214,7 +215,7 @@ class Batches:
         """Send the pending acks now (``ack.lua``), with no reserve call to carry them."""
         for name in {*self._acks, *self._kept}:
             try:
-                self.queue.ack(name, self._acks.get(name, []), self._kept.get(name, []))
+                self.store.ack(name, self._acks.get(name, []), self._kept.get(name, []))
             except redis.ResponseError as exc:
                 if not refusal(exc):
                     raise
@@ -230,11 +231,11 @@ class Batches:
         until its record is written, so the refused one is still there to fail."""
         acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
         try:
-            self.queue.ack(name, acks)
+            self.store.ack(name, acks)
             acks = []
             while kept:
                 try:
-                    self.queue.ack(name, [], kept[:1])
+                    self.store.ack(name, [], kept[:1])
                 except redis.ResponseError as exc:
                     if not refusal(exc):
                         raise
@@ -257,15 +258,15 @@ class Batches:
         """
         for name in sorted(self._lost):
             finished = {*self._acks.get(name, ()), *(k.payload for k in self._kept.get(name, ()))}
-            unstarted = [p for p in self.queue.claimed(name, self.claims) if p not in finished]
-            self.queue.release(name, unstarted, unstarted=True, claims=self.claims)
+            unstarted = [p for p in self.store.claimed(name, self.claims) if p not in finished]
+            self.store.release(name, unstarted, unstarted=True, claims=self.claims)
             self._lost.discard(name)
 
     def _reserve(
         self, name: str, count: int, acks: list[bytes], kept: list[Kept]
     ) -> Callable[[], Reservation]:
         options = self.options
-        return self.queue.send_reserve(
+        return self.store.send_reserve(
             name,
             count,
             int(options.timeout * 1000),
@@ -278,7 +279,7 @@ class Batches:
             rate=self._rates.get(name),
         )
 
-    def _grown(self, batch: Batch) -> Batch:
+    def _grown(self, batch: Reserved) -> Reserved:
         self._size = min(self._size * _GROWTH, self.options.batch_limit)
         return batch
 

@@ -23,7 +23,7 @@ from typing import TypeVar
 from setproctitle import setproctitle
 
 from rqueue.encoding.payload import new_id
-from rqueue.metrics.collector import Collector, NoMetrics
+from rqueue.metrics.collector import recorder
 from rqueue.metrics.registry import Heartbeat, Running
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.settings.config import Config
@@ -79,7 +79,7 @@ class Supervisor(InterruptibleWaits):
         self._restart_marker = self.queue.restart_marker()
         self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
         options = self.options
-        self.metrics = Collector(self.queue) if options.metrics else NoMetrics()
+        self.metrics = recorder(self.queue, options.metrics)
         self.recovery = Recovery(self.queue, options, self._persist, self.metrics)
         self.heartbeat = (
             Heartbeat(

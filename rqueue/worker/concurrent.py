@@ -44,85 +44,36 @@ from typing import Any, Protocol, TypeVar
 
 from setproctitle import setproctitle
 
-from rqueue.encoding.payload import Job
 from rqueue.errors import TaskTimeout
-from rqueue.middleware.base import Middleware, run_through
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_job
-from rqueue.tasks.task import Task
-from rqueue.worker import unique_locks
+from rqueue.worker.attempt import Attempt
+from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.reservations import Batch, Batches
+from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoreboard import Slot
 from rqueue.worker.timeouts import TimeLimit
-from rqueue.workflows import effects
-
-Attempt = tuple[
-    int,
-    str,
-    bytes,
-    Job,
-    "Task[..., object] | None",
-    tuple[object, ...],
-    "Sequence[Middleware] | None",
-    int,
-    bool,
-]
-"""One attempt as slot mode carries it: (entry, queue, payload, job, task, args, stack,
-tries, workflow); a tuple, made only for async tasks and failures."""
 
 
-class Child(Protocol):
-    """What slot mode uses of its ``ChildWorker`` (child.py, which imports this module):
-    the process-mode code for everything but running the coroutine."""
+class ChildLoop(Protocol):
+    """What the concurrent runner uses of its worker child (child.py, which imports
+    this module): the child's own loop for claiming and starting batches."""
 
     slot: Slot
     options: WorkerOptions
-    queue: RedisQueue
-    batches: Batches
+    reservations: Reservations
     number: int
-    time_limit: TimeLimit
     config: Config
-    _title: str
-    _woken: str | None
+    title: str
+    time_limit: TimeLimit
 
-    def _persist(self, call: Callable[[], T]) -> T: ...
-    def _should_exit(self) -> bool: ...
-    def _claim(
-        self, most: int
-    ) -> tuple[int, Batch | None, list[tuple[str, int, int]], Sequence[int]]: ...
-    def _run_batch(
-        self, batch: Batch, headers: list[tuple[str, int, int]], entries: Sequence[int]
-    ) -> None: ...
-    def _completion(
-        self, job: Job, payload: bytes, result: object, started: float
-    ) -> effects.Completion | None: ...
-    def _attempt_failed(
-        self, attempt: Attempt, exc: BaseException, duration: float, expires_at: float
-    ) -> None: ...
-    def _run(
-        self,
-        queue: str,
-        fn: Callable[..., object],
-        args: tuple[object, ...],
-        job: Job,
-        stack: Sequence[Middleware],
-    ) -> object: ...
-    def _succeeded(
-        self,
-        index: int,
-        queue: str,
-        payload: bytes,
-        job: Job,
-        task: Task[..., object],
-        tries: int,
-        result: object,
-        completion: effects.Completion | None,
-        duration: float,
-        expires_at: float,
-    ) -> None: ...
+    def persist(self, call: Callable[[], T]) -> T: ...
+    def should_exit(self) -> bool: ...
+    def claim(self, most: int) -> tuple[int, Reserved | None, list[Header], Sequence[int]]: ...
+    def run_batch(self, batch: Reserved, headers: list[Header], entries: Sequence[int]) -> None: ...
+    def heard(self, queue: str | None) -> None: ...
 
 
 log = logging.getLogger("rqueue.worker")
@@ -136,7 +87,7 @@ _POLL = 0.05
 """Seconds between reserve calls while coroutines run and the queues had nothing, when
 no thread can wait for a push instead (``--block-for 0``, rate-limited queues)."""
 _SPREAD = 10
-"""A turn of the loop starts at most this fraction of the slots (see ``SlotRunner.step``)."""
+"""A turn of the loop starts at most this fraction of the slots (see ``ConcurrentRunner.step``)."""
 _LISTEN_FOR = 0.5
 """Longest blocking wait of the listening thread: a child that leaves slot mode waits
 for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
@@ -147,11 +98,12 @@ _WATCH_EVERY = 0.05
 cancelled. One periodic callback costs far less than a timer per coroutine."""
 
 
-class SlotRunner:
+class ConcurrentRunner:
     """One child's event loop and the coroutines running on it."""
 
-    def __init__(self, child: Child) -> None:
+    def __init__(self, child: ChildLoop, lifecycle: Lifecycle) -> None:
         self.child = child
+        self.lifecycle = lifecycle
         self.slot = child.slot
         self.loop = awaiting.process_loop()  # async hooks in process mode use it too
         self.tasks: dict[int, asyncio.Task[None]] = {}
@@ -180,13 +132,13 @@ class SlotRunner:
         """Those the watchdog cancelled: their ``CancelledError`` is a ``TaskTimeout``."""
         self._watchdog: asyncio.TimerHandle | None = None
 
-    def start(self, attempt: Attempt, started: float, timeout: float, expires_at: float) -> None:
-        """Start an attempt whose entry the slot already marks running (child.py)."""
+    def start(self, attempt: Attempt) -> None:
+        """Start an attempt whose entry the slot already marks running (lifecycle.py)."""
         if not self.slot.concurrent:
             self.slot.enter_concurrent()
-        self.slot.live_async.add(attempt[0])
-        task = self.loop.create_task(self._attempt(attempt, started, timeout, expires_at))
-        self.tasks[attempt[0]] = task
+        self.slot.live_async.add(attempt.entry)
+        task = self.loop.create_task(self._attempt(attempt))
+        self.tasks[attempt.entry] = task
         self._fresh = True
 
     def step(self) -> None:
@@ -199,33 +151,33 @@ class SlotRunner:
             self.loop.run_until_complete(asyncio.sleep(_POLL))
             return
         if not self.tasks:
-            child._persist(child.batches.flush)  # finished entries leave the slot next
+            child.persist(child.reservations.flush)  # finished entries leave the slot next
             awaiting.settle(self.loop, options.timeout)  # async hooks, listeners end first
             if self._wake is not None:  # it waits for a push as process mode would
                 self.loop.run_until_complete(asyncio.wait([self._wake]))
                 self._heard()
             slot.leave_concurrent()
             return
-        if child.batches.acks_due_by(time.monotonic() + options.kill_grace):
-            child._persist(child.batches.flush)
+        if child.reservations.acks_due_by(time.monotonic() + options.kill_grace):
+            child.persist(child.reservations.flush)
         free = self.free()
-        taking = free > 0 and not slot.board.paused and not child._should_exit()
+        taking = free > 0 and not slot.board.paused and not child.should_exit()
         if taking:
-            if child.batches.acks_pending() and slot.free() < options.batch_limit:
-                child._persist(child.batches.flush)
-            if not child.batches.acks_pending():
+            if child.reservations.acks_pending() and slot.free() < options.batch_limit:
+                child.persist(child.reservations.flush)
+            if not child.reservations.acks_pending():
                 slot.recycle_done()
             # At most a tenth of the slots per turn: coroutines started in one instant
             # wait and wake in step, and between such waves the loop sits idle. Spread
             # over turns, their starts stay apart (measured: 1.4x the tasks/s on tasks
             # that all wait 20 ms) for about 0.1 reserve calls per task.
             most = min(free, slot.free(), self._per_turn)
-            _, batch, headers, entries = child._claim(most)
+            _, batch, headers, entries = child.claim(most)
             if batch is not None:
-                child._run_batch(batch, headers, entries)
+                child.run_batch(batch, headers, entries)
                 child.time_limit.stop()
                 # One title per batch: setting it is a system call, too dear per coroutine.
-                setproctitle(f"{child._title}: running {len(self.tasks)} tasks")
+                setproctitle(f"{child.title}: running {len(self.tasks)} tasks")
                 self._run(0.0)  # let the new coroutines take their first step
                 return
         self._run(self._listen() if taking else _FULL_WAIT)
@@ -271,7 +223,7 @@ class SlotRunner:
         taken yet): they are asked again when their limit frees the next task.
         """
         child, options = self.child, self.child.options
-        limited = child.batches.limited
+        limited = child.reservations.limited
         queues = [name for name in options.queues if name not in limited]
         longest = min(_FULL_WAIT, *limited.values()) if limited else _FULL_WAIT
         if not queues or options.block_for <= 0:
@@ -290,68 +242,77 @@ class SlotRunner:
         wake, self._wake = self._wake, None
         assert wake is not None and wake.done()
         if not wake.cancelled() and wake.exception() is None:
-            self.child._woken = wake.result()
+            self.child.heard(wake.result())
 
-    async def _attempt(
-        self, attempt: Attempt, started: float, timeout: float, expires_at: float
-    ) -> None:
-        index, queue, payload, job, task, args, stack, tries, _ = attempt
+    async def _attempt(self, attempt: Attempt) -> None:
+        """Run an attempt to its end and settle it, as process mode does (lifecycle.py)."""
+        task, job, entry = attempt.task, attempt.job, attempt.entry
         assert task is not None  # looked up before the attempt came here
-        child = self.child
+        lifecycle = self.lifecycle
         set_current_job(job)  # this coroutine's own context: it sees its own job
-        deadline = started + timeout  # loop.time() is the monotonic clock
+        deadline = attempt.started + attempt.timeout  # loop.time() is the monotonic clock
         try:
             try:
                 if is_async(task.fn):
-
-                    def coroutine() -> Awaitable[Any]:
-                        call: Awaitable[Any] = task.fn(*args, **job.kwargs)  # type: ignore[assignment]
-                        return self._timed(call, deadline, timeout)
-
-                    if stack:
-                        result = await self._through(queue, stack, job, coroutine)
-                    else:
-                        if job.meta:
-                            unique_locks.on_start(child.queue, child._persist, queue, job)
-                        result = await coroutine()
+                    result = await self._coroutine(attempt, deadline)
                 else:
-                    result = await self._in_thread(attempt, deadline, timeout)
-                completion = child._completion(job, payload, result, started) if job.meta else None
+                    result = await self._in_thread(attempt, deadline)
+                completion = lifecycle.completion(attempt, result)
             except BaseException as exc:  # as in process mode: user code raised it
-                child._attempt_failed(attempt, exc, time.monotonic() - started, expires_at)
+                lifecycle.raised(attempt, exc, time.monotonic() - attempt.started)
                 return
-            duration = time.monotonic() - started
-            child._succeeded(
-                index, queue, payload, job, task, tries, result, completion, duration, expires_at
-            )
+            duration = time.monotonic() - attempt.started
+            lifecycle.succeeded(attempt, result, completion, duration)
         except Exception:  # reporting the outcome failed: the entry is done all the same
-            log.exception("worker %d: unexpected error settling %s", child.number, job.id)
+            log.exception("worker %d: unexpected error settling %s", self.child.number, job.id)
         finally:
-            self.slot.finished(index)
-            del self.tasks[index]
-            if index in self.overran:  # its thread runs on: the parent's kill deadline stays
-                self.slot.linger(index, self.overran[index])
+            self.slot.finished(entry)
+            del self.tasks[entry]
+            if entry in self.overran:  # its thread runs on: the parent's kill deadline stays
+                self.slot.linger(entry, self.overran[entry])
 
-    async def _in_thread(self, attempt: Attempt, deadline: float, timeout: float) -> Any:
+    async def _coroutine(self, attempt: Attempt, deadline: float) -> Any:
+        """Await an ``async def`` task on the loop. Middleware are sync code: a stack
+        runs in a thread of its own, whose ``call_next()`` runs the coroutine on the
+        loop and waits for it, so it sees its outcome (exceptions, a lock's
+        ``finally``) as it would a sync task's, and never blocks the loop."""
+        task, job, loop = attempt.task, attempt.job, self.loop
+        assert task is not None
+
+        def coroutine() -> Awaitable[Any]:
+            call: Awaitable[Any] = task.fn(*attempt.args, **job.kwargs)  # type: ignore[assignment]
+            return self._timed(call, deadline, attempt.timeout)
+
+        if not attempt.stack:
+            self.lifecycle.before_call(attempt)
+            return await coroutine()
+
+        def on_the_loop() -> Any:
+            return asyncio.run_coroutine_threadsafe(coroutine(), loop).result()  # type: ignore[arg-type]
+
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(self.child.options.slots, "rqueue-middleware")
+        context = contextvars.copy_context()  # current_job() in the thread is this job
+        call = functools.partial(self.lifecycle.call, attempt, on_the_loop)
+        return await loop.run_in_executor(self._threads, context.run, call)
+
+    async def _in_thread(self, attempt: Attempt, deadline: float) -> Any:
         """Run a sync task in one of the child's threads (``--threads``), its middleware
         with it. A thread cannot be stopped: past its deadline the attempt is reported
         as ``TaskTimeout`` while the thread runs on, and until it ends the child takes no
         new task and the parent kills it ``--kill-grace`` seconds later (recovery then
         settles whatever else it was running)."""
-        index, queue, _, job, task, args, stack, _, _ = attempt
-        assert task is not None
-        child = self.child
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(child.options.threads, "rqueue-task")
+            self._pool = ThreadPoolExecutor(self.child.options.threads, "rqueue-task")
         context = contextvars.copy_context()  # current_job() in the thread is this job
-        # The call process mode makes (its middleware and unique lock included).
-        running = self._pool.submit(context.run, child._run, queue, task.fn, args, job, stack or ())
+        # The call process mode makes (its middleware and participants included).
+        running = self._pool.submit(context.run, self.lifecycle.call, attempt)
         self.in_threads += 1
         try:
-            return await self._timed(asyncio.wrap_future(running), deadline, timeout)
+            return await self._timed(asyncio.wrap_future(running), deadline, attempt.timeout)
         except TaskTimeout:
             if not running.done():
-                self._abandon(index, running)
+                self._abandon(attempt.entry, running)
             raise
         finally:
             self.in_threads -= 1
@@ -376,28 +337,6 @@ class SlotRunner:
         """An overrunning thread ended after all: its entry needs no kill deadline now."""
         del self.overran[index]  # its entry lingers (no reuse) until this
         self.slot.finished(index)
-
-    async def _through(
-        self,
-        queue: str,
-        stack: Sequence[Middleware],
-        job: Job,
-        coroutine: Callable[[], Awaitable[Any]],
-    ) -> Any:
-        """Run the middleware stack in a thread: its code never blocks the loop, and its
-        ``call_next()`` waits for the coroutine, so it sees its outcome (exceptions, a
-        lock's ``finally``) as it would a sync task's."""
-        child, loop = self.child, self.loop
-
-        def call() -> Any:
-            if job.meta:
-                unique_locks.on_start(child.queue, child._persist, queue, job)
-            return asyncio.run_coroutine_threadsafe(coroutine(), loop).result()  # type: ignore[arg-type]
-
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(child.options.slots, "rqueue-middleware")
-        context = contextvars.copy_context()  # current_job() in the thread is this job
-        return await loop.run_in_executor(self._threads, context.run, run_through, stack, job, call)
 
     async def _timed(self, coroutine: Awaitable[Any], deadline: float, timeout: float) -> Any:
         """Await ``coroutine``; the watchdog cancels it once ``deadline`` (monotonic)

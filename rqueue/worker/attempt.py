@@ -1,0 +1,85 @@
+"""One attempt at a task, and the hook surface its features take part through.
+
+An :class:`Attempt` is what the lifecycle (``lifecycle.py``) knows of a run while it
+admits, prepares, runs and settles it, in any execution mode: process mode, the
+concurrent runner's coroutines and threads (``concurrent.py``), the inline runner of
+``rqueue.testing``. Its fields fill in as the run goes on (the task once looked up,
+its middleware once built), so a failure at any step is settled from the same record.
+
+A :class:`Participant` is one feature's part in attempts (unique locks, exception
+counting, metrics), in the shape of Dramatiq's middleware: a few paired, named hooks
+the lifecycle calls, each a no-op unless the feature overrides it. The hooks take a
+queue's name and a job, not an attempt, so the parent can settle a dead child's task
+through them too (``recovery.py``). Which participants an attempt has is chosen once,
+from its job (``participants.py``): a plain task pays for none it does not use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rqueue.encoding.payload import Job
+from rqueue.middleware.base import Middleware
+from rqueue.tasks.task import Task
+
+
+class Participant:
+    """One feature's part in attempts. The lifecycle calls, in this order:
+
+    - ``before_call``: the task's middleware let it start (just before its function).
+    - ``retry_delay``: an attempt raised and would be retried after ``delay`` seconds;
+      a participant may say None instead: fail it for good now.
+    - ``after_succeeded``, ``after_retried`` or ``after_failed`` (failed for good, or
+      refused before it ran: ``job`` None if its payload could not be read; ``duration``
+      None if it never ran).
+    """
+
+    __slots__ = ()
+
+    def before_call(self, queue: str, job: Job) -> None:
+        """The task is about to run (its middleware let it start)."""
+
+    def retry_delay(self, queue: str, job: Job, delay: float, exc: BaseException) -> float | None:
+        """Seconds before the next attempt, or None: no retry."""
+        return delay
+
+    def after_succeeded(self, queue: str, job: Job, duration: float) -> None:
+        """The task succeeded and its success is settled."""
+
+    def after_retried(self, queue: str, job: Job, duration: float | None) -> None:
+        """The attempt failed and the task went back for another."""
+
+    def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
+        """The task failed for good (or could not run at all) and is filed as failed."""
+
+
+Participants = tuple[Participant, ...]
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One run of one reserved task, from admission to its settled outcome."""
+
+    entry: int
+    """Its place in the child's scoreboard slot (the batch it came in)."""
+    queue: str
+    """The name of the queue it was reserved from."""
+    payload: bytes
+    job: Job
+    expires_at: float
+    """When its reservation runs out (monotonic, on this child's clock, early)."""
+    tries: int
+    """Attempts it may use: its own ``tries``, else the worker's."""
+    participants: Participants
+    workflow: bool = False
+    """It is part of a chain or batch, or keeps its result (``workflows/effects.py``)."""
+    args: tuple[object, ...] = ()
+    """Its positional arguments, a batch callback's batch first."""
+    timeout: float = 0.0
+    started: float = 0.0
+    """When it started (monotonic): its module's import is part of it."""
+    task: Task[..., object] | None = None
+    """Its task, once looked up (None: the lookup failed)."""
+    stack: Sequence[Middleware] | None = None
+    """Its middleware, once built (None: building them failed)."""

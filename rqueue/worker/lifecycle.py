@@ -1,0 +1,321 @@
+"""One attempt's lifecycle, the same in every execution mode: admit, prepare, run, settle.
+
+:meth:`Lifecycle.process` reads as the sentence it is, in the shape of Laravel's
+``Worker::process()``: admit the payload (or refuse it), prepare its workflow's part
+(or skip it), start it under its time limit, look its task up, call it through its
+middleware, and settle it: succeeded, failed (retried or for good), released,
+skipped or cancelled. The mode decides only *how* the task's function is called:
+inline here, under SIGALRM (process mode), or handed to the concurrent runner
+(``concurrent.py``), which awaits it on the loop or in a thread and then settles it
+with the same methods (:meth:`call`, :meth:`completion`, :meth:`succeeded`,
+:meth:`raised`).
+
+Features take part through their participants' hooks (``attempt.py``,
+``participants.py``): unique locks, exception counting and metrics are no branch
+here. A workflow's part (``workflow.py``) is a step of its own, because its
+completion replaces the acknowledgement itself. The failure rules are named
+predicates (``rules.py``); the rest of a failure's meaning is ``outcomes.py``'s.
+
+A success is the hot path and settled here, inline: its ack waits for the next
+reserve call (``reservations.py``), and nothing else happens unless a participant,
+a hook or a listener waits for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from setproctitle import setproctitle
+
+from rqueue import events
+from rqueue.encoding.payload import Job, task_name
+from rqueue.errors import InvalidPayload, UnregisteredType
+from rqueue.events import TaskEvent
+from rqueue.middleware.base import Release, run_through, stack_of
+from rqueue.settings.config import Config
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import Persist
+from rqueue.tasks import registry
+from rqueue.tasks.current import set_current_job
+from rqueue.text import shown
+from rqueue.worker import releases, rules
+from rqueue.worker.admission import admit
+from rqueue.worker.attempt import Attempt
+from rqueue.worker.logs import log_outcome
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.outcomes import Outcomes, run_hook
+from rqueue.worker.participants import Roster
+from rqueue.worker.reservations import Reservations
+from rqueue.worker.scoreboard import Slot, State
+from rqueue.worker.timeouts import TimeLimit
+from rqueue.worker.workflow import WorkflowPart
+from rqueue.workflows import effects
+
+log = logging.getLogger("rqueue.worker")
+
+Header = tuple[str, int, int]
+"""A payload's header as the child read it when it held the batch (store/header.py)."""
+
+
+class Lifecycle:
+    """Runs and settles one worker child's attempts.
+
+    ``run_concurrently`` decides, per task, whether it runs on the concurrent runner
+    (an ``async def`` task, or any with ``--threads``), and ``start_concurrently``
+    hands it there once started; ``title`` is the process title's stem.
+    """
+
+    def __init__(
+        self,
+        store: RedisQueue,
+        options: WorkerOptions,
+        config: Config,
+        slot: Slot,
+        reservations: Reservations,
+        persist: Persist,
+        roster: Roster,
+        title: str,
+        run_concurrently: Callable[[Callable[..., object]], bool],
+        start_concurrently: Callable[[Attempt], None],
+    ) -> None:
+        self.store = store
+        self.options = options
+        self.config = config
+        self.slot = slot
+        self.reservations = reservations
+        self.persist = persist
+        self.roster = roster
+        self.outcomes = Outcomes(store, options, slot, persist, roster)
+        self.workflow = WorkflowPart(store, config, persist, self.outcomes)
+        self.title = title
+        self.run_concurrently = run_concurrently
+        self.start_concurrently = start_concurrently
+        self.time_limit: TimeLimit
+        """Set by the child once it runs (it installs the SIGALRM handler)."""
+
+    # -- the lifecycle ------------------------------------------------------------
+
+    def process(
+        self, entry: int, queue: str, payload: bytes, header: Header | None, expires_at: float
+    ) -> None:
+        """Run and settle one reserved task (``header``: as the child read it, if it did).
+        One that runs concurrently is settled by the concurrent runner as it ends."""
+        attempt = self.admit(entry, queue, payload, header, expires_at)
+        if attempt is None or not self.workflow.prepare(attempt, self.skipped):
+            return
+        self.start(attempt)
+        try:
+            self.time_limit.arm(attempt.timeout)
+            try:
+                if self.look_up(attempt):
+                    self.start_concurrently(attempt)  # it runs on: see concurrent.py
+                    return
+                set_current_job(attempt.job)
+                result = self.call(attempt)
+                completion = self.completion(attempt, result)
+            finally:
+                self.time_limit.disarm()
+        except BaseException as exc:  # SystemExit and the like too: user code raised it
+            self.raised(attempt, exc, time.monotonic() - attempt.started)
+            return
+        self.succeeded(attempt, result, completion, time.monotonic() - attempt.started)
+
+    # -- admit, start, look up, call ------------------------------------------------
+
+    def admit(
+        self, entry: int, queue: str, payload: bytes, header: Header | None, expires_at: float
+    ) -> Attempt | None:
+        """The attempt at a reserved payload; None if it may not run (filed as failed)."""
+        try:  # before the lookup: never import the module of a payload we refuse
+            try:
+                job = admit(payload, queue, self.config.secret, header)
+            except UnregisteredType as unknown:
+                job = self._admit_after_import(entry, payload, queue, header, unknown)
+        except InvalidPayload as exc:  # InvalidSignature included
+            self.outcomes.rejected(entry, queue, payload, None, type(exc).__name__, str(exc))
+            return None
+        tries = job.tries or self.options.tries
+        if rules.exceeds_tries(job, tries):
+            message = f"attempted {job.attempts} times, more than its {tries} tries"
+            self.outcomes.rejected(entry, queue, payload, job, "MaxAttemptsExceeded", message)
+            return None
+        if rules.retry_window_passed(job):
+            message = f"its retry_until (epoch {job.retry_until:.3f}) passed before it started"
+            self.outcomes.rejected(entry, queue, payload, job, "RetryUntilPassed", message)
+            return None
+        participants = self.roster.of(job)
+        return Attempt(entry, queue, payload, job, expires_at, tries, participants, args=job.args)
+
+    def start(self, attempt: Attempt) -> None:
+        """The attempt starts here, before the lookup: importing the task's module is
+        part of it, under its time limit, and a child that dies importing (os._exit, a
+        crash in C) has used up an attempt instead of giving the task back for ever."""
+        attempt.timeout = timeout = attempt.job.timeout or self.options.timeout
+        attempt.started = started = time.monotonic()
+        self.slot.start(
+            attempt.entry, attempt.job.task, started + timeout + self.options.kill_grace
+        )
+
+    def look_up(self, attempt: Attempt) -> bool:
+        """Find its task and build its middleware; True if it runs concurrently."""
+        job = attempt.job
+        attempt.task = task = registry.lookup(job.task, self.options.preload)
+        concurrent = self.run_concurrently(task.fn)
+        if not concurrent:  # the concurrent runner titles each batch instead
+            # A registered name is Python identifiers; the id, from Redis, is escaped
+            # unless it is plain (it is, unless forged): a per-task cost.
+            job_id = job.id if job.id.isalnum() else shown(job.id)
+            setproctitle(f"{self.title}: running {job.task} {job_id}")
+        if events.has_listeners("processing"):
+            events.emit(TaskEvent("processing", job))
+        declared = task.options.middleware
+        attempt.stack = stack_of(declared, job) if job.meta else declared
+        return concurrent
+
+    def call(self, attempt: Attempt, invoke: Callable[[], Any] | None = None) -> Any:
+        """Call the task through its middleware; its participants hear ``before_call``
+        once they let it start. ``invoke`` calls the function (the mode's way: by
+        default at once, in this thread)."""
+        job, task = attempt.job, attempt.task
+        assert task is not None  # looked up
+        if invoke is None:
+            if not (attempt.stack or job.meta):  # the plain hot path
+                return task.fn(*attempt.args, **job.kwargs)
+            invoke = functools.partial(task.fn, *attempt.args, **job.kwargs)
+
+        def started() -> Any:
+            self.before_call(attempt)
+            return invoke()
+
+        return run_through(attempt.stack, job, started) if attempt.stack else started()
+
+    def before_call(self, attempt: Attempt) -> None:
+        """Tell its participants the task is about to run (a unique lock may go now)."""
+        for participant in attempt.participants:
+            participant.before_call(attempt.queue, attempt.job)
+
+    def completion(self, attempt: Attempt, result: object) -> effects.Completion | None:
+        """What its success changes besides its ack (None: nothing); raises
+        ResultNotStored if what it returned cannot be kept or passed on."""
+        if not attempt.job.meta:
+            return None
+        return self.workflow.completion(attempt, result)
+
+    # -- settle ---------------------------------------------------------------------
+
+    def succeeded(
+        self,
+        attempt: Attempt,
+        result: object,
+        completion: effects.Completion | None,
+        duration: float,
+    ) -> None:
+        """Acknowledge it (its ack rides on the next reserve call), or apply its
+        workflow's completion first; then its participants, the log, its hook and
+        the app's listeners."""
+        queue, job, task = attempt.queue, attempt.job, attempt.task
+        assert task is not None
+        if completion is None:
+            self.reservations.acknowledge(queue, attempt.payload, attempt.expires_at)
+        elif not self.workflow.applied(attempt, completion, duration, self.reservations):
+            return  # refused for good: failed instead
+        for participant in attempt.participants:
+            participant.after_succeeded(queue, job, duration)
+        hook = task.options.after_succeeded
+        listened = events.has_listeners("processed")
+        if hook is not None or listened:
+            self.outcomes.reporting(attempt.entry)
+        else:
+            # Nothing more runs for this task: the next slot write records it as done.
+            self.slot.count_processed()
+        log_outcome(log, job, "succeeded", duration)
+        if hook is not None:
+            run_hook(hook, result, job)
+        if listened:
+            events.emit(TaskEvent("processed", job, result=result, duration=duration))
+
+    def raised(self, attempt: Attempt, exc: BaseException, duration: float) -> None:
+        """An attempt raised: what that means, rule by rule (``rules.py``)."""
+        if rules.skips_for_cancelled_batch(attempt, exc):
+            self.skipped(attempt)
+        elif rules.not_a_task(attempt, exc):
+            self.outcomes.refused(attempt, "TaskNotRegistered", str(exc))
+        elif rules.middleware_unbuildable(attempt, exc):
+            self.outcomes.refused(attempt, type(exc).__name__, str(exc))
+        elif rules.is_release(exc):
+            assert isinstance(exc, Release)
+            self.released(attempt, exc, duration)
+        elif rules.never_retried(exc):  # deterministic: a rerun returns the same
+            self.outcomes.failed(attempt, exc, duration, final=True)
+        elif (asked := rules.retry_asked(exc)) is not None:
+            assert asked.__cause__ is not None
+            self.outcomes.failed(attempt, asked.__cause__, duration, asked.delay)
+        else:
+            self.outcomes.failed(attempt, exc, duration)
+
+    def released(self, attempt: Attempt, exc: Release, duration: float) -> None:
+        """Put back (``Release``), due in ``exc.delay`` seconds. A middleware's release
+        gives its attempt back (the task did not run); the task's own uses it, and on
+        its last try fails the task instead (``releases.py``)."""
+        job, tries = attempt.job, attempt.tries
+        by = releases.released_by(exc, attempt.task.fn if attempt.task is not None else None)
+        own = by == releases.TASK_ITSELF
+        if rules.release_fails(own, job, tries):
+            failure = releases.last_try(exc, job.attempts, tries)
+            self.outcomes.failed(attempt, failure, duration, final=True)
+            return
+        self.slot.set(State.RUNNING, attempt.entry)  # stopped: no kill deadline meanwhile
+        release = functools.partial(
+            self.store.release, attempt.queue, [attempt.payload], exc.delay, unstarted=not own
+        )
+        try:
+            self.persist(release)
+        except redis.ResponseError as refused:  # a command error: fail it, never loop
+            self.outcomes.failed(attempt, refused, duration, final=True)
+            return
+        self.slot.count_processed()
+        used = f", attempt {job.attempts} of {tries} used" if own else ""
+        log_outcome(log, job, f"released by {by} for {exc.delay:g} s{used}", duration)
+
+    def skipped(self, attempt: Attempt) -> None:
+        """A member of a cancelled batch: counted as skipped, acknowledged, not run."""
+        kept = self.workflow.skip(attempt)
+        self.reservations.acknowledge(attempt.queue, attempt.payload, attempt.expires_at, kept)
+        self.slot.count_processed()
+        log_outcome(log, attempt.job, "skipped: its batch was cancelled", 0.0)
+
+    def _admit_after_import(
+        self,
+        entry: int,
+        payload: bytes,
+        queue: str,
+        header: Header | None,
+        unknown: UnregisteredType,
+    ) -> Job:
+        """Admit a payload whose argument types its task's module registers, by importing
+        that module first (as the attempt would), then decoding again.
+
+        The payload passed every other check (its signature included): only a value's
+        type was unknown. The import runs under the default time limit, with a kill
+        deadline in the slot, as an attempt's import does. Whatever goes wrong, the
+        payload is refused with the original reason.
+        """
+        name = task_name(payload)
+        if name is None:
+            raise unknown
+        timeout = self.options.timeout
+        self.slot.set(State.RUNNING, entry, time.monotonic() + timeout + self.options.kill_grace)
+        try:
+            self.time_limit.arm(timeout)
+            try:
+                registry.lookup(name, self.options.preload)
+            finally:
+                self.time_limit.disarm()
+        except BaseException:  # TaskTimeout included: the import did not finish
+            raise unknown from None
+        return admit(payload, queue, self.config.secret, header)

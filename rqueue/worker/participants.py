@@ -1,0 +1,80 @@
+"""Which features take part in an attempt, chosen once per attempt from its job.
+
+A worker child (and the parent, settling a dead child's tasks) builds one
+:class:`Roster` when it starts. :meth:`Roster.of` picks an attempt's participants
+from its job with two cheap tests (``job.meta`` and ``job.max_exceptions`` empty:
+the plain case) among tuples made once, so a plain task with metrics off calls no
+hook at all, and one with metrics on calls the collector's alone.
+
+Metrics are a participant like the others (:class:`Metrics`): the lifecycle tells
+them each outcome through the same hooks as unique locks and exception counting, and
+the parent's recovery tells them the outcomes it settles.
+
+A new feature with state in Redis adds a :class:`~rqueue.worker.attempt.Participant`
+in its own module and one test here saying which jobs it is for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rqueue.encoding.payload import Job
+from rqueue.metrics.collector import Collector, NoMetrics
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import Persist
+from rqueue.worker.attempt import Participant, Participants
+from rqueue.worker.max_exceptions import ExceptionCount
+from rqueue.worker.unique_locks import UniqueLock, is_unique
+
+
+class Metrics(Participant):
+    """Records each outcome in the child's (or parent's) collector (metrics/collector.py).
+
+    ``counted`` is the name a failure is counted under: a child asks its registry, the
+    parent, which imported no task, trusts a well-formed name (see their callers)."""
+
+    __slots__ = ("collector", "counted")
+
+    def __init__(self, collector: Collector, counted: Callable[[Job | None], str]) -> None:
+        self.collector = collector
+        self.counted = counted
+
+    def after_succeeded(self, queue: str, job: Job, duration: float) -> None:
+        self.collector.succeeded(queue, job, duration)
+
+    def after_retried(self, queue: str, job: Job, duration: float | None) -> None:
+        self.collector.retried(queue, self.counted(job), job, duration)
+
+    def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
+        self.collector.failed(queue, self.counted(job), job, duration)
+
+
+class Roster:
+    """The participants of one worker process's attempts, by what their job needs."""
+
+    def __init__(
+        self,
+        store: RedisQueue,
+        persist: Persist,
+        collector: Collector | NoMetrics,
+        counted: Callable[[Job | None], str],
+    ) -> None:
+        self.collector = collector
+        everyone: Participants = ()
+        if isinstance(collector, Collector):
+            everyone = (Metrics(collector, counted),)
+        self.plain = everyone
+        """A plain task's: a job with no ``meta`` and no ``max_exceptions``."""
+        count, lock = ExceptionCount(store, persist), UniqueLock(store, persist)
+        self._chosen: dict[tuple[bool, bool], Participants] = {
+            (False, False): everyone,
+            (True, False): (*everyone, count),
+            (False, True): (*everyone, lock),
+            (True, True): (*everyone, count, lock),  # the order their Redis calls go in
+        }
+
+    def of(self, job: Job | None) -> Participants:
+        """The participants of ``job``'s attempt (None: a payload that could not be read)."""
+        if job is None or (not job.meta and job.max_exceptions is None):
+            return self.plain
+        return self._chosen[job.max_exceptions is not None, bool(job.meta) and is_unique(job)]

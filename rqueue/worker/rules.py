@@ -1,0 +1,65 @@
+"""The failure rules of an attempt, as named predicates.
+
+Every execution mode settles an attempt by these (``lifecycle.py`` for a worker
+child's modes, ``rqueue.testing.inline`` for ``sync()`` and ``fake().run_all()``), so
+what a release, a cancelled batch or a spent try means is written once. How long a
+retry waits is ``outcomes.retry_delay``'s; who released a task, ``releases.py``'s.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rqueue.encoding.payload import Job
+from rqueue.errors import BatchCancelled, InvalidPayload, ResultNotStored, TaskNotRegistered
+from rqueue.middleware.base import Release, RetryIn
+from rqueue.worker.attempt import Attempt
+from rqueue.workflows import effects
+
+
+def exceeds_tries(job: Job, tries: int) -> bool:
+    """It was attempted more often than it may be (a crash loop the parent could not
+    settle): failed before it runs again."""
+    return job.attempts > tries
+
+
+def retry_window_passed(job: Job) -> bool:
+    """Its ``retry_until`` passed before this attempt started: failed, not run."""
+    return job.retry_until is not None and time.time() >= job.retry_until
+
+
+def skips_for_cancelled_batch(attempt: Attempt, exc: BaseException) -> bool:
+    """A batch member whose batch was cancelled while it ran (``BatchCancelled``, from
+    ``SkipIfBatchCancelled`` or the task): skipped, as if it had not run."""
+    return type(exc) is BatchCancelled and attempt.workflow and effects.is_member(attempt.job)
+
+
+def not_a_task(attempt: Attempt, exc: BaseException) -> bool:
+    """Its name is no task's (the lookup failed): refused, not an attempt that failed
+    (``TaskImportFailed``, a subclass, is one)."""
+    return attempt.task is None and type(exc) is TaskNotRegistered
+
+
+def middleware_unbuildable(attempt: Attempt, exc: BaseException) -> bool:
+    """Its payload names middleware that cannot be built: refused."""
+    return attempt.stack is None and isinstance(exc, InvalidPayload)
+
+
+def is_release(exc: BaseException) -> bool:
+    """A ``Release``: put back, by the task itself or by its middleware (releases.py)."""
+    return type(exc) is Release
+
+
+def release_fails(own: bool, job: Job, tries: int) -> bool:
+    """The task released itself on its last try: it fails instead of looping for ever."""
+    return own and job.attempts >= tries
+
+
+def never_retried(exc: BaseException) -> bool:
+    """An error a rerun would meet again (what it returned cannot be stored)."""
+    return isinstance(exc, ResultNotStored)
+
+
+def retry_asked(exc: BaseException) -> RetryIn | None:
+    """A middleware's ``RetryIn`` around the task's own error: retried after its delay."""
+    return exc if type(exc) is RetryIn and exc.__cause__ is not None else None
