@@ -34,7 +34,7 @@ from rqueue.tasks.current import Runner, set_runner
 from rqueue.text import shown
 from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
 from rqueue.worker.attempt import Attempt
-from rqueue.worker.concurrent import ConcurrentRunner, is_async
+from rqueue.worker.concurrent import ConcurrentRunner
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
@@ -90,7 +90,6 @@ class ChildWorker(InterruptibleWaits):
         self._concurrent: ConcurrentRunner | None = None
         """Runs ``async def`` tasks on an event loop, made when the first one comes, and
         with ``--threads`` every sync task in a thread (thread mode)."""
-        self._threaded = options.threads > 0
         # Queue names are checked (store/keys.py), and escaped once here all the same.
         self.title = shown(
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
@@ -106,7 +105,6 @@ class ChildWorker(InterruptibleWaits):
             self.persist,
             roster,
             self.title,
-            self._runs_concurrently,
             self._start_concurrently,
         )
 
@@ -306,11 +304,6 @@ class ChildWorker(InterruptibleWaits):
         if self._concurrent is None:
             self._concurrent = ConcurrentRunner(self, self.lifecycle)
         return self._concurrent
-
-    def _runs_concurrently(self, fn: Callable[..., object]) -> bool:
-        """Whether a task runs on the concurrent runner: every one in thread mode, else
-        an ``async def`` one."""
-        return self._threaded or is_async(fn)
 
     def _start_concurrently(self, attempt: Attempt) -> None:
         self._concurrent_runner().start(attempt)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -50,7 +49,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_job
 from rqueue.worker.attempt import Attempt
-from rqueue.worker.lifecycle import Header, Lifecycle
+from rqueue.worker.lifecycle import Header, Lifecycle, is_async
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoreboard import Slot
@@ -79,9 +78,6 @@ class ChildLoop(Protocol):
 log = logging.getLogger("rqueue.worker")
 
 T = TypeVar("T")
-
-is_async = functools.cache(inspect.iscoroutinefunction)
-"""Whether a task function is ``async def`` (run on the loop): asked once per task."""
 
 _POLL = 0.05
 """Seconds between reserve calls while coroutines run and the queues had nothing, when

@@ -24,6 +24,7 @@ a hook or a listener waits for it.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -62,12 +63,16 @@ Header = tuple[str, int, int]
 """A payload's header as the child read it when it held the batch (store/header.py)."""
 
 
+is_async = functools.cache(inspect.iscoroutinefunction)
+"""Whether a task function is ``async def`` (run on the loop): asked once per task."""
+
+
 class Lifecycle:
     """Runs and settles one worker child's attempts.
 
-    ``run_concurrently`` decides, per task, whether it runs on the concurrent runner
-    (an ``async def`` task, or any with ``--threads``), and ``start_concurrently``
-    hands it there once started; ``title`` is the process title's stem.
+    An ``async def`` task, or with ``--threads`` any task, runs on the concurrent
+    runner: ``start_concurrently`` hands it there once started. ``title`` is the
+    process title's stem.
     """
 
     def __init__(
@@ -80,7 +85,6 @@ class Lifecycle:
         persist: Persist,
         roster: Roster,
         title: str,
-        run_concurrently: Callable[[Callable[..., object]], bool],
         start_concurrently: Callable[[Attempt], None],
     ) -> None:
         self.store = store
@@ -91,9 +95,9 @@ class Lifecycle:
         self.persist = persist
         self.roster = roster
         self.outcomes = Outcomes(store, options, slot, persist, roster)
-        self.workflow = WorkflowPart(store, config, persist, self.outcomes)
+        self.workflow = WorkflowPart(store, config, persist, self.outcomes, self.skipped)
         self.title = title
-        self.run_concurrently = run_concurrently
+        self.threaded = options.threads > 0
         self.start_concurrently = start_concurrently
         self.time_limit: TimeLimit
         """Set by the child once it runs (it installs the SIGALRM handler)."""
@@ -106,7 +110,7 @@ class Lifecycle:
         """Run and settle one reserved task (``header``: as the child read it, if it did).
         One that runs concurrently is settled by the concurrent runner as it ends."""
         attempt = self.admit(entry, queue, payload, header, expires_at)
-        if attempt is None or not self.workflow.prepare(attempt, self.skipped):
+        if attempt is None or not self.workflow.prepare(attempt):
             return
         self.start(attempt)
         try:
@@ -165,7 +169,7 @@ class Lifecycle:
         """Find its task and build its middleware; True if it runs concurrently."""
         job = attempt.job
         attempt.task = task = registry.lookup(job.task, self.options.preload)
-        concurrent = self.run_concurrently(task.fn)
+        concurrent = self.threaded or is_async(task.fn)
         if not concurrent:  # the concurrent runner titles each batch instead
             # A registered name is Python identifiers; the id, from Redis, is escaped
             # unless it is plain (it is, unless forged): a per-task cost.

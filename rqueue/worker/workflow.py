@@ -34,15 +34,22 @@ class WorkflowPart:
     """One child's workflow steps around its attempts."""
 
     def __init__(
-        self, store: RedisQueue, config: Config, persist: Persist, outcomes: Outcomes
+        self,
+        store: RedisQueue,
+        config: Config,
+        persist: Persist,
+        outcomes: Outcomes,
+        skipped: Callable[[Attempt], None],
     ) -> None:
         self.store = store
+        self.skipped = skipped
+        """Settles a cancelled batch's member (the lifecycle's step)."""
         self.persist = persist
         self.outcomes = outcomes
         self.limits = stored.Limits(config.max_payload_bytes, config.max_result_bytes)
 
-    def prepare(self, attempt: Attempt, skipped: Callable[[Attempt], None]) -> bool:
-        """Ready it to run; False if it was settled instead (``skipped``, or refused)."""
+    def prepare(self, attempt: Attempt) -> bool:
+        """Ready it to run; False if it was settled instead (skipped, or refused)."""
         job = attempt.job
         if not (job.meta and effects.involved(job)):
             return True
@@ -55,7 +62,7 @@ class WorkflowPart:
         cancelled = effects.is_member(job) and self._batch_cancelled(attempt)
         if cancelled is not False:  # None: failed already, for its unreadable batch
             if cancelled:
-                skipped(attempt)
+                self.skipped(attempt)
             return False
         if effects.is_callback(job):
             attempt.args = (effects.given(job, self.store), *attempt.args)
