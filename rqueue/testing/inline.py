@@ -430,6 +430,11 @@ class Interception:
         self.taken(payload, first)
         return DispatchedChain(handles)
 
+    def find_batch(self, batch_id: str) -> MemoryBatch | None:
+        """The batch of that id this runner opened (``current_batch()`` inside one of
+        its members), or None: one in Redis, opened elsewhere."""
+        return self.runner.batches.get(batch_id)
+
     def take_batch(self, pending: PendingBatch) -> Batch:
         opened, payloads = self.runner.open_batch(pending)
         calls = pending.calls

@@ -355,6 +355,11 @@ def current_batch() -> Batch | None:
     job = current_job()
     if job is None or not isinstance(job.meta.get(BATCH), str):
         return None
+    interceptor = current_interceptor()
+    if interceptor is not None:  # sync() or a fake: a batch it opened is in memory
+        found: Batch | None = interceptor.find_batch(job.meta[BATCH])
+        if found is not None:
+            return found
     return Batch(job.meta[BATCH])
 
 
