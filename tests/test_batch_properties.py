@@ -3,9 +3,11 @@
 Random sequences of members succeeding, failing, being skipped, running again (a
 worker that died before its ack), being retried after failing, adds, cancels and
 batch retries go through ``BatchStore`` (batch_open/member/add/cancel/retry.lua);
-after every step Redis must agree with a plain-Python model: the counts, the failed
-ids, the pending count, cancelled and finished, each of then/catch/finally due in
-exactly one counted call, and a finished batch expiring whole.
+after every step Redis must agree with the plain-Python model of
+``rqueue.testing.batch_counting`` (the one the inline runner counts by): the counts,
+the failed ids, the pending count, cancelled and finished, the callbacks due in
+each call (in the script's order), each of then/catch/finally due in exactly one
+counted call, and a finished batch expiring whole.
 """
 
 from __future__ import annotations
@@ -28,12 +30,11 @@ from rqueue.encoding.payload import new_id
 from rqueue.settings.config import Config
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.queue import RedisQueue
+from rqueue.testing.batch_counting import ONCE, MemberCounting
 from rqueue.workflows.batches import Batch, member_id
 
 CALLBACKS = msgpack.packb({"then": {}, "catch": {}, "finally": {}})
 KEEP_MS = 3_600_000
-ONCE = ("then", "catch", "finally")
-"""The callbacks that must be due in exactly one counted call (progress is per success)."""
 
 
 class BatchMachine(RuleBasedStateMachine):
@@ -46,69 +47,54 @@ class BatchMachine(RuleBasedStateMachine):
         self.connection.client.flushall()
         self.store = BatchStore(self.connection)
         self.batch_id = new_id()
-        self.total = 0
-        self.allow_failures = False
-        self.progress = False
-        self.outcomes: dict[int, str] = {}
+        self.model = MemberCounting(0, False, False)
+        self.outcomes = self.model.outcomes
         """Index -> 's', 'f' or 'k': how each counted member stands now."""
-        self.due_by: dict[str, int] = {}
+        self.due_by = self.model.due_by
         """Callback -> the index of the member whose counted call made it due."""
         self.fired: Counter[str] = Counter()
         """How many counted calls said each callback was due: never more than one."""
-        self.cancelled = False
         self.finished = False
         """Set by any member call that finds nothing pending; a batch retry clears it."""
         self.tokens: dict[str, tuple[int, int]] = {}
         """An add() call's token -> (first index, count)."""
         self.last: tuple[int, str] | None = None
 
+    @property
+    def total(self) -> int:
+        return self.model.total
+
+    @total.setter
+    def total(self, total: int) -> None:
+        self.model.total = total
+
+    @property
+    def cancelled(self) -> bool:
+        return self.model.cancelled
+
+    @cancelled.setter
+    def cancelled(self, cancelled: bool) -> None:
+        self.model.cancelled = cancelled
+
     # -- the model -------------------------------------------------------------------
 
     def _count(self, outcome: str) -> int:
-        return sum(1 for o in self.outcomes.values() if o == outcome)
+        return self.model.count_of(outcome)
 
     def _pending(self) -> int:
-        return self.total - len(self.outcomes)
-
-    def _counts(self, index: int, outcome: str) -> bool:
-        """Whether reporting ``outcome`` for ``index`` changes it (the script's rules)."""
-        now = self.outcomes.get(index)
-        if outcome == "s":
-            return now != "s"
-        if outcome == "f":
-            return now in (None, "k")
-        return now is None
+        return self.model.pending()
 
     def _report(self, index: int, outcome: str) -> None:
         reply = self.store.member(self.batch_id, index, outcome, member_id(self.batch_id, index))
-        counted = self._counts(index, outcome)
+        before = self.outcomes.get(index)
+        counted, due = self.model.count(index, outcome)
         assert reply.exists
-        assert reply.counted == counted, (index, outcome, self.outcomes.get(index))
-        expected: set[str] = set()
+        assert reply.counted == counted, (index, outcome, before)
         if counted:
-            self.outcomes[index] = outcome
-            succeeded, failed = self._count("s"), self._count("f")
-            conditions = {
-                "catch": outcome == "f" and failed > 0,
-                "then": succeeded == self.total,
-                "finally": len(self.outcomes) == self.total,
-            }
-            for name in ONCE:
-                if conditions[name] and name not in self.due_by:
-                    self.due_by[name] = index
-                    expected.add(name)
-            if "catch" in expected and not self.allow_failures:
-                self.cancelled = True  # the first failure cancels the batch
             self.fired.update(name for name in reply.due if name in ONCE)
-        else:
-            # A re-run of the member that made a callback due sees it due again (its
-            # push is idempotent); any other uncounted call sees nothing due.
-            expected = {name for name, by in self.due_by.items() if by == index}
         if self._pending() == 0:
             self.finished = True
-        if outcome == "s" and self.progress:
-            expected.add("progress")
-        assert sorted(reply.due) == sorted(expected), (index, outcome, self.due_by)
+        assert list(reply.due) == due, (index, outcome, self.due_by)
         assert reply.callbacks == (CALLBACKS if reply.due else b"")
         assert reply.cancelled == self.cancelled
         self.last = (index, outcome)
@@ -119,7 +105,8 @@ class BatchMachine(RuleBasedStateMachine):
 
     @initialize(total=st.integers(1, 6), allow_failures=st.booleans(), progress=st.booleans())
     def open(self, total: int, allow_failures: bool, progress: bool) -> None:
-        self.total, self.allow_failures, self.progress = total, allow_failures, progress
+        self.total, self.model.allow_failures = total, allow_failures
+        self.model.progress = progress
         options = (allow_failures, CALLBACKS, KEEP_MS, ["default"], progress)
         assert self.store.open(self.batch_id, total, "props", *options) > 0
         # Opened once: a second open resets nothing.

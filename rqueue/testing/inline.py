@@ -16,10 +16,12 @@ worker), there is no time limit, and a middleware's ``Release`` leaves the call
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import rqueue.tasks.registry as registry
@@ -31,6 +33,10 @@ from rqueue.store.cancel import CancelOutcome
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import Runner, current_job, current_runner, set_current_job, set_runner
 from rqueue.tasks.task import Dispatched, PendingDispatch, Task, TaskHandle, registered_task
+from rqueue.testing.batch_counting import MemberCounting
+from rqueue.worker import rules
+from rqueue.worker.attempt import Attempt, Participants
+from rqueue.worker.max_exceptions import ExceptionCount
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
 from rqueue.worker.releases import TASK_ITSELF, last_try, released_by
@@ -178,14 +184,18 @@ class InlineRunner:
 
     def run(self, payload: bytes) -> Outcome:
         """Run one payload as a worker would, then whatever its completion makes due
-        (a chain's next step, a catch, batch callbacks), each inline in turn."""
+        (a chain's next step, a catch, batch callbacks), each inline in turn. Its
+        attempts are settled by the worker's rules (``rqueue.worker.rules``), with its
+        exceptions counted in memory."""
         job = decode(payload)
         if job.id in self.outcomes:  # cancelled before its turn
             return self.outcomes[job.id]
         self.waiting.pop(job.id, None)
         task = registry.lookup(job.task)
         effects.check(job)
-        args = job.args
+        tries = job.tries or _DEFAULTS.tries
+        attempt = Attempt(0, job.queue, payload, job, math.inf, tries, _counted_in_memory(job))
+        attempt.workflow, attempt.task, attempt.args = effects.involved(job), task, job.args
         if effects.is_member(job) and self.batches[job.meta[BATCH]].cancelled():
             return self._skipped(job, payload)
         if effects.is_callback(job):
@@ -193,12 +203,10 @@ class InlineRunner:
             if given is None:  # the batch: counted as when the callback was due
                 given = self.batches[job.meta[GETS][1]]
                 given.counted = effects.counted(job)
-            args = (given, *args)
-        stack = stack_of(task.options.middleware, job)
-        tries = job.tries or _DEFAULTS.tries
+            attempt.args = (given, *attempt.args)
+        attempt.stack = stack = stack_of(task.options.middleware, job)
         connection = task.connection()
         runner = Runner(connection, job.timeout or _DEFAULTS.timeout, _DEFAULTS.kill_grace)
-        exceptions = 0
         while True:
             job.attempts += 1
             started = time.time()
@@ -206,12 +214,13 @@ class InlineRunner:
             set_current_job(job)
             set_runner(runner)
             try:
-                value = run_through(stack, job, functools.partial(_call, task, args, job))
+                value = run_through(stack, job, functools.partial(_call, task, attempt.args, job))
                 completion = effects.on_success(job, payload, value, started, self.max_bytes())
             except Release as release:
-                if released_by(release, task.fn) == TASK_ITSELF:  # a retry it asked for
-                    if job.attempts < tries:
-                        continue  # retried at once, as a worker would once its delay is up
+                own = released_by(release, task.fn) == TASK_ITSELF
+                if own and not rules.release_fails(own, job, tries):
+                    continue  # retried at once, as a worker would once its delay is up
+                if own:
                     failure = last_try(release, job.attempts, tries)
                     return self._failed(job, payload, failure, started)
                 job.attempts -= 1  # a middleware's release gives its attempt back
@@ -219,15 +228,13 @@ class InlineRunner:
                 found.released_for = release.delay
                 self.outcomes[job.id] = found
                 return found
-            except BatchCancelled:
-                if effects.is_member(job):
+            except BatchCancelled as cancelled:
+                if rules.skips_for_cancelled_batch(attempt, cancelled):
                     return self._skipped(job, payload)
                 raise
             except Exception as exc:
-                exceptions += 1
                 delay = retry_delay(job, job.attempts, tries, False)
-                limit = job.max_exceptions
-                if delay is not None and (limit is None or exceptions < limit):
+                if rules.retry_after(attempt, exc, delay) is not None:
                     continue  # retried at once: a backoff is not waited for
                 return self._failed(job, payload, exc, started)
             finally:
@@ -274,13 +281,6 @@ class InlineRunner:
             self.run(payload)
 
 
-@dataclass
-class _Counts:
-    succeeded: set[int] = field(default_factory=set)
-    failed: dict[int, str] = field(default_factory=dict)
-    skipped: set[int] = field(default_factory=set)
-
-
 class MemoryBatch(Batch):
     """A stand-in for :class:`Batch` that answers from memory what a worker's batch
     answers from Redis: ``status()``, ``cancel()``, ``cancelled()``, ``add()``. It is
@@ -291,30 +291,40 @@ class MemoryBatch(Batch):
         self.id = batch_id
         self.connection = None
         self.pending = pending
-        self.total = len(pending.calls)
-        self.counts = _Counts()
+        self.counting = MemberCounting(
+            len(pending.calls), pending._allow_failures, "progress" in pending._callbacks
+        )
+        """Its members' outcomes, counted as batch_member.lua counts them."""
         self.created_at = time.time()
         self.cancelled_at: float | None = None
         self.finished_at: float | None = None
-        self._fired: set[str] = set()
         self._runner = runner
+
+    @property
+    def total(self) -> int:
+        return self.counting.total
+
+    @total.setter
+    def total(self, total: int) -> None:
+        self.counting.total = total
 
     def __repr__(self) -> str:
         return f"MemoryBatch(id={self.id!r}, total={self.total})"
 
     def status(self) -> BatchStatus:
-        counts = self.counts
-        processed = len(counts.succeeded) + len(counts.failed)
+        succeeded, failed, skipped = self._counts()
+        processed = succeeded + failed
+        outcomes = self.counting.outcomes.items()
         return BatchStatus(
             id=self.id,
             name=self.pending._name,
             total=self.total,
-            pending=self.total - processed - len(counts.skipped),
+            pending=self.total - processed - skipped,
             processed=processed,
-            succeeded=len(counts.succeeded),
-            failed=len(counts.failed),
-            skipped=len(counts.skipped),
-            failed_ids=tuple(counts.failed.values()),
+            succeeded=succeeded,
+            failed=failed,
+            skipped=skipped,
+            failed_ids=tuple(member_id(self.id, i) for i, outcome in outcomes if outcome == "f"),
             cancelled=self.cancelled_at is not None,
             finished=self.finished_at is not None,
             created_at=self.created_at,
@@ -322,6 +332,11 @@ class MemoryBatch(Batch):
             cancelled_at=self.cancelled_at,
             queues=tuple(sorted({call.task.options.queue for call in self.pending.calls})),
         )
+
+    def _counts(self) -> tuple[int, int, int]:
+        """Succeeded, failed, skipped."""
+        counting = self.counting
+        return counting.count_of("s"), counting.count_of("f"), counting.count_of("k")
 
     def cancel(self) -> bool:
         if self.cancelled_at is not None:
@@ -354,36 +369,14 @@ class MemoryBatch(Batch):
         return payloads
 
     def count(self, index: int, outcome: str) -> list[bytes]:
-        """Count a member and return the callbacks now due, by the rules of
-        store/lua/batch_member.lua: catch on the first failure (which cancels the batch
-        unless it allows failures), then once all succeeded, finally once all
-        finished, progress after each success."""
-        counts = self.counts
-        if outcome == "s":
-            counts.succeeded.add(index)
-        elif outcome == "f":
-            counts.failed[index] = member_id(self.id, index)
-        else:
-            counts.skipped.add(index)
-        due = []
-        if outcome == "f" and self._fire("catch"):
-            due.append("catch")
-            if not self.pending._allow_failures and self.cancelled_at is None:
-                self.cancelled_at = time.time()
-        if len(counts.succeeded) == self.total and self._fire("then"):
-            due.append("then")
-        finished = len(counts.succeeded) + len(counts.failed) + len(counts.skipped) == self.total
-        if finished and self._fire("finally"):
-            due.append("finally")
+        """Count a member (``rqueue.testing.batch_counting``, the rule of
+        store/lua/batch_member.lua) and return the callbacks now due."""
+        _, due = self.counting.count(index, outcome)
+        if self.counting.cancelled and self.cancelled_at is None:
+            self.cancelled_at = time.time()  # its first failure cancelled it
+        if "finally" in due:
             self.finished_at = time.time()
-        if outcome == "s" and "progress" in self.pending._callbacks:
-            due.append("progress")
         return self._callbacks(index, due)
-
-    def _fire(self, name: str) -> bool:
-        fired = name in self._fired
-        self._fired.add(name)
-        return not fired
 
     def _callbacks(self, index: int, due: Iterable[str]) -> list[bytes]:
         payloads = []
@@ -392,8 +385,7 @@ class MemoryBatch(Batch):
             if step is None:
                 continue
             what = f"progress:{index}" if name == "progress" else name
-            counts = self.counts
-            counted = [self.total, len(counts.succeeded), len(counts.failed), len(counts.skipped)]
+            counted = [self.total, *self._counts()]
             job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id, counted]})
             payloads.append(encode(job, self._runner.max_bytes()))
         return payloads
@@ -441,6 +433,15 @@ class Interception:
         for index, payload in enumerate(payloads):
             self.taken(payload, calls[index] if index < len(calls) else None)
         return opened
+
+
+def _counted_in_memory(job: Job) -> Participants:
+    """An attempt's participants inline: its exceptions counted in memory (one count
+    per ``run``), by the worker's rule; nothing else inline keeps state."""
+    if job.max_exceptions is None:
+        return ()
+    raised = itertools.count(1)
+    return (ExceptionCount(lambda queue, job, delay: next(raised), lambda queue, job: None),)
 
 
 def _call(task: Task[..., object], args: tuple[object, ...], job: Job) -> object:

@@ -2,16 +2,30 @@
 
 - ``supervisor``: the parent (``rqueue work``): spawns and reaps children, moves due
   delayed tasks, fires schedules, enforces deadlines, handles signals.
-- ``child``: one child's loop: reserve a batch, run each task, report its outcome;
-  ``outcomes``: retrying or failing a task, and calling its hooks.
-- ``reservations``: batches of reserved tasks, reading ahead and acking in the next call.
+- ``child``: one child's loop: claim a batch of reserved tasks, hand each to the
+  lifecycle, give back what it will not run, wait for work; ``reservations``: those
+  batches (``Reserved``), reading ahead, and the acks carried by the next reserve call.
+- ``lifecycle``: one attempt from admission to its settled outcome (admit, prepare,
+  start, look up, call, settle), the same in every mode; ``attempt``: the
+  :class:`Attempt` it carries and the ``Participant`` hook surface; ``rules``: the
+  failure rules as named predicates; ``outcomes``: what a failure or a refusal means
+  (retry, or file it), and the task's hooks; ``releases``: who released a task;
+  ``admission``: which payloads may run; ``workflow``: a workflow's part in an attempt,
+  ``stored``: whether its result can be stored.
+- ``concurrent``: the ``ConcurrentRunner``, which runs ``async def`` tasks on an
+  event loop (``--slots``) and, with ``--threads``, sync tasks in threads, settling
+  each through the lifecycle.
+- ``participants``: which features take part in an attempt (``Roster``), and metrics
+  as one of them; ``unique_locks`` and ``max_exceptions``: two more.
 - ``scoreboard``: shared memory where each child says what it runs, for the parent.
 - ``recovery``: giving back or failing what a dead child held;
   ``parent_failures``: the internal task that runs hooks for tasks the parent failed.
 - ``timeouts``: per-task time limits; ``process``: a child's OS-level guards;
   ``interrupts``: the idle waits a signal may cut short, in the parent and the child;
-  ``options``: :class:`WorkerOptions`; ``logs``: log set-up and the per-task log line.
+  ``options``: :class:`WorkerOptions`; ``logs``: log set-up and the per-task log line;
+  ``queue_order``: which queues a reserve call tries.
 
-May import: the task layer (``task``, ``registry``, ``payload``, ``events``,
-``failed``), ``schedules``, ``store`` and ``config``/``errors``. Never ``cli``.
+May import: the task layer (``tasks``, ``encoding``, ``events``, ``failed``,
+``middleware``, ``workflows``), ``metrics``, ``schedules``, ``store`` and
+``settings``/``errors``. Never ``cli``.
 """

@@ -13,6 +13,7 @@ only the attempts of a task with ``max_exceptions`` have it (``participants.py``
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import redis
 
@@ -30,37 +31,55 @@ a task that waits longer than a week in its queue starts counting afresh."""
 
 
 class ExceptionCount(Participant):
-    """Counts a task's exceptions and refuses its retry at ``max_exceptions``."""
+    """Counts a task's exceptions and refuses its retry at ``max_exceptions``.
 
-    __slots__ = ("persist", "store")
+    ``count`` adds one exception and returns the count so far (given the retry's
+    delay, which the count must outlive); ``forget`` drops the count. A worker keeps
+    them in Redis (:meth:`in_redis`); the inline runner of ``rqueue.testing`` in
+    memory, by the same rule."""
 
-    def __init__(self, store: RedisQueue, persist: Persist) -> None:
-        self.store = store
-        self.persist = persist
+    __slots__ = ("count", "forget")
+
+    def __init__(
+        self, count: Callable[[str, Job, float], int], forget: Callable[[str, Job], None]
+    ) -> None:
+        self.count = count
+        self.forget = forget
+
+    @classmethod
+    def in_redis(cls, store: RedisQueue, persist: Persist) -> ExceptionCount:
+        def count(queue: str, job: Job, delay: float) -> int:
+            return _count_in_redis(store, persist, queue, job, delay)
+
+        def forget(queue: str, job: Job) -> None:
+            forget_exceptions(store, persist, queue, job)
+
+        return cls(count, forget)
 
     def retry_delay(self, queue: str, job: Job, delay: float, exc: BaseException) -> float | None:
         limit = job.max_exceptions
-        if limit is None or isinstance(exc, TaskTimeout):
+        if limit is None or isinstance(exc, TaskTimeout):  # a timeout is not counted
             return delay
-        return None if self._count(queue, job, delay) >= limit else delay
+        return None if self.count(queue, job, delay) >= limit else delay
 
     def after_succeeded(self, queue: str, job: Job, duration: float) -> None:
         if job.attempts > 1:  # an earlier attempt may have raised
-            forget_exceptions(self.store, self.persist, queue, job)
+            self.forget(queue, job)
 
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
         if job is not None:
-            forget_exceptions(self.store, self.persist, queue, job)
+            self.forget(queue, job)
 
-    def _count(self, queue: str, job: Job, delay: float) -> int:
-        """The task's exceptions so far, this one included (count_exception.lua); 0 if
-        its counter is not a count (a key of another type): it is then not counted."""
-        keep_ms = round((delay + _COUNT_SLACK) * 1000)
-        try:
-            return self.persist(lambda: self.store.count_exception(queue, job.id, keep_ms))
-        except redis.ResponseError as exc:
-            log.error("task %s (%s): its exceptions cannot be counted: %s", job.task, job.id, exc)
-            return 0
+
+def _count_in_redis(store: RedisQueue, persist: Persist, queue: str, job: Job, delay: float) -> int:
+    """The task's exceptions so far, this one included (count_exception.lua); 0 if
+    its counter is not a count (a key of another type): it is then not counted."""
+    keep_ms = round((delay + _COUNT_SLACK) * 1000)
+    try:
+        return persist(lambda: store.count_exception(queue, job.id, keep_ms))
+    except redis.ResponseError as exc:
+        log.error("task %s (%s): its exceptions cannot be counted: %s", job.task, job.id, exc)
+        return 0
 
 
 def forget_exceptions(store: RedisQueue, persist: Persist, queue: str, job: Job) -> None:

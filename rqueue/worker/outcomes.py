@@ -31,6 +31,7 @@ from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks import awaiting
 from rqueue.tasks.task import Hook, call_hook, registered_task
+from rqueue.worker import rules
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
@@ -86,10 +87,7 @@ class Outcomes:
         delay = None
         if not final:
             delay = retry_delay(job, job.attempts, attempt.tries, timed_out, retry_after)
-        for participant in attempt.participants:
-            if delay is None:
-                break
-            delay = participant.retry_delay(queue, job, delay, exc)
+        delay = rules.retry_after(attempt, exc, delay)
         kind, message = describe(exc)
         message = _cut(message, "start")
         if delay is not None and not release_for_retry(

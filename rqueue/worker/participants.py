@@ -65,7 +65,7 @@ class Roster:
             everyone = (Metrics(collector, counted),)
         self.plain = everyone
         """A plain task's: a job with no ``meta`` and no ``max_exceptions``."""
-        count, lock = ExceptionCount(store, persist), UniqueLock(store, persist)
+        count, lock = ExceptionCount.in_redis(store, persist), UniqueLock(store, persist)
         self._chosen: dict[tuple[bool, bool], Participants] = {
             (False, False): everyone,
             (True, False): (*everyone, count),

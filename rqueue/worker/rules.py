@@ -63,3 +63,13 @@ def never_retried(exc: BaseException) -> bool:
 def retry_asked(exc: BaseException) -> RetryIn | None:
     """A middleware's ``RetryIn`` around the task's own error: retried after its delay."""
     return exc if type(exc) is RetryIn and exc.__cause__ is not None else None
+
+
+def retry_after(attempt: Attempt, exc: BaseException, delay: float | None) -> float | None:
+    """``delay`` (``outcomes.retry_delay``'s), unless one of the attempt's participants
+    refuses the retry (``max_exceptions``): None, failed for good now."""
+    for participant in attempt.participants:
+        if delay is None:
+            break
+        delay = participant.retry_delay(attempt.queue, attempt.job, delay, exc)
+    return delay
