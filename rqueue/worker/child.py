@@ -288,7 +288,7 @@ class ChildWorker(InterruptibleWaits):
             # Between tasks, with no deadline: resting, or importing the next task's
             # module, is not this task overrunning, and a finished task must never look
             # like the running one (to be retried or failed) if this child dies now.
-            # (A coroutine it started runs on: slot mode leaves its entry running.)
+            # (A coroutine or thread it started runs on: its entry stays running.)
             self.slot.set(State.HOLDING, entry + 1)
             if memory_exceeded(self.options.memory):
                 log.info(

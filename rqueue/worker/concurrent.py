@@ -1,4 +1,9 @@
-"""Slot mode: a worker child runs its ``async def`` tasks at once on an event loop.
+"""The concurrent runner: a worker child runs many tasks at once, on an event loop.
+
+What it runs is the lifecycle's (lifecycle.py): an attempt is admitted, prepared and
+started there, handed here to be awaited (an ``async def`` task on the loop, with
+``--slots``; a sync one in a thread, with ``--threads``), and settled there again by
+the same methods as in process mode. This module decides only how and when.
 
 A child starts in process mode (one sync task at a time, under SIGALRM). The first
 ``async def`` task it meets makes its event loop (after fork, so none is shared) and
@@ -26,7 +31,7 @@ N threads, awaited by a coroutine like any other; a thread that overruns is repo
 ``TaskTimeout`` and keeps its entry's kill deadline until it ends (``_in_thread``).
 
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
-with the same code as process mode; their Redis calls block the loop briefly. An
+through the same lifecycle as process mode; their Redis calls block the loop briefly. An
 ``async def`` hook or listener is scheduled on the loop (rqueue/tasks/awaiting.py).
 """
 
@@ -85,7 +90,7 @@ no thread can wait for a push instead (``--block-for 0``, rate-limited queues)."
 _SPREAD = 10
 """A turn of the loop starts at most this fraction of the slots (see ``ConcurrentRunner.step``)."""
 _LISTEN_FOR = 0.5
-"""Longest blocking wait of the listening thread: a child that leaves slot mode waits
+"""Longest blocking wait of the listening thread: a child that leaves the concurrent runner waits
 for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
 _FULL_WAIT = 0.2
 """Longest the loop runs, with every slot taken, before the child looks at signals."""
@@ -138,7 +143,7 @@ class ConcurrentRunner:
         self._fresh = True
 
     def step(self) -> None:
-        """One turn of the child's loop in slot mode."""
+        """One turn of the child's loop while its tasks run concurrently."""
         child, slot, options = self.child, self.slot, self.child.options
         if self._fresh:
             self._run(0.0)
@@ -189,7 +194,7 @@ class ConcurrentRunner:
         return free
 
     def drain(self) -> None:
-        """A warm stop: let every running coroutine finish, then leave slot mode."""
+        """A warm stop: let every running coroutine finish, then go back to process mode."""
         while self.tasks:
             self._run(_FULL_WAIT)
         if self.slot.concurrent:

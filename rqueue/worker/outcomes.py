@@ -293,7 +293,7 @@ _HOOK_RAISED = "hook %r of task %s (%s) raised; the task's outcome stands"
 def run_hook(hook: Hook, value: Any, job: Job) -> None:
     """Call a task's hook; whatever it raises (SystemExit too) is logged, never passed on:
     the task's outcome stands, and a hook must not end the worker. An ``async def`` hook
-    is awaited here, or scheduled on the loop running in this thread (slot mode)."""
+    is awaited here, or scheduled on the loop running in this thread (the concurrent runner)."""
     try:
         returned = call_hook(hook, value, job)
     except BaseException:
