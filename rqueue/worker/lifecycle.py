@@ -231,8 +231,7 @@ class Lifecycle:
         for participant in attempt.participants:
             participant.after_succeeded(queue, job, duration)
         hook = task.options.after_succeeded
-        listened = events.has_listeners("processed")
-        if hook is not None or listened:
+        if hook is not None or events.has_listeners("processed"):
             self.outcomes.reporting(attempt.entry)
         else:
             # Nothing more runs for this task: the next slot write records it as done.
@@ -240,7 +239,7 @@ class Lifecycle:
         log_outcome(log, job, "succeeded", duration)
         if hook is not None:
             run_hook(hook, result, job)
-        if listened:
+        if events.has_listeners("processed"):  # the hook may have added one
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
 
     def raised(self, attempt: Attempt, exc: BaseException, duration: float) -> None:
