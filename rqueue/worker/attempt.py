@@ -72,10 +72,10 @@ class Attempt:
     tries: int
     """Attempts it may use: its own ``tries``, else the worker's."""
     participants: Participants
-    workflow: bool = False
-    """It is part of a chain or batch, or keeps its result (``workflows/effects.py``)."""
     args: tuple[object, ...] = ()
     """Its positional arguments, a batch callback's batch first."""
+    workflow: bool = False
+    """It is part of a chain or batch, or keeps its result (``workflows/effects.py``)."""
     timeout: float = 0.0
     started: float = 0.0
     """When it started (monotonic): its module's import is part of it."""

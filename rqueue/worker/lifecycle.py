@@ -110,8 +110,8 @@ class Lifecycle:
         """Run and settle one reserved task (``header``: as the child read it, if it did).
         One that runs concurrently is settled by the concurrent runner as it ends."""
         attempt = self.admit(entry, queue, payload, header, expires_at)
-        if attempt is None or not self.workflow.prepare(attempt):
-            return
+        if attempt is None or (attempt.job.meta and not self.workflow.prepare(attempt)):
+            return  # refused, or settled before it ran (a cancelled batch's member)
         self.start(attempt)
         try:
             self.time_limit.arm(attempt.timeout)
@@ -121,7 +121,7 @@ class Lifecycle:
                     return
                 set_current_job(attempt.job)
                 result = self.call(attempt)
-                completion = self.completion(attempt, result)
+                completion = self.completion(attempt, result) if attempt.job.meta else None
             finally:
                 self.time_limit.disarm()
         except BaseException as exc:  # SystemExit and the like too: user code raised it
@@ -144,16 +144,14 @@ class Lifecycle:
             self.outcomes.rejected(entry, queue, payload, None, type(exc).__name__, str(exc))
             return None
         tries = job.tries or self.options.tries
-        if rules.exceeds_tries(job, tries):
-            message = f"attempted {job.attempts} times, more than its {tries} tries"
-            self.outcomes.rejected(entry, queue, payload, job, "MaxAttemptsExceeded", message)
+        refused = rules.refused_before_start(job, tries)
+        if refused is not None:
+            self.outcomes.rejected(entry, queue, payload, job, *refused)
             return None
-        if rules.retry_window_passed(job):
-            message = f"its retry_until (epoch {job.retry_until:.3f}) passed before it started"
-            self.outcomes.rejected(entry, queue, payload, job, "RetryUntilPassed", message)
-            return None
-        participants = self.roster.of(job)
-        return Attempt(entry, queue, payload, job, expires_at, tries, participants, args=job.args)
+        roster = self.roster  # a plain job's participants without a call: the hot path
+        plain = not job.meta and job.max_exceptions is None
+        participants = roster.plain if plain else roster.of(job)
+        return Attempt(entry, queue, payload, job, expires_at, tries, participants, job.args)
 
     def start(self, attempt: Attempt) -> None:
         """The attempt starts here, before the lookup: importing the task's module is

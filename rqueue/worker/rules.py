@@ -17,6 +17,18 @@ from rqueue.worker.attempt import Attempt
 from rqueue.workflows import effects
 
 
+def refused_before_start(job: Job, tries: int) -> tuple[str, str] | None:
+    """Why an admitted job may not start (its failure's kind and message), or None.
+    One call for the two rules, as every task asks them."""
+    if exceeds_tries(job, tries):
+        return "MaxAttemptsExceeded", f"attempted {job.attempts} times, more than its {tries} tries"
+    if retry_window_passed(job):
+        assert job.retry_until is not None
+        when = f"{job.retry_until:.3f}"
+        return "RetryUntilPassed", f"its retry_until (epoch {when}) passed before it started"
+    return None
+
+
 def exceeds_tries(job: Job, tries: int) -> bool:
     """It was attempted more often than it may be (a crash loop the parent could not
     settle): failed before it runs again."""
