@@ -20,6 +20,11 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.settings.redis_url",
         "rqueue.settings.config",
         "rqueue.encoding.codec",
+        # The folders' own __init__ modules import nothing: ``from rqueue.tasks import
+        # registry`` names the folder on its way to a module of its layer.
+        "rqueue.tasks",
+        "rqueue.encoding",
+        "rqueue.settings",
     ),
     ("rqueue.store",),
     (
