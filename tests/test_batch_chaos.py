@@ -4,7 +4,7 @@ restarted from its AOF, while real ``rqueue work`` processes run its members.
 Members run at least once, and some twice (a worker killed before its ack); the
 batch must still count each exactly once, finish with exact counts, and queue each
 of its ``then`` and ``finally`` callbacks exactly once. The long run of the same is
-``python benchmarks/chaos.py --scenario batch``.
+``python benchmarks/reliability/chaos.py --scenario batch``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 - ``child``: one child's loop: reserve a batch, run each task, report its outcome;
   ``outcomes``: retrying or failing a task, and calling its hooks.
 - ``reservations``: batches of reserved tasks, reading ahead and acking in the next call.
-- ``scoreboard``: shared memory where each child says what it runs, for the parent.
+- ``scoreboard``: shared memory where each child says what it runs, for the parent;
+  ``scoreboard_views``: what a slot says (its states, the views the parent reads).
 - ``recovery``: giving back or failing what a dead child held;
   ``parent_failures``: the internal task that runs hooks for tasks the parent failed.
 - ``timeouts``: per-task time limits; ``process``: a child's OS-level guards;

@@ -17,19 +17,22 @@
   worker must, to reserve the task) and reports the time. No design that wakes a
   blocked process through Redis can start a task sooner on the machine.
 
-    python benchmarks/latency.py
-    python benchmarks/latency.py --samples 200 --delayed 50 --busy-samples 50  # quick
+    python benchmarks/speed/latency.py
+    python benchmarks/speed/latency.py --samples 200 --delayed 50 --busy-samples 50  # quick
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import redis
@@ -41,18 +44,6 @@ from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.task import Task
 
-IDLE_PAUSE = 0.005
-"""Seconds between samples: enough for the child to go back to its blocking wait."""
-
-
-def wait_start(client: redis.Redis, timeout: float = 10.0) -> tuple[float, float]:
-    """Pop one start report: (started_at, due_at), both epoch seconds."""
-    popped = client.blpop([bench_tasks.STARTS], timeout=timeout)
-    if popped is None:
-        raise TimeoutError("no task started in time")
-    started, due = popped[1].split()
-    return float(started), float(due)
-
 
 def dispatch_to_start(
     client: redis.Redis, samples: int, tasks: Sequence[Task[..., object]]
@@ -61,10 +52,10 @@ def dispatch_to_start(
     latencies: list[list[float]] = [[] for _ in tasks]
     for _ in range(samples):
         for task, measured in zip(tasks, latencies, strict=True):
-            time.sleep(IDLE_PAUSE)
+            time.sleep(bench_tasks.IDLE_PAUSE)
             sent = time.time()
             task.dispatch()
-            started, _ = wait_start(client)
+            started, _ = bench_tasks.wait_start(client)
             measured.append(started - sent)
     return latencies
 
@@ -113,7 +104,7 @@ def wake_floor(url: str, samples: int) -> list[float]:
     latencies = []
     try:
         for _ in range(samples):
-            time.sleep(IDLE_PAUSE)
+            time.sleep(bench_tasks.IDLE_PAUSE)
             sent = time.time()
             client.rpush("floor:go", 1)
             popped = client.blpop(["floor:back"], timeout=10)
@@ -178,7 +169,7 @@ def main() -> None:
         try:
             for task in tasks:  # warm up: children forked and connected, event loop made
                 task.dispatch()
-                wait_start(client, timeout=30)
+                bench_tasks.wait_start(client, timeout=30)
             time.sleep(0.5)
             idle, idle_async = dispatch_to_start(client, args.samples, tasks)
             late = delayed_lateness(client, log, args.delayed, args.ahead)

@@ -9,15 +9,19 @@ idle (after one warm-up task each, so the event loop and the client exist) and a
 the tasks are released. RSS counts pages shared with the parent since the fork too;
 USS only the child's own.
 
-    python benchmarks/slot_memory.py
-    python benchmarks/slot_memory.py --slots 500 --prefetch 500
+    python benchmarks/scale/slot_memory.py
+    python benchmarks/scale/slot_memory.py --slots 500 --prefetch 500
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import psutil

@@ -15,8 +15,8 @@ Two measurements, each on a redis-server of its own:
    ``rqueue work --concurrency N`` completes it, how long until ``then`` has run, and
    the batch's counts once the pool has stopped.
 
-    python benchmarks/workflows.py           # 30,000 tasks per kind, 100,000 members, 3 rounds
-    python benchmarks/workflows.py --quick   # a check in well under a minute
+    python benchmarks/speed/workflows.py          # 30,000 tasks per kind, 100,000 members, 3 rounds
+    python benchmarks/speed/workflows.py --quick  # a check in well under a minute
 
 A worker of the pool imports this module (``workflows:record_then``) to run ``then``.
 """
@@ -27,7 +27,11 @@ import argparse
 import logging
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import redis

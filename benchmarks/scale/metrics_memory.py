@@ -8,14 +8,18 @@ reports ``used_memory`` after minus before (less the script cache) and the sum o
 ``MEMORY USAGE`` of every metrics key: the bytes per queue per day that
 docs/monitoring.md quotes.
 
-    python benchmarks/metrics_memory.py              # 1 and 5 task names
-    python benchmarks/metrics_memory.py --tasks 20
+    python benchmarks/scale/metrics_memory.py              # 1 and 5 task names
+    python benchmarks/scale/metrics_memory.py --tasks 20
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 from common import machine_summary, table
 

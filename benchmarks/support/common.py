@@ -24,7 +24,9 @@ import psutil
 import redis
 from redis.connection import AbstractConnection
 
-BENCH_DIR = Path(__file__).resolve().parent
+SUPPORT_DIR = Path(__file__).resolve().parent
+"""This folder: the code the entry points share, and the task modules workers import."""
+BENCH_DIR = SUPPORT_DIR.parent
 COUNTER = "bench:done"
 
 
@@ -153,8 +155,10 @@ class MemorySampler:
 def rqueue_work(
     redis_url: str, concurrency: int, *extra: str, queue: str = "default"
 ) -> subprocess.Popen[bytes]:
-    """Start the real ``rqueue work`` CLI, importing tasks from this folder."""
-    env = {**os.environ, "REDIS_URL": redis_url, "PYTHONPATH": str(BENCH_DIR)}
+    """Start the real ``rqueue work`` CLI, importing tasks from this folder and from the
+    running entry point's own (a task defined in the script, such as
+    ``workflows:record_then``, is named after its file: the worker's directory)."""
+    env = {**os.environ, "REDIS_URL": redis_url, "PYTHONPATH": str(SUPPORT_DIR)}
     return subprocess.Popen(
         [
             sys.executable,
@@ -168,7 +172,7 @@ def rqueue_work(
             "WARNING",
             *extra,
         ],
-        cwd=BENCH_DIR,
+        cwd=Path(sys.argv[0]).resolve().parent,
         env=env,
         stdin=subprocess.DEVNULL,
     )

@@ -1,7 +1,7 @@
 """Many schedules: what a worker parent's tick costs, and how late triggers fire (#16)::
 
-    python benchmarks/scale_schedules.py                         # 10^5 schedules
-    python benchmarks/scale_schedules.py --schedules 1000 --duration 5
+    python benchmarks/scale/scale_schedules.py                         # 10^5 schedules
+    python benchmarks/scale/scale_schedules.py --schedules 1000 --duration 5
 
 ``--schedules`` schedules fire every ``--every`` seconds, their start times spread
 evenly over one period, so ``schedules / every`` triggers fall due each second. They
@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 from common import Requests, command_calls, command_delta, machine_summary, percentile, table

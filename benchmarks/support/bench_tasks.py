@@ -1,4 +1,6 @@
-"""The tasks the rqueue benchmarks dispatch; workers import this module from benchmarks/.
+"""The tasks the rqueue benchmarks dispatch, and how a benchmark reads what they report.
+
+Workers import this module from benchmarks/support/ (its PYTHONPATH).
 
 ``incr`` uses its own Redis client (opened once per process, after the fork), as
 the peers' INCR tasks and the bare-INCR processes do, so the comparison is like for like.
@@ -46,6 +48,19 @@ def incr() -> None:
 def record_start(due: float = 0.0) -> None:
     """Report when this task started (and when it was due) for the latency benchmark."""
     client().rpush(STARTS, f"{time.time()!r} {due!r}")
+
+
+IDLE_PAUSE = 0.005
+"""Seconds between samples: enough for the child to go back to its blocking wait."""
+
+
+def wait_start(redis_client: redis.Redis, timeout: float = 10.0) -> tuple[float, float]:
+    """Pop one report of ``record_start``: (started_at, due_at), both epoch seconds."""
+    popped = redis_client.blpop([STARTS], timeout=timeout)
+    if popped is None:
+        raise TimeoutError("no task started in time")
+    started, due = popped[1].split()
+    return float(started), float(due)
 
 
 _start_log: list[int] = []

@@ -27,8 +27,9 @@ from typing import Any
 
 import redis
 
-BENCH_DIR = Path(__file__).resolve().parent.parent
-LOG_DIR = BENCH_DIR / ".venvs" / "logs"
+SUPPORT_DIR = Path(__file__).resolve().parent.parent
+"""benchmarks/support/, where the ``peers`` package lives: the workers' PYTHONPATH."""
+LOG_DIR = SUPPORT_DIR.parent / ".venvs" / "logs"
 COUNTER = "bench:done"
 IO_WAIT = 0.02
 
@@ -92,8 +93,8 @@ def version(*packages: str) -> str:
 
 
 def worker_env() -> dict[str, str]:
-    # compare.py put benchmarks/ first on PYTHONPATH; peers keep what else it holds.
-    pythonpath = os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH")) if p)
+    # compare.py put benchmarks/support/ first on PYTHONPATH; peers keep what else it holds.
+    pythonpath = os.pathsep.join(p for p in (str(SUPPORT_DIR), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
 
 
@@ -130,7 +131,7 @@ def run(
     workers = [
         subprocess.Popen(
             command,
-            cwd=BENCH_DIR,
+            cwd=SUPPORT_DIR,
             env=worker_env(),
             stdin=subprocess.DEVNULL,
             stdout=log,

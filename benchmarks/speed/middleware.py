@@ -5,7 +5,7 @@ tasks of one kind and runs them all. Printed per kind: the child's CPU and round
 task, and the dispatching side's (``dispatch_many``, 1,000 calls at a time); round
 trips are counted on the client (see ``common.Requests``).
 
-    python benchmarks/middleware.py              # 20,000 tasks per kind, 3 rounds
+    python benchmarks/speed/middleware.py              # 20,000 tasks per kind, 3 rounds
 """
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 from common import Requests, machine_summary, median, table
-from hot_path import drain, fill, in_process_child
+from in_process import drain, fill, in_process_child
 
 from rqueue.server import RedisServer
 

@@ -4,15 +4,19 @@ Every rqueue figure can be quoted as a fraction of these: EVALSHA of push.lua an
 reserve.lua, one call per round trip and pipelined, from a single redis-py client
 (hiredis when installed), plus PING as the bare round-trip rate.
 
-    python benchmarks/redis_limit.py --calls 20000
+    python benchmarks/speed/redis_limit.py --calls 20000
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import redis
 from common import machine_summary, table

@@ -9,9 +9,9 @@ Starts its own redis-server, then for N tasks reports:
   and for tasks doing one Redis INCR, beside bare processes doing only that INCR;
 - Redis commands per task (``INFO commandstats`` deltas) and peak RSS per process.
 
-    python benchmarks/throughput.py                # 50,000 tasks
-    python benchmarks/throughput.py --tasks 5000   # a quick check
-    python benchmarks/throughput.py --skip-dispatch --worker-args "--prefetch 100"
+    python benchmarks/speed/throughput.py               # 50,000 tasks
+    python benchmarks/speed/throughput.py --tasks 5000  # a quick check
+    python benchmarks/speed/throughput.py --skip-dispatch --worker-args "--prefetch 100"
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import redis

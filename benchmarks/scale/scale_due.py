@@ -1,8 +1,8 @@
 """A million delayed tasks due at once, and one worker serving thousands of queues (#16)::
 
-    python benchmarks/scale_due.py due --tasks 1000000
-    python benchmarks/scale_due.py queues --queues 10,100,1000,10000 --tasks 1000
-    python benchmarks/scale_due.py queues --queues 100,2000,10000 --tasks 100 --cluster
+    python benchmarks/scale/scale_due.py due --tasks 1000000
+    python benchmarks/scale/scale_due.py queues --queues 10,100,1000,10000 --tasks 1000
+    python benchmarks/scale/scale_due.py queues --queues 100,2000,10000 --tasks 100 --cluster
 
 ``due``: ``--tasks`` delayed tasks become due at the same instant on queue ``bulk``
 while one ``rqueue work other,bulk`` runs. They are pushed beforehand to a queue no
@@ -39,11 +39,14 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import redis
 from common import BENCH_DIR, Requests, machine_summary, percentile, rqueue_work, table
-from hot_path import drain
+from in_process import drain
 
 from rqueue.encoding.payload import encode, new_ids
 from rqueue.server import RedisServer, stop_process

@@ -5,7 +5,7 @@ sample is a fresh interpreter run with ``-X importtime``. Several source trees (
 worktree of the previous release beside this checkout) are sampled in turn, so a
 machine that drifts while the script runs affects them alike::
 
-    python benchmarks/import_time.py . ../rqueue-before --runs 40
+    python benchmarks/speed/import_time.py . ../rqueue-before --runs 40
 """
 
 from __future__ import annotations

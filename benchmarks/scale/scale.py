@@ -1,12 +1,12 @@
 """Scale (#16): how each cost grows with the work, one part per module.
 
-    python benchmarks/scale.py memory      # bytes per pending/delayed/reserved/failed task, peers
-    python benchmarks/scale.py depth       # throughput and latency with 10..10^6 tasks queued
-    python benchmarks/scale.py due         # 10^6 delayed tasks due at once
-    python benchmarks/scale.py queues      # one worker serving up to 10^4 queues
-    python benchmarks/scale.py failed      # failed/size commands with 10^6 records, 10^4 queues
-    python benchmarks/scale.py schedules   # the parent's tick with 10^5 schedules
-    python benchmarks/scale.py all         # each of the above with its defaults, in turn
+    python benchmarks/scale/scale.py memory     # bytes per task in each state, beside the peers'
+    python benchmarks/scale/scale.py depth      # throughput and latency with 10..10^6 tasks queued
+    python benchmarks/scale/scale.py due        # 10^6 delayed tasks due at once
+    python benchmarks/scale/scale.py queues     # one worker serving up to 10^4 queues
+    python benchmarks/scale/scale.py failed     # failed/size with 10^6 records, 10^4 queues
+    python benchmarks/scale/scale.py schedules  # the parent's tick with 10^5 schedules
+    python benchmarks/scale/scale.py all        # each of the above with its defaults, in turn
 
 Arguments after the part's name go to that part (``scale.py depth --max-depth 1e7``);
 each part is also a script of its own (``scale_memory.py`` and so on). Figures and the

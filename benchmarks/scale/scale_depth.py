@@ -26,23 +26,26 @@ task over the same stretch (``INFO commandstats``, reset before it): what the sc
 calls cost the server, apart from the workers' CPU and the machine's drift. The slope
 of each cost is fitted over log10(D), so "flat" reads as a slope near zero.
 
-    python benchmarks/scale_depth.py                     # 10, 10^4, 10^6
-    python benchmarks/scale_depth.py --max-depth 1e7     # and 10^7 (2.5 GB of Redis)
-    python benchmarks/scale_depth.py --max-depth 1e4 --tasks 2000 --samples 50  # quick
+    python benchmarks/scale/scale_depth.py                    # 10, 10^4, 10^6
+    python benchmarks/scale/scale_depth.py --max-depth 1e7    # and 10^7 (2.5 GB of Redis)
+    python benchmarks/scale/scale_depth.py --max-depth 1e4 --tasks 2000 --samples 50  # quick
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import redis
 from common import machine_summary, percentile, rqueue_work, table, wait_until
-from latency import IDLE_PAUSE, wait_start
 
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
@@ -135,14 +138,14 @@ def probe_latency(
     latencies: list[float] = []
     try:
         probe.dispatch()  # warm up: children forked and connected
-        wait_start(client, timeout=30)
+        bench_tasks.wait_start(client, timeout=30)
         while len(latencies) < samples:
             if busy_for and total - queued(client) >= busy_for:
                 break
-            time.sleep(IDLE_PAUSE)
+            time.sleep(bench_tasks.IDLE_PAUSE)
             sent = time.time()
             probe.dispatch()
-            started, _ = wait_start(client)
+            started, _ = bench_tasks.wait_start(client)
             latencies.append((started - sent) * 1000)
     finally:
         stop_process(worker)

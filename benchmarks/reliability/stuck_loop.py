@@ -16,16 +16,20 @@ the worker seen running, then the first task started on it. The blocker has
 of their own, so the slot's deadline is the blocker's. Every task is then accounted
 for: done (on which attempt, in which child), failed (with what), or missing.
 
-    python benchmarks/stuck_loop.py
-    python benchmarks/stuck_loop.py --timeout 5 --kill-grace 5
+    python benchmarks/reliability/stuck_loop.py
+    python benchmarks/reliability/stuck_loop.py --timeout 5 --kill-grace 5
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import psutil

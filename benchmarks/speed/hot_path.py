@@ -7,8 +7,8 @@ worker/reservations.py, store/queue.py, payload.py, reserve.lua), because it lea
 out what ``throughput.py`` adds on top (process start-up, the parent, the scheduler
 sharing two cores).
 
-    python benchmarks/hot_path.py              # 30,000 tasks, 3 rounds
-    python benchmarks/hot_path.py --prefetch 1 # one task per reserve call
+    python benchmarks/speed/hot_path.py               # 30,000 tasks, 3 rounds
+    python benchmarks/speed/hot_path.py --prefetch 1  # one task per reserve call
 
 Each round runs one child with metrics off and one with metrics on (``--no-metrics``
 and the default), in alternating order, so both see the same machine: the cost of the
@@ -21,51 +21,20 @@ import argparse
 import logging
 import math
 import os
+import sys
 import time
-from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 from common import command_calls, command_delta, machine_summary, median, table
+from in_process import drain, fill, in_process_child
 
 from rqueue.encoding.payload import Job, new_id
 from rqueue.metrics.collector import Collector, NoMetrics
 from rqueue.server import RedisServer
-from rqueue.settings.config import Config
-from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.current import Runner, set_runner
-from rqueue.worker.child import ChildWorker
-from rqueue.worker.options import WorkerOptions
-from rqueue.worker.scoreboard import Scoreboard
-from rqueue.worker.timeouts import TimeLimit
-
-
-def in_process_child(url: str, prefetch: int = 100, metrics: bool = True) -> ChildWorker:
-    """One worker child in this process (no parent, no fork), ready to ``_step()``."""
-    options = WorkerOptions(prefetch=prefetch, metrics=metrics)
-    board = Scoreboard(1, options.held_limit)
-    worker = ChildWorker(
-        options, Config.resolve(redis_url=url), board.slot(0), 1, os.getppid(), "hot"
-    )
-    use(worker.queue)
-    worker.time_limit = TimeLimit()
-    set_runner(Runner(worker.queue, options.timeout, options.kill_grace))
-    return worker
-
-
-def fill(dispatch: Callable[[int], object], tasks: int) -> None:
-    """Queue ``tasks`` (``dispatch(count)`` queues ``count`` more), 1,000 at a time."""
-    for start in range(0, tasks, 1000):
-        dispatch(min(1000, tasks - start))
-
-
-def drain(worker: ChildWorker, tasks: int) -> tuple[float, float]:
-    """Run ``tasks`` more tasks: (child CPU seconds, wall seconds)."""
-    target = worker.slot.processed + tasks
-    cpu, wall = time.process_time(), time.perf_counter()
-    while worker.slot.processed < target:
-        worker._step()
-    return time.process_time() - cpu, time.perf_counter() - wall
 
 
 def record_cost(queue: RedisQueue, calls: int = 200_000, rounds: int = 5) -> tuple[float, float]:

@@ -2,7 +2,7 @@
 
 Each peer (RQ, Celery, Dramatiq, arq, Huey, saq) is installed from PyPI into its own
 virtualenv under ``benchmarks/.venvs/`` (gitignored; rqueue never depends on them),
-then ``benchmarks/peers/<name>.py`` enqueues the tasks, starts the peer's documented
+then ``benchmarks/support/peers/<name>.py`` enqueues the tasks, starts the peer's documented
 worker with the same total concurrency and counts the INCRs until all have run.
 Right before each system, two plain redis-py processes doing only the INCR measure
 the ceiling again, and each system is quoted as a fraction of its own ceiling: this
@@ -17,9 +17,9 @@ documented concurrency for I/O-bound work, ``--per-process`` tasks at once in ea
 ``rqueue work`` has them. No ceiling is measured: the waits, not Redis, bound these
 rates, so each row is set beside what its tasks in flight allow (in flight / 20 ms).
 
-    python benchmarks/compare.py                        # 20,000 tasks, concurrency 2
-    python benchmarks/compare.py --tasks 2000 --only rqueue,huey
-    python benchmarks/compare.py --workload io          # 2,000 tasks, ~3 min
+    python benchmarks/speed/compare.py                # 20,000 tasks, concurrency 2
+    python benchmarks/speed/compare.py --tasks 2000 --only rqueue,huey
+    python benchmarks/speed/compare.py --workload io  # 2,000 tasks, ~3 min
 """
 
 from __future__ import annotations
@@ -29,76 +29,24 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
+
 import redis
-from common import BENCH_DIR, bare_incr_rate, machine_summary, table
+from common import SUPPORT_DIR, bare_incr_rate, machine_summary, table
+from peer_envs import PEERS, install, peer_pythonpath, python_of
 from peers._runner import IO_WAIT
 
 from rqueue.server import RedisServer
 from rqueue.tasks.task import Task
 
-VENVS = BENCH_DIR / ".venvs"
-
-
-@dataclass(frozen=True)
-class Peer:
-    name: str
-    packages: tuple[str, ...]
-    variants: tuple[str, ...] = ("default",)
-
-
-PEERS = (
-    Peer("rq", ("rq", "hiredis"), ("fork", "simple")),
-    # gevent: Celery's pool for I/O-bound tasks (``--workload io``).
-    Peer("celery", ("celery[redis]", "hiredis", "gevent")),
-    Peer("dramatiq", ("dramatiq[redis]", "hiredis")),
-    Peer("arq", ("arq", "hiredis")),
-    Peer("huey", ("huey", "redis", "hiredis")),
-    # saq imports typing_extensions without declaring it (0.26).
-    Peer("saq", ("saq[redis,hiredis]", "typing_extensions")),
-)
-
-
-def python_of(peer: Peer) -> Path:
-    return VENVS / peer.name / "bin" / "python"
-
-
-def install(peer: Peer) -> None:
-    """Create the peer's virtualenv and install it from PyPI, unless already done."""
-    wanted = "\n".join((*peer.packages, "psutil"))
-    marker = VENVS / peer.name / "installed.txt"
-    if python_of(peer).exists() and marker.exists() and marker.read_text() == wanted:
-        return
-    print(f"installing {peer.name} into {VENVS / peer.name} ...", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", str(VENVS / peer.name)], check=True)
-    subprocess.run(
-        [
-            str(python_of(peer)),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            *peer.packages,
-            "psutil",
-        ],
-        check=True,
-    )
-    marker.write_text(wanted)
-
-
-def _pythonpath() -> str:
-    """benchmarks/ first, then any PYTHONPATH given (say, another rqueue source tree)."""
-    return os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH")) if p)
-
 
 def run_one(
     python: str, module: str, variant: str, url: str, args: argparse.Namespace
 ) -> dict[str, Any] | None:
-    env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": _pythonpath()}
+    env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": peer_pythonpath()}
     try:
         finished = subprocess.run(
             [
@@ -120,7 +68,7 @@ def run_one(
                 "--per-process",
                 str(args.per_process),
             ],
-            cwd=BENCH_DIR,
+            cwd=SUPPORT_DIR,
             env=env,
             capture_output=True,
             text=True,

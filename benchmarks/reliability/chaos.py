@@ -3,8 +3,8 @@
 Every task records its completion by its own number (``HINCRBY chaos:done <n> 1``),
 so at the end "lost" and "completed twice" are exact counts, not estimates::
 
-    python benchmarks/chaos.py --scenario kill-children --tasks 20000 --seed 1
-    python benchmarks/chaos.py --scenario all --tasks 100000 --duration 900
+    python benchmarks/reliability/chaos.py --scenario kill-children --tasks 20000 --seed 1
+    python benchmarks/reliability/chaos.py --scenario all --tasks 100000 --duration 900
 
 Scenarios (issue 3):
 
@@ -33,7 +33,7 @@ With ``--slots N`` the tasks are ``async def`` (issue 14): each child runs up to
 once in slot mode, so a fault lands on many tasks in flight at once (the scenarios
 that dispatch plain tasks: not ``soak`` or ``batch``)::
 
-    python benchmarks/chaos.py --scenario kill-children --slots 20 --work-ms 50
+    python benchmarks/reliability/chaos.py --scenario kill-children --slots 20 --work-ms 50
 
 After a loss the run prints the lost task numbers and every key that still mentions
 one, and keeps Redis's data folder and the worker logs; with ``--keep-history`` the

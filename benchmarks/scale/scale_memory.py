@@ -21,8 +21,8 @@ The breakdown then reads one pending rqueue task field by field (the payload's m
 entries), and each key with ``MEMORY USAGE`` and ``OBJECT ENCODING``, and prints what
 the goal of 150 bytes per pending task would need to drop.
 
-    python benchmarks/scale_memory.py                      # 50,000 tasks per figure
-    python benchmarks/scale_memory.py --tasks 5000 --only rqueue,huey
+    python benchmarks/scale/scale_memory.py                      # 50,000 tasks per figure
+    python benchmarks/scale/scale_memory.py --tasks 5000 --only rqueue,huey
 """
 
 from __future__ import annotations
@@ -35,13 +35,16 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import msgpack
 import redis
-from common import BENCH_DIR, machine_summary, rqueue_work, table, wait_until
-from compare import PEERS, install, python_of
+from common import SUPPORT_DIR, machine_summary, rqueue_work, table, wait_until
+from peer_envs import PEERS, install, peer_pythonpath, python_of
 
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
@@ -168,12 +171,11 @@ def rqueue_states(url: str, count: int) -> list[Row]:
 
 def enqueue_only(python: str, module: str, url: str, count: int) -> dict[str, Any] | None:
     """``peers/<module>.py --enqueue-only``: the system's own API in its own virtualenv."""
-    pythonpath = os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH")) if p)
     command = [python, "-m", f"peers.{module}", "--enqueue-only", "--tasks", str(count)]
     finished = subprocess.run(
         [*command, "--redis-url", url],
-        cwd=BENCH_DIR,
-        env={**os.environ, "REDIS_URL": url, "PYTHONPATH": pythonpath},
+        cwd=SUPPORT_DIR,
+        env={**os.environ, "REDIS_URL": url, "PYTHONPATH": peer_pythonpath()},
         capture_output=True,
         text=True,
         timeout=900,

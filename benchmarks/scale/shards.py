@@ -21,8 +21,8 @@ into a different master's slot range. For each topology, in one run:
 Both topologies run with ``appendonly yes`` (the cluster nodes' setting) and no
 replicas, so a master does the same work as the single server.
 
-    python benchmarks/shards.py
-    python benchmarks/shards.py --tasks 5000 --samples 100   # a quick check
+    python benchmarks/scale/shards.py
+    python benchmarks/scale/shards.py --tasks 5000 --samples 100   # a quick check
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import redis
@@ -47,8 +50,7 @@ from common import (
     table,
     wait_until,
 )
-from latency import wait_start
-from throughput import fill
+from in_process import fill
 
 from rqueue import task
 from rqueue.server import RedisServer, stop_process
@@ -66,7 +68,7 @@ PAUSE = 0.01
 
 @task
 def pickup_probe(sent: float) -> None:
-    """Record when this task started beside when it was sent (read by wait_start)."""
+    """Record when this task started beside when it was sent (read by bench_tasks.wait_start)."""
     book().rpush(bench_tasks.STARTS, f"{time.time()!r} {sent!r}")
 
 
@@ -144,7 +146,8 @@ def _produce(url: str, queue: str, count: int, ready: Any, go: Any, done: Any) -
     connection.remember_queues([queue])  # not timed: the first dispatch would do it
     ready.release()
     go.wait()
-    fill(bench_tasks.empty.using(queue=queue, connection=connection), count)
+    task = bench_tasks.empty.using(queue=queue, connection=connection)
+    fill(lambda calls: task.dispatch_many([()] * calls), count)
     done.put(time.perf_counter())
 
 
@@ -197,14 +200,14 @@ def pickup(setup: Setup, connection: RedisQueue, samples: int) -> dict[str, list
     try:
         for probe in probes.values():  # warm up: the child forked, every wait connected
             probe.dispatch(time.time())
-            wait_start(records, timeout=30)
+            bench_tasks.wait_start(records, timeout=30)
         time.sleep(0.5)
         for _ in range(samples):
             for name, probe in probes.items():
                 time.sleep(PAUSE)
                 sent = time.time()
                 probe.dispatch(sent)
-                started, _ = wait_start(records)
+                started, _ = bench_tasks.wait_start(records)
                 latencies[name].append(started - sent)
     finally:
         stop_process(worker)
@@ -344,7 +347,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="children per worker")
     parser.add_argument("--samples", type=int, default=300, help="pickup samples per queue")
     args = parser.parse_args()
-    print(f"command: python benchmarks/shards.py {' '.join(sys.argv[1:])}".rstrip())
+    print(f"command: python benchmarks/scale/shards.py {' '.join(sys.argv[1:])}".rstrip())
     results = []
     with open_book() as records:
         print(machine_summary(records), flush=True)

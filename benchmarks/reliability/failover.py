@@ -30,8 +30,9 @@ Every run goes with and without ``min-replicas-to-write 1`` on every data node, 
 with and without ``RQUEUE_WAIT_REPLICAS=1`` (each dispatch waits for one replica to
 have the task: Redis ``WAIT``)::
 
-    python benchmarks/failover.py
-    python benchmarks/failover.py --runs sentinel-manual --min-replicas 0 --wait-replicas 0
+    python benchmarks/reliability/failover.py
+    python benchmarks/reliability/failover.py --runs sentinel-manual \
+        --min-replicas 0 --wait-replicas 0
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import chaos
 import redis
@@ -379,7 +382,7 @@ def main() -> None:
     if unknown := set(runs) - set(RUNS):
         parser.error(f"unknown runs {sorted(unknown)}; choose from {', '.join(RUNS)}")
     params = Params(args.rate, args.before, args.after, args.workers, args.concurrency)
-    print(f"command: python benchmarks/failover.py {' '.join(sys.argv[1:])}".rstrip())
+    print(f"command: python benchmarks/reliability/failover.py {' '.join(sys.argv[1:])}".rstrip())
     print(machine_summary(), flush=True)
     outcomes = []
     for wait_replicas, name, min_replicas in itertools.product(

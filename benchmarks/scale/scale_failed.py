@@ -14,7 +14,7 @@ longest is what every other client waited behind at worst. "Redis commands" is
 ``total_commands_processed`` over the run: the calls, and on Redis 6 also the commands
 scripts ran.
 
-    python benchmarks/scale_failed.py --records 1000000 --queues 10000
+    python benchmarks/scale/scale_failed.py --records 1000000 --queues 10000
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import redis
 from common import machine_summary, table

@@ -1,6 +1,6 @@
 """Trigger lateness of schedules fired by several worker parents (issue 5)::
 
-    python benchmarks/schedule_lateness.py --workers 3 --schedules 50 --duration 30
+    python benchmarks/speed/schedule_lateness.py --workers 3 --schedules 50 --duration 30
 
 Starts a redis-server (unless REDIS_URL is set: then it FLUSHES that database),
 ``--workers`` ``rqueue work`` parents, and ``--schedules`` schedules firing every
