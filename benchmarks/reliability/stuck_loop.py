@@ -41,7 +41,7 @@ from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.task import dispatch_many
+from rqueue.tasks.definition import dispatch_many
 
 POLL = 0.002
 """Seconds between looks at the worker's processes: the precision of the times below."""

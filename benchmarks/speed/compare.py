@@ -40,7 +40,7 @@ from peer_envs import PEERS, install, peer_pythonpath, python_of
 from peers._runner import IO_WAIT
 
 from rqueue.server import RedisServer
-from rqueue.tasks.task import Task
+from rqueue.tasks.definition import Task
 
 
 def run_one(

@@ -42,7 +42,7 @@ from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.task import Task
+from rqueue.tasks.definition import Task
 
 
 def dispatch_to_start(

@@ -25,7 +25,8 @@ from rqueue.encoding.payload import encode
 from rqueue.server import RedisServer
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.task import Task, TaskOptions
+from rqueue.tasks.definition import Task
+from rqueue.tasks.options import TaskOptions
 
 PIPELINE = 100
 BATCH = 100

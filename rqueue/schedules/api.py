@@ -29,12 +29,13 @@ from rqueue.store.default import default_queue
 from rqueue.store.schedule_store import ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
 from rqueue.tasks import registry
-from rqueue.tasks.task import registered, retry_until_at
+from rqueue.tasks.decorator import registered
+from rqueue.tasks.validation import retry_until_at
 from rqueue.timing import Timing, seconds, to_ms
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
-    from rqueue.tasks.task import Task
+    from rqueue.tasks.definition import Task
 
 
 _SAVE_ATTEMPTS = 20

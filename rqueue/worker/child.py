@@ -43,7 +43,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.tasks import registry
 from rqueue.tasks.current import Runner, set_current_job, set_runner
-from rqueue.tasks.task import Task
+from rqueue.tasks.definition import Task
 from rqueue.text import shown
 from rqueue.worker import (
     parent_failures,  # noqa: F401  (registers the internal report task)

@@ -51,7 +51,7 @@ from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_job
-from rqueue.tasks.task import Task
+from rqueue.tasks.definition import Task
 from rqueue.worker import unique_locks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Batch, Batches

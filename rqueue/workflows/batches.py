@@ -32,7 +32,8 @@ from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import verify
 from rqueue.tasks.current import current_job, current_run
-from rqueue.tasks.task import PendingDispatch, Task, current_interceptor, dispatch_many
+from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
+from rqueue.tasks.interception import current_interceptor
 from rqueue.workflows.steps import (
     ONCE_MS,
     Step,

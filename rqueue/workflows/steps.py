@@ -39,8 +39,10 @@ from rqueue.encoding.payload import (
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.signing import step_mac, verify_step_mac
+from rqueue.tasks.definition import PendingDispatch, Task
+from rqueue.tasks.handles import Dispatched
 from rqueue.tasks.names import check_name
-from rqueue.tasks.task import UNIQUE, Dispatched, PendingDispatch, Task
+from rqueue.tasks.options import UNIQUE
 
 Step = dict[str, Any]
 
