@@ -26,7 +26,7 @@ from rqueue import Batch, batch
 from rqueue.server import RedisServer
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
-from rqueue.workflows.batches import BatchStatus
+from rqueue.workflows.batch_status import BatchStatus
 
 MEMBERS = 2000
 WORKER_ARGS = (

@@ -37,11 +37,11 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
 from rqueue.worker.releases import TASK_ITSELF, last_try, released_by
 from rqueue.workflows import effects
+from rqueue.workflows.batch_status import BatchStatus
 from rqueue.workflows.batches import (
     BATCH,
     GETS,
     Batch,
-    BatchStatus,
     PendingBatch,
     member_id,
     member_job,

@@ -36,11 +36,11 @@ from rqueue.store.queue import Kept, RedisQueue
 from rqueue.tasks.arguments import check_arguments, describe_unencodable
 from rqueue.tasks.current import current_runner
 from rqueue.tasks.definition import PendingDispatch
+from rqueue.workflows.batch_status import BatchCounts
 from rqueue.workflows.batches import (
     BATCH,
     GETS,
     Batch,
-    BatchCounts,
     member_id,
     member_index,
     push_callbacks,
