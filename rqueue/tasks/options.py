@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from rqueue.encoding.payload import (
@@ -67,6 +67,9 @@ UNIQUE = "unique"
 """The ``meta`` entry of a unique task's call: ``{"key": its lock's key, "until":
 "processed" or "processing"}``, for the worker that releases the lock. Written per call
 by ``Task.make_job``: the key is computed from the call's arguments."""
+
+
+_Carried = tuple[str, Callable[..., Any], Any]
 
 
 @dataclass(frozen=True)
@@ -232,23 +235,34 @@ class TaskOptions:
 
     def job_fields(self, dispatched_at: float) -> dict[str, Any]:
         """The ``Job`` attributes of a call dispatched at ``dispatched_at``."""
-        carried = {}
-        for name, attribute, at_dispatch in _IN_JOB:
-            value = getattr(self, name)
-            if at_dispatch is not None and value is not None:
-                value = at_dispatch(value, dispatched_at)
-            carried[attribute] = value
+        fixed, timed, _ = self._carried
+        carried = fixed.copy()
+        for attribute, at_dispatch, value in timed:
+            carried[attribute] = at_dispatch(value, dispatched_at)
         return carried
 
     def job_meta(self) -> dict[str, Any]:
         """The ``Job.meta`` entries each call carries (the unique key aside: per call)."""
         carried = {}
-        for name, key, in_meta in _IN_META:
-            value = getattr(self, name)
-            entry = None if value is None else in_meta(value)
+        for key, in_meta, value in self._carried[2]:
+            entry = in_meta(value)
             if entry is not None:
                 carried[key] = entry
         return carried
+
+    @cached_property
+    def _carried(self) -> tuple[dict[str, Any], list[_Carried], list[_Carried]]:
+        """What each call's job gets, worked out once per options (a dispatch copies it):
+        the fixed ``Job`` attributes, those set at dispatch, and the meta entries (each
+        as ``(attribute or key, how, value)``, the unset ones left out)."""
+        fixed = {attribute: getattr(self, name) for name, attribute, at in _IN_JOB if not at}
+        timed = [(attribute, at, getattr(self, name)) for name, attribute, at in _IN_JOB if at]
+        meta = [(key, in_meta, getattr(self, name)) for name, key, in_meta in _IN_META]
+        return (
+            fixed,
+            [(attribute, at, value) for attribute, at, value in timed if value is not None],
+            [(key, in_meta, value) for key, in_meta, value in meta if value is not None],
+        )
 
 
 _OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(TaskOptions)}
