@@ -11,14 +11,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from rqueue import task
-from rqueue.encoding.payload import KEEP, Job
+from rqueue.encoding.payload import Job
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware import Middleware
-from rqueue.middleware.base import MIDDLEWARE
 from rqueue.schedules.api import call_options
 from rqueue.schedules.record import Schedule
 from rqueue.tasks.definition import Task
-from rqueue.tasks.options import JOB_ATTRIBUTES, TaskOptions
+from rqueue.tasks.options import JOB_ATTRIBUTES, JOB_META, TaskOptions
 from rqueue.timing import Timing
 from rqueue.workflows.steps import step_job, step_of
 
@@ -55,7 +54,7 @@ def _assert_same(made: Job, carried: Job, skip: tuple[str, ...] = ()) -> None:
         assert getattr(made, attribute) != getattr(default, attribute), attribute
         if attribute not in skip:
             assert getattr(carried, attribute) == getattr(made, attribute), attribute
-    for entry in (KEEP, MIDDLEWARE):
+    for entry in JOB_META:
         assert carried.meta[entry] == made.meta[entry], entry
 
 

@@ -15,7 +15,9 @@ and how each call's job carries it. Everything else reads them from here:
   (rqueue/schedules/api.py), so none of them can drop an option the job carries.
 
 So an option is added here alone: a field with its default and its ``Option``, and its
-argument in ``TaskArguments`` (``@task``) and/or ``UsingArguments`` (``using()``).
+argument in ``TaskArguments`` (``@task``) and/or ``UsingArguments`` (``using()``). Only
+one that needs a new ``Job`` attribute also changes the wire (rqueue/encoding/payload.py,
+a step's and a schedule's fields), and tests/test_task_options.py fails until it does.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ by ``Task.make_job``: the key is computed from the call's arguments."""
 
 
 _Carried = tuple[str, Callable[..., Any], Any]
+"""``(Job attribute or meta key, how its value is turned into the entry, the value)``."""
 
 
 @dataclass(frozen=True)
@@ -273,7 +276,9 @@ _IN_META = [
     if how.meta is not None
 ]
 JOB_ATTRIBUTES = tuple(attribute for _, attribute, _ in _IN_JOB)
-"""The ``Job`` attributes options set: what a workflow step or a schedule must carry."""
+JOB_META = tuple(key for _, key, _ in _IN_META)
+"""The ``Job`` attributes and meta entries options set: what a workflow step or a
+schedule must carry."""
 
 
 class TaskArguments(TypedDict, total=False):
