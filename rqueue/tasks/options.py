@@ -322,7 +322,8 @@ def _fields_of(arguments: type, renamed: bool) -> dict[str, str]:
     if renamed:
         by_argument.update({how.argument: n for n, how in _OPTIONS.items() if how.argument})
     missing = [name for name in arguments.__annotations__ if name not in by_argument]
-    assert not missing, f"{arguments.__name__} lists {missing}: no TaskOptions field"
+    if missing:
+        raise TypeError(f"{arguments.__name__} lists {missing}, which set no TaskOptions field")
     return {name: by_argument[name] for name in arguments.__annotations__}
 
 
