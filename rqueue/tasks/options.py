@@ -81,7 +81,7 @@ class Option:
 
     check: Callable[[Any], object] | None = None
     """Raises InvalidTaskOption (InvalidQueueName for a queue) naming the option if its
-    value is refused; never called with None, which means "the worker's default"."""
+    value is refused; not called with None where None is the default ("not set")."""
     given: Callable[[Any], Any] | None = None
     """Turns what a user passes (a timedelta, a list) into the value; None: as it is."""
     argument: str | None = None
@@ -228,7 +228,7 @@ class TaskOptions:
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
             value = getattr(self, name)
-            if how.check is not None and value is not None:
+            if how.check is not None and not (value is None and name in _UNSET_BY_NONE):
                 how.check(value)
 
     def overridden(self, given: Mapping[str, Any]) -> TaskOptions:
@@ -269,6 +269,9 @@ class TaskOptions:
 
 
 _OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(TaskOptions)}
+_UNSET_BY_NONE = frozenset(f.name for f in fields(TaskOptions) if f.default is None)
+"""The options whose None means "not set" (the worker's or the connection's default
+applies): neither checked nor converted. Any other option is checked, None included."""
 _IN_JOB = [(n, how.job, how.at_dispatch) for n, how in _OPTIONS.items() if how.job is not None]
 _IN_META = [
     (n, how.meta, how.in_meta or (lambda value: value))
@@ -339,7 +342,8 @@ def _values(given: Mapping[str, Any], accepted: dict[str, str], where: str) -> d
         if name is None:
             raise TypeError(f"{where}() got an unexpected keyword argument {argument!r}")
         convert = _OPTIONS[name].given
-        values[name] = value if convert is None or value is None else convert(value)
+        unset = value is None and name in _UNSET_BY_NONE
+        values[name] = value if convert is None or unset else convert(value)
     return values
 
 
