@@ -17,7 +17,7 @@ from rqueue.middleware import Middleware
 from rqueue.schedules.api import call_options
 from rqueue.schedules.record import Schedule
 from rqueue.tasks.definition import Task
-from rqueue.tasks.options import JOB_ATTRIBUTES, JOB_META, TaskOptions
+from rqueue.tasks.options import JOB_ATTRIBUTES, JOB_META, TaskOptions, declared
 from rqueue.timing import Timing
 from rqueue.workflows.steps import step_job, step_of
 
@@ -88,4 +88,8 @@ def test_task_and_using_take_exactly_their_arguments() -> None:
     with pytest.raises(InvalidTaskOption, match="tries must be an integer"):
         every_option.using(tries=0)
     assert every_option.using(tries=None).options == every_option.options
+    # None is "not set" only where it is the default: elsewhere it is refused.
+    assert declared({"tries": None, "keep_result": None}) == TaskOptions()
+    with pytest.raises(InvalidTaskOption, match="unique must be callable, got None"):
+        task(unique=None)  # type: ignore[call-overload]
     assert TaskOptions.queue == "default"
