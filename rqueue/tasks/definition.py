@@ -20,7 +20,7 @@ from rqueue.encoding.payload import Job, PayloadTemplate, encode, new_id, new_id
 from rqueue.errors import InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import dispatching
 from rqueue.store.default import default_queue
-from rqueue.store.queue import Push, UniqueLock
+from rqueue.store.calls import Push, UniqueLock
 from rqueue.tasks.arguments import CallShape
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
