@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, 
 from rqueue.encoding.payload import Job, PayloadTemplate, encode, new_id, new_ids
 from rqueue.errors import InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import dispatching
-from rqueue.store.default import default_queue
 from rqueue.store.calls import Push, UniqueLock
+from rqueue.store.default import default_queue
 from rqueue.tasks.arguments import CallShape
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
