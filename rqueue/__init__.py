@@ -32,7 +32,9 @@ from rqueue.store.cancel import CancelOutcome
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.current import current_job
-from rqueue.tasks.task import Dispatched, PendingDispatch, Task, TaskHandle, dispatch_many, task
+from rqueue.tasks.decorator import task
+from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
+from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.worker.options import WorkerOptions
 from rqueue.workflows import (
     Batch,

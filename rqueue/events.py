@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from rqueue.encoding.payload import Job
 from rqueue.tasks import awaiting
-from rqueue.tasks.task import check_callable
+from rqueue.tasks.validation import check_callable
 
 EventName = Literal["processing", "processed", "exception", "failed"]
 

@@ -14,7 +14,7 @@ from support import Workers, strings, wait_for
 
 from rqueue.failed import FailedTasks
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.task import Task
+from rqueue.tasks.definition import Task
 
 FAST = ("-c", "1", "--kill-grace", "0.5", "--block-for", "0.5", "--log-level", "warning")
 

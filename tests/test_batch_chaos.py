@@ -4,7 +4,7 @@ restarted from its AOF, while real ``rqueue work`` processes run its members.
 Members run at least once, and some twice (a worker killed before its ack); the
 batch must still count each exactly once, finish with exact counts, and queue each
 of its ``then`` and ``finally`` callbacks exactly once. The long run of the same is
-``python benchmarks/chaos.py --scenario batch``.
+``python benchmarks/reliability/chaos.py --scenario batch``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rqueue import Batch, batch
 from rqueue.server import RedisServer
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
-from rqueue.workflows.batches import BatchStatus
+from rqueue.workflows.batch_status import BatchStatus
 
 MEMBERS = 2000
 WORKER_ARGS = (

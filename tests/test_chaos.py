@@ -1,8 +1,8 @@
-"""Short runs of each chaos scenario (benchmarks/chaos.py), and the focused fault tests.
+"""Short runs of each chaos scenario (benchmarks/reliability/chaos.py), and the focused fault tests.
 
 Each chaos run starts its own persistent redis-server and real ``rqueue work``
 processes, injects one kind of fault and counts every task's completions exactly.
-The long run is a benchmark: ``python benchmarks/chaos.py --scenario all ...``.
+The long run is a benchmark: ``python benchmarks/reliability/chaos.py --scenario all ...``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "reliability"))
 import chaos
 
 

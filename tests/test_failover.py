@@ -4,7 +4,7 @@ recommends: replication is asynchronous, so without ``WAIT`` a write the master
 acknowledged a moment before it died may be on no replica, and no test could promise
 otherwise.
 
-Each test is one small run of the failover benchmark's harness (benchmarks/failover.py)
+Each test is one small run of the failover benchmark's harness (benchmarks/reliability/failover.py)
 on a topology of its own, since it kills a node, which the session's shared topologies
 must not suffer: numbered tasks are dispatched while the master of their queue is
 killed, a worker runs them, and the book (a plain redis-server no failover touches)
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "reliability"))
 import failover
 
 SMALL = failover.Params(rate=300, before=300, after=300, drain=40)

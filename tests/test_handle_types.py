@@ -13,7 +13,7 @@ USER_MODULE = """
 from typing_extensions import assert_type
 
 from rqueue import task
-from rqueue.tasks.task import TaskHandle
+from rqueue.tasks.handles import TaskHandle
 
 
 @task

@@ -20,7 +20,7 @@ from support import Workers, cli, follow_log, logged, wait_for
 from rqueue import task
 from rqueue.errors import InvalidQueueName, RQueueError
 from rqueue.settings.config import Config
-from rqueue.store import queue as store_queue
+from rqueue.store import base as store_base
 from rqueue.store.keys import KEY_PARTS, QueueKeys, validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import WorkerOptions
@@ -147,7 +147,7 @@ def test_a_long_lived_producer_registers_its_queue_again(
     queue.client.flushall()  # the registry is gone; the producer process lives on
     apptasks.record.dispatch(2)
     assert queue.known_queues() == []  # within the refresh interval: not yet
-    monkeypatch.setattr(store_queue, "_REGISTRY_REFRESH", 0.0)
+    monkeypatch.setattr(store_base, "REGISTRY_REFRESH", 0.0)
     queue.client.config_resetstat()
     apptasks.record.dispatch(3)  # the interval is over: registered again, just before
     assert queue.known_queues() == ["default"]

@@ -39,7 +39,7 @@ from rqueue.errors import (
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import registry
-from rqueue.tasks.task import PendingDispatch, dispatch_many
+from rqueue.tasks.definition import PendingDispatch, dispatch_many
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 

@@ -26,7 +26,7 @@ from rqueue.store import guards
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.current import Runner, set_runner
-from rqueue.tasks.task import Dispatched
+from rqueue.tasks.handles import Dispatched
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 

@@ -11,7 +11,8 @@ import apptasks
 from support import Workers, wait_for
 
 from rqueue.encoding.payload import encode
-from rqueue.store.queue import _MIGRATE_QUEUES, Migration, RedisQueue
+from rqueue.store.consumer import _MIGRATE_QUEUES
+from rqueue.store.queue import Migration, RedisQueue
 
 
 def test_migrate_all_moves_the_due_tasks_of_every_queue_in_its_order(queue: RedisQueue) -> None:

@@ -24,7 +24,7 @@ from rqueue.errors import RQueueError, TaskNotRegistered
 from rqueue.settings.config import Config, ConfigError, env_flag
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.current import set_current_job
-from rqueue.tasks.task import current_interceptor, intercept_process
+from rqueue.tasks.interception import current_interceptor, intercept_process
 from rqueue.testing import Fake, MemoryBatch, fake, sync, sync_from_environment
 
 TESTS = Path(__file__).parent

@@ -20,7 +20,7 @@ from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.task import Dispatched
+from rqueue.tasks.handles import Dispatched
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 

@@ -15,7 +15,8 @@ from rqueue.cli.common import connection_options, die, moment, say, table
 from rqueue.settings.config import Config
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
-from rqueue.workflows.batches import Batch, BatchStatus, batch_of, listed_batches
+from rqueue.workflows.batch_status import BatchStatus
+from rqueue.workflows.batches import Batch, batch_of, listed_batches
 from rqueue.workflows.prune import prune_batches
 
 

@@ -31,7 +31,8 @@ from rqueue.settings.config import Config, ConfigError, read_url_file
 from rqueue.settings.redis_url import parse_redis_url
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.task import TaskOptions, registered
+from rqueue.tasks.decorator import registered
+from rqueue.tasks.options import TaskOptions
 from rqueue.text import shown
 from rqueue.timing import moment as moment  # every time a command prints
 

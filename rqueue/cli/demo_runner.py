@@ -31,7 +31,7 @@ from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.tasks.task import PendingDispatch, dispatch_many
+from rqueue.tasks.definition import PendingDispatch, dispatch_many
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """The folder that holds the ``rqueue`` package: a checkout, in an editable install."""

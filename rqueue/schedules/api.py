@@ -17,9 +17,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from rqueue.encoding.payload import MAX_DELAY_SECONDS, encode
+from rqueue.encoding.payload import KEEP, MAX_DELAY_SECONDS, encode
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, RQueueError, TaskNotRegistered
-from rqueue.middleware.base import carry
+from rqueue.middleware.base import MIDDLEWARE
 from rqueue.schedules.record import (
     DEFAULT_MISFIRE_GRACE,
     MISFIRE_POLICIES,
@@ -29,12 +29,13 @@ from rqueue.store.default import default_queue
 from rqueue.store.schedule_store import ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
 from rqueue.tasks import registry
-from rqueue.tasks.task import registered, retry_until_at
+from rqueue.tasks.decorator import registered
+from rqueue.tasks.options import JOB_ATTRIBUTES
 from rqueue.timing import Timing, seconds, to_ms
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
-    from rqueue.tasks.task import Task
+    from rqueue.tasks.definition import Task
 
 
 _SAVE_ATTEMPTS = 20
@@ -84,30 +85,28 @@ def _check(schedule: Schedule) -> Schedule:
 
 
 def call_options(target: Task[Any, Any]) -> dict[str, Any]:
-    """The options each run of a schedule of ``target`` carries, as a dispatch through
-    it would: its declared ones and its ``using()``'s. Only a ``retry_until`` that is
-    not a length of time is refused: one moment, or one callable's, for every run."""
-    options = target.options
-    until = options.retry_until
+    """The options each run of a schedule of ``target`` carries: those of the job a
+    dispatch through it would make (its declared options and its ``using()``'s), so a
+    run carries every option a job does (rqueue/tasks/options.py). Only a
+    ``retry_until`` that is not a length of time is refused: one moment, or one
+    callable's, for every run."""
+    until = target.options.retry_until
     if until is not None and (callable(until) or isinstance(until, datetime)):
         raise InvalidSchedule(
             f"retry_until {until!r}: a schedule's runs take it as a timedelta or seconds "
             "from each run's dispatch, not a moment or a callable"
         )
     try:
-        middleware = tuple(carry(m) for m in options.dispatch_middleware)
-        within = None if until is None else retry_until_at(until, 0.0)
+        # Dispatched at 0: its retry_until is then the length of time from each run's.
+        job = target.make_job((), {}, dispatched_at=0.0, template=True)
     except InvalidTaskOption as exc:
         raise InvalidSchedule(str(exc)) from None
+    carried = {a: getattr(job, a) for a in JOB_ATTRIBUTES if a not in ("queue", "retry_until")}
     return {
-        "tries": options.tries,
-        "timeout": options.timeout,
-        "backoff": options.backoff,
-        "max_exceptions": options.max_exceptions,
-        "fail_on_timeout": options.fail_on_timeout,
-        "keep_ms": target.keep_ms,
-        "middleware": middleware,
-        "retry_within": within,
+        **carried,
+        "keep_ms": job.meta.get(KEEP, 0),
+        "middleware": tuple(job.meta.get(MIDDLEWARE, ())),
+        "retry_within": job.retry_until,
     }
 
 

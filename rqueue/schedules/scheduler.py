@@ -38,7 +38,7 @@ from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.schedule_store import MAX_MS, Firing, ScheduleStore
-from rqueue.tasks.task import registered
+from rqueue.tasks.decorator import registered
 from rqueue.timing import iso
 
 log = logging.getLogger("rqueue.scheduler")

@@ -2,7 +2,12 @@
 
 - ``keys``: every key name, per queue and global, in one place.
 - ``lua/*.lua`` and ``scripts``: each state change of a task as one script, run by SHA.
-- ``queue``: :class:`RedisQueue`, the operations everyone else calls.
+- ``queue``: :class:`RedisQueue`, the one object everyone else holds and calls, and the
+  values its methods take and return. It is composed of its roles: ``producer``
+  (queueing tasks), ``consumer`` (a worker's reserve, ack, release, fail, waits) and
+  ``admin`` (the registry, sizes, pause, clear), over ``base`` (connections, scripts,
+  key names). ``calls`` is the one place that lays out each of their scripts' KEYS
+  and ARGV (one typed builder per script), so no method assembles them by hand.
 - ``wire``: the lean connection the hot path (dispatch, reserve, ack) uses.
 - ``connect``: opening a client from a :class:`~rqueue.settings.config.Config`;
   ``default``: the process's default connection.
@@ -12,7 +17,11 @@
 - ``cancel``: cancelling a pending task by id; ``retry``: riding out a Redis outage.
 - ``failed_store`` and ``schedule_store``: the Redis side of :mod:`rqueue.failed` and
   :mod:`rqueue.schedules`, as named operations on bytes, so those modules never name
-  a key or a script.
+  a key or a script; likewise ``batch_store`` (a workflow batch's state), ``guards``
+  (the built-in middleware's state) and ``results`` (reading a kept result). Each of
+  them calls its scripts from one named function per operation.
+- ``cluster``, ``sentinel``, ``waits`` and ``probe``: Redis Cluster and Sentinel
+  connections, waiting on many queues' keys, and reading many lists at once.
 
 May import: ``rqueue.settings.config``, ``rqueue.errors``, redis-py and msgpack. Nothing here
 imports from ``task``, ``worker``, ``schedules`` or ``cli``: those sit above and call in.

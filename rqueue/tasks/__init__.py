@@ -1,6 +1,12 @@
 """Tasks: defining, naming, finding and calling them.
 
-- ``task``: ``@task``, :class:`Task` and dispatching a call.
+- ``decorator``: ``@task`` and the registry it fills; ``definition``: :class:`Task`
+  and :class:`PendingDispatch`, dispatching one call or many (``dispatch_many``);
+  ``options``: :class:`TaskOptions`, the one definition of every task option (what
+  ``@task``, ``using()``, workflow steps and schedules read); ``validation``: the
+  checks of options, callables and times; ``handles``: ``Dispatched`` and
+  ``TaskHandle``; ``interception``: where ``rqueue.testing`` takes dispatches instead
+  of Redis; ``hooks``: calling ``after_succeeded``/``after_failed``.
 - ``names``: what a task is called and which names are rqueue's own;
   ``registry``: finding a task by the name a payload carries (importing only
   registered modules).
@@ -8,6 +14,6 @@
   ``current``: ``current_job()``, the running attempt's job; ``awaiting``: running an
   ``async def`` task, hook or listener from sync code.
 
-May import: ``encoding``, ``settings``, ``store``, ``errors``, ``events``, ``text`` and
-``timing``. Never ``worker``, ``testing``, ``cli`` or ``web``: they sit above.
+May import: ``encoding``, ``settings``, ``store``, ``errors``, ``middleware``, ``text``
+and ``timing``. Never ``worker``, ``testing``, ``cli`` or ``web``: they sit above.
 """

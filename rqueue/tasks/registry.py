@@ -1,7 +1,7 @@
 """Finding the task a payload names: the worker's side of the task registry.
 
 A worker runs a payload only if its name resolves to a callable registered with
-``@task`` (see :func:`rqueue.tasks.task.registered`), so writing to Redis never lets anyone
+``@task`` (see :func:`rqueue.tasks.decorator.registered`), so writing to Redis never lets anyone
 run arbitrary code. Nor does it let anyone import an arbitrary module, since
 importing runs a module's top-level code (``unittest.__main__`` runs tests and exits,
 ``venv.__main__`` builds a virtualenv). So a name's module is imported only if it is
@@ -10,7 +10,7 @@ imports) or, for a worker started without ``-A``, it lies in the project: under 
 worker's working directory or a ``PYTHONPATH`` entry. A worker started with ``-A``
 imports nothing else: its ``-A`` modules and their submodules are its allow-list.
 Never a ``__main__`` module, never one from the standard library or site-packages.
-This module sits above :mod:`rqueue.tasks.task`: tasks register themselves when defined,
+This module sits above :mod:`rqueue.tasks.decorator`: tasks register themselves when defined,
 and only the worker looks names up.
 """
 
@@ -27,8 +27,9 @@ from importlib.machinery import ModuleSpec
 from typing import Any
 
 from rqueue.errors import TaskImportFailed, TaskNotRegistered, describe
+from rqueue.tasks.decorator import registered, registered_task, unregister
+from rqueue.tasks.definition import Task
 from rqueue.tasks.names import malformed_name, unimportable_module
-from rqueue.tasks.task import Task, registered, registered_task, unregister
 
 
 def lookup(name: str, allowed: Sequence[str] = ()) -> Task[Any, Any]:

@@ -2,7 +2,7 @@
 the pytest plugin's fixtures (``plugin.py``: ``rqueue_fake``, ``rqueue_redis``,
 ``rqueue_worker``). See docs/testing.md.
 
-Both modes take every dispatch through ``rqueue.tasks.task.intercept`` and run calls with
+Both modes take every dispatch through ``rqueue.tasks.interception.intercept`` and run calls with
 ``inline.py``, which goes through the same payload, middleware and workflow code as
 a worker. May import anything in rqueue but the command line.
 """

@@ -20,7 +20,9 @@ from typing import Any
 import rqueue.tasks.registry as registry
 from rqueue.encoding.payload import Job
 from rqueue.errors import TaskNotRegistered
-from rqueue.tasks.task import PendingDispatch, Task, intercept, registered
+from rqueue.tasks.decorator import registered
+from rqueue.tasks.definition import PendingDispatch, Task
+from rqueue.tasks.interception import intercept
 from rqueue.testing.inline import InlineRunner, Interception, Outcome
 from rqueue.workflows.batches import Batch, PendingBatch
 from rqueue.workflows.chains import Chain, DispatchedChain

@@ -32,7 +32,9 @@ from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import Runner, current_job, current_runner, set_current_job, set_runner
-from rqueue.tasks.task import Dispatched, PendingDispatch, Task, TaskHandle, registered_task
+from rqueue.tasks.decorator import registered_task
+from rqueue.tasks.definition import PendingDispatch, Task
+from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.testing.batch_counting import MemberCounting
 from rqueue.worker import rules
 from rqueue.worker.attempt import Attempt, Participants
@@ -41,11 +43,11 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_delay, run_hook
 from rqueue.worker.releases import TASK_ITSELF, last_try, released_by
 from rqueue.workflows import effects
+from rqueue.workflows.batch_status import BatchStatus
 from rqueue.workflows.batches import (
     BATCH,
     GETS,
     Batch,
-    BatchStatus,
     PendingBatch,
     member_id,
     member_job,
@@ -392,7 +394,7 @@ class MemoryBatch(Batch):
 
 
 class Interception:
-    """What ``rqueue.tasks.task.intercept()`` is given: every dispatch of its block, and
+    """What ``rqueue.tasks.interception.intercept()`` is given: every dispatch of its block, and
     (through the seams of ``Chain.dispatch`` and ``PendingBatch.dispatch``) every
     chain and batch whole. Each call becomes its payload here; :meth:`taken` says
     what happens to it then (recorded, or run at once)."""

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rqueue.settings.config import env_flag
-from rqueue.tasks.task import PendingDispatch, intercept, intercept_process
+from rqueue.tasks.definition import PendingDispatch
+from rqueue.tasks.interception import intercept, intercept_process
 from rqueue.testing.inline import InlineRunner, Interception
 
 ENVIRONMENT = "RQUEUE_SYNC"

@@ -17,7 +17,8 @@
   each through the lifecycle.
 - ``participants``: which features take part in an attempt (``Roster``), and metrics
   as one of them; ``unique_locks`` and ``max_exceptions``: two more.
-- ``scoreboard``: shared memory where each child says what it runs, for the parent.
+- ``scoreboard``: shared memory where each child says what it runs, for the parent;
+  ``scoreboard_views``: what a slot says (its states, the views the parent reads).
 - ``recovery``: giving back or failing what a dead child held;
   ``parent_failures``: the internal task that runs hooks for tasks the parent failed.
 - ``timeouts``: per-task time limits; ``process``: a child's OS-level guards;

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rqueue.encoding.payload import Job
 from rqueue.middleware.base import Middleware
-from rqueue.tasks.task import Task
+from rqueue.tasks.definition import Task
 
 
 class Participant:

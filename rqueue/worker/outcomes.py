@@ -30,7 +30,8 @@ from rqueue.metrics.collector import UNREGISTERED
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks import awaiting
-from rqueue.tasks.task import Hook, call_hook, registered_task
+from rqueue.tasks.decorator import registered_task
+from rqueue.tasks.hooks import Hook, call_hook
 from rqueue.worker import rules
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome

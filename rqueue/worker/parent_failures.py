@@ -28,7 +28,7 @@ from rqueue.store.header import payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import parent_secret, verify
 from rqueue.tasks import registry
-from rqueue.tasks.task import task
+from rqueue.tasks.decorator import task
 from rqueue.worker.outcomes import run_hook
 
 log = logging.getLogger("rqueue.worker")

@@ -22,71 +22,16 @@ import struct
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from enum import IntEnum
-from typing import NamedTuple
 
+from rqueue.worker.scoreboard_views import Entry, EntryView, Held, SlotView, State
 
-class State(IntEnum):
-    STARTING = 0
-    WAITING = 1  # no task held; polling or blocked on an empty queue
-    HOLDING = 2  # holds reserved tasks, none running (between tasks)
-    RUNNING = 3  # entry ``current`` is running
-    REPORTING = 4  # entry ``current - 1`` finished; hooks and listeners are running
-    EMPTY = 5  # like WAITING, after finding every queue empty
-    CONCURRENT = 6  # slot mode: each entry's own state says what became of it
-
-
-class Entry(IntEnum):
-    """An entry's own state; only a ``CONCURRENT`` slot's entries use it."""
-
-    UNSTARTED = 0
-    RUNNING = 1
-    DONE = 2  # finished (its hooks may still run, under the entry's deadline)
-    FREE = 3  # holds no task: its ack went, or it was given back
-
+# A slot's states and views live in scoreboard_views.py; their users import them from
+# here, beside the board that reads them and the slot that writes them.
+__all__ = ["Entry", "EntryView", "Held", "Scoreboard", "Slot", "SlotView", "State"]
 
 _UNFINISHED = (Entry.UNSTARTED, Entry.RUNNING)
 _FREE_ENTRY = Entry.FREE
 """Module constants for the per-task writes: an enum's attribute costs a lookup."""
-
-
-class Held(NamedTuple):
-    """A reserved task as the scoreboard knows it: its id and its attempt count."""
-
-    id: str
-    attempts: int
-
-
-class EntryView(NamedTuple):
-    """A ``CONCURRENT`` slot's entry: its task, what became of it, its queue and when
-    it must end (0: no kill deadline)."""
-
-    held: Held
-    state: Entry
-    queue_index: int
-    deadline: float
-
-
-@dataclass(frozen=True)
-class SlotView:
-    state: State
-    queue_index: int
-    held: tuple[Held, ...]
-    current: int
-    deadline: float
-    processed: int
-    entries: tuple[EntryView, ...] = ()
-    """Filled in for a ``CONCURRENT`` slot only."""
-
-    def unfinished(self) -> int:
-        """Tasks held and not finished yet (``--max-jobs`` counts them as taken)."""
-        if self.state == State.CONCURRENT:
-            return sum(1 for e in self.entries if e.state in (Entry.UNSTARTED, Entry.RUNNING))
-        if self.state in (State.HOLDING, State.RUNNING, State.REPORTING):
-            return len(self.held) - self.current
-        return 0
-
 
 _GLOBAL = struct.Struct("<Bxxxxxxxq")  # paused flag, tasks processed by exited children
 _HEADER = struct.Struct("<qiiiidq")  # seq, state, queue, count, current, deadline, processed

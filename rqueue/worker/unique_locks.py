@@ -19,7 +19,7 @@ import redis
 from rqueue.encoding.payload import Job
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.tasks.task import UNIQUE
+from rqueue.tasks.options import UNIQUE
 from rqueue.worker.attempt import Participant
 
 log = logging.getLogger("rqueue.worker")

@@ -4,10 +4,9 @@ Folded into a task's payload (its ``meta``), carried out by the worker that comp
 it (``effects.py``), counted in Redis by scripts that make every change idempotent.
 """
 
+from rqueue.workflows.batch_status import BatchCounts, BatchStatus
 from rqueue.workflows.batches import (
     Batch,
-    BatchCounts,
-    BatchStatus,
     PendingBatch,
     batch,
     batch_of,

@@ -16,8 +16,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgpack
 import redis
@@ -26,13 +25,15 @@ from rqueue.encoding import codec
 from rqueue.encoding.payload import KEEP, Job, encode, new_id
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
-from rqueue.store.batch_store import BatchState, BatchStore
+from rqueue.store.batch_store import BatchStore
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import verify
 from rqueue.tasks.current import current_job, current_run
-from rqueue.tasks.task import PendingDispatch, Task, current_interceptor, dispatch_many
+from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
+from rqueue.tasks.interception import current_interceptor
+from rqueue.workflows.batch_status import BatchCounts, BatchStatus, status_of, unreadable_status
 from rqueue.workflows.steps import (
     ONCE_MS,
     Step,
@@ -57,71 +58,6 @@ _HEX_ID = re.compile(r"[0-9a-f]{32}")
 _SPREAD = 0x9E3779B97F4A7C15F39CC0605CEDC835
 _UNSPREAD = pow(_SPREAD, -1, _IDS)
 _MAX_MEMBERS = 2**32
-
-
-class BatchCounts(NamedTuple):
-    """A batch's counts at one moment: what a callback's batch was counted at when the
-    member that made it due was counted (``Batch.counted``)."""
-
-    total: int
-    succeeded: int
-    failed: int
-    skipped: int
-
-    @property
-    def processed(self) -> int:
-        return self.succeeded + self.failed
-
-    @property
-    def pending(self) -> int:
-        return max(0, self.total - self.processed - self.skipped)
-
-    @property
-    def progress(self) -> float:
-        """Percent of the members processed then, 0 to 100 (as ``BatchStatus.progress``)."""
-        return 100.0 if not self.total else 100.0 * self.processed / self.total
-
-
-@dataclass(frozen=True)
-class BatchStatus:
-    """A batch's counts and times, as ``Batch.status()`` reads them.
-
-    A batch whose state in Redis does not parse (written by hand: ``total=abc``, an
-    infinite time, a key of another type) has ``unreadable`` set to the reason, every
-    count 0 and ``state`` ``"unreadable"``: readers show it as such and go on.
-    """
-
-    id: str
-    name: str
-    total: int
-    pending: int
-    processed: int
-    succeeded: int
-    failed: int
-    skipped: int
-    failed_ids: tuple[str, ...]
-    cancelled: bool
-    finished: bool
-    created_at: float
-    finished_at: float | None
-    cancelled_at: float | None
-    queues: tuple[str, ...]
-    unreadable: str | None = None
-    """Why the batch's state cannot be read; None for a batch that reads well."""
-
-    @property
-    def progress(self) -> float:
-        """Percent of the members processed (succeeded or failed), 0 to 100."""
-        return 100.0 if not self.total else 100.0 * self.processed / self.total
-
-    @property
-    def state(self) -> str:
-        """In words, as ``rqueue batches`` and the dashboard show it."""
-        if self.unreadable is not None:
-            return "unreadable"
-        if self.cancelled:
-            return "cancelled, finished" if self.finished else "cancelled"
-        return "finished" if self.finished else "in progress"
 
 
 class Batch:
@@ -149,10 +85,10 @@ class Batch:
         try:
             state = self._store().read(self.id)
         except InvalidPayload as exc:
-            return _unreadable(self.id, str(exc))
+            return unreadable_status(self.id, str(exc))
         except redis.ResponseError as exc:  # not a hash
-            return _unreadable(self.id, f"the state of batch {self.id} is unreadable: {exc}")
-        return None if state is None else _status(state)
+            return unreadable_status(self.id, f"the state of batch {self.id} is unreadable: {exc}")
+        return None if state is None else status_of(state)
 
     def cancel(self) -> bool:
         """Cancel it: members not started are skipped. False if it was already;
@@ -440,46 +376,3 @@ def _valid_queue(name: str) -> bool:
     except InvalidQueueName:
         return False
     return True
-
-
-def _status(state: BatchState) -> BatchStatus:
-    processed = state.succeeded + state.failed
-    return BatchStatus(
-        id=state.id,
-        name=state.name,
-        total=state.total,
-        pending=max(0, state.total - processed - state.skipped),
-        processed=processed,
-        succeeded=state.succeeded,
-        failed=state.failed,
-        skipped=state.skipped,
-        failed_ids=state.failed_ids,
-        cancelled=state.cancelled_at is not None,
-        finished=state.finished_at is not None,
-        created_at=state.created_at,
-        finished_at=state.finished_at,
-        cancelled_at=state.cancelled_at,
-        queues=state.queues,
-    )
-
-
-def _unreadable(batch_id: str, reason: str) -> BatchStatus:
-    """What ``status()`` says of a batch whose state does not parse."""
-    return BatchStatus(
-        id=batch_id,
-        name="",
-        total=0,
-        pending=0,
-        processed=0,
-        succeeded=0,
-        failed=0,
-        skipped=0,
-        failed_ids=(),
-        cancelled=False,
-        finished=False,
-        created_at=0.0,
-        finished_at=None,
-        cancelled_at=None,
-        queues=(),
-        unreadable=reason,
-    )

@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from rqueue.encoding.payload import CHAIN, KEEP, Job, encode
-from rqueue.tasks.task import Dispatched, PendingDispatch, Task, current_interceptor
+from rqueue.tasks.definition import PendingDispatch, Task
+from rqueue.tasks.handles import Dispatched
+from rqueue.tasks.interception import current_interceptor
 from rqueue.workflows.effects import CATCH, PIPE
 from rqueue.workflows.steps import (
     CHAIN_CATCH,

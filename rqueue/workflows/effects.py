@@ -35,12 +35,12 @@ from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.tasks.arguments import check_arguments, describe_unencodable
 from rqueue.tasks.current import current_runner
-from rqueue.tasks.task import PendingDispatch
+from rqueue.tasks.definition import PendingDispatch
+from rqueue.workflows.batch_status import BatchCounts
 from rqueue.workflows.batches import (
     BATCH,
     GETS,
     Batch,
-    BatchCounts,
     member_id,
     member_index,
     push_callbacks,

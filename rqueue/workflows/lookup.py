@@ -5,7 +5,7 @@ from __future__ import annotations
 from rqueue.store.default import default_queue
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import find_queue
-from rqueue.tasks.task import Dispatched
+from rqueue.tasks.handles import Dispatched
 
 
 def result_of(

@@ -39,8 +39,10 @@ from rqueue.encoding.payload import (
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.signing import step_mac, verify_step_mac
+from rqueue.tasks.definition import PendingDispatch, Task
+from rqueue.tasks.handles import Dispatched
 from rqueue.tasks.names import check_name
-from rqueue.tasks.task import UNIQUE, Dispatched, PendingDispatch, Task
+from rqueue.tasks.options import UNIQUE
 
 Step = dict[str, Any]
 
@@ -65,23 +67,22 @@ _OWN_META = (KEEP, UNIQUE)
 
 
 def step_of(call: PendingDispatch) -> Step:
-    """The step for ``call``: its task, arguments and the options its task carries,
-    job controls and ``using(middleware=)`` included (as its job would have them now:
-    a ``retry_until`` in seconds counts from the workflow's dispatch)."""
+    """The step for ``call``: the job a dispatch of it would make now (so every option
+    its job carries: rqueue/tasks/options.py), as a map; a ``retry_until`` in seconds
+    counts from the workflow's dispatch."""
     task = call.task
     task.check_dispatchable()
-    options = task.options
     job = task.make_job(call.args, call.kwargs)
     step = {
-        "task": task.name,
+        "task": job.task,
         "args": list(call.args),
         "kwargs": dict(call.kwargs),
-        "queue": options.queue,
-        "tries": options.tries,
-        "timeout": options.timeout,
-        "backoff": list(options.backoff),
+        "queue": job.queue,
+        "tries": job.tries,
+        "timeout": job.timeout,
+        "backoff": list(job.backoff),
         "delay": call.delay,
-        "keep": task.keep_ms,
+        "keep": job.meta.get(KEEP, 0),
     }
     if job.max_exceptions is not None or job.retry_until is not None or job.fail_on_timeout:
         step["controls"] = {

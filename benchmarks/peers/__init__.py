@@ -1,4 +1,0 @@
-"""One module per peer queue: its INCR task and a runner (``python -m peers.<name>``).
-
-Each runs inside its own virtualenv under ``benchmarks/.venvs/`` (see compare.py).
-"""

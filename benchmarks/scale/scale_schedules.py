@@ -1,0 +1,156 @@
+"""Many schedules: what a worker parent's tick costs, and how late triggers fire (#16)::
+
+    python benchmarks/scale/scale_schedules.py                         # 10^5 schedules
+    python benchmarks/scale/scale_schedules.py --schedules 1000 --duration 5
+
+``--schedules`` schedules fire every ``--every`` seconds, their start times spread
+evenly over one period, so ``schedules / every`` triggers fall due each second. They
+live on one queue, then (a fresh Redis each) spread over ``--queues`` queues.
+
+The tick runs in this process, exactly as a worker parent's loop runs it
+(``Supervisor._tick``: its migrate calls and registry check-in, then
+``Scheduler.tick()``), and this loop then sleeps for the wait it returned, as the parent
+blocks for it. No worker child takes the fired tasks, so they stay in the ready lists,
+where they are read back at the end. Per tick: this process's CPU, its round trips
+to Redis (one per command or pipeline) and the Redis commands run (scripts' inner
+commands included, from INFO commandstats). Lateness is the enqueue lateness of
+``schedule_lateness.py``: Redis's clock when the tick read the timeline (the task's
+``dispatched_at``) minus the trigger time, for the triggers due after the
+measurement began (adding 10^5 schedules takes a while: any overdue by then are left
+out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
+
+import bench_tasks
+from common import Requests, command_calls, command_delta, machine_summary, percentile, table
+from scale_due import in_process_parent, parent_tick
+
+from rqueue.encoding.payload import decode
+from rqueue.schedules.api import Schedules
+from rqueue.schedules.scheduler import Scheduler
+from rqueue.server import RedisServer
+from rqueue.settings.config import Config
+from rqueue.store.queue import RedisQueue
+
+HEADERS = (
+    "schedules",
+    "queues",
+    "fires/s",
+    "ticks",
+    "CPU ms/tick",
+    "CPU us/fire",
+    "round trips/tick",
+    "Redis cmds/tick",
+    "fired",
+    "late p50 ms",
+    "late p99 ms",
+    "late max ms",
+    "add s",
+)
+
+
+def add_schedules(schedules: Schedules, count: int, queues: list[str], every: float) -> int:
+    """Add ``count`` schedules round-robin over ``queues``, their first triggers spread
+    over one period from when adding them should be done (2 ms each, and 2 s); the
+    first trigger's time (ms)."""
+    first = schedules.now_ms() + 2000 + 2 * count
+    period_ms = round(every * 1000)
+    for i in range(count):
+        start = first + i * period_ms // count
+        schedules.add(
+            f"scale-{i}",
+            bench_tasks.empty,
+            every=every,
+            queue=queues[i % len(queues)],
+            start=datetime.fromtimestamp(start / 1000, UTC),
+        )
+    return first
+
+
+def run_one(count: int, queue_count: int, every: float, duration: float) -> tuple[object, ...]:
+    """One measurement on a fresh Redis: a row of ``HEADERS``."""
+    queues = [f"sched-{i}" for i in range(queue_count)]
+    with RedisServer() as server:
+        queue = RedisQueue(Config.resolve(redis_url=server.url))
+        began = time.perf_counter()
+        first = add_schedules(Schedules(queue), count, queues, every)
+        added = time.perf_counter() - began
+        parent = in_process_parent(server.url, queues)
+        scheduler = Scheduler(parent.queue, queues)
+        clock = queue.scripts.clock
+        while (start_ms := clock(queue.client, (queue.keys(queues[0]).schedules,), ())) < first:
+            time.sleep(0.01)
+        ticks = 0
+        cpu = 0.0
+        calls_before = command_calls(queue.client)
+        with Requests() as requests:
+            until = time.monotonic() + duration
+            while time.monotonic() < until:
+                started = time.process_time()
+                wait = min(parent_tick(parent), scheduler.tick())
+                cpu += time.process_time() - started
+                ticks += 1
+                time.sleep(min(wait, 1.0))
+            sent = requests.sent
+        calls = command_delta(calls_before, command_calls(queue.client))
+        redis_commands = sum(calls.values()) - calls.get("info", 0)
+        late: list[float] = []
+        for name in queues:
+            for payload in queue.client.lrange(queue.keys(name).ready, 0, -1):
+                job = decode(payload)
+                trigger = int(job.meta["trigger_ms"])
+                if trigger >= start_ms:  # not one the adding ran past
+                    late.append(job.dispatched_at * 1000 - trigger)
+    return (
+        count,
+        queue_count,
+        count / every,
+        ticks,
+        cpu / ticks * 1000,
+        cpu / max(1, len(late)) * 1e6,
+        sent / ticks,
+        redis_commands / ticks,
+        len(late),
+        percentile(late, 0.5),
+        percentile(late, 0.99),
+        max(late, default=float("nan")),
+        added,
+    )
+
+
+def run(
+    schedules: int = 100_000,
+    queue_counts: tuple[int, ...] = (1, 100),
+    every: float = 60.0,
+    duration: float = 20.0,
+) -> list[tuple[object, ...]]:
+    """One row of ``HEADERS`` per queue count."""
+    return [run_one(schedules, n, every, duration) for n in queue_counts]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--schedules", type=int, default=100_000)
+    parser.add_argument("--queues", type=int, default=100, help="the spread run's queue count")
+    parser.add_argument("--every", type=float, default=60.0, help="each schedule's period (s)")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of ticks measured")
+    args = parser.parse_args(argv)
+    logging.getLogger("rqueue").setLevel(logging.WARNING)
+    print(machine_summary())
+    rows = run(args.schedules, (1, args.queues), args.every, args.duration)
+    table(HEADERS, rows, f"Scheduler ticks, schedules every {args.every:g} s, {args.duration:g} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""The administering role of :class:`~rqueue.store.queue.RedisQueue`: reading and
+steering queues as a whole.
+
+What the CLI, the dashboard, metrics and a worker's parent ask about or do to a
+queue rather than to a task: the registry of queues, sizes, pausing, clearing, the
+restart marker. Reads are pipelined, one round trip for any number of queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from rqueue.errors import InvalidQueueName
+from rqueue.store import calls
+from rqueue.store.base import QueueBase
+from rqueue.store.keys import validate_queue_name
+
+_SCAN_COUNT = 500
+"""Registry members per SSCAN step."""
+
+
+@dataclass(frozen=True)
+class QueueSize:
+    name: str
+    ready: int
+    delayed: int
+    reserved: int
+    failed: int
+    paused: bool = False
+
+    def counted_out(self, cancelled: int) -> QueueSize:
+        """Without the ``cancelled`` tasks (cancel.lua's set) that still sit in ready or
+        delayed until a worker pops and drops them: a cancelled timer is no longer work,
+        so ``rqueue size``, the dashboard, Prometheus and ``--stop-when-drained`` (which
+        waited for its due time) leave it out. Which of the two holds each is not recorded
+        (cancelling stays O(1), no search), so they come off delayed first: a cancelled
+        ready task leaves as soon as a worker reaches it, a delayed one only when due.
+        Their sum is exact."""
+        from_delayed = min(self.delayed, max(0, cancelled))
+        from_ready = min(self.ready, max(0, cancelled) - from_delayed)
+        return replace(self, ready=self.ready - from_ready, delayed=self.delayed - from_delayed)
+
+
+class Admin(QueueBase):
+    """Queues as a whole: which exist, how big they are, paused or cleared."""
+
+    def check_in(self, queues: Sequence[str]) -> bytes | None:
+        """Re-add a worker's ``queues`` to the registry and read the restart marker, in
+        one round trip: the worker parent's every tick, so a registry that FLUSHALL or a
+        restart without persistence emptied is whole again within a second.
+
+        Only the marker's error is raised: a registry write refused (``OOM``) is tried
+        again next tick and must not hold up the rest of the parent's work.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self.global_keys.known_queues, *queues)
+        pipe.get(self.global_keys.restart)
+        marker: bytes | Exception | None = pipe.execute(raise_on_error=False)[1]
+        if isinstance(marker, Exception):
+            raise marker
+        return marker
+
+    def known_queues(self) -> list[str]:
+        """Every queue in the registry. Its members came from Redis, so one that is not
+        a valid name (written by hand, or refused by a newer rule) is left out rather
+        than breaking every command that lists queues."""
+        # SSCAN, a bounded step at a time: SMEMBERS of 10^4 names held Redis 2-24 ms.
+        members = self.client.sscan_iter(self.global_keys.known_queues, count=_SCAN_COUNT)
+        names = []
+        for member in members:
+            try:
+                names.append(validate_queue_name(member.decode("utf-8")))
+            except (UnicodeDecodeError, InvalidQueueName):
+                continue
+        return sorted(set(names))  # SSCAN may return a member twice
+
+    def sizes(self, queues: Sequence[str]) -> list[QueueSize]:
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            keys = self.keys(queue)
+            pipe.llen(keys.ready)
+            pipe.zcard(keys.delayed)
+            pipe.zcard(keys.reserved)
+            pipe.llen(keys.failed)
+            pipe.exists(keys.paused)
+        for queue in queues:  # counted out below (QueueSize.counted_out)
+            pipe.scard(self.keys(queue).cancelled)
+        counts = pipe.execute()
+        cancelled = counts[len(counts) - len(queues) :]
+        sizes = []
+        for i, queue in enumerate(queues):
+            ready, delayed, reserved, failed, paused = counts[5 * i : 5 * i + 5]
+            size = QueueSize(queue, ready, delayed, reserved, failed, bool(paused))
+            sizes.append(size.counted_out(cancelled[i]))
+        return sizes
+
+    def pause(self, queue: str) -> bool:
+        """Stop workers taking tasks from ``queue`` (running ones finish); False if it
+        was paused already. Dispatching to it goes on: the tasks wait, as in Laravel's
+        ``queue:pause``."""
+        return bool(self.scripts.pause(self.client, *calls.pause(self.keys(queue), True)))
+
+    def resume(self, queue: str) -> bool:
+        """Let workers take tasks from ``queue`` again; False if it was not paused."""
+        return bool(self.scripts.pause(self.client, *calls.pause(self.keys(queue), False)))
+
+    def paused(self, queues: Sequence[str]) -> set[str]:
+        """Which of ``queues`` are paused, in one pipelined round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.exists(self.keys(queue).paused)
+        return {queue for queue, held in zip(queues, pipe.execute(), strict=True) if held}
+
+    def clear(self, queue: str) -> int:
+        """Delete every pending task of ``queue`` (clear.lua); how many. Failed stays."""
+        return int(self.scripts.clear(self.client, *calls.clear(self.keys(queue))))
+
+    def ping(self) -> None:
+        """Raise redis-py's error now if Redis cannot be reached or refuses us."""
+        self.client.ping()
+
+    def delete_everything(self) -> int:
+        """Delete every key under this config's prefix, by SCAN (never KEYS); how many.
+
+        For a throwaway prefix such as the demo's: with no prefix it empties the database.
+        """
+        doomed = list(self.client.scan_iter(match=f"{self.config.prefix}*", count=1000))
+        pipe = self.client.pipeline(transaction=False)
+        for key in doomed:  # key by key: on Redis Cluster they live in many slots
+            pipe.delete(key)
+        pipe.execute()
+        return len(doomed)
+
+    def request_restart(self, at: float) -> None:
+        self.client.set(self.global_keys.restart, repr(at))
+
+    def restart_marker(self) -> bytes | None:
+        value: bytes | None = self.client.get(self.global_keys.restart)  # type: ignore[assignment]
+        return value

@@ -1,0 +1,398 @@
+"""A task: a plain function that can also be dispatched to a queue, and its calls.
+
+:class:`Task` is what ``@task`` (rqueue/tasks/decorator.py) makes of a function: still
+callable inline, and ``dispatch`` and ``later`` turn a call into a job (its options
+from rqueue/tasks/options.py) and push its payload. :class:`PendingDispatch` is one call
+built and not yet sent, for :func:`dispatch_many` (many calls, one round trip per
+connection) and workflows. Nothing flows back: a task never sees the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from copy import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
+
+from rqueue.encoding.payload import Job, PayloadTemplate, encode, new_id, new_ids
+from rqueue.errors import InvalidTaskOption, TaskNotRegistered
+from rqueue.middleware.base import dispatching
+from rqueue.store.calls import Push, UniqueLock
+from rqueue.store.default import default_queue
+from rqueue.tasks.arguments import CallShape
+from rqueue.tasks.handles import Dispatched, TaskHandle
+from rqueue.tasks.interception import current_interceptor
+from rqueue.tasks.names import INTERNAL_PREFIX, derived_name, is_internal, unimportable_module
+from rqueue.tasks.options import UNIQUE, TaskOptions, UsingArguments
+from rqueue.tasks.validation import When, check_callable, delay_until
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from rqueue.store.queue import RedisQueue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+class PendingDispatch(NamedTuple):
+    """One call of a task, ready to be dispatched alone or in bulk, or as a workflow step."""
+
+    task: Task[Any, Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    delay: float = 0.0
+    """Seconds after its dispatch that the call is due (``delayed()``)."""
+
+    def dispatch(self) -> Dispatched:
+        return self.task._send(self.delay, self.args, self.kwargs)
+
+    def delayed(self, when: When) -> PendingDispatch:
+        """The same call, due at ``when`` after it is dispatched (as ``later()``): in a
+        chain, counted from the moment the step before it succeeds."""
+        return self._replace(delay=delay_until(when))
+
+
+class Task(Generic[P, R]):
+    """A function registered with ``@task``."""
+
+    def __init__(self, fn: Callable[P, R], options: TaskOptions, name: str | None = None):
+        check_callable(fn, "@task", may_be_async=True)
+        self.fn = fn
+        self.options = options
+        self.name = name or derived_name(fn)
+        if is_internal(self.name) and not is_internal(getattr(fn, "__module__", "") or ""):
+            raise InvalidTaskOption(
+                f"task name {self.name!r} is in the {INTERNAL_PREFIX!r} namespace, which is "
+                "rqueue's own (workers run it only from a worker parent); choose another"
+            )
+        self._unimportable = unimportable_module(self.name.partition(":")[0])
+        """Why no worker could import this task's module, or None: refused at dispatch."""
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", self.name)
+        self.__wrapped__ = fn
+        self.schedule: tuple[str | None, float | None, str] | None = None
+        """``(cron, every seconds, timezone)`` if declared with ``@task(cron=/every=)``."""
+        self.dispatch_hooks = dispatching(options.middleware + options.dispatch_middleware)
+        """Its middleware that act at dispatch: each call then gets a job of its own."""
+        self.shape = CallShape.of(fn)
+        """The calls ``fn`` accepts (None: unknown), checked at every dispatch."""
+
+    def __repr__(self) -> str:
+        return f"<task {self.name} on {self.options.queue!r}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def using(self, **given: Unpack[UsingArguments]) -> Task[P, R]:
+        """The same task with options overridden for the dispatches made through it.
+
+        ``middleware=`` adds middleware to these calls only, after the declared ones:
+        they travel in the payload, so each must be a dataclass of plain values
+        (docs/middleware.md).
+
+        ``wait_replicas=1``: each dispatch returns once a replica has the task, so a
+        failover right after cannot lose it (ReplicasNotReached if none confirms it in
+        ``RQUEUE_WAIT_REPLICAS_TIMEOUT`` seconds; the task is queued all the same).
+        """
+        options = self.options.overridden(given)
+        derived = copy(self)  # same function and name: already checked, its shape read
+        derived.options = options
+        derived.schedule = None
+        derived.dispatch_hooks = dispatching(options.middleware + options.dispatch_middleware)
+        return derived
+
+    def on_queue(self, queue: str) -> Task[P, R]:
+        return self.using(queue=queue)
+
+    def pending(self, *args: P.args, **kwargs: P.kwargs) -> PendingDispatch:
+        """A call built and not sent, for ``dispatch_many``, chains and batches.
+
+        TypeError now if the function cannot take these arguments, even given one more
+        first (what a piped chain step or a callback gets): see :meth:`check_call`.
+        """
+        if self.shape is not None:
+            self.shape.check_partial(self.name, args, kwargs)
+        return PendingDispatch(self, tuple(args), dict(kwargs))
+
+    def check_call(
+        self, args: Sequence[Any], kwargs: dict[str, Any], given_first: bool = False
+    ) -> None:
+        """TypeError naming the task unless its function can be called with exactly
+        these arguments: at dispatch, not in the worker after all its tries.
+        ``given_first``: with one more first, as a worker calls a callback (the batch,
+        the failure) or a chain step with ``pipe=True`` (the step before's result)."""
+        if self.shape is not None:
+            self.shape.check(self.name, (None, *args) if given_first else args, kwargs)
+
+    # Each way to dispatch is typed twice: a handle's result() is what the function
+    # returns, or for an ``async def`` one, what its coroutine returns.
+    @overload
+    def dispatch(
+        self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    def dispatch(self: Task[P, T], *args: P.args, **kwargs: P.kwargs) -> TaskHandle[T]: ...
+    def dispatch(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        """Queue a call to run as soon as a worker is free."""
+        return self._send(0.0, args, kwargs)
+
+    @overload
+    def later(
+        self: Task[P, Coroutine[Any, Any, T]], when: When, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    def later(self: Task[P, T], when: When, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[T]: ...
+    def later(self, when: When, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        """Queue a call to run at ``when``: a datetime, a timedelta or a number of seconds.
+
+        A naive datetime means this machine's local time.
+        """
+        return self._send(delay_until(when), args, kwargs)
+
+    @overload
+    async def dispatch_async(
+        self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    async def dispatch_async(
+        self: Task[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    async def dispatch_async(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        """``dispatch()`` for async code (FastAPI, aiohttp, an ``async def`` task).
+
+        The push runs on a thread of the loop's default executor, through the very code
+        ``dispatch()`` runs (encoding, signing, unique locks, retries during a failover,
+        ``wait_replicas``, Redis Cluster and Sentinel), so the event loop never waits on
+        Redis and no option behaves differently. A thread hop costs tens of
+        microseconds, well under the round trip itself.
+        """
+        return await asyncio.to_thread(self._send, 0.0, args, kwargs)
+
+    @overload
+    async def later_async(
+        self: Task[P, Coroutine[Any, Any, T]], when: When, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    @overload
+    async def later_async(
+        self: Task[P, T], when: When, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+    async def later_async(self, when: When, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        """``later()`` for async code; ``when`` is read now, as ``later()`` reads it."""
+        return await asyncio.to_thread(self._send, delay_until(when), args, kwargs)
+
+    def dispatch_many(self, calls: Iterable[Sequence[Any] | PendingDispatch]) -> list[Dispatched]:
+        """Queue many calls in one round trip; each is an args tuple or a ``pending()``."""
+        pendings = []
+        for call in calls:
+            if not isinstance(call, (PendingDispatch, list, tuple)):
+                raise TypeError(
+                    f"{self.name}.dispatch_many() takes a tuple of arguments or a pending() "
+                    f"call per call, got {call!r}"
+                )
+            pendings.append(call if isinstance(call, PendingDispatch) else self._call(call))
+        return dispatch_many(pendings)
+
+    def _call(self, args: Sequence[Any]) -> PendingDispatch:
+        return PendingDispatch(self, tuple(args), {})
+
+    def check_dispatchable(self) -> None:
+        """Refuse to queue a task no worker could find (one defined in ``__main__``)."""
+        if self._unimportable is not None:
+            raise TaskNotRegistered(f"cannot dispatch task {self.name}: {self._unimportable}")
+
+    def make_job(
+        self,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+        dispatched_at: float | None = None,
+        task_id: str | None = None,
+        template: bool = False,
+    ) -> Job:
+        """The job of one call, with every ``before_dispatch`` of its middleware
+        applied; or a ``template`` for ``dispatch_many``, with no arguments, to which
+        none is."""
+        options = self.options
+        carried = options.job_meta()
+        if carried:
+            meta = {**(meta or {}), **carried}
+        if options.unique is not False and not template:
+            lock = {"key": self._unique_key(args, kwargs), "until": options.unique_until}
+            meta = {**(meta or {}), UNIQUE: lock}
+        if dispatched_at is None:
+            dispatched_at = time.time()
+        job = Job(
+            id=task_id or new_id(),
+            task=self.name,
+            args=tuple(args),
+            kwargs=kwargs,
+            dispatched_at=dispatched_at,
+            meta=meta or {},
+            **options.job_fields(dispatched_at),
+        )
+        if not template:
+            for middleware in self.dispatch_hooks:
+                middleware.before_dispatch(job)
+        return job
+
+    def _unique_key(self, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+        """The call's lock key, scoped by the task's name: two tasks never share one."""
+        unique = self.options.unique
+        if not callable(unique):  # True: one lock for the whole task
+            return self.name
+        key = unique(*args, **kwargs)
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise InvalidTaskOption(
+                f"unique= of task {self.name} returned {key!r} for this call; it must return "
+                "a str or an int, the call's lock key"
+            )
+        return f"{self.name}:{key}"
+
+    def unique_lock(self, job: Job, position: int = 0) -> UniqueLock:
+        """The lock a unique task's call takes as its payload (at ``position`` among
+        those pushed with it) is pushed."""
+        lasts_ms = round(self.options.unique_for * 1000)
+        return UniqueLock(position, job.meta[UNIQUE]["key"], job.id, lasts_ms)
+
+    @property
+    def keep_ms(self) -> int:
+        """How long each call keeps its result, in milliseconds (0: not kept)."""
+        keep = self.options.keep_result
+        return 0 if keep is None else round(keep * 1000)
+
+    def connection(self) -> RedisQueue:
+        return self.options.connection or default_queue()
+
+    def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> TaskHandle[Any]:
+        self.check_call(args, kwargs)
+        interceptor = current_interceptor()
+        if interceptor is not None:
+            call = PendingDispatch(self, tuple(args), dict(kwargs), delay)
+            return cast(TaskHandle[Any], interceptor(call, None, None))
+        self.check_dispatchable()
+        queue = self.connection()
+        job = self.make_job(args, kwargs)
+        payload = encode(job, queue.config.max_payload_bytes)
+        kept = frozenset([job.id] if self.keep_ms else [])
+        wait = self.options.wait_replicas
+        locks = [self.unique_lock(job)] if self.options.unique is not False else []
+        owner = queue.push(job.queue, [payload], int(delay * 1000), wait, kept, self.keep_ms, locks)
+        if owner:  # deduplicated: the handle is the call that holds the lock
+            return TaskHandle(owner[job.id], job.task, job.queue, queue, deduplicated=True)
+        return TaskHandle(job.id, job.task, job.queue, queue, keeps_result=bool(self.keep_ms))
+
+
+def dispatch_many(
+    calls: Iterable[PendingDispatch],
+    ids: Sequence[str] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> list[Dispatched]:
+    """Queue calls of any tasks, grouped per connection, one round trip per connection.
+
+    Each distinct task (with its options) is encoded once as a template; each call
+    then packs only its id, args and kwargs (see ``PayloadTemplate``). ``ids`` (one
+    per call; new ones if None) and ``meta`` (shared by every call) are for workflows:
+    a batch gives its members ids it can count them by.
+    """
+    if isinstance(calls, (PendingDispatch, Task)):  # a tuple itself: would be iterated
+        raise TypeError(
+            f"dispatch_many takes a list of pending() calls, got one alone ({calls!r}): "
+            "put it in a list, or dispatch it with .dispatch()"
+        )
+    calls = [pending_call(call, "dispatch_many") for call in calls]
+    for call in calls:
+        call.task.check_call(call.args, call.kwargs)
+    interceptor = current_interceptor()
+    if interceptor is not None:
+        given = [None] * len(calls) if ids is None else list(ids)
+        return [interceptor(c, i, meta) for c, i in zip(calls, given, strict=True)]
+    unique = ids is None  # a workflow's calls are not deduplicated: a batch counts each
+    ids = new_ids(len(calls)) if ids is None else list(ids)
+    groups: dict[tuple[int, str, int], _Group] = {}
+    """Per connection, queue and delay (ms): the payloads pushed together."""
+    replicas: dict[int, int] = {}
+    """Per connection, the most replicas any of its tasks waits for (its own, or the
+    connection's ``wait_replicas``)."""
+    # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
+    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate]] = {}
+    now = time.time()
+    handles: list[Dispatched] = []
+    for call, task_id in zip(calls, ids, strict=True):
+        entry = templates.get(id(call.task))
+        if entry is None:
+            task = call.task
+            task.check_dispatchable()
+            queue = task.connection()
+            wanted = task.options.wait_replicas
+            wanted = queue.config.wait_replicas if wanted is None else wanted
+            replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
+            template = PayloadTemplate(task.make_job((), {}, meta, now, template=True))
+            entry = templates[id(task)] = (task, queue, template)
+        task, queue, template = entry
+        key = (id(queue), task.options.queue, round(call.delay * 1000))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(queue, [], set(), 0, [])
+        limit = queue.config.max_payload_bytes
+        if task.dispatch_hooks or task.options.unique is not False:  # each call's own job
+            job = task.make_job(call.args, call.kwargs, meta, now, task_id)
+            if unique and task.options.unique is not False:
+                group.locks.append(task.unique_lock(job, len(group.payloads)))
+            group.payloads.append(encode(job, limit))
+        else:
+            group.payloads.append(template.encode(task_id, call.args, call.kwargs, limit))
+        if task.keep_ms:
+            group.kept.add(task_id)
+            group.keep_ms = max(group.keep_ms, task.keep_ms)
+        keeps = bool(task.keep_ms)
+        handles.append(
+            TaskHandle(task_id, task.name, task.options.queue, queue, keeps_result=keeps)
+        )
+    by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
+    for (connection, name, delay_ms), group in groups.items():
+        kept = frozenset(group.kept)
+        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks)
+        by_connection.setdefault(connection, (group.queue, []))[1].append(push)
+    owners: dict[str, str] = {}
+    for connection, (queue, pushes) in by_connection.items():
+        owners.update(queue.push_many(pushes, replicas.get(connection)))
+    if owners:  # deduplicated: each handle is the call that holds its lock
+        handles = [
+            h._replace(id=owners[h.id], deduplicated=True, keeps_result=None)
+            if h.id in owners
+            else h
+            for h in handles
+        ]
+    return handles
+
+
+def pending_call(call: object, where: str) -> PendingDispatch:
+    """``call`` if it is a ``pending()`` call; TypeError saying what ``where`` (e.g.
+    ``dispatch_many``) expected and what it got instead, for the usual mistakes."""
+    if isinstance(call, PendingDispatch):
+        return call
+    if isinstance(call, Task):
+        got = f"the task {call.name} itself: pass {call.__name__}.pending(...) with its arguments"
+    elif isinstance(call, Dispatched):
+        got = f"the handle of task {call.id}, already dispatched"
+    elif callable(call):
+        name = getattr(call, "__qualname__", repr(call))
+        got = f"{name}, which is not a task: decorate it with @task, then pass .pending(...)"
+    else:
+        got = f"{type(call).__name__} {call!r}"
+    raise TypeError(f"{where} takes pending() calls (task.pending(args...)), got {got}")
+
+
+@dataclass
+class _Group:
+    """Payloads of one connection, queue and delay, gathered by ``dispatch_many``."""
+
+    queue: RedisQueue
+    payloads: list[bytes]
+    kept: set[str]
+    keep_ms: int
+    locks: list[UniqueLock]

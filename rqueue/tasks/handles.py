@@ -1,0 +1,91 @@
+"""Handles on dispatched calls: what ``dispatch()`` returns.
+
+A handle reads the call's status and result from the store (when its task keeps
+them) and cancels it; it never talks to the task object or the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+from rqueue.errors import ResultNotKept
+from rqueue.store.cancel import CancelOutcome, cancel
+from rqueue.store.default import default_queue
+from rqueue.store.results import outcome, read_status, wait_status
+
+if TYPE_CHECKING:
+    from rqueue.store.queue import RedisQueue
+
+R = TypeVar("R")
+
+
+class Dispatched(NamedTuple):
+    """A handle on a dispatched task (a named tuple: ``dispatch_many`` makes thousands)."""
+
+    id: str
+    task: str
+    queue: str
+    connection: RedisQueue | None = None
+    deduplicated: bool = False
+    """True if a unique task's call was not queued: ``id`` is the call already queued
+    or running with its key."""
+    keeps_result: bool | None = None
+    """Whether its task keeps its result (``keep_result``), if the handle came from the
+    task (None: only its id is known, as from ``result_of``)."""
+
+    def __repr__(self) -> str:
+        dedup = ", deduplicated=True" if self.deduplicated else ""
+        return f"Dispatched(id={self.id!r}, task={self.task!r}, queue={self.queue!r}{dedup})"
+
+    def cancel(self) -> CancelOutcome:
+        """Cancel the task if it has not started; the outcome says what happened."""
+        return cancel(self.connection or default_queue(), self.id, self.queue)
+
+    def status(self) -> str:
+        """pending, delayed, running, succeeded, failed, cancelled, or unknown (its result
+        was not kept, has expired, or no such task was dispatched)."""
+        return read_status(self.connection or default_queue(), self.queue, self.id).status
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait up to ``timeout`` seconds (None: for ever) for the task's return value.
+
+        TaskFailed if it failed (with the remote exception's type, message and
+        traceback), TaskCancelled if it was cancelled, TimeoutError if it has not
+        finished in time. ResultNotKept (a TimeoutError) at once if its task keeps no
+        result. A handle made from an id alone cannot know that: such a task never
+        finishes as far as it can tell (``unknown``, as Celery's ``PENDING``), so give
+        a timeout, after which the TimeoutError lists why there may be no result.
+        """
+        if self.keeps_result is False:
+            raise ResultNotKept(
+                f"task {self.id} ({self.task}) keeps no result, so result() would wait in "
+                "vain: give its task keep_result= (in @task, or .using(keep_result=...) for "
+                "this dispatch) to read its status and result"
+            )
+        queue = self.connection or default_queue()
+        status = wait_status(queue, self.queue, self.id, timeout)
+        if status.status == "unknown":
+            raise TimeoutError(
+                f"task {self.id} has no result after {timeout or 0:g} s on queue {self.queue!r}: "
+                "its task keeps none (keep_result), its result expired, it was dispatched "
+                "to another queue, or not yet (a chain's later step)"
+            )
+        return outcome(status)
+
+    async def result_async(self, timeout: float | None = None) -> Any:
+        """``result()`` for async code: the wait blocks a thread, never the event loop."""
+        return await asyncio.to_thread(self.result, timeout)
+
+
+class TaskHandle(Dispatched, Generic[R]):
+    """A :class:`Dispatched` that knows its task's return type (what ``dispatch()`` of a
+    ``Task[P, R]`` returns), so ``result()`` is typed ``R`` (an ``async def`` task's: the
+    value its coroutine returns)."""
+
+    def result(self, timeout: float | None = None) -> R:
+        value: R = super().result(timeout)
+        return value
+
+    async def result_async(self, timeout: float | None = None) -> R:
+        return await asyncio.to_thread(self.result, timeout)

@@ -1,0 +1,352 @@
+"""A task's options, each defined once: here.
+
+:class:`TaskOptions` is the one definition of what a task can be given. Each field's
+metadata (an :class:`Option`) says how the argument a user passes becomes its value,
+how that value is checked (the same ranges a worker checks when it decodes a payload),
+and how each call's job carries it. Everything else reads them from here:
+
+- ``@task(...)`` and ``using(...)``: :func:`declared` and :meth:`TaskOptions.overridden`,
+  which take exactly the arguments :class:`TaskArguments` and :class:`UsingArguments`
+  list (the types users see, for mypy; checked against the fields on import);
+- the job of each call: :meth:`TaskOptions.job_fields` and :meth:`TaskOptions.job_meta`,
+  through ``Task.make_job``;
+- through that job, what travels without a live task: batch members, chain steps and
+  batch callbacks (rqueue/workflows/steps.py) and each run of a schedule
+  (rqueue/schedules/api.py), so none of them can drop an option the job carries.
+
+So an option is added here alone: a field with its default and its ``Option``, and its
+argument in ``TaskArguments`` (``@task``) and/or ``UsingArguments`` (``using()``). Only
+one that needs a new ``Job`` attribute also changes the wire (rqueue/encoding/payload.py,
+a step's and a schedule's fields), and tests/test_task_options.py fails until it does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from rqueue.encoding.payload import (
+    KEEP,
+    Backoff,
+    checked_backoff,
+    checked_keep,
+    checked_max_exceptions,
+    checked_timeout,
+    checked_tries,
+)
+from rqueue.errors import InvalidTaskOption
+from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack
+from rqueue.settings.config import LIMITS
+from rqueue.store.keys import validate_queue_name
+from rqueue.tasks.hooks import Hook
+from rqueue.tasks.validation import (
+    When,
+    check_callable,
+    checked_unique_for,
+    option_checked,
+    retry_until_at,
+)
+from rqueue.timing import seconds
+
+if TYPE_CHECKING:
+    from rqueue.store.queue import RedisQueue
+
+BackoffOption = float | Sequence[float] | str | tuple[str, float, float]
+"""Seconds, a list of them, ``"exponential"`` or ``("exponential", base, cap)``."""
+RetryUntil = When | Callable[[], When]
+"""A datetime, or a timedelta or seconds from dispatch; or a callable returning one,
+called at each dispatch."""
+UniqueKey = bool | Callable[..., object]
+"""``True`` (one per task) or a callable of the call's arguments returning its key."""
+UniqueUntil = Literal["processed", "processing"]
+DEFAULT_UNIQUE_FOR = 3600.0
+"""Seconds a unique lock lasts unless released first: a lost worker never leaves one."""
+UNIQUE = "unique"
+"""The ``meta`` entry of a unique task's call: ``{"key": its lock's key, "until":
+"processed" or "processing"}``, for the worker that releases the lock. Written per call
+by ``Task.make_job``: the key is computed from the call's arguments."""
+
+
+_Carried = tuple[str, Callable[..., Any], Any]
+"""``(Job attribute or meta key, how its value is turned into the entry, the value)``."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """What rqueue does with one option, besides its name, type and default."""
+
+    check: Callable[[Any], object] | None = None
+    """Raises InvalidTaskOption (InvalidQueueName for a queue) naming the option if its
+    value is refused; not called with None where None is the default ("not set")."""
+    given: Callable[[Any], Any] | None = None
+    """Turns what a user passes (a timedelta, a list) into the value; None: as it is."""
+    argument: str | None = None
+    """The argument that sets it, if not named as the field (``using(middleware=)``)."""
+    job: str | None = None
+    """The ``Job`` attribute that carries it in each call's payload."""
+    at_dispatch: Callable[[Any, float], Any] | None = None
+    """Its value in a job dispatched at a time (epoch seconds), if not the value itself."""
+    meta: str | None = None
+    """The ``Job.meta`` entry that carries it, if any..."""
+    in_meta: Callable[[Any], Any] | None = None
+    """...holding this of its value (None: no entry for that value)."""
+
+
+def _how(**how: Any) -> dict[str, Option]:
+    """A field's metadata: what rqueue does with the option (see :class:`Option`)."""
+    return {"option": Option(**how)}
+
+
+def _checked(check: Callable[[object], object]) -> Callable[[object], object]:
+    return partial(option_checked, check)
+
+
+def _hook(name: str) -> Callable[[object], None]:
+    return partial(check_callable, what=name, may_be_async=True)  # awaited: see call_hook
+
+
+def _check_retry_until(until: object) -> None:
+    if callable(until):
+        check_callable(until, "retry_until")
+    else:
+        retry_until_at(until, time.time())
+
+
+def _retry_until_at(until: RetryUntil, dispatched_at: float) -> float:
+    return retry_until_at(until() if callable(until) else until, dispatched_at)
+
+
+def _check_fail_on_timeout(value: object) -> None:
+    if type(value) is not bool:
+        raise InvalidTaskOption(f"fail_on_timeout must be True or False, got {value!r}")
+
+
+def _check_unique(unique: object) -> None:
+    if unique is not False and unique is not True:
+        check_callable(unique, "unique")
+
+
+def _check_unique_until(until: object) -> None:
+    if until not in ("processed", "processing"):
+        raise InvalidTaskOption(f"unique_until must be 'processed' or 'processing', got {until!r}")
+
+
+def _keep_seconds(keep: object) -> float:
+    return option_checked(
+        checked_keep, seconds(keep, "keep_result") if isinstance(keep, timedelta) else keep
+    )
+
+
+def _carried_stack(stack: tuple[Middleware, ...]) -> list[Any] | None:
+    return [carry(m) for m in stack] or None
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """How a task is queued and run; ``None`` means the worker's default applies."""
+
+    queue: str = field(default="default", metadata=_how(check=validate_queue_name, job="queue"))
+    tries: int | None = field(
+        default=None, metadata=_how(check=_checked(checked_tries), job="tries")
+    )
+    timeout: float | None = field(
+        default=None, metadata=_how(check=_checked(checked_timeout), job="timeout")
+    )
+    backoff: Backoff = field(
+        default=(),
+        metadata=_how(
+            check=_checked(checked_backoff), given=_checked(checked_backoff), job="backoff"
+        ),
+    )
+    after_succeeded: Hook | None = field(
+        default=None, metadata=_how(check=_hook("after_succeeded"))
+    )
+    after_failed: Hook | None = field(default=None, metadata=_how(check=_hook("after_failed")))
+    connection: RedisQueue | None = field(default=None, compare=False, metadata=_how())
+    wait_replicas: int | None = field(
+        default=None,
+        metadata=_how(check=_checked(partial(LIMITS["wait_replicas"][1].check, "wait_replicas"))),
+    )
+    """Replicas each dispatch waits for (Redis ``WAIT``); None: the connection's config."""
+    keep_result: float | None = field(
+        default=None,
+        metadata=_how(
+            check=_checked(checked_keep),
+            given=_keep_seconds,
+            meta=KEEP,
+            in_meta=lambda keep: round(keep * 1000),
+        ),
+    )
+    """Seconds to keep each call's status and result (docs/workflows.md); None: none kept."""
+    max_exceptions: int | None = field(
+        default=None, metadata=_how(check=_checked(checked_max_exceptions), job="max_exceptions")
+    )
+    """Raised exceptions (timeouts and lost workers aside) after which it fails for good."""
+    retry_until: RetryUntil | None = field(
+        default=None,
+        metadata=_how(check=_check_retry_until, job="retry_until", at_dispatch=_retry_until_at),
+    )
+    """When it stops being retried or started (docs/tasks.md, "Job controls")."""
+    fail_on_timeout: bool = field(
+        default=False, metadata=_how(check=_check_fail_on_timeout, job="fail_on_timeout")
+    )
+    """A timeout fails it at once instead of retrying it."""
+    middleware: tuple[Middleware, ...] = field(
+        default=(), metadata=_how(check=partial(check_stack, what="middleware"), given=tuple)
+    )
+    """Declared with ``@task(middleware=)``: the worker's registered task has them."""
+    dispatch_middleware: tuple[Middleware, ...] = field(
+        default=(),
+        metadata=_how(
+            check=partial(check_stack, what="using(middleware=)", carried=True),
+            given=tuple,
+            argument="middleware",
+            meta=MIDDLEWARE,
+            in_meta=_carried_stack,
+        ),
+    )
+    """Given to ``using(middleware=)``: they travel in each call's payload and run
+    after the declared ones (Laravel's ``through()``)."""
+    unique: UniqueKey = field(default=False, metadata=_how(check=_check_unique))
+    """At most one call per key queued or running (docs/tasks.md, "Unique tasks"); each
+    call's key travels in its meta (:data:`UNIQUE`)."""
+    unique_for: float = field(
+        default=DEFAULT_UNIQUE_FOR,
+        metadata=_how(
+            check=_checked(checked_unique_for),
+            given=lambda lasts: (
+                seconds(lasts, "unique_for") if isinstance(lasts, timedelta) else lasts
+            ),
+        ),
+    )
+    unique_until: UniqueUntil = field(default="processed", metadata=_how(check=_check_unique_until))
+
+    def __post_init__(self) -> None:
+        for name, how in _OPTIONS.items():
+            value = getattr(self, name)
+            if how.check is not None and not (value is None and name in _UNSET_BY_NONE):
+                how.check(value)
+
+    def overridden(self, given: Mapping[str, Any]) -> TaskOptions:
+        """These options with those given to ``using()`` (None: not given) instead."""
+        changes = {name: value for name, value in given.items() if value is not None}
+        return replace(self, **_values(changes, _USING, "Task.using"))
+
+    def job_fields(self, dispatched_at: float) -> dict[str, Any]:
+        """The ``Job`` attributes of a call dispatched at ``dispatched_at``."""
+        fixed, timed, _ = self._carried
+        carried = fixed.copy()
+        for attribute, at_dispatch, value in timed:
+            carried[attribute] = at_dispatch(value, dispatched_at)
+        return carried
+
+    def job_meta(self) -> dict[str, Any]:
+        """The ``Job.meta`` entries each call carries (the unique key aside: per call)."""
+        carried = {}
+        for key, in_meta, value in self._carried[2]:
+            entry = in_meta(value)
+            if entry is not None:
+                carried[key] = entry
+        return carried
+
+    @cached_property
+    def _carried(self) -> tuple[dict[str, Any], list[_Carried], list[_Carried]]:
+        """What each call's job gets, worked out once per options (a dispatch copies it):
+        the fixed ``Job`` attributes, those set at dispatch, and the meta entries (each
+        as ``(attribute or key, how, value)``, the unset ones left out)."""
+        fixed = {attribute: getattr(self, name) for name, attribute, at in _IN_JOB if not at}
+        timed = [(attribute, at, getattr(self, name)) for name, attribute, at in _IN_JOB if at]
+        meta = [(key, in_meta, getattr(self, name)) for name, key, in_meta in _IN_META]
+        return (
+            fixed,
+            [(attribute, at, value) for attribute, at, value in timed if value is not None],
+            [(key, in_meta, value) for key, in_meta, value in meta if value is not None],
+        )
+
+
+_OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(TaskOptions)}
+_UNSET_BY_NONE = frozenset(f.name for f in fields(TaskOptions) if f.default is None)
+"""The options whose None means "not set" (the worker's or the connection's default
+applies): neither checked nor converted. Any other option is checked, None included."""
+_IN_JOB = [(n, how.job, how.at_dispatch) for n, how in _OPTIONS.items() if how.job is not None]
+_IN_META = [
+    (n, how.meta, how.in_meta or (lambda value: value))
+    for n, how in _OPTIONS.items()
+    if how.meta is not None
+]
+JOB_ATTRIBUTES = tuple(attribute for _, attribute, _ in _IN_JOB)
+JOB_META = tuple(key for _, key, _ in _IN_META)
+"""The ``Job`` attributes and meta entries options set: what a workflow step or a
+schedule must carry."""
+
+
+class TaskArguments(TypedDict, total=False):
+    """The options ``@task(...)`` takes, as users type them."""
+
+    queue: str
+    tries: int | None
+    backoff: BackoffOption
+    timeout: float | None
+    after_succeeded: Hook | None
+    after_failed: Hook | None
+    keep_result: float | timedelta | None
+    max_exceptions: int | None
+    retry_until: RetryUntil | None
+    fail_on_timeout: bool
+    middleware: Sequence[Middleware]
+    unique: UniqueKey
+    unique_for: float | timedelta
+    unique_until: UniqueUntil
+
+
+class UsingArguments(TypedDict, total=False):
+    """The options ``using(...)`` overrides, as users type them (None: not overridden)."""
+
+    queue: str | None
+    tries: int | None
+    timeout: float | None
+    backoff: BackoffOption | None
+    connection: RedisQueue | None
+    wait_replicas: int | None
+    keep_result: float | timedelta | None
+    max_exceptions: int | None
+    retry_until: RetryUntil | None
+    fail_on_timeout: bool | None
+    middleware: Sequence[Middleware] | None
+
+
+def _fields_of(arguments: type, renamed: bool) -> dict[str, str]:
+    """Argument name to field name; an argument that sets no field fails the import."""
+    by_argument = {name: name for name in _OPTIONS}
+    if renamed:
+        by_argument.update({how.argument: n for n, how in _OPTIONS.items() if how.argument})
+    missing = [name for name in arguments.__annotations__ if name not in by_argument]
+    if missing:
+        raise TypeError(f"{arguments.__name__} lists {missing}, which set no TaskOptions field")
+    return {name: by_argument[name] for name in arguments.__annotations__}
+
+
+_DECLARED = _fields_of(TaskArguments, renamed=False)
+_USING = _fields_of(UsingArguments, renamed=True)
+
+
+def _values(given: Mapping[str, Any], accepted: dict[str, str], where: str) -> dict[str, Any]:
+    """``given`` arguments as field values; TypeError for one ``where`` does not take."""
+    values = {}
+    for argument, value in given.items():
+        name = accepted.get(argument)
+        if name is None:
+            raise TypeError(f"{where}() got an unexpected keyword argument {argument!r}")
+        convert = _OPTIONS[name].given
+        unset = value is None and name in _UNSET_BY_NONE
+        values[name] = value if convert is None or unset else convert(value)
+    return values
+
+
+def declared(given: Mapping[str, Any]) -> TaskOptions:
+    """The options of ``@task(**given)``."""
+    return TaskOptions(**_values(given, _DECLARED, "task"))
