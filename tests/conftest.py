@@ -14,15 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import Workers
+from support import TASKS_DIR, Workers
 from topologies import LocalCluster, LocalSentinel, listen_port
 
 from rqueue.server import RedisServer
 from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-
-TESTS_DIR = Path(__file__).parent
 
 
 def valkey_binary() -> Path:
@@ -90,7 +88,7 @@ def queue(config: Config) -> Iterator[RedisQueue]:
 @pytest.fixture
 def workers(config: Config, queue: RedisQueue) -> Iterator[Workers]:
     """Start real ``rqueue work`` processes; any still running at the end are killed."""
-    started = Workers(config, cwd=TESTS_DIR)
+    started = Workers(config, cwd=TASKS_DIR)
     yield started
     started.kill_all()
 

@@ -25,6 +25,10 @@ T = TypeVar("T")
 
 RQUEUE = [sys.executable, "-m", "rqueue"]
 
+TASKS_DIR = Path(__file__).parent / "tasks"
+"""The task modules of the tests (``apptasks``, ...): the working directory of every worker
+the tests start, so ``-A apptasks`` and task names like ``apptasks:add`` import from there."""
+
 
 def wait_for(condition: Callable[[], T], timeout: float = 10.0, message: str = "") -> T:
     """Poll ``condition`` until it is truthy; fail the test after ``timeout`` seconds."""

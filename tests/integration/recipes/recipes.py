@@ -22,7 +22,7 @@ from support import Workers, ready, wait_for
 
 from rqueue.store.queue import RedisQueue
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[3]
 EXAMPLES = ROOT / "examples"
 INTEGRATIONS = ROOT / "docs" / "integrations.md"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 USER_MODULE = """
 from rqueue import task
 

@@ -339,7 +339,7 @@ def test_the_schedules_doc_example_runs(queue: RedisQueue, tmp_path: Any) -> Non
     import sys
     from pathlib import Path
 
-    root = Path(__file__).parent.parent
+    root = Path(__file__).parents[3]
     text = (root / "docs" / "schedules.md").read_text()
     [code] = re.findall(r"^```python runnable\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
     (tmp_path / "manage.py").write_text(code)

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterator
 import chaos_flow_tasks as flows
 import pytest
 import redis
-from conftest import TESTS_DIR
-from support import WorkerProcess, Workers, follow_log, wait_for
+from support import TASKS_DIR, WorkerProcess, Workers, follow_log, wait_for
 
 from rqueue import Batch, batch
 from rqueue.server import RedisServer
@@ -156,7 +155,7 @@ def test_a_batch_across_redis_restarts_counts_exactly_and_calls_back_once(
     persistent_server: RedisServer,
 ) -> None:
     target = RedisQueue(Config.resolve(redis_url=persistent_server.url))
-    workers = Workers(target.config, cwd=TESTS_DIR)
+    workers = Workers(target.config, cwd=TASKS_DIR)
     try:
         found = dispatch(target, work_ms=0)
         logged = Logged(workers)

@@ -28,7 +28,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "reliability"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "reliability"))
 import chaos
 
 

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import apptasks
 import pytest
-from support import Workers, cli, push_job, ready, strings, wait_for
+from support import TASKS_DIR, Workers, cli, push_job, ready, strings, wait_for
 
 from rqueue.encoding.payload import decode
 from rqueue.failed import FailedTasks, make_record
 from rqueue.settings.config import Config
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
-
-TESTS_DIR = Path(__file__).parent
 
 pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
@@ -106,7 +102,7 @@ def test_retry_one_task_resets_its_attempts_and_it_runs_again(
     assert failed_ids(queue) == [second]
     (payload,) = ready(queue)
     assert decode(payload).id == first and payload_attempts(payload) == 0
-    ran = cli(config, "work", "--stop-when-empty", "--block-for", "0.5", cwd=TESTS_DIR)
+    ran = cli(config, "work", "--stop-when-empty", "--block-for", "0.5", cwd=TASKS_DIR)
     assert ran.returncode == 0, ran.stderr
     assert strings(queue.client, apptasks.DONE) == ["one"]
 
@@ -129,7 +125,7 @@ def test_retry_all_re_runs_every_failed_task(queue: RedisQueue, config: Config) 
     assert result.stdout.strip() == "Retried 5 failed task(s)."
     assert failed_ids(queue) == []
     ran = cli(
-        config, "work", "default,emails", "--stop-when-empty", "--block-for", "0.5", cwd=TESTS_DIR
+        config, "work", "default,emails", "--stop-when-empty", "--block-for", "0.5", cwd=TASKS_DIR
     )
     assert ran.returncode == 0, ran.stderr
     assert sorted(strings(queue.client, apptasks.DONE)) == ["d0", "d1", "d2", "e0", "e1"]

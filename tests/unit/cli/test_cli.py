@@ -17,14 +17,13 @@ from pathlib import Path
 import apptasks
 import pytest
 import redis
-from support import RQUEUE, cli, strings
+from support import RQUEUE, TASKS_DIR, cli, strings
 
 from rqueue.failed import FailedTasks, make_record
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.timing import moment
 
-TESTS_DIR = Path(__file__).parent
 UNREACHABLE = "redis://127.0.0.1:1/0"
 
 
@@ -49,7 +48,7 @@ def test_help_lists_every_command(config: Config) -> None:
 def test_work_runs_tasks_and_stops_when_empty(queue: RedisQueue, config: Config) -> None:
     apptasks.record.dispatch_many([(i,) for i in range(5)])
     result = cli(
-        config, "work", "--stop-when-empty", "-c", "2", "--block-for", "0.5", cwd=TESTS_DIR
+        config, "work", "--stop-when-empty", "-c", "2", "--block-for", "0.5", cwd=TASKS_DIR
     )
     assert result.returncode == 0, result.stderr
     assert sorted(strings(queue.client, apptasks.DONE)) == ["0", "1", "2", "3", "4"]
@@ -177,7 +176,7 @@ def test_a_preloaded_module_that_raises_is_one_usage_line(config: Config, tmp_pa
     ],
 )
 def test_unreachable_redis_is_one_clear_line(config: Config, args: list[str]) -> None:
-    result = cli(config, *args, env={"REDIS_URL": UNREACHABLE}, cwd=TESTS_DIR, timeout=60)
+    result = cli(config, *args, env={"REDIS_URL": UNREACHABLE}, cwd=TASKS_DIR, timeout=60)
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -212,7 +211,7 @@ def test_size_and_failed_list_never_scan_the_keyspace(queue: RedisQueue, config:
 @pytest.mark.topology
 def test_log_level_hides_task_lines_below_it(queue: RedisQueue, config: Config) -> None:
     handle = apptasks.record.dispatch("quiet")
-    result = cli(config, "work", "--stop-when-empty", "--log-level", "WARNING", cwd=TESTS_DIR)
+    result = cli(config, "work", "--stop-when-empty", "--log-level", "WARNING", cwd=TASKS_DIR)
     assert result.returncode == 0, result.stderr
     assert strings(queue.client, apptasks.DONE) == ["quiet"]
     assert handle.id not in result.stderr and "INFO" not in result.stderr
@@ -252,11 +251,11 @@ def test_a_fresh_worker_calls_only_undeclared_queues_unknown(
 ) -> None:
     """On an empty Redis, ``default`` and the queues the ``-A`` modules' tasks declare
     are not typos; only a queue nothing names is (issue #26, item 15)."""
-    plain = cli(config, "work", "--stop-when-empty", cwd=TESTS_DIR, timeout=60)
+    plain = cli(config, "work", "--stop-when-empty", cwd=TASKS_DIR, timeout=60)
     assert plain.returncode == 0, plain.stderr
     assert "unknown queue" not in plain.stderr
     args = ("work", "-A", "apptasks", "default,emails,declared,emial", "--stop-when-empty")
-    declared = cli(config, *args, cwd=TESTS_DIR, timeout=60)
+    declared = cli(config, *args, cwd=TASKS_DIR, timeout=60)
     assert declared.returncode == 0, declared.stderr
     assert "unknown queue emial: " in declared.stderr
 
@@ -365,7 +364,7 @@ def test_worker_logs_utc_times_whatever_the_local_zone(
     apptasks.record.dispatch("x")
     before = time.time()
     args = ("work", "--stop-when-empty", "--log-format", log_format)
-    result = cli(config, *args, cwd=TESTS_DIR, timeout=60, env=CHICAGO)
+    result = cli(config, *args, cwd=TASKS_DIR, timeout=60, env=CHICAGO)
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) >= 3, result.stderr  # started, the task, stopped

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "reliability"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "reliability"))
 import failover
 
 SMALL = failover.Params(rate=300, before=300, after=300, drain=40)

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from support import cli
+from support import TASKS_DIR, cli
 
 from rqueue import schedules
 from rqueue.schedules.api import Schedules
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
-TESTS_DIR = Path(__file__).parent
-
 pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
 
 def run(config: Config, *args: str):  # type: ignore[no-untyped-def]
-    return cli(config, "schedule", *args, cwd=TESTS_DIR)
+    return cli(config, "schedule", *args, cwd=TASKS_DIR)
 
 
 def test_add_list_show_update_pause_resume_run_now_remove(
@@ -190,7 +187,7 @@ def test_a_failed_scheduled_run_shows_its_schedule_and_trigger(
     assert due is not None
     queue.client.zadd(queue.keys("default").schedules, {"failing": due})
     Scheduler(queue, ["default"]).tick()
-    worker = cli(config, "work", "--stop-when-empty", "--tries", "1", cwd=TESTS_DIR)
+    worker = cli(config, "work", "--stop-when-empty", "--tries", "1", cwd=TASKS_DIR)
     assert worker.returncode == 0, worker.stderr
     shown = cli(config, "failed", "show", trigger_id("failing", due))
     assert shown.returncode == 0, shown.stderr

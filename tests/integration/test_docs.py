@@ -19,7 +19,7 @@ from support import cli
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 DOCUMENTS = (
     "README.md",
     "docs/tasks.md",

@@ -1,4 +1,4 @@
-"""A task for tests/test_hardening_faults.py, which workers import with ``-A``.
+"""A task for tests/chaos/test_redis_refusals.py, which workers import with ``-A``.
 
 It records each run in a ledger on another Redis than the worker's, as a task with
 an outside effect (an email, a payment) would: a test counts the runs there while

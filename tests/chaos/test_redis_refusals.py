@@ -12,11 +12,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import apptasks
-import hardening_tasks
+import ledger_tasks
 import pytest
 import redis
-from conftest import TESTS_DIR
-from support import Workers, follow_log, logged, wait_for
+from support import TASKS_DIR, Workers, follow_log, logged, wait_for
 
 from rqueue.errors import DispatchRefused, QueueConnectionError
 from rqueue.metrics.collector import NoMetrics
@@ -44,14 +43,14 @@ def test_a_failover_is_ridden_out_by_parent_and_children_running_no_task_twice(
 ) -> None:
     ledger = queue.client  # the suite's Redis keeps the count; the worker's flips role
     target = RedisQueue(Config.resolve(redis_url=own_server.url))
-    workers = Workers(target.config, cwd=TESTS_DIR)
+    workers = Workers(target.config, cwd=TASKS_DIR)
     try:
-        worker = workers.start("-c", "2", "-A", "hardening_tasks", "--block-for", "0.5")
+        worker = workers.start("-c", "2", "-A", "ledger_tasks", "--block-for", "0.5")
         lines = follow_log(worker)
         worker.wait_for_children(2)
-        tally = hardening_tasks.tally.using(connection=target)
+        tally = ledger_tasks.tally.using(connection=target)
         tally.dispatch_many([(config.redis_url, n) for n in range(TASKS)])
-        wait_for(lambda: ledger.hlen(hardening_tasks.LEDGER) >= 3, 10, "some tasks done")
+        wait_for(lambda: ledger.hlen(ledger_tasks.LEDGER) >= 3, 10, "some tasks done")
         # Demoted, as a failover does: a replica of a master that is not there keeps
         # its data, refuses writes (READONLY) and cuts blocked pops short (UNBLOCKED).
         target.client.replicaof("127.0.0.1", free_port())
@@ -60,9 +59,9 @@ def test_a_failover_is_ridden_out_by_parent_and_children_running_no_task_twice(
         wait_for(lambda: refused(target, "MASTERDOWN") >= 3, 10, "workers to meet MASTERDOWN")
         target.client.config_set("replica-serve-stale-data", "yes")
         target.client.replicaof("no", "one")  # promoted again
-        wait_for(lambda: ledger.hlen(hardening_tasks.LEDGER) == TASKS, 20, "every task to run")
+        wait_for(lambda: ledger.hlen(ledger_tasks.LEDGER) == TASKS, 20, "every task to run")
         wait_for(lambda: target.sizes(["default"])[0].reserved == 0, 10, "every ack")
-        counts = ledger.hgetall(hardening_tasks.LEDGER)
+        counts = ledger.hgetall(ledger_tasks.LEDGER)
         assert sorted(int(n) for n in counts) == list(range(TASKS))
         assert set(counts.values()) == {b"1"}, counts  # no task ran twice
         assert refused(target, "UNBLOCKED") + refused(target, "READONLY") > 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import apptasks
 import pytest
 import redis
-from support import RQUEUE, Workers, cli, strings
+from support import RQUEUE, TASKS_DIR, Workers, cli, strings
 from topologies import listen_port
 
 from rqueue.server import RedisServer, RedisServerError
@@ -24,7 +24,6 @@ from rqueue.settings.config import Config, ConfigError
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import LIMITS, WorkerOptions
 
-TESTS_DIR = Path(__file__).parent
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 
 
@@ -56,7 +55,7 @@ OUT_OF_RANGE = [
 def test_a_worker_option_out_of_range_is_a_usage_error_naming_it_and_its_range(
     config: Config, option: str, value: str
 ) -> None:
-    result = cli(config, "work", option, value, "--stop-when-empty", cwd=TESTS_DIR, timeout=20)
+    result = cli(config, "work", option, value, "--stop-when-empty", cwd=TASKS_DIR, timeout=20)
     assert result.returncode == 2, result.stderr
     assert re.search(
         f"Error: {option} must be a (whole )?number from [0-9.]+ to [0-9.]+", result.stderr
@@ -93,7 +92,7 @@ def test_a_bad_setting_in_the_environment_is_a_usage_error_naming_the_variable(
     config: Config, variable: str, value: str
 ) -> None:
     # Every command resolves its Config the same way; `rqueue work` is where it hurt.
-    result = cli(config, "work", "--stop-when-empty", env={variable: value}, cwd=TESTS_DIR)
+    result = cli(config, "work", "--stop-when-empty", env={variable: value}, cwd=TASKS_DIR)
     assert result.returncode == 2, result.stderr
     assert f"Error: {variable} must be " in result.stderr, result.stderr
     assert "Traceback" not in result.stderr

@@ -8,11 +8,9 @@ failover, and waiting for a replica after a dispatch. Each starts its own set (a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import apptasks
 import pytest
-from support import Workers, cli, strings
+from support import TASKS_DIR, Workers, cli, strings
 from topologies import LocalSentinel
 
 from rqueue.errors import ReplicasNotReached
@@ -91,7 +89,7 @@ def test_work_wait_replicas_makes_the_tasks_own_dispatches_wait(config: Config) 
         queue = RedisQueue(sentinel_config)
         apptasks.dispatches_record.using(connection=queue).dispatch("inner")
         sentinel.kill(next(n for n in sentinel.data_nodes if n is not sentinel.master()))
-        workers = Workers(sentinel_config, cwd=Path(__file__).parent)
+        workers = Workers(sentinel_config, cwd=TASKS_DIR)
         try:
             code, output = workers.run(
                 "--wait-replicas",

@@ -11,7 +11,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "rqueue"
+PACKAGE = Path(__file__).resolve().parents[2] / "rqueue"
 
 LAYERS: list[tuple[str, ...]] = [
     (

@@ -27,8 +27,8 @@ from rqueue.tasks.current import set_current_job
 from rqueue.tasks.interception import current_interceptor, intercept_process
 from rqueue.testing import Fake, MemoryBatch, fake, sync, sync_from_environment
 
-TESTS = Path(__file__).parent
-ROOT = TESTS.parent
+ROOT = Path(__file__).parents[3]
+TASKS = ROOT / "tests" / "tasks"
 
 
 @pytest.fixture(autouse=True)
@@ -376,7 +376,7 @@ def test_rqueue_sync_from_the_environment_runs_a_script_s_dispatches_inline(
         **os.environ,
         "RQUEUE_SYNC": "1",
         "REDIS_URL": "redis://127.0.0.1:1/0",  # nothing listens: nothing may reach Redis
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(TASKS)]),
     }
     result = subprocess.run(
         [sys.executable, "app.py"],
@@ -423,7 +423,7 @@ def test_a_boolean_variable_that_says_neither_is_refused_naming_it(
 
 def test_importing_rqueue_reads_rqueue_sync_with_the_same_rule(config: Config) -> None:
     script = "import rqueue, testing_tasks as t; print(type(t.add.dispatch(1, 2)).__name__)"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TASKS)])}
     run = [sys.executable, "-c", script]
     off = subprocess.run(
         run, env={**env, "RQUEUE_SYNC": "false"}, capture_output=True, text=True, timeout=60
@@ -474,7 +474,7 @@ def run_pytest(
         timeout=120,
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)]),
+            "PYTHONPATH": os.pathsep.join([str(TASKS), str(ROOT)]),
             **(env or {}),
         },
     )

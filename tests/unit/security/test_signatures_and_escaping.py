@@ -11,7 +11,7 @@ from typing import Any
 import apptasks
 import msgpack
 import pytest
-from support import Workers, cli, follow_log, logged, push_job, strings, title, wait_for
+from support import TASKS_DIR, Workers, cli, follow_log, logged, push_job, strings, title, wait_for
 
 from rqueue import task
 from rqueue.encoding.payload import encode
@@ -27,7 +27,6 @@ from rqueue.text import printable, redact
 from rqueue.worker.parent_failures import REPORT_TASK
 from rqueue.worker.supervisor import without_redis_url
 
-TESTS_DIR = Path(__file__).parent
 SECRET = "a-long-random-secret"
 SIGNED = {"RQUEUE_SECRET": SECRET}
 HOSTILE = "x\x1b]52;c;cHduZWQ=\x07\x1b[2J\nFORGED 2030-01-01 INFO [1] all good\r\u202e\x9b"
@@ -52,7 +51,7 @@ def test_a_schedule_added_without_the_secret_is_refused_logged_and_never_fired(
     added = cli(
         config,
         *("schedule", "add", "x", "apptasks:record", "--every", "1", "--args", "[4242]"),
-        cwd=TESTS_DIR,
+        cwd=TASKS_DIR,
     )
     assert added.returncode == 0, added.stderr
     worker = workers.start("--log-level", "WARNING", env=SIGNED)

@@ -7,11 +7,10 @@ import os
 import signal
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import apptasks
 import pytest
-from support import Workers, wait_for
+from support import TASKS_DIR, Workers, wait_for
 
 from rqueue import schedules
 from rqueue.schedules.api import Schedules
@@ -20,7 +19,7 @@ from rqueue.store.queue import RedisQueue
 pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
 
 UTC = timezone.utc
-SKEWED = str(Path(__file__).parent / "skewed_clock")
+SKEWED = str(TASKS_DIR / "skewed_clock")
 
 
 def now_ms(queue: RedisQueue) -> int:
