@@ -16,7 +16,7 @@ Then log in at http://127.0.0.1:8000/admin/ and open http://127.0.0.1:8000/rqueu
 ``shop/views.py`` creates an order in a transaction and dispatches ``confirm_order``
 with ``dispatch_on_commit``; ``shop/tasks.py`` is found by the worker because
 ``rqueue.contrib.django`` imports every installed app's ``tasks`` module.
-tests/test_recipes_django.py runs all of this.
+tests/integration/recipes/test_recipes_django.py runs all of this.
 """
 
 import os

@@ -13,7 +13,7 @@ REDIS_URL, e.g. ``rqueue server`` in another terminal)::
 
 Open http://127.0.0.1:8000/rqueue/ and type the token in. Without a worker the
 second call answers 504 after 10 s: the task waits in Redis until one runs it.
-tests/test_recipes_fastapi.py runs all of this.
+tests/integration/recipes/test_recipes_fastapi.py runs all of this.
 """
 
 import os

@@ -11,7 +11,7 @@ e.g. ``rqueue server`` in another terminal)::
     curl http://127.0.0.1:5000/words/5f0c...              # {"words": 4}
 
 Flask serves WSGI and the dashboard is an ASGI app: run ``rqueue dashboard`` beside it.
-tests/test_recipes_flask.py runs all of this.
+tests/integration/recipes/test_recipes_flask.py runs all of this.
 """
 
 import re

@@ -1,4 +1,4 @@
-"""Tasks the tests dispatch; the workers import this module from the tests folder.
+"""Tasks the tests dispatch; the workers import this module from tests/tasks/.
 
 Each task records what happened in Redis (never in memory: it runs in a worker
 child), so a test can assert on it and wait for it.

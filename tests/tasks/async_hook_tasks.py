@@ -1,5 +1,5 @@
 """Tasks with ``async def`` hooks, and ``async def`` listeners, for
-tests/test_async_hooks.py; workers import this module from the tests folder.
+tests/unit/worker/test_async_hooks.py; workers import this module from tests/tasks/.
 
 Every hook and listener awaits before it writes to Redis, so a write proves it was
 awaited to its end, not merely called. Each also writes the serial number of the event

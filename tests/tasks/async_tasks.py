@@ -1,5 +1,5 @@
-"""``async def`` tasks for tests/test_async_tasks.py (slot mode); workers import this
-module from the tests folder. Each records what it saw in Redis lists the tests read."""
+"""``async def`` tasks for tests/unit/worker/test_async_tasks.py (slot mode); workers import this
+module from tests/tasks/. Each records what it saw in Redis lists the tests read."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tasks for tests/test_dispatch_checks.py: calls checked against the signature at
+"""Tasks for tests/unit/tasks/test_dispatch_checks.py: calls checked against the signature at
 dispatch, results not kept, a wrapping decorator."""
 
 from __future__ import annotations

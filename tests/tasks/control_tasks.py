@@ -1,5 +1,5 @@
-"""Tasks for the job-control tests (tests/test_job_controls.py); workers import this
-module from the tests folder. Each records its attempts in Redis, keyed by the value
+"""Tasks for the job-control tests (tests/unit/tasks/test_job_controls.py); workers import this
+module from tests/tasks/. Each records its attempts in Redis, keyed by the value
 it is given, so a test can count them and wait for them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tasks for tests/test_interception_modes.py: one run opens a ``fake()`` while
+"""Tasks for tests/unit/testing/test_interception_modes.py: one run opens a ``fake()`` while
 another, beside it in the same child (``--threads``, ``--slots``), dispatches."""
 
 from __future__ import annotations

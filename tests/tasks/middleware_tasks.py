@@ -1,5 +1,5 @@
-"""Tasks for the middleware tests (tests/test_middleware.py); workers import this module
-from the tests folder. Each records what it saw in Redis lists the tests read."""
+"""Tasks for tests/unit/middleware/test_middleware.py; workers import this module
+from tests/tasks/. Each records what it saw in Redis lists the tests read."""
 
 from __future__ import annotations
 

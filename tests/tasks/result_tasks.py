@@ -1,5 +1,5 @@
 """Tasks of the stored-result tests (issue 26): each records that it ran in Redis, so a
-test can count its runs; workers import this module from the tests folder."""
+test can count its runs; workers import this module from tests/tasks/."""
 
 from __future__ import annotations
 

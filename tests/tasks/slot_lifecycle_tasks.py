@@ -1,5 +1,5 @@
-"""Tasks for tests/test_slot_lifecycle.py (slot mode through a worker's life: shutdown,
-limits, pause, signing); workers import this module from the tests folder. Each run
+"""Tasks for tests/unit/worker/test_slot_lifecycle.py (slot mode through a worker's life: shutdown,
+limits, pause, signing); workers import this module from tests/tasks/. Each run
 records ``n pid attempt`` in Redis lists the tests read."""
 
 from __future__ import annotations

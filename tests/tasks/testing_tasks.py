@@ -1,4 +1,4 @@
-"""Tasks for tests/test_testing.py (fake and sync modes, the pytest plugin)."""
+"""Tasks for tests/unit/testing/test_testing.py (fake and sync modes, the pytest plugin)."""
 
 from __future__ import annotations
 

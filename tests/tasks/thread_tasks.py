@@ -1,5 +1,5 @@
-"""Sync tasks for tests/test_thread_mode.py (``rqueue work --threads N``); workers import
-this module from the tests folder. Each records what it saw in Redis lists the tests read."""
+"""Sync tasks for tests/unit/worker/test_thread_mode.py (``rqueue work --threads N``); workers
+import this module from tests/tasks/. Each records what it saw in Redis lists the tests read."""
 
 from __future__ import annotations
 

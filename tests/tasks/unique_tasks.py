@@ -1,5 +1,5 @@
-"""Tasks for the unique-task tests (tests/test_unique.py); workers import this module
-from the tests folder. Each is unique by the value it is given (or per task) and
+"""Tasks for the unique-task tests (tests/unit/tasks/test_unique.py); workers import this module
+from tests/tasks/. Each is unique by the value it is given (or per task) and
 records its attempts in Redis, so a test can count them and wait for them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tasks of the workflow tests; workers import this module from the tests folder.
+"""Tasks of the workflow tests; workers import this module from tests/tasks/.
 
 Each task records what it did in Redis (it runs in a worker child), so a test can
 assert on it and wait for it.

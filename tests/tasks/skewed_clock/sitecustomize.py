@@ -2,7 +2,7 @@
 
 time.time, time.time_ns and datetime.now/utcnow/today all report the skewed time, as
 they would on a machine with a wrong clock; monotonic clocks are untouched (they
-measure intervals, not dates). Used by tests/test_schedules_workers.py only.
+measure intervals, not dates). Used by tests/unit/schedules/test_schedules_workers.py only.
 """
 
 import datetime as _datetime

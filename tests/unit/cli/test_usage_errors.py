@@ -1,7 +1,7 @@
 """Bad values at the edge, and what a new user hit (issue #10, items 12, 14, 15, 18, 21).
 
 Item 20's regression test is the manage.py example of docs/schedules.md, which
-tests/test_docs.py now runs: its worker must not re-run the script's side effects.
+tests/integration/test_docs.py now runs: its worker must not re-run the script's side effects.
 """
 
 from __future__ import annotations

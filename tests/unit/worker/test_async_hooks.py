@@ -1,7 +1,7 @@
 """``async def`` hooks and listeners are awaited: run to their end in process mode, on
 the child's one event loop; scheduled on the running loop in slot mode, and waited for
 by a warm stop. One that raises is logged and changes nothing. Real ``rqueue work``,
-real Redis; the hooks and listeners are in tests/async_hook_tasks.py.
+real Redis; the hooks and listeners are in tests/tasks/async_hook_tasks.py.
 """
 
 from __future__ import annotations
