@@ -4,6 +4,16 @@ The server is started by the suite itself on a free loopback port and stopped at
 the end; nothing here ever talks to a user's Redis. Tests marked ``topology`` run
 against a local Redis Cluster or Sentinel set instead when ``RQUEUE_TEST_TOPOLOGY``
 says so (``tox -e cluster``, ``tox -e sentinel``).
+
+The folders mirror the package: ``unit/<part>/`` tests one part of rqueue (``store``,
+``tasks``, ``worker``, ``web``, ``cli``, ...), with real workers where that part's
+behaviour needs them; ``integration/`` runs the whole thing end to end (the docs'
+examples, the framework recipes, an install); ``chaos/`` kills processes and Redis
+under load, ``scale/`` pins costs at many queues and tasks, ``topology/`` what only a
+cluster or Sentinel does. ``tasks/`` holds the task modules workers import
+(``support.TASKS_DIR`` is every worker's working directory); ``support``,
+``topologies`` and ``browser`` are the helpers every folder shares. This file sits at
+the top so that every folder gets its fixtures.
 """
 
 from __future__ import annotations
