@@ -7,7 +7,7 @@ count by patching four bytes, instead of decoding and re-encoding the payload in
 (which would lose floats, bytes and big integers). So this layout is a contract
 between :mod:`rqueue.encoding.payload`, which writes it, and the store, which reads it: it
 lives here, at the bottom, and ``lua/header.lua`` mirrors it for the scripts;
-``tests/test_payload.py`` pins both.
+``tests/unit/encoding/test_payload.py`` pins both.
 
 The header is 29 bytes: a fixarray marker, the attempt count and the timeout as
 msgpack uint32 (``0xce`` and four bytes each), and the id as its 16 raw bytes

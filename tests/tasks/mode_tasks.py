@@ -1,4 +1,4 @@
-"""Tasks of tests/test_same_outcomes_every_mode.py: one workflow's tasks, each twice,
+"""Tasks of tests/integration/test_same_outcomes_every_mode.py: one workflow's tasks, each twice,
 as ``def`` (process mode, ``--threads``, ``sync()``) and as ``async def`` (``--slots``,
 ``sync()``), the same bodies. Each records what it did in Redis under its plain name
 (the async twin's name without ``_async``), so every mode's record reads the same.
