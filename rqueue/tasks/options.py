@@ -17,7 +17,7 @@ and how each call's job carries it. Everything else reads them from here:
 So an option is added here alone: a field with its default and its ``Option``, and its
 argument in ``TaskArguments`` (``@task``) and/or ``UsingArguments`` (``using()``). Only
 one that needs a new ``Job`` attribute also changes the wire (rqueue/encoding/payload.py,
-a step's and a schedule's fields), and tests/test_task_options.py fails until it does.
+a step's and a schedule's fields), and tests/unit/tasks/test_task_options.py fails until it does.
 """
 
 from __future__ import annotations
