@@ -2,7 +2,7 @@
 
 A worker counts a batch member's outcome in Redis (store/lua/batch_member.lua); the
 inline runner (``sync()``, ``fake().run_all()``) counts it in memory by this model,
-and tests/test_batch_properties.py checks the model against the script after random
+and tests/unit/workflows/test_batch_properties.py checks the model against the script after random
 sequences of outcomes, re-runs, retries and adds. So "what an inline batch does" and
 "what the script does" cannot drift apart unnoticed.
 
