@@ -26,8 +26,8 @@ from typing import Any
 
 import rqueue.tasks.registry as registry
 from rqueue.encoding.payload import Job, decode, encode, new_id
-from rqueue.errors import BatchCancelled, RQueueError, TaskCancelled, TaskFailed, describe
-from rqueue.middleware.base import Release, run_through, stack_of
+from rqueue.errors import RQueueError, TaskCancelled, TaskFailed, describe
+from rqueue.middleware.base import run_through, stack_of
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
 from rqueue.tasks import awaiting
@@ -36,12 +36,12 @@ from rqueue.tasks.decorator import registered_task
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.testing.batch_counting import MemberCounting
-from rqueue.worker import rules
+from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
 from rqueue.worker.max_exceptions import ExceptionCount
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import retry_delay, run_hook
-from rqueue.worker.releases import TASK_ITSELF, last_try, released_by
+from rqueue.worker.outcomes import run_hook
+from rqueue.worker.verdicts import Failed, Released, Skipped, Verdict
 from rqueue.workflows import effects
 from rqueue.workflows.batch_status import BatchStatus
 from rqueue.workflows.batches import (
@@ -187,8 +187,8 @@ class InlineRunner:
     def run(self, payload: bytes) -> Outcome:
         """Run one payload as a worker would, then whatever its completion makes due
         (a chain's next step, a catch, batch callbacks), each inline in turn. Its
-        attempts are settled by the worker's rules (``rqueue.worker.rules``), with its
-        exceptions counted in memory."""
+        attempts are settled by the worker's verdicts (``rqueue.worker.verdicts``),
+        with its exceptions counted in memory."""
         job = decode(payload)
         if job.id in self.outcomes:  # cancelled before its turn
             return self.outcomes[job.id]
@@ -206,9 +206,10 @@ class InlineRunner:
                 given = self.batches[job.meta[GETS][1]]
                 given.counted = effects.counted(job)
             attempt.args = (given, *attempt.args)
-        attempt.stack = stack = stack_of(task.options.middleware, job)
+        attempt.stack = stack_of(task.options.middleware, job)
         connection = task.connection()
         runner = Runner(connection, job.timeout or _DEFAULTS.timeout, _DEFAULTS.kill_grace)
+        call = functools.partial(_call, task, attempt.args, job)
         while True:
             job.attempts += 1
             started = time.time()
@@ -216,29 +217,13 @@ class InlineRunner:
             set_current_job(job)
             set_runner(runner)
             try:
-                value = run_through(stack, job, functools.partial(_call, task, attempt.args, job))
+                value = run_through(attempt.stack, job, call)
                 completion = effects.on_success(job, payload, value, started, self.max_bytes())
-            except Release as release:
-                own = released_by(release, task.fn) == TASK_ITSELF
-                if own and not rules.release_fails(own, job, tries):
-                    continue  # retried at once, as a worker would once its delay is up
-                if own:
-                    failure = last_try(release, job.attempts, tries)
-                    return self._failed(job, payload, failure, started)
-                job.attempts -= 1  # a middleware's release gives its attempt back
-                found = Outcome(job.id, job.task, "delayed", attempts=job.attempts)
-                found.released_for = release.delay
-                self.outcomes[job.id] = found
-                return found
-            except BatchCancelled as cancelled:
-                if rules.skips_for_cancelled_batch(attempt, cancelled):
-                    return self._skipped(job, payload)
-                raise
             except Exception as exc:
-                delay = retry_delay(job, job.attempts, tries, False)
-                if rules.retry_after(attempt, exc, delay) is not None:
-                    continue  # retried at once: a backoff is not waited for
-                return self._failed(job, payload, exc, started)
+                settled = self._settled(attempt, verdicts.of_raised(attempt, exc), started)
+                if settled is None:
+                    continue  # run again at once, as a worker would once its delay is up
+                return settled
             finally:
                 set_current_job(outer_job)
                 set_runner(outer_runner)
@@ -249,7 +234,28 @@ class InlineRunner:
             self._complete(completion)
             return found
 
-    def _failed(self, job: Job, payload: bytes, exc: Exception, started: float) -> Outcome:
+    def _settled(self, attempt: Attempt, verdict: Verdict, started: float) -> Outcome | None:
+        """What an attempt that raised comes to, by the worker's verdict, kept in memory;
+        None: it runs again now (a retry's backoff is not waited for, nor a task's own
+        release, which uses an attempt as in a worker)."""
+        job, payload = attempt.job, attempt.payload
+        if isinstance(verdict, Failed):
+            if verdicts.retry_in(attempt, verdict) is not None:
+                return None
+            return self._failed(job, payload, verdict.exc, started)
+        if isinstance(verdict, Released):
+            if verdict.own:
+                return None
+            job.attempts -= 1  # a middleware's release gives its attempt back: delayed
+            found = Outcome(job.id, job.task, "delayed", attempts=job.attempts)
+            found.released_for = verdict.release.delay
+            self.outcomes[job.id] = found
+            return found
+        # Never Refused: its task was looked up and its middleware built before it ran.
+        assert isinstance(verdict, Skipped), verdict
+        return self._skipped(job, payload)
+
+    def _failed(self, job: Job, payload: bytes, exc: BaseException, started: float) -> Outcome:
         kind, message = describe(exc)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         failure = TaskFailed(job.id, kind, message, trace)

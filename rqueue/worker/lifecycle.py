@@ -37,14 +37,14 @@ from rqueue import events
 from rqueue.encoding.payload import Job, task_name
 from rqueue.errors import InvalidPayload, UnregisteredType
 from rqueue.events import TaskEvent
-from rqueue.middleware.base import Release, run_through, stack_of
+from rqueue.middleware.base import run_through, stack_of
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks import registry
 from rqueue.tasks.current import set_current_job
 from rqueue.text import shown
-from rqueue.worker import releases, rules
+from rqueue.worker import rules, verdicts
 from rqueue.worker.admission import admit
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome
@@ -54,6 +54,7 @@ from rqueue.worker.participants import Roster
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
+from rqueue.worker.verdicts import Failed, Refused, Released
 from rqueue.worker.workflow import WorkflowPart
 from rqueue.workflows import effects
 
@@ -241,47 +242,33 @@ class Lifecycle:
             events.emit(TaskEvent("processed", job, result=result, duration=duration))
 
     def raised(self, attempt: Attempt, exc: BaseException, duration: float) -> None:
-        """An attempt raised: what that means, rule by rule (``rules.py``)."""
-        if rules.skips_for_cancelled_batch(attempt, exc):
-            self.skipped(attempt)
-        elif rules.not_a_task(attempt, exc):
-            self.outcomes.refused(attempt, "TaskNotRegistered", str(exc))
-        elif rules.middleware_unbuildable(attempt, exc):
-            self.outcomes.refused(attempt, type(exc).__name__, str(exc))
-        elif rules.is_release(exc):
-            assert isinstance(exc, Release)
-            self.released(attempt, exc, duration)
-        elif rules.never_retried(exc):  # deterministic: a rerun returns the same
-            self.outcomes.failed(attempt, exc, duration, final=True)
-        elif (asked := rules.retry_asked(exc)) is not None:
-            assert asked.__cause__ is not None
-            self.outcomes.failed(attempt, asked.__cause__, duration, asked.delay)
+        """An attempt raised: settled as its verdict says (``verdicts.py``)."""
+        verdict = verdicts.of_raised(attempt, exc)
+        if isinstance(verdict, Failed):
+            self.outcomes.failed(attempt, verdict, duration)
+        elif isinstance(verdict, Released):
+            self.released(attempt, verdict, duration)
+        elif isinstance(verdict, Refused):
+            self.outcomes.refused(attempt, verdict.kind, verdict.message)
         else:
-            self.outcomes.failed(attempt, exc, duration)
+            self.skipped(attempt)
 
-    def released(self, attempt: Attempt, exc: Release, duration: float) -> None:
-        """Put back (``Release``), due in ``exc.delay`` seconds. A middleware's release
-        gives its attempt back (the task did not run); the task's own uses it, and on
-        its last try fails the task instead (``releases.py``)."""
-        job, tries = attempt.job, attempt.tries
-        by = releases.released_by(exc, attempt.task.fn if attempt.task is not None else None)
-        own = by == releases.TASK_ITSELF
-        if rules.release_fails(own, job, tries):
-            failure = releases.last_try(exc, job.attempts, tries)
-            self.outcomes.failed(attempt, failure, duration, final=True)
-            return
+    def released(self, attempt: Attempt, verdict: Released, duration: float) -> None:
+        """Put back, due in its release's delay: a middleware's release gives its
+        attempt back (the task did not run: ``unstarted``); the task's own uses it."""
+        job, own, delay = attempt.job, verdict.own, verdict.release.delay
         self.slot.set(State.RUNNING, attempt.entry)  # stopped: no kill deadline meanwhile
         release = functools.partial(
-            self.store.release, attempt.queue, [attempt.payload], exc.delay, unstarted=not own
+            self.store.release, attempt.queue, [attempt.payload], delay, unstarted=not own
         )
         try:
             self.persist(release)
         except redis.ResponseError as refused:  # a command error: fail it, never loop
-            self.outcomes.failed(attempt, refused, duration, final=True)
+            self.outcomes.failed(attempt, Failed(refused, final=True), duration)
             return
         self.slot.count_processed()
-        used = f", attempt {job.attempts} of {tries} used" if own else ""
-        log_outcome(log, job, f"released by {by} for {exc.delay:g} s{used}", duration)
+        used = f", attempt {job.attempts} of {attempt.tries} used" if own else ""
+        log_outcome(log, job, f"released by {verdict.by} for {delay:g} s{used}", duration)
 
     def skipped(self, attempt: Attempt) -> None:
         """A member of a cancelled batch: counted as skipped, acknowledged, not run."""

@@ -32,12 +32,13 @@ from rqueue.store.retry import Persist
 from rqueue.tasks import awaiting
 from rqueue.tasks.decorator import registered_task
 from rqueue.tasks.hooks import Hook, call_hook
-from rqueue.worker import rules
+from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.participants import Roster
 from rqueue.worker.scoreboard import Slot, State
+from rqueue.worker.verdicts import Failed
 from rqueue.workflows import effects
 
 log = logging.getLogger("rqueue.worker")
@@ -67,28 +68,16 @@ class Outcomes:
         self.persist = persist
         self.roster = roster
 
-    def failed(
-        self,
-        attempt: Attempt,
-        exc: BaseException,
-        duration: float,
-        retry_after: float | None = None,
-        final: bool = False,
-    ) -> None:
-        """An attempt raised (or timed out): retry it later, or fail it for good if no
-        tries are left or one of its participants says so (:func:`retry_delay`,
-        ``max_exceptions``). ``retry_after`` replaces the task's backoff (a middleware's
-        own, as ThrottlesExceptions'); ``final``: no retry whatever the tries left (an
-        error of rqueue's own making that a retry would meet again)."""
-        queue, payload, job = attempt.queue, attempt.payload, attempt.job
+    def failed(self, attempt: Attempt, failed: Failed, duration: float) -> None:
+        """An attempt failed (raised, or timed out): retry it later, or fail it for good,
+        as :func:`verdicts.retry_in` decides (no tries left, a participant says so:
+        ``max_exceptions``, or ``failed.final``)."""
+        queue, payload, job, exc = attempt.queue, attempt.payload, attempt.job, failed.exc
         timed_out = isinstance(exc, TaskTimeout)
         # The task has stopped: no kill deadline while Redis is slow to take its outcome
         # (still RUNNING, so a death here is settled by the parent as a crash).
         self.slot.set(State.RUNNING, attempt.entry)
-        delay = None
-        if not final:
-            delay = retry_delay(job, job.attempts, attempt.tries, timed_out, retry_after)
-        delay = rules.retry_after(attempt, exc, delay)
+        delay = verdicts.retry_in(attempt, failed)
         kind, message = describe(exc)
         message = _cut(message, "start")
         if delay is not None and not release_for_retry(
@@ -183,22 +172,6 @@ class Outcomes:
         """Counted as processed; its hooks and listeners get the default timeout to run."""
         self.slot.count_processed()
         self.slot.set(State.REPORTING, entry + 1, time.monotonic() + self.options.timeout)
-
-
-def retry_delay(
-    job: Job, attempts: int, tries: int, timed_out: bool, backoff: float | None = None
-) -> float | None:
-    """Seconds before the next attempt after failed attempt ``attempts``, or None if
-    the task fails for good now: no tries left, a timeout with ``fail_on_timeout``, or
-    a retry that would start after its ``retry_until``. The child and the parent (for
-    a task whose worker died or was killed) both decide by it. ``backoff`` (seconds)
-    replaces the task's own."""
-    if attempts >= tries or (timed_out and job.fail_on_timeout):
-        return None
-    delay = job.backoff_for(attempts) if backoff is None else backoff
-    if job.retry_until is not None and time.time() + delay >= job.retry_until:
-        return None
-    return delay
 
 
 def counted_name(job: Job | None) -> str:

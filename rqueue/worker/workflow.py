@@ -27,6 +27,7 @@ from rqueue.worker import stored
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.outcomes import Outcomes
 from rqueue.worker.reservations import Reservations
+from rqueue.worker.verdicts import Failed
 from rqueue.workflows import effects
 
 
@@ -93,7 +94,7 @@ class WorkflowPart:
         try:
             acked = self.persist(apply)
         except (RQueueError, redis.ResponseError) as exc:  # refused for good: no retry
-            self.outcomes.failed(attempt, exc, duration, final=True)
+            self.outcomes.failed(attempt, Failed(exc, final=True), duration)
             return False
         if not acked:
             reservations.acknowledge(queue, payload, attempt.expires_at, completion.kept)

@@ -1,0 +1,130 @@
+"""What happens to an attempt that raised: one decision, for every mode.
+
+A worker child's lifecycle (``lifecycle.py``, and the concurrent runner through it)
+and the inline runner of ``sync()`` and fakes (``rqueue.testing.inline``) settle an
+attempt by the same two steps: :func:`of_raised` says what its exception means (a
+:data:`Verdict`: skipped, refused, released or failed), and for a failure
+:func:`retry_in` says whether it is retried, and when. Only what they then do
+differs: a worker tells Redis, its scoreboard and its log; the inline runner keeps
+the outcome in memory and runs a retry at once. So a release, a cancelled batch or a
+spent try means one thing in every mode, written once here from the named rules of
+``rules.py``.
+
+A success needs no decision (its workflow's completion is ``workflows/effects.py``'s)
+and stays the hot path: nothing here is asked unless an attempt raised.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rqueue.encoding.payload import Job
+from rqueue.errors import TaskTimeout
+from rqueue.middleware.base import Release
+from rqueue.worker import releases, rules
+from rqueue.worker.attempt import Attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A member of a cancelled batch: counted as skipped, acknowledged, not run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """It cannot run at all (no such task, middleware that cannot be built): failed
+    without a retry, as a payload refused before it started is."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """Put back (``Release``), due in ``release.delay`` seconds; ``by`` says who
+    (``releases.py``). A middleware's release gives its attempt back; the task's
+    own (``own``) uses it."""
+
+    release: Release
+    by: str
+
+    @property
+    def own(self) -> bool:
+        return self.by == releases.TASK_ITSELF
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """It failed with ``exc``: retried after :func:`retry_in`'s delay, or failed for
+    good. ``backoff`` replaces the task's own (a middleware's ``RetryIn``); ``final``:
+    no retry whatever the tries left (an error a rerun would meet again)."""
+
+    exc: BaseException
+    backoff: float | None = None
+    final: bool = False
+
+
+Verdict = Skipped | Refused | Released | Failed
+"""What an attempt's exception means."""
+
+SKIPPED = Skipped()
+
+
+def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
+    """What ``exc``, raised by the attempt (by its lookup, its middleware or its
+    task), means, rule by rule (``rules.py``)."""
+    if rules.skips_for_cancelled_batch(attempt, exc):
+        return SKIPPED
+    if rules.not_a_task(attempt, exc):
+        return Refused("TaskNotRegistered", str(exc))
+    if rules.middleware_unbuildable(attempt, exc):
+        return Refused(type(exc).__name__, str(exc))
+    if rules.is_release(exc):
+        assert isinstance(exc, Release)
+        return released(attempt, exc)
+    if rules.never_retried(exc):  # deterministic: a rerun returns the same
+        return Failed(exc, final=True)
+    if (asked := rules.retry_asked(exc)) is not None:
+        assert asked.__cause__ is not None
+        return Failed(asked.__cause__, asked.delay)
+    return Failed(exc)
+
+
+def released(attempt: Attempt, exc: Release) -> Released | Failed:
+    """A release; but a task that releases itself on its last try fails instead of
+    looping for ever (``releases.last_try``)."""
+    job, tries = attempt.job, attempt.tries
+    by = releases.released_by(exc, attempt.task.fn if attempt.task is not None else None)
+    verdict = Released(exc, by)
+    if rules.release_fails(verdict.own, job, tries):
+        return Failed(releases.last_try(exc, job.attempts, tries), final=True)
+    return verdict
+
+
+def retry_in(attempt: Attempt, failed: Failed) -> float | None:
+    """Seconds before the failed attempt's retry, or None: it fails for good now (no
+    tries left, :func:`retry_delay`'s other cases, or a participant refuses the retry:
+    ``max_exceptions``, counted as it is asked)."""
+    job = attempt.job
+    delay = None
+    if not failed.final:
+        timed_out = isinstance(failed.exc, TaskTimeout)
+        delay = retry_delay(job, job.attempts, attempt.tries, timed_out, failed.backoff)
+    return rules.retry_after(attempt, failed.exc, delay)
+
+
+def retry_delay(
+    job: Job, attempts: int, tries: int, timed_out: bool, backoff: float | None = None
+) -> float | None:
+    """Seconds before the next attempt after failed attempt ``attempts``, or None if
+    the task fails for good now: no tries left, a timeout with ``fail_on_timeout``, or
+    a retry that would start after its ``retry_until``. The child and the parent (for
+    a task whose worker died or was killed) both decide by it. ``backoff`` (seconds)
+    replaces the task's own."""
+    if attempts >= tries or (timed_out and job.fail_on_timeout):
+        return None
+    delay = job.backoff_for(attempts) if backoff is None else backoff
+    if job.retry_until is not None and time.time() + delay >= job.retry_until:
+        return None
+    return delay
