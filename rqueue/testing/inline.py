@@ -5,7 +5,9 @@ recorded runs when asked). Each call goes through the real payload code (encode,
 then decode: an argument msgpack cannot carry fails here as it would at a real
 dispatch), the task's middleware stack, its retries, and the workflow rules of
 ``rqueue.workflows.effects`` (a chain's next step, its catch, a batch's callbacks),
-with a batch's counts kept in memory by :class:`MemoryBatch` instead of in Redis.
+with a batch's counts kept in memory (``memory_batch.py``) instead of in Redis.
+What an attempt that raised comes to is the worker's own decision
+(``rqueue.worker.verdicts``); only its keeping differs: in memory, here.
 
 What differs from a worker, on purpose: nothing sleeps (a backoff or a ``later()``
 delay is not waited for, nor a task's own ``Release``, which uses an attempt as in a
@@ -20,13 +22,13 @@ import itertools
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import rqueue.tasks.registry as registry
 from rqueue.encoding.payload import Job, decode, encode, new_id
-from rqueue.errors import RQueueError, TaskCancelled, TaskFailed, describe
+from rqueue.errors import TaskCancelled, TaskFailed, describe
 from rqueue.middleware.base import run_through, stack_of
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
@@ -35,7 +37,7 @@ from rqueue.tasks.current import Runner, current_job, current_runner, set_curren
 from rqueue.tasks.decorator import registered_task
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched, TaskHandle
-from rqueue.testing.batch_counting import MemberCounting
+from rqueue.testing.memory_batch import MemoryBatch
 from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
 from rqueue.worker.max_exceptions import ExceptionCount
@@ -43,17 +45,9 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import run_hook
 from rqueue.worker.verdicts import Failed, Released, Skipped, Verdict
 from rqueue.workflows import effects
-from rqueue.workflows.batch_status import BatchStatus
-from rqueue.workflows.batches import (
-    BATCH,
-    GETS,
-    Batch,
-    PendingBatch,
-    member_id,
-    member_job,
-)
+from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch
 from rqueue.workflows.chains import Chain, DispatchedChain
-from rqueue.workflows.steps import derived_id, step_job
+from rqueue.workflows.steps import derived_id
 
 _DEFAULTS = WorkerOptions()
 """A worker's defaults (``tries``, ``timeout``, ``kill_grace``) for calls that set none."""
@@ -152,12 +146,12 @@ class InlineRunner:
         task = call.task
         task.check_dispatchable()
         job = task.make_job(call.args, call.kwargs, meta, task_id=task_id or new_id())
-        return self._encoded(job, call.delay)
+        return self.encoded(job, call.delay)
 
     def chain_payload(self, first_job: Job, delay: float) -> tuple[bytes, InlineDispatched]:
-        return self._encoded(first_job, delay)
+        return self.encoded(first_job, delay)
 
-    def _encoded(self, job: Job, delay: float) -> tuple[bytes, InlineDispatched]:
+    def encoded(self, job: Job, delay: float) -> tuple[bytes, InlineDispatched]:
         payload = encode(job, self.max_bytes())
         self.waiting[job.id] = "delayed" if delay > 0 else "pending"
         return payload, InlineDispatched.of(self, job.id, job.task, job.queue)
@@ -287,116 +281,6 @@ class InlineRunner:
             if self.followed is not None:
                 self.followed(decode(payload))
             self.run(payload)
-
-
-class MemoryBatch(Batch):
-    """A stand-in for :class:`Batch` that answers from memory what a worker's batch
-    answers from Redis: ``status()``, ``cancel()``, ``cancelled()``, ``add()``. It is
-    what a fake's or ``sync()``'s ``batch(...).dispatch()`` returns, and what its
-    callbacks get first. ``retry()`` needs the failed list in Redis: not here."""
-
-    def __init__(self, batch_id: str, pending: PendingBatch, runner: InlineRunner) -> None:
-        self.id = batch_id
-        self.connection = None
-        self.pending = pending
-        self.counting = MemberCounting(
-            len(pending.calls), pending._allow_failures, "progress" in pending._callbacks
-        )
-        """Its members' outcomes, counted as batch_member.lua counts them."""
-        self.created_at = time.time()
-        self.cancelled_at: float | None = None
-        self.finished_at: float | None = None
-        self._runner = runner
-
-    @property
-    def total(self) -> int:
-        return self.counting.total
-
-    @total.setter
-    def total(self, total: int) -> None:
-        self.counting.total = total
-
-    def __repr__(self) -> str:
-        return f"MemoryBatch(id={self.id!r}, total={self.total})"
-
-    def status(self) -> BatchStatus:
-        succeeded, failed, skipped = self._counts()
-        processed = succeeded + failed
-        outcomes = self.counting.outcomes.items()
-        return BatchStatus(
-            id=self.id,
-            name=self.pending._name,
-            total=self.total,
-            pending=self.total - processed - skipped,
-            processed=processed,
-            succeeded=succeeded,
-            failed=failed,
-            skipped=skipped,
-            failed_ids=tuple(member_id(self.id, i) for i, outcome in outcomes if outcome == "f"),
-            cancelled=self.cancelled_at is not None,
-            finished=self.finished_at is not None,
-            created_at=self.created_at,
-            finished_at=self.finished_at,
-            cancelled_at=self.cancelled_at,
-            queues=tuple(sorted({call.task.options.queue for call in self.pending.calls})),
-        )
-
-    def _counts(self) -> tuple[int, int, int]:
-        """Succeeded, failed, skipped."""
-        counting = self.counting
-        return counting.count_of("s"), counting.count_of("f"), counting.count_of("k")
-
-    def cancel(self) -> bool:
-        if self.cancelled_at is not None:
-            return False
-        self.cancelled_at = time.time()
-        return True
-
-    def cancelled(self) -> bool:
-        return self.cancelled_at is not None
-
-    def add(self, calls: Iterable[PendingDispatch]) -> list[str]:
-        """Add members; they run after those already due (a fake: when ``run_all``
-        reaches them; ``sync()``: at once)."""
-        calls = list(calls)
-        first, self.total = self.total, self.total + len(calls)
-        payloads = self.member_payloads(calls, first)
-        self._runner.added(payloads)
-        return [member_id(self.id, first + offset) for offset in range(len(calls))]
-
-    def retry(self) -> int:
-        raise RQueueError("a batch run inline keeps no failed list to retry from")
-
-    def member_payloads(self, calls: list[PendingDispatch], first: int) -> list[bytes]:
-        payloads = []
-        for offset, call in enumerate(calls):
-            job = member_job(call, self.id, first + offset)
-            payloads.append(self._runner._encoded(job, call.delay)[0])
-        if not self.total:  # nothing will complete: then and finally are due now
-            payloads.extend(self._callbacks(0, ("then", "finally")))
-        return payloads
-
-    def count(self, index: int, outcome: str) -> list[bytes]:
-        """Count a member (``rqueue.testing.batch_counting``, the rule of
-        store/lua/batch_member.lua) and return the callbacks now due."""
-        _, due = self.counting.count(index, outcome)
-        if self.counting.cancelled and self.cancelled_at is None:
-            self.cancelled_at = time.time()  # its first failure cancelled it
-        if "finally" in due:
-            self.finished_at = time.time()
-        return self._callbacks(index, due)
-
-    def _callbacks(self, index: int, due: Iterable[str]) -> list[bytes]:
-        payloads = []
-        for name in due:
-            step = self.pending._callbacks.get(name)
-            if step is None:
-                continue
-            what = f"progress:{index}" if name == "progress" else name
-            counted = [self.total, *self._counts()]
-            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id, counted]})
-            payloads.append(encode(job, self._runner.max_bytes()))
-        return payloads
 
 
 class Interception:

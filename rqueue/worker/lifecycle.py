@@ -13,8 +13,9 @@ with the same methods (:meth:`call`, :meth:`completion`, :meth:`succeeded`,
 Features take part through their participants' hooks (``attempt.py``,
 ``participants.py``): unique locks, exception counting and metrics are no branch
 here. A workflow's part (``workflow.py``) is a step of its own, because its
-completion replaces the acknowledgement itself. The failure rules are named
-predicates (``rules.py``); the rest of a failure's meaning is ``outcomes.py``'s.
+completion replaces the acknowledgement itself. What an attempt that raised comes
+to is ``verdicts.py``'s decision (from the named rules of ``rules.py``), the inline
+runner's too; this module carries it out, with ``outcomes.py`` for a failure.
 
 A success is the hot path and settled here, inline: its ack waits for the next
 reserve call (``reservations.py``), and nothing else happens unless a participant,

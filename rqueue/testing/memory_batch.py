@@ -1,0 +1,148 @@
+"""A workflow batch kept in memory, for the inline runner of ``sync()`` and fakes.
+
+:class:`MemoryBatch` answers from memory what a worker's :class:`Batch` answers from
+Redis, and counts its members by ``batch_counting.py``, the Python model of
+``store/lua/batch_member.lua``. It knows its runner only through :class:`BatchRunner`
+(``inline.py`` imports this module, not the other way round).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from rqueue.encoding.payload import Job, encode
+from rqueue.errors import RQueueError
+from rqueue.tasks.definition import PendingDispatch
+from rqueue.tasks.handles import TaskHandle
+from rqueue.testing.batch_counting import MemberCounting
+from rqueue.workflows.batch_status import BatchStatus
+from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch, member_id, member_job
+from rqueue.workflows.steps import derived_id, step_job
+
+
+class BatchRunner(Protocol):
+    """What a batch in memory needs of the inline runner that opened it."""
+
+    def encoded(self, job: Job, delay: float) -> tuple[bytes, TaskHandle[Any]]:
+        """A member's payload (and its handle), made as a dispatch makes it."""
+        ...
+
+    def max_bytes(self) -> int | None:
+        """The payload size limit."""
+        ...
+
+    def added(self, payloads: list[bytes]) -> None:
+        """Members added to an open batch: run now, or when their turn comes."""
+        ...
+
+
+class MemoryBatch(Batch):
+    """A stand-in for :class:`Batch` that answers from memory what a worker's batch
+    answers from Redis: ``status()``, ``cancel()``, ``cancelled()``, ``add()``. It is
+    what a fake's or ``sync()``'s ``batch(...).dispatch()`` returns, and what its
+    callbacks get first. ``retry()`` needs the failed list in Redis: not here."""
+
+    def __init__(self, batch_id: str, pending: PendingBatch, runner: BatchRunner) -> None:
+        self.id = batch_id
+        self.connection = None
+        self.pending = pending
+        self.counting = MemberCounting(
+            len(pending.calls), pending._allow_failures, "progress" in pending._callbacks
+        )
+        """Its members' outcomes, counted as batch_member.lua counts them."""
+        self.created_at = time.time()
+        self.cancelled_at: float | None = None
+        self.finished_at: float | None = None
+        self._runner = runner
+
+    @property
+    def total(self) -> int:
+        return self.counting.total
+
+    @total.setter
+    def total(self, total: int) -> None:
+        self.counting.total = total
+
+    def __repr__(self) -> str:
+        return f"MemoryBatch(id={self.id!r}, total={self.total})"
+
+    def status(self) -> BatchStatus:
+        succeeded, failed, skipped = self._counts()
+        processed = succeeded + failed
+        outcomes = self.counting.outcomes.items()
+        return BatchStatus(
+            id=self.id,
+            name=self.pending._name,
+            total=self.total,
+            pending=self.total - processed - skipped,
+            processed=processed,
+            succeeded=succeeded,
+            failed=failed,
+            skipped=skipped,
+            failed_ids=tuple(member_id(self.id, i) for i, outcome in outcomes if outcome == "f"),
+            cancelled=self.cancelled_at is not None,
+            finished=self.finished_at is not None,
+            created_at=self.created_at,
+            finished_at=self.finished_at,
+            cancelled_at=self.cancelled_at,
+            queues=tuple(sorted({call.task.options.queue for call in self.pending.calls})),
+        )
+
+    def _counts(self) -> tuple[int, int, int]:
+        """Succeeded, failed, skipped."""
+        counting = self.counting
+        return counting.count_of("s"), counting.count_of("f"), counting.count_of("k")
+
+    def cancel(self) -> bool:
+        if self.cancelled_at is not None:
+            return False
+        self.cancelled_at = time.time()
+        return True
+
+    def cancelled(self) -> bool:
+        return self.cancelled_at is not None
+
+    def add(self, calls: Iterable[PendingDispatch]) -> list[str]:
+        """Add members; they run after those already due (a fake: when ``run_all``
+        reaches them; ``sync()``: at once)."""
+        calls = list(calls)
+        first, self.total = self.total, self.total + len(calls)
+        payloads = self.member_payloads(calls, first)
+        self._runner.added(payloads)
+        return [member_id(self.id, first + offset) for offset in range(len(calls))]
+
+    def retry(self) -> int:
+        raise RQueueError("a batch run inline keeps no failed list to retry from")
+
+    def member_payloads(self, calls: list[PendingDispatch], first: int) -> list[bytes]:
+        payloads = []
+        for offset, call in enumerate(calls):
+            job = member_job(call, self.id, first + offset)
+            payloads.append(self._runner.encoded(job, call.delay)[0])
+        if not self.total:  # nothing will complete: then and finally are due now
+            payloads.extend(self._callbacks(0, ("then", "finally")))
+        return payloads
+
+    def count(self, index: int, outcome: str) -> list[bytes]:
+        """Count a member (``rqueue.testing.batch_counting``, the rule of
+        store/lua/batch_member.lua) and return the callbacks now due."""
+        _, due = self.counting.count(index, outcome)
+        if self.counting.cancelled and self.cancelled_at is None:
+            self.cancelled_at = time.time()  # its first failure cancelled it
+        if "finally" in due:
+            self.finished_at = time.time()
+        return self._callbacks(index, due)
+
+    def _callbacks(self, index: int, due: Iterable[str]) -> list[bytes]:
+        payloads = []
+        for name in due:
+            step = self.pending._callbacks.get(name)
+            if step is None:
+                continue
+            what = f"progress:{index}" if name == "progress" else name
+            counted = [self.total, *self._counts()]
+            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id, counted]})
+            payloads.append(encode(job, self._runner.max_bytes()))
+        return payloads
