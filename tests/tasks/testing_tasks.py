@@ -9,8 +9,9 @@ from typing import Any
 
 from rqueue import Batch, TaskFailed, current_job, task
 from rqueue.encoding.payload import Job
+from rqueue.errors import BatchCancelled
 from rqueue.middleware import Middleware
-from rqueue.middleware.base import Release
+from rqueue.middleware.base import Release, RetryIn
 
 seen: list[Any] = []
 """What the tasks below were called with, in order (inline runs only)."""
@@ -112,3 +113,25 @@ async def fetch(n: int) -> int:
 def releases_itself() -> None:
     seen.append(("releases itself",))
     raise Release(1)
+
+
+class AsksForARetry(Middleware):
+    """Turns the task's ValueError into a retry in 5 s (as ThrottlesExceptions does)."""
+
+    def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
+        try:
+            return call_next()
+        except ValueError as exc:
+            raise RetryIn(5) from exc
+
+
+@task(tries=2, middleware=[AsksForARetry()])
+def retried_by_its_middleware() -> None:
+    seen.append(("retried by its middleware",))
+    raise ValueError("still broken")
+
+
+@task(tries=2)
+def not_a_member_but_cancelled() -> None:
+    seen.append(("not a member",))
+    raise BatchCancelled("raised by a task outside any batch")

@@ -532,3 +532,21 @@ def test_a_bad_rqueue_sync_is_a_usage_error_of_every_command(config: Config, how
         assert done.returncode == 2, (args, done.stderr)
         assert "Traceback" not in done.stderr
         assert done.stderr.startswith("rqueue: RQUEUE_SYNC must be one of"), done.stderr
+
+
+def test_a_middlewares_retry_fails_inline_with_the_tasks_own_error_as_in_a_worker() -> None:
+    t.seen.clear()
+    with sync():
+        handle = t.retried_by_its_middleware.dispatch()
+    assert t.seen == [("retried by its middleware",)] * 2  # retried at once, not after 5 s
+    with pytest.raises(TaskFailed) as raised:
+        handle.result()
+    assert raised.value.exception == "ValueError"  # the cause, not the RetryIn around it
+
+
+def test_batch_cancelled_outside_a_batch_fails_inline_like_any_error_as_in_a_worker() -> None:
+    t.seen.clear()
+    with sync():
+        handle = t.not_a_member_but_cancelled.dispatch()
+    assert handle.status() == "failed"
+    assert t.seen == [("not a member",)] * 2  # only a cancelled batch's member is skipped
