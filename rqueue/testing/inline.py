@@ -42,7 +42,7 @@ from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
 from rqueue.worker.max_exceptions import ExceptionCount
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import run_hook
+from rqueue.worker.outcomes import retry_in, run_hook
 from rqueue.worker.verdicts import Failed, Released, Skipped, Verdict
 from rqueue.workflows import effects
 from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch
@@ -234,7 +234,7 @@ class InlineRunner:
         release, which uses an attempt as in a worker)."""
         job, payload = attempt.job, attempt.payload
         if isinstance(verdict, Failed):
-            if verdicts.retry_in(attempt, verdict) is not None:
+            if retry_in(attempt, verdict) is not None:
                 return None
             return self._failed(job, payload, verdict.exc, started)
         if isinstance(verdict, Released):

@@ -32,7 +32,7 @@ from rqueue.store.retry import Persist
 from rqueue.tasks import awaiting
 from rqueue.tasks.decorator import registered_task
 from rqueue.tasks.hooks import Hook, call_hook
-from rqueue.worker import verdicts
+from rqueue.worker import rules
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
@@ -70,14 +70,14 @@ class Outcomes:
 
     def failed(self, attempt: Attempt, failed: Failed, duration: float) -> None:
         """An attempt failed (raised, or timed out): retry it later, or fail it for good,
-        as :func:`verdicts.retry_in` decides (no tries left, a participant says so:
+        as :func:`retry_in` decides (no tries left, a participant says so:
         ``max_exceptions``, or ``failed.final``)."""
         queue, payload, job, exc = attempt.queue, attempt.payload, attempt.job, failed.exc
         timed_out = isinstance(exc, TaskTimeout)
         # The task has stopped: no kill deadline while Redis is slow to take its outcome
         # (still RUNNING, so a death here is settled by the parent as a crash).
         self.slot.set(State.RUNNING, attempt.entry)
-        delay = verdicts.retry_in(attempt, failed)
+        delay = retry_in(attempt, failed)
         kind, message = describe(exc)
         message = _cut(message, "start")
         if delay is not None and not release_for_retry(
@@ -172,6 +172,34 @@ class Outcomes:
         """Counted as processed; its hooks and listeners get the default timeout to run."""
         self.slot.count_processed()
         self.slot.set(State.REPORTING, entry + 1, time.monotonic() + self.options.timeout)
+
+
+def retry_in(attempt: Attempt, failed: Failed) -> float | None:
+    """Seconds before the failed attempt's retry, or None: it fails for good now (no
+    tries left, :func:`retry_delay`'s other cases, or a participant refuses the retry:
+    ``max_exceptions``, counted as it is asked)."""
+    job = attempt.job
+    delay = None
+    if not failed.final:
+        timed_out = isinstance(failed.exc, TaskTimeout)
+        delay = retry_delay(job, job.attempts, attempt.tries, timed_out, failed.backoff)
+    return rules.retry_after(attempt, failed.exc, delay)
+
+
+def retry_delay(
+    job: Job, attempts: int, tries: int, timed_out: bool, backoff: float | None = None
+) -> float | None:
+    """Seconds before the next attempt after failed attempt ``attempts``, or None if
+    the task fails for good now: no tries left, a timeout with ``fail_on_timeout``, or
+    a retry that would start after its ``retry_until``. The child and the parent (for
+    a task whose worker died or was killed) both decide by it. ``backoff`` (seconds)
+    replaces the task's own."""
+    if attempts >= tries or (timed_out and job.fail_on_timeout):
+        return None
+    delay = job.backoff_for(attempts) if backoff is None else backoff
+    if job.retry_until is not None and time.time() + delay >= job.retry_until:
+        return None
+    return delay
 
 
 def counted_name(job: Job | None) -> str:

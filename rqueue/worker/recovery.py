@@ -34,10 +34,9 @@ from rqueue.store.retry import Persist
 from rqueue.tasks.names import malformed_name
 from rqueue.worker import parent_failures
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import complete_failure, file_failure, release_for_retry
+from rqueue.worker.outcomes import complete_failure, file_failure, release_for_retry, retry_delay
 from rqueue.worker.participants import Roster
 from rqueue.worker.scoreboard import Entry, Held, SlotView, State
-from rqueue.worker.verdicts import retry_delay
 
 log = logging.getLogger("rqueue.worker")
 

@@ -4,7 +4,7 @@ Every execution mode settles an attempt by these, through ``verdicts.py`` (the o
 decision that ``lifecycle.py``, for a worker child's modes, and
 ``rqueue.testing.inline``, for ``sync()`` and ``fake().run_all()``, both call), so
 what a release, a cancelled batch or a spent try means is written once. How long a
-retry waits is ``verdicts.retry_delay``'s; who released a task, ``releases.py``'s.
+retry waits is ``outcomes.retry_delay``'s; who released a task, ``releases.py``'s.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def retry_asked(exc: BaseException) -> RetryIn | None:
 
 
 def retry_after(attempt: Attempt, exc: BaseException, delay: float | None) -> float | None:
-    """``delay`` (``verdicts.retry_delay``'s), unless one of the attempt's participants
+    """``delay`` (``outcomes.retry_delay``'s), unless one of the attempt's participants
     refuses the retry (``max_exceptions``): None, failed for good now."""
     for participant in attempt.participants:
         if delay is None:

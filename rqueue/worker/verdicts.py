@@ -4,7 +4,7 @@ A worker child's lifecycle (``lifecycle.py``, and the concurrent runner through 
 and the inline runner of ``sync()`` and fakes (``rqueue.testing.inline``) settle an
 attempt by the same two steps: :func:`of_raised` says what its exception means (a
 :data:`Verdict`: skipped, refused, released or failed), and for a failure
-:func:`retry_in` says whether it is retried, and when. Only what they then do
+``outcomes.retry_in`` says whether it is retried, and when. Only what they then do
 differs: a worker tells Redis, its scoreboard and its log; the inline runner keeps
 the outcome in memory and runs a retry at once. So a release, a cancelled batch or a
 spent try means one thing in every mode, written once here from the named rules of
@@ -16,11 +16,8 @@ and stays the hot path: nothing here is asked unless an attempt raised.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from rqueue.encoding.payload import Job
-from rqueue.errors import TaskTimeout
 from rqueue.middleware.base import Release
 from rqueue.worker import releases, rules
 from rqueue.worker.attempt import Attempt
@@ -56,7 +53,7 @@ class Released:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """It failed with ``exc``: retried after :func:`retry_in`'s delay, or failed for
+    """It failed with ``exc``: retried after ``outcomes.retry_in``'s delay, or failed for
     good. ``backoff`` replaces the task's own (a middleware's ``RetryIn``); ``final``:
     no retry whatever the tries left (an error a rerun would meet again)."""
 
@@ -100,31 +97,3 @@ def released(attempt: Attempt, exc: Release) -> Released | Failed:
     if rules.release_fails(verdict.own, job, tries):
         return Failed(releases.last_try(exc, job.attempts, tries), final=True)
     return verdict
-
-
-def retry_in(attempt: Attempt, failed: Failed) -> float | None:
-    """Seconds before the failed attempt's retry, or None: it fails for good now (no
-    tries left, :func:`retry_delay`'s other cases, or a participant refuses the retry:
-    ``max_exceptions``, counted as it is asked)."""
-    job = attempt.job
-    delay = None
-    if not failed.final:
-        timed_out = isinstance(failed.exc, TaskTimeout)
-        delay = retry_delay(job, job.attempts, attempt.tries, timed_out, failed.backoff)
-    return rules.retry_after(attempt, failed.exc, delay)
-
-
-def retry_delay(
-    job: Job, attempts: int, tries: int, timed_out: bool, backoff: float | None = None
-) -> float | None:
-    """Seconds before the next attempt after failed attempt ``attempts``, or None if
-    the task fails for good now: no tries left, a timeout with ``fail_on_timeout``, or
-    a retry that would start after its ``retry_until``. The child and the parent (for
-    a task whose worker died or was killed) both decide by it. ``backoff`` (seconds)
-    replaces the task's own."""
-    if attempts >= tries or (timed_out and job.fail_on_timeout):
-        return None
-    delay = job.backoff_for(attempts) if backoff is None else backoff
-    if job.retry_until is not None and time.time() + delay >= job.retry_until:
-        return None
-    return delay
