@@ -30,7 +30,7 @@ Scenarios (issue 3):
                      counts, and each of then and finally be queued exactly once.
 
 With ``--slots N`` the tasks are ``async def`` (issue 14): each child runs up to N at
-once in slot mode, so a fault lands on many tasks in flight at once (the scenarios
+once in async mode, so a fault lands on many tasks in flight at once (the scenarios
 that dispatch plain tasks: not ``soak`` or ``batch``)::
 
     python benchmarks/reliability/chaos.py --scenario kill-children --slots 20 --work-ms 50
@@ -187,7 +187,7 @@ class Params:
     prefetch: int = 20
     slots: int = 0
     """Above 0: the workers get ``--slots`` this, and the tasks ``_dispatch_all`` sends
-    are ``chaos_async_task`` (slot mode); ``soak`` and ``batch`` are left as they are."""
+    are ``chaos_async_task`` (async mode); ``soak`` and ``batch`` are left as they are."""
     quiet: bool = False
     keep_history: bool = False
     """Never rewrite the AOF, so after a loss it holds every write since the start."""
@@ -854,7 +854,7 @@ def main(argv: list[str] | None = None) -> int:
         "--slots",
         type=int,
         default=0,
-        help="run async def tasks in slot mode, this many at once per child (default 0: off)",
+        help="run async def tasks in async mode, this many at once per child (default 0: off)",
     )
     parser.add_argument(
         "--restart-every", type=float, default=4.0, help="seconds between Redis restarts/freezes"

@@ -1,4 +1,4 @@
-"""Memory of a worker child in slot mode: RSS (and USS) with every slot busy.
+"""Memory of a worker child in async mode: RSS (and USS) with every slot busy.
 
 ``rqueue work --concurrency C --slots S`` gets C x S ``bench_tasks.hold_slot`` tasks in
 one push; each reports its start on the ``redis.asyncio`` client, then waits in a

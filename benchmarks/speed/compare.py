@@ -13,7 +13,7 @@ sync task, ``await asyncio.sleep`` in arq, saq and rqueue's ``async def`` task),
 call to an HTTP API would, then does the INCR. Every peer runs 2 processes with its
 documented concurrency for I/O-bound work, ``--per-process`` tasks at once in each
 (RQ has processes only); rqueue runs in process mode, then in thread mode
-(``--threads``, the sync task) and slot mode (``--slots``, the ``async def`` task) where
+(``--threads``, the sync task) and async mode (``--slots``, the ``async def`` task) where
 ``rqueue work`` has them. No ceiling is measured: the waits, not Redis, bound these
 rates, so each row is set beside what its tasks in flight allow (in flight / 20 ms).
 
@@ -197,7 +197,7 @@ def _modes_available() -> list[str]:
 
 def _rqueue_variants(workload: str, only: set[str]) -> list[str]:
     """rqueue's runs: one for the incr workload; for the io workload process mode, then
-    thread and slot mode where this checkout has them."""
+    thread and async mode where this checkout has them."""
     if only and "rqueue" not in only:
         return []
     if workload == "incr":

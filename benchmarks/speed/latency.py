@@ -3,11 +3,11 @@
 - Dispatch-to-start: with ``rqueue work`` idle (its child blocked waiting for a
   push), dispatch one task, wait until it reports its start, pause so the child is
   idle again, repeat. Reports p50/p99/max over the samples, for a plain task (process
-  mode) and for its ``async def`` twin (slot mode, ``--slots``), taking turns sample
+  mode) and for its ``async def`` twin (async mode, ``--slots``), taking turns sample
   by sample so that the machine's drift falls on both alike.
 - Dispatch-to-start beside a running coroutine: the same ``async def`` task while one
   other holds a slot of the child (blocked in a Redis call), so the child is already
-  in slot mode when the task arrives.
+  in async mode when the task arrives.
 - Delayed: schedule many tasks with ``later()`` for one instant and report how late
   each started after that instant (p50/p99/max). All of them are due together, so the
   tail also includes waiting behind the others. These tasks append their start time
@@ -179,9 +179,9 @@ def main() -> None:
         floor = wake_floor(server.url, args.samples)
     rows = [
         summary(f"dispatch to start, idle worker, process mode ({args.samples} samples)", idle),
-        summary(f"dispatch to start, idle worker, slot mode ({args.samples} samples)", idle_async),
+        summary(f"dispatch to start, idle worker, async mode ({args.samples} samples)", idle_async),
         summary(f"floor: BLPOP wake-up + 1 round trip, no queue ({args.samples} samples)", floor),
-        summary(f"slot mode beside a running coroutine ({args.busy_samples} samples)", busy),
+        summary(f"async mode beside a running coroutine ({args.busy_samples} samples)", busy),
         summary(f"delayed task start after due time ({args.delayed} due together)", late),
     ]
     table(

@@ -123,13 +123,13 @@ async def wait_then_incr_async() -> None:
     await async_client().incr(COUNTER)
 
 
-# A task only where ``@task`` takes ``async def`` (slot mode); before that it stays a
+# A task only where ``@task`` takes ``async def`` (async mode); before that it stays a
 # plain coroutine function, so the other benchmarks' workers can still import this.
 with contextlib.suppress(InvalidTaskOption):
     wait_then_incr_async = task(wait_then_incr_async)  # type: ignore[assignment]
 
 
-# -- slot mode (issue 14): latency.py, stuck_loop.py and slot_memory.py -------------------
+# -- async mode (issue 14): latency.py, stuck_loop.py and slot_memory.py -------------------
 
 STUCK_EVENTS = "bench:stuck"
 HOLDING = "bench:holding"
@@ -137,7 +137,7 @@ RELEASE = "bench:release"
 
 
 async def record_start_async(due: float = 0.0) -> None:
-    """``record_start``'s twin for slot mode: latency.py measures both in one run."""
+    """``record_start``'s twin for async mode: latency.py measures both in one run."""
     await async_client().rpush(STARTS, f"{time.time()!r} {due!r}")
 
 
@@ -170,7 +170,7 @@ async def sleep_then_report(label: str, seconds: float) -> None:
 async def hold_slot() -> None:
     """Reports its start and its child's pid, then holds its slot until the benchmark
     pushes to ``RELEASE``: blocked in a Redis call, as a task awaiting a database is.
-    slot_memory.py fills every slot with these; latency.py keeps a child in slot mode."""
+    slot_memory.py fills every slot with these; latency.py keeps a child in async mode."""
     await async_client().rpush(HOLDING, f"{os.getpid()} {time.time()!r}")
     # BLPOP for a second at a time: redis-py's read timeout (5 s) would end a longer one.
     while await async_client().blpop([RELEASE], timeout=1) is None:

@@ -7,12 +7,12 @@ may itself run in one of two places, and what it may do with a coroutine differs
   coroutine runs to its end right there, as a sync hook would, on this process's one
   loop (:func:`process_loop`, made on first use), by one thread at a time
   (``--threads``). ``asyncio.run()`` per call would make and tear down a loop each
-  time, and slot mode's tasks share this loop too, so a child never has two.
-- **A loop runs in this thread** (slot mode: the outcome of an ``async def`` task is
+  time, and async mode's tasks share this loop too, so a child never has two.
+- **A loop runs in this thread** (async mode: the outcome of an ``async def`` task is
   reported from its coroutine): blocking would stall every other coroutine, so the
   coroutine is scheduled as a task on that loop and kept in a set until it ends (a
   loop holds its tasks only weakly). :func:`settle` waits for them before the loop
-  stops being run (slot mode leaving, a warm stop).
+  stops being run (async mode leaving, a warm stop).
 
 Either way whatever it raises (``SystemExit`` too) is logged with the caller's message,
 never passed on: a hook or listener cannot change a task's outcome or end a worker.
@@ -48,7 +48,7 @@ _making = threading.Lock()
 
 
 def process_loop() -> asyncio.AbstractEventLoop:
-    """This process's event loop for async hooks and listeners, and slot mode's."""
+    """This process's event loop for async hooks and listeners, and async mode's."""
     global _loop, _loop_pid
     with _making:  # two threads at once make one loop
         if _loop is None or _loop_pid != os.getpid():
@@ -59,7 +59,7 @@ def process_loop() -> asyncio.AbstractEventLoop:
 def _on_loop(awaitable: Awaitable[object]) -> object:
     """Run ``awaitable`` to its end on the process loop, from a thread where no loop
     runs: on it, when no other thread runs it (one at a time: :data:`_turn`), else
-    handed to the thread that runs it (slot mode's), and waited for."""
+    handed to the thread that runs it (async mode's), and waited for."""
     loop = process_loop()
     with _turn:
         if not loop.is_running():

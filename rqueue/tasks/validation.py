@@ -34,7 +34,7 @@ def option_checked(check: Callable[[object], T], value: object) -> T:
 def check_callable(fn: object, what: str, may_be_async: bool = False) -> None:
     """Refuse what rqueue would call and get nothing done: a generator function (async
     or not) runs none of its body when called, and the call would count as done.
-    ``may_be_async``: it may be ``async def``, as tasks (slot mode awaits them), hooks and
+    ``may_be_async``: it may be ``async def``, as tasks (async mode awaits them), hooks and
     listeners (awaited, rqueue/tasks/awaiting.py) may; a callable whose value dispatch needs
     at once (``retry_until``, ``unique``) may not."""
     if not callable(fn):

@@ -123,7 +123,7 @@ class WorkerOptions:
     prefetch: int = 100
     """Most tasks a child reserves in one round trip when the queue is deep."""
     slots: int = 100
-    """Most ``async def`` tasks a child runs at once on its event loop (slot mode)."""
+    """Most ``async def`` tasks a child runs at once on its event loop (async mode)."""
     threads: int = 0
     """Threads per child for sync tasks (thread mode); 0: sync tasks run one at a time,
     in the child's main thread, under SIGALRM (process mode)."""
@@ -163,7 +163,7 @@ class WorkerOptions:
     @property
     def held_limit(self) -> int:
         """Most tasks a child's scoreboard slot records at once: a batch in process
-        mode; in slot mode the running coroutines, plus a batch read ahead before the
+        mode; in async mode the running coroutines, plus a batch read ahead before the
         child knew its tasks were async, plus finished ones whose acks are pending,
         plus the sync tasks running in threads."""
         return self.slots + self.threads + 2 * self.batch_limit

@@ -7,7 +7,7 @@ a timeout if the parent killed it for overrunning, ``WorkerLost`` otherwise.
 Reservations are matched by task id and attempt count against the reserved set, so
 only this child's exact reservations are touched.
 
-A child in slot mode (``async def`` tasks) had many tasks running at once, each entry
+A child in concurrent mode (``async def`` tasks, ``--threads``) had many tasks running at once, each entry
 of its slot saying what became of it: each running one is settled the same way, as a
 timeout if the parent killed the child for a deadline that entry had passed, else as
 ``WorkerLost`` (a coroutine that blocked the loop costs its siblings an attempt too,
@@ -124,7 +124,7 @@ class Recovery:
     def _settle_entries(
         self, view: SlotView, how: str, killed_for_timeout: bool, cold: bool
     ) -> None:
-        """A slot-mode child: settle each entry by its own state, queue by queue."""
+        """A concurrent-mode child: settle each entry by its own state, queue by queue."""
         now = time.monotonic()
         by_queue: dict[int, dict[Entry, list[tuple[Held, float]]]] = defaultdict(
             lambda: defaultdict(list)

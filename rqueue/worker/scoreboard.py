@@ -7,7 +7,7 @@ A sequence counter (a seqlock) lets the parent read a consistent slot without lo
 
 A child in process mode runs its batch in order, so one index (``current``) says
 which tasks are done, running and not started. A child running ``async def`` tasks
-(slot mode, ``slots.py``) has many running at once, from several batches: its slot
+(concurrent mode, ``concurrent.py``) has many running at once, from several batches: its slot
 is then ``CONCURRENT``, each entry carries its own state, queue and kill deadline,
 and the header's deadline is the earliest of them.
 """
@@ -36,7 +36,7 @@ _FREE_ENTRY = Entry.FREE
 _GLOBAL = struct.Struct("<Bxxxxxxxq")  # paused flag, tasks processed by exited children
 _HEADER = struct.Struct("<qiiiidq")  # seq, state, queue, count, current, deadline, processed
 _ENTRY = struct.Struct("<32sIHBxd96s")  # id, attempts, queue, entry state, deadline, name
-_ENTRY_TAIL = struct.Struct("<Bxd")  # an entry's state and deadline, which slot mode rewrites
+_ENTRY_TAIL = struct.Struct("<Bxd")  # an entry's state and deadline, which concurrent mode rewrites
 _TAIL_AT = 38  # their offset in the entry
 _NAME = struct.Struct("<96s")
 """The task's name, written when it starts (``Slot.start``); empty if longer than this."""
@@ -203,7 +203,7 @@ class Slot:
         self.deadline = 0.0
         self.processed = 0
         self.concurrent = False
-        """Slot mode: entries carry their own states (see the module doc)."""
+        """Concurrent mode: entries carry their own states (see the module doc)."""
         self.live_async: set[int] = set()
         """Entries whose coroutine runs: finishing a step of the batch loop is not
         finishing them (``set(HOLDING, ...)`` leaves them running)."""
@@ -215,7 +215,7 @@ class Slot:
         self._unfinished = 0
         self._free = 0
         """Counts of the entries' states, kept as they change: ``running()`` and
-        ``free()`` are asked once per turn of slot mode's loop."""
+        ``free()`` are asked once per turn of concurrent mode's loop."""
         self._names: dict[str, bytes] = {}
         """Task names as ``start`` writes them, encoded once per name."""
         self._names_at = self._offset + _HEADER.size + _NAME_AT
@@ -225,7 +225,7 @@ class Slot:
 
         ``headers`` are the tasks' ``(id, attempts, timeout_ms)`` as
         :func:`rqueue.encoding.payload.header` reads them; the timeout is not kept. In process
-        mode the batch replaces the last one (entries 0 to n - 1); in slot mode it
+        mode the batch replaces the last one (entries 0 to n - 1); in concurrent mode it
         takes free entries (the caller made sure there are enough: :meth:`free`).
         """
         if self.concurrent:
@@ -272,10 +272,10 @@ class Slot:
     def count_processed(self) -> None:
         self.processed += 1
 
-    # -- slot mode ------------------------------------------------------------------
+    # -- concurrent mode ------------------------------------------------------------------
 
     def enter_concurrent(self) -> None:
-        """Switch to slot mode from process mode, while entry ``current`` runs (the
+        """Switch to concurrent mode from process mode, while entry ``current`` runs (the
         first coroutine): the entries before it are done, those after it unstarted."""
         self._begin()
         states = [Entry.DONE] * self.current + [Entry.RUNNING]
@@ -358,7 +358,7 @@ class Slot:
 
     def _set_entry(self, state: State, current: int | None, deadline: float) -> None:
         """What process mode's writes mean for one entry (``current`` as they pass it)."""
-        if current is None:  # WAITING/EMPTY: nothing is held while slot mode lasts
+        if current is None:  # WAITING/EMPTY: nothing is held while concurrent mode lasts
             return
         if state == State.RUNNING:
             self._mark([current], Entry.RUNNING, deadline)

@@ -21,7 +21,7 @@ class State(IntEnum):
     RUNNING = 3  # entry ``current`` is running
     REPORTING = 4  # entry ``current - 1`` finished; hooks and listeners are running
     EMPTY = 5  # like WAITING, after finding every queue empty
-    CONCURRENT = 6  # slot mode: each entry's own state says what became of it
+    CONCURRENT = 6  # concurrent mode: each entry's own state says what became of it
 
 
 class Entry(IntEnum):

@@ -44,7 +44,7 @@ _TICK = 1.0
 _REDIS_TIMEOUT_SLACK = 0.15
 _RESPAWN_BACKOFF = 1.0
 _TIMED = (State.RUNNING, State.REPORTING, State.CONCURRENT)
-"""Slot states whose deadline the parent enforces (in slot mode: the earliest one)."""
+"""Slot states whose deadline the parent enforces (in concurrent mode: the earliest one)."""
 
 
 @dataclass

@@ -55,7 +55,7 @@ def test_children_killed_at_random_lose_nothing() -> None:
     assert result.failed == 0
 
 
-def test_children_killed_at_random_in_slot_mode_lose_nothing() -> None:
+def test_children_killed_at_random_in_async_mode_lose_nothing() -> None:
     # Each kill cuts short up to 20 coroutines: each is retried (WorkerLost uses one of
     # its 50 tries). One whose completion landed before its ack runs twice; a child's
     # slot holds at most 20 running and 2 x 20 finished or read ahead (held_limit).

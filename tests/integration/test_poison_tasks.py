@@ -459,7 +459,7 @@ def test_an_explicit_module_and_function_name_is_accepted() -> None:
 
 
 async def _coroutine() -> None:
-    """A task (slot mode awaits it) and a hook (awaited too): accepted in both places."""
+    """A task (async mode awaits it) and a hook (awaited too): accepted in both places."""
 
 
 async def _async_generator() -> AsyncIterator[int]:

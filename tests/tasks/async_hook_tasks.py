@@ -67,7 +67,7 @@ def plain(name: str, fail: bool = False) -> str:
 
 @task(tries=1, after_succeeded=_succeeded, after_failed=_failed)
 async def awaited(name: str, fail: bool = False) -> str:
-    """Runs in slot mode: its hooks are scheduled on the running loop."""
+    """Runs in async mode: its hooks are scheduled on the running loop."""
     await asyncio.sleep(0.01)
     if fail:
         raise RuntimeError(name)

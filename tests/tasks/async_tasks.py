@@ -1,4 +1,4 @@
-"""``async def`` tasks for tests/unit/worker/test_async_tasks.py (slot mode); workers import this
+"""``async def`` tasks for tests/unit/worker/test_async_tasks.py (async mode); workers import this
 module from tests/tasks/. Each records what it saw in Redis lists the tests read."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tasks for tests/unit/worker/test_slot_lifecycle.py (slot mode through a worker's life: shutdown,
+"""Tasks for tests/unit/worker/test_slot_lifecycle.py (async mode through a worker's life: shutdown,
 limits, pause, signing); workers import this module from tests/tasks/. Each run
 records ``n pid attempt`` in Redis lists the tests read."""
 

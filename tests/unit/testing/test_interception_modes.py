@@ -1,5 +1,5 @@
 """A ``fake()`` one task opens in a worker is its own: a run beside it in the same
-child, in thread mode or slot mode, still dispatches to Redis (issue #26, item 3).
+child, in thread mode or async mode, still dispatches to Redis (issue #26, item 3).
 Real ``rqueue work``, real Redis."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``async def`` hooks and listeners are awaited: run to their end in process mode, on
-the child's one event loop; scheduled on the running loop in slot mode, and waited for
+the child's one event loop; scheduled on the running loop in async mode, and waited for
 by a warm stop. One that raises is logged and changes nothing. Real ``rqueue work``,
 real Redis; the hooks and listeners are in tests/tasks/async_hook_tasks.py.
 """
@@ -28,7 +28,7 @@ def test_async_hooks_and_listeners_of_sync_and_async_tasks_are_awaited_on_one_lo
     ht.awaited.dispatch("async-bad", fail=True)
     code, output = workers.run("--stop-when-empty", *FAST)
     assert code == 0, output
-    # Serial 1 everywhere: the child's one loop, slot mode's and the hooks' alike.
+    # Serial 1 everywhere: the child's one loop, async mode's and the hooks' alike.
     assert sorted(strings(queue.client, ht.HOOKED)) == [
         "failed async-bad 1",
         "failed plain-bad 1",
@@ -45,7 +45,7 @@ def test_async_hooks_and_listeners_of_sync_and_async_tasks_are_awaited_on_one_lo
 
 
 @pytest.mark.parametrize(
-    "broken", [ht.plain_broken, ht.awaited_broken], ids=["process mode", "slot mode"]
+    "broken", [ht.plain_broken, ht.awaited_broken], ids=["process mode", "async mode"]
 )
 def test_an_async_hook_that_raises_is_logged_and_the_outcome_stands(
     queue: RedisQueue, workers: Workers, broken: Task[[str], str]

@@ -1,4 +1,4 @@
-"""``async def`` tasks in slot mode: many at once per child, each timed out on its own,
+"""``async def`` tasks in async mode: many at once per child, each timed out on its own,
 a blocked loop killed and every task of its child settled, warm shutdown, and what
 every task keeps (current_job(), middleware, retries). Real ``rqueue work``, real Redis.
 """

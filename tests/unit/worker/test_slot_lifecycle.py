@@ -1,4 +1,4 @@
-"""Slot mode through a worker's life: cold shutdown, ``--max-jobs``, ``--memory``,
+"""Async mode through a worker's life: cold shutdown, ``--max-jobs``, ``--memory``,
 pause and resume, sync and async tasks in one child, signing. Real ``rqueue work``,
 real Redis; every task is counted wherever it ends (ready, delayed, reserved,
 failed, finished) so that none can be lost unseen.
@@ -131,7 +131,7 @@ def test_pause_lets_running_coroutines_finish_and_starts_none_until_resumed(
     worker.signal(signal.SIGUSR2)
     wait_for(lambda: logged(log, "SIGUSR2: pausing"), 10, "the pause")
     st.nap.dispatch_many([(n,) for n in range(5, 10)])
-    time.sleep(0.5)  # an absence can only be observed over a while (slot mode polls at 50 ms)
+    time.sleep(0.5)  # an absence can only be observed over a while (async mode polls at 50 ms)
     assert queue.client.llen(st.STARTS) == 5
     queue.client.set(st.RELEASE, 1)
     wait_for(lambda: finished(queue) == numbers(5), 10, "the running coroutines to finish")
