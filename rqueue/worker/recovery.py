@@ -8,9 +8,9 @@ Reservations are matched by task id and attempt count against the reserved set, 
 only this child's exact reservations are touched.
 
 A child in concurrent mode (``async def`` tasks, ``--threads``) had many tasks running
-at once, each entry of its slot saying what became of it: each running one is settled the same way, as a
-timeout if the parent killed the child for a deadline that entry had passed, else as
-``WorkerLost`` (a coroutine that blocked the loop costs its siblings an attempt too,
+at once, each entry of its slot saying what became of it: each running one is settled
+the same way, as a timeout if the parent killed the child for a deadline that entry had
+passed, else as ``WorkerLost`` (a coroutine that blocked the loop costs its siblings an attempt too,
 so that a poison task cannot loop for ever).
 
 Those retries and failures are counted in the metrics here, the child that would
