@@ -10,7 +10,6 @@ seen, or reset, by another. Never a module global.
 
 from __future__ import annotations
 
-import itertools
 from contextvars import ContextVar
 from typing import NamedTuple
 
@@ -25,13 +24,15 @@ class Run:
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        self._adds = itertools.count(1)
+        self._adds = 0
+        """``Batch.add()`` calls so far: a plain count, made with each run (every task's)."""
 
     def next_add(self) -> int:
         """The number of this run's next ``Batch.add()`` call (1, 2, ...): a run that
         runs again (a retry, a lost acknowledgement) numbers its calls the same way,
         so each call adds the same members however often it runs."""
-        return next(self._adds)
+        self._adds += 1
+        return self._adds
 
 
 _running: ContextVar[Run | None] = ContextVar("rqueue_current_job", default=None)

@@ -10,6 +10,7 @@ connection) and workflows. Nothing flows back: a task never sees the worker.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from copy import copy
@@ -80,6 +81,9 @@ class Task(Generic[P, R]):
         """Its middleware that act at dispatch: each call then gets a job of its own."""
         self.shape = CallShape.of(fn)
         """The calls ``fn`` accepts (None: unknown), checked at every dispatch."""
+        self.is_async = inspect.iscoroutinefunction(fn)
+        """``fn`` is ``async def``: a worker awaits it on its event loop (async mode).
+        Known once here, since a worker asks at every attempt."""
 
     def __repr__(self) -> str:
         return f"<task {self.name} on {self.options.queue!r}>"

@@ -54,7 +54,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_job
 from rqueue.worker.attempt import Attempt
-from rqueue.worker.lifecycle import Header, Lifecycle, is_async
+from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoreboard import Slot
@@ -254,7 +254,7 @@ class ConcurrentRunner:
         deadline = attempt.started + attempt.timeout  # loop.time() is the monotonic clock
         try:
             try:
-                if is_async(task.fn):
+                if task.is_async:
                     result = await self._coroutine(attempt, deadline)
                 else:
                     result = await self._in_thread(attempt, deadline)

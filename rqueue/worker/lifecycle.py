@@ -25,7 +25,6 @@ a hook or a listener waits for it.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -63,10 +62,6 @@ log = logging.getLogger("rqueue.worker")
 
 Header = tuple[str, int, int]
 """A payload's header as the child read it when it held the batch (store/header.py)."""
-
-
-is_async = functools.cache(inspect.iscoroutinefunction)
-"""Whether a task function is ``async def`` (run on the loop): asked once per task."""
 
 
 class Lifecycle:
@@ -169,7 +164,7 @@ class Lifecycle:
         """Find its task and build its middleware; True if it runs concurrently."""
         job = attempt.job
         attempt.task = task = registry.lookup(job.task, self.options.preload)
-        concurrent = self.threaded or is_async(task.fn)
+        concurrent = self.threaded or task.is_async
         if not concurrent:  # the concurrent runner titles each batch instead
             # A registered name is Python identifiers; the id, from Redis, is escaped
             # unless it is plain (it is, unless forged): a per-task cost.
