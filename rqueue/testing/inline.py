@@ -42,7 +42,8 @@ from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
 from rqueue.worker.max_exceptions import ExceptionCount
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import retry_in, run_hook
+from rqueue.worker.outcomes import retry_in
+from rqueue.worker.reports import HOOKS
 from rqueue.worker.verdicts import Failed, Released, Skipped, Verdict
 from rqueue.workflows import effects
 from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch
@@ -223,8 +224,8 @@ class InlineRunner:
                 set_runner(outer_runner)
             found = Outcome(job.id, job.task, "succeeded", value, attempts=job.attempts)
             self.outcomes[job.id] = found
-            if task.options.after_succeeded is not None:
-                run_hook(task.options.after_succeeded, value, job)
+            # The task's hooks, as in a worker; no events: inline runs emit none.
+            HOOKS.report_succeeded(task, job, value, time.time() - started)
             self._complete(completion)
             return found
 
@@ -255,9 +256,7 @@ class InlineRunner:
         failure = TaskFailed(job.id, kind, message, trace)
         found = Outcome(job.id, job.task, "failed", failure=failure, attempts=job.attempts)
         self.outcomes[job.id] = found
-        task = registered_task(job.task)
-        if task is not None and task.options.after_failed is not None:
-            run_hook(task.options.after_failed, exc, job)
+        HOOKS.report_failed(registered_task(job.task), job, exc)
         if effects.involved(job):
             limit = self.max_bytes()
             self._complete(effects.on_failure(job, payload, kind, message, trace, started, limit))

@@ -11,8 +11,9 @@
   failure rules as named predicates; ``verdicts``: what an attempt that raised comes
   to (skipped, refused, released, failed; retried or not), decided once for every
   mode, the inline runner's too; ``outcomes``: whether and when a failure is retried
-  (``retry_in``, ``retry_delay``), reporting it or a refusal (retry it, or file it),
-  and the task's hooks; ``releases``: who released a task;
+  (``retry_in``, ``retry_delay``), reporting it or a refusal (retry it, or file it);
+  ``reports``: the application's participants (the task's hooks, the app's
+  listeners), told each outcome once it is settled and logged; ``releases``: who released a task;
   ``admission``: which payloads may run; ``workflow``: a workflow's part in an attempt,
   ``stored``: whether its result can be stored.
 - ``concurrent``: the ``ConcurrentRunner``, which runs ``async def`` tasks on an

@@ -33,6 +33,11 @@ class Participant:
     - ``after_succeeded``, ``after_retried`` or ``after_failed`` (failed for good, or
       refused before it ran: ``job`` None if its payload could not be read; ``duration``
       None if it never ran).
+
+    Then, once the outcome is settled and logged, the application's participants (the
+    task's hooks and the app's listeners, ``reports.py``) hear it, and nothing they do
+    can change it: ``report_succeeded``, ``report_raised`` (every failed attempt) and
+    ``report_failed`` (failed for good).
     """
 
     __slots__ = ()
@@ -52,6 +57,22 @@ class Participant:
 
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
         """The task failed for good (or could not run at all) and is filed as failed."""
+
+    def report_succeeded(
+        self, task: Task[..., object], job: Job, result: object, duration: float
+    ) -> None:
+        """The task succeeded; its success is settled and logged."""
+
+    def report_raised(
+        self, job: Job, exc: BaseException, will_retry: bool, duration: float
+    ) -> None:
+        """An attempt failed (retried or not); settled and logged."""
+
+    def report_failed(
+        self, task: Task[..., object] | None, job: Job, exc: BaseException | None
+    ) -> None:
+        """The task failed for good (``exc`` None: refused before it ran; ``task`` None:
+        not a registered task)."""
 
 
 Participants = tuple[Participant, ...]

@@ -44,12 +44,12 @@ from rqueue.store.retry import Persist
 from rqueue.tasks import registry
 from rqueue.tasks.current import set_current_job
 from rqueue.text import shown
-from rqueue.worker import rules, verdicts
+from rqueue.worker import reports, rules, verdicts
 from rqueue.worker.admission import admit
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import Outcomes, run_hook
+from rqueue.worker.outcomes import Outcomes
 from rqueue.worker.participants import Roster
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.scoreboard import Slot, State
@@ -225,17 +225,15 @@ class Lifecycle:
             return  # refused for good: failed instead
         for participant in attempt.participants:
             participant.after_succeeded(queue, job, duration)
-        hook = task.options.after_succeeded
-        if hook is not None or events.has_listeners("processed"):
+        heard = reports.hears_success(task)
+        if heard:
             self.outcomes.reporting(attempt.entry)
         else:
             # Nothing more runs for this task: the next slot write records it as done.
             self.slot.count_processed()
         log_outcome(log, job, "succeeded", duration)
-        if hook is not None:
-            run_hook(hook, result, job)
-        if events.has_listeners("processed"):  # the hook may have added one
-            events.emit(TaskEvent("processed", job, result=result, duration=duration))
+        if heard:
+            reports.succeeded(task, job, result, duration)
 
     def raised(self, attempt: Attempt, exc: BaseException, duration: float) -> None:
         """An attempt raised: settled as its verdict says (``verdicts.py``)."""

@@ -12,27 +12,21 @@ to read and every such rule has one home.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 import traceback
 from dataclasses import replace
-from typing import Any
 
 import redis
 
-from rqueue import events
 from rqueue.encoding.payload import KEEP, Job, decode
 from rqueue.errors import InvalidPayload, RQueueError, TaskTimeout, describe, utf8
-from rqueue.events import TaskEvent
 from rqueue.failed import make_record
 from rqueue.metrics.collector import UNREGISTERED
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
-from rqueue.tasks import awaiting
 from rqueue.tasks.decorator import registered_task
-from rqueue.tasks.hooks import Hook, call_hook
-from rqueue.worker import rules
+from rqueue.worker import reports, rules
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
@@ -104,11 +98,9 @@ class Outcomes:
             duration,
             logging.WARNING if will_retry else logging.ERROR,
         )
-        events.emit(
-            TaskEvent("exception", job, exception=exc, will_retry=will_retry, duration=duration)
-        )
+        reports.raised(job, exc, will_retry, duration)
         if not will_retry:
-            self._final_failure(job, exc)
+            reports.failed(registered_task(job.task), job, exc)
 
     def rejected(
         self, entry: int, queue: str, payload: bytes, job: Job | None, kind: str, message: str
@@ -123,7 +115,7 @@ class Outcomes:
         self.reporting(entry)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)
         if job is not None:
-            self._final_failure(job, None)
+            reports.failed(registered_task(job.task), job, None)
 
     def refused(self, attempt: Attempt, kind: str, message: str) -> None:
         """Fail an attempt that cannot run at all (see :meth:`rejected`)."""
@@ -160,13 +152,6 @@ class Outcomes:
         return complete_failure(
             self.store, self.persist, job, payload, kind, message, trace, duration
         )
-
-    def _final_failure(self, job: Job, exc: BaseException | None) -> None:
-        # No import here: a task that ran is registered, and one that did not has no hook.
-        task = registered_task(job.task)
-        if task is not None and exc is not None and task.options.after_failed is not None:
-            run_hook(task.options.after_failed, exc, job)
-        events.emit(TaskEvent("failed", job, exception=exc))
 
     def reporting(self, entry: int) -> None:
         """Counted as processed; its hooks and listeners get the default timeout to run."""
@@ -287,22 +272,6 @@ def complete_failure(
     except (RQueueError, redis.ResponseError) as exc:  # refused for good: fail it all the same
         log.error("task %s (%s): its workflow could not go on: %s", job.task, job.id, exc)
     return completion.kept
-
-
-_HOOK_RAISED = "hook %r of task %s (%s) raised; the task's outcome stands"
-
-
-def run_hook(hook: Hook, value: Any, job: Job) -> None:
-    """Call a task's hook; whatever it raises (SystemExit too) is logged, never passed on:
-    the task's outcome stands, and a hook must not end the worker. An ``async def`` hook
-    is awaited here, or scheduled on the loop running in this thread (the concurrent runner)."""
-    try:
-        returned = call_hook(hook, value, job)
-    except BaseException:
-        log.exception(_HOOK_RAISED, hook, job.task, job.id)
-        return
-    if returned is not None and inspect.isawaitable(returned):  # None: a plain def's
-        awaiting.finish(returned, log, _HOOK_RAISED, hook, job.task, job.id)
 
 
 _FAILURE_TEXT = 64 * 1024

@@ -18,10 +18,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from rqueue import events
 from rqueue.encoding.payload import decode, encode
 from rqueue.errors import InvalidPayload, QueueConnectionError, TaskTimeout, WorkerLost
-from rqueue.events import TaskEvent
 from rqueue.failed import FailedTask, FailedTasks, decode_record
 from rqueue.store.default import default_queue
 from rqueue.store.header import payload_id
@@ -29,7 +27,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import parent_secret, verify
 from rqueue.tasks import registry
 from rqueue.tasks.decorator import task
-from rqueue.worker.outcomes import run_hook
+from rqueue.worker import reports
 
 log = logging.getLogger("rqueue.worker")
 
@@ -70,9 +68,7 @@ def report(record: bytes) -> None:
     job = decode(failed.payload)
     exception = _EXCEPTIONS[failed.exception](failed.message)
     target = registry.lookup(job.task)
-    if target.options.after_failed is not None:
-        run_hook(target.options.after_failed, exception, job)
-    events.emit(TaskEvent("failed", job, exception=exception))
+    reports.failed(target, job, exception)
 
 
 def _genuine(record: bytes) -> FailedTask | None:
