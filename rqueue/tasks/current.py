@@ -76,6 +76,12 @@ def set_current_job(job: Job | None) -> None:
         _running.set(Run(job))
 
 
+def set_current_run(run: Run) -> None:
+    """Make ``run`` the one running in this context: a worker's attempt is its own run
+    (``worker/attempt.py``), so starting one makes no object of its own."""
+    _running.set(run)
+
+
 def current_runner() -> Runner | None:
     """The worker (or ``rqueue.testing.sync()``) running jobs in this process, if any."""
     return _runner.get()

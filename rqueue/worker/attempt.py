@@ -17,10 +17,11 @@ from its job (``participants.py``): a plain task pays for none it does not use.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rqueue.encoding.payload import Job
 from rqueue.middleware.base import Middleware
+from rqueue.tasks.current import Run
 from rqueue.tasks.definition import Task
 
 
@@ -79,8 +80,10 @@ Participants = tuple[Participant, ...]
 
 
 @dataclass(slots=True)
-class Attempt:
-    """One run of one reserved task, from admission to its settled outcome."""
+class Attempt(Run):
+    """One run of one reserved task, from admission to its settled outcome. It is the
+    run ``current_job()`` looks at (:class:`~rqueue.tasks.current.Run`), so what the
+    run counts (its ``Batch.add()`` calls) lives with it."""
 
     entry: int
     """Its place in the child's scoreboard slot (the batch it came in)."""
@@ -104,3 +107,5 @@ class Attempt:
     """Its task, once looked up (None: the lookup failed)."""
     stack: Sequence[Middleware] | None = None
     """Its middleware, once built (None: building them failed)."""
+    _adds: int = field(default=0, init=False, repr=False)
+    """The run's ``Batch.add()`` calls so far (:meth:`Run.next_add`)."""

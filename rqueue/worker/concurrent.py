@@ -52,7 +52,7 @@ from rqueue.errors import TaskTimeout
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
-from rqueue.tasks.current import set_current_job
+from rqueue.tasks.current import set_current_run
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
@@ -250,7 +250,7 @@ class ConcurrentRunner:
         task, job, entry = attempt.task, attempt.job, attempt.entry
         assert task is not None  # looked up before the attempt came here
         lifecycle = self.lifecycle
-        set_current_job(job)  # this coroutine's own context: it sees its own job
+        set_current_run(attempt)  # this coroutine's own context: it sees its own job
         deadline = attempt.started + attempt.timeout  # loop.time() is the monotonic clock
         try:
             try:

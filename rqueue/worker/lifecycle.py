@@ -42,7 +42,7 @@ from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks import registry
-from rqueue.tasks.current import set_current_job
+from rqueue.tasks.current import set_current_run
 from rqueue.text import shown
 from rqueue.worker import reports, rules, verdicts
 from rqueue.worker.admission import admit
@@ -116,7 +116,7 @@ class Lifecycle:
                 if self.look_up(attempt):
                     self.start_concurrently(attempt)  # it runs on: see concurrent.py
                     return
-                set_current_job(attempt.job)
+                set_current_run(attempt)
                 result = self.call(attempt)
                 completion = self.completion(attempt, result) if attempt.job.meta else None
             finally:
