@@ -1,0 +1,93 @@
+"""One plain empty task's path through a worker child, alone: no round trip at all.
+
+``hot_path.py`` measures the child's loop with its Redis calls, and on a machine whose
+figures drift by 10-50% a change of one microsecond per task is lost in it. This script
+calls the child's per-task entry (``Lifecycle.process``; ``ChildWorker._process`` in a
+checkout from before the lifecycle) on one held payload, over and over, and reads the
+CPU time: its acknowledgements pile up in memory and are dropped between rounds, so
+the figure is the Python cost of admitting, running and settling one task. Best of
+``--rounds`` rounds of ``--tasks`` calls, metrics off and on. ``--tree`` runs another
+checkout's code (alternate the two, interleaved, in one sitting):
+
+    python benchmarks/speed/per_task.py
+    PYTHONPATH=/tmp/before python benchmarks/speed/per_task.py --tree /tmp/before
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parents[1]
+
+
+def checkout(tree: Path) -> tuple[Callable[..., Any], Callable[..., bytes]]:
+    """The tree's ``in_process_child`` and payload ``encode``, wherever it keeps them."""
+    for folder in (tree / "benchmarks", tree / "benchmarks" / "support"):
+        sys.path.insert(0, str(folder))
+    try:
+        from in_process import in_process_child
+    except ImportError:  # before benchmarks/ was sorted by kind
+        from hot_path import in_process_child
+    try:
+        payload = importlib.import_module("rqueue.encoding.payload")
+    except ImportError:  # before rqueue/ had encoding/
+        payload = importlib.import_module("rqueue.payload")
+    return in_process_child, payload.encode
+
+
+def best_per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) -> float:
+    """Lowest CPU microseconds per call of the child's per-task entry over ``rounds``."""
+    in_process_child, encode = checkout(tree)
+    import bench_tasks
+
+    from rqueue.store.header import header
+
+    worker = in_process_child(url, 100, metrics)
+    job = bench_tasks.empty.make_job((), {}, None, task_id="0" * 32)
+    payload = encode(job, None)
+    fixed = header(payload)
+    worker.slot.hold(0, [fixed])
+    lifecycle = getattr(worker, "lifecycle", None)
+    run = lifecycle.process if lifecycle is not None else worker._process
+    acks = getattr(worker, "reservations", None) or worker.batches
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(tasks):
+            run(0, "default", payload, fixed, time.monotonic() + 100)
+        best = min(best, (time.process_time() - start) / tasks * 1e6)
+        acks._acks.clear()
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=50_000, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tree", type=Path, default=BENCH_DIR.parent, help="a checkout")
+    options = parser.parse_args()
+    from rqueue.server import RedisServer
+
+    logging.getLogger("rqueue").setLevel(logging.WARNING)
+    with RedisServer() as server:
+        os.environ["REDIS_URL"] = server.url
+        figures = [
+            best_per_task(server.url, metrics, options.tasks, options.rounds, options.tree)
+            for metrics in (False, True)
+        ]
+    print(
+        f"{options.tree}: child CPU per task, best of {options.rounds} x {options.tasks:,}: "
+        f"metrics off {figures[0]:.2f} us, on {figures[1]:.2f} us"
+    )
+
+
+if __name__ == "__main__":
+    main()
