@@ -14,10 +14,11 @@ from typing import Any, Protocol
 
 from rqueue.encoding.payload import Job, encode
 from rqueue.errors import RQueueError
+from rqueue.store.batch_store import BatchState
 from rqueue.tasks.definition import PendingDispatch
 from rqueue.tasks.handles import TaskHandle
 from rqueue.testing.batch_counting import MemberCounting
-from rqueue.workflows.batch_status import BatchStatus
+from rqueue.workflows.batch_status import BatchStatus, status_of
 from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch, member_id, member_job
 from rqueue.workflows.steps import derived_id, step_job
 
@@ -69,26 +70,25 @@ class MemoryBatch(Batch):
         return f"MemoryBatch(id={self.id!r}, total={self.total})"
 
     def status(self) -> BatchStatus:
+        """Its status, built as a worker's batch builds it from the state it reads."""
         succeeded, failed, skipped = self._counts()
-        processed = succeeded + failed
         outcomes = self.counting.outcomes.items()
-        return BatchStatus(
+        state = BatchState(
             id=self.id,
             name=self.pending._name,
             total=self.total,
-            pending=self.total - processed - skipped,
-            processed=processed,
             succeeded=succeeded,
             failed=failed,
             skipped=skipped,
-            failed_ids=tuple(member_id(self.id, i) for i, outcome in outcomes if outcome == "f"),
-            cancelled=self.cancelled_at is not None,
-            finished=self.finished_at is not None,
+            allow_failures=self.pending._allow_failures,
             created_at=self.created_at,
             finished_at=self.finished_at,
             cancelled_at=self.cancelled_at,
+            failed_ids=tuple(member_id(self.id, i) for i, outcome in outcomes if outcome == "f"),
             queues=tuple(sorted({call.task.options.queue for call in self.pending.calls})),
+            callbacks=b"",  # its callbacks stay with its PendingBatch, never encoded
         )
+        return status_of(state)
 
     def _counts(self) -> tuple[int, int, int]:
         """Succeeded, failed, skipped."""
