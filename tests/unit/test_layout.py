@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.events",
         "rqueue.tasks.awaiting",
         "rqueue.tasks.current",
+        "rqueue.tasks.progress",
         "rqueue.middleware",
         "rqueue.failed",
         "rqueue.metrics",

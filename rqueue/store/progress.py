@@ -1,0 +1,104 @@
+"""A running task's progress in Redis: written by progress.lua, read back checked.
+
+A task reports progress from its run (``current_job().progress(0.4, "4 of 10")``,
+``tasks/progress.py``); a worker writes it here, one round trip per report, to a hash
+beside the queue's keys (``queues:<q>:progress:<id>``, in the queue's hash slot) that
+expires a day after the latest report, so a task that never finishes leaves nothing
+behind. With ``rqueue work --events`` the same script adds a ``progress`` event to
+the queue's stream (``store/events.py``).
+
+The hash is read from Redis, so anything in it is believed only once checked: a
+fraction that is not a finite number from 0 to 1, or a message that is not text, reads
+as no progress at all rather than as a crash.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import redis
+
+from rqueue.errors import InvalidProgress
+from rqueue.store.queue import RedisQueue
+
+KEEP_MS = 24 * 3600 * 1000
+"""How long a progress record lasts after its latest report."""
+MAX_MESSAGE = 200
+"""Characters a progress message may have: a line for a terminal, not a log."""
+
+
+class Progress(NamedTuple):
+    """How far a task has come, as it last said."""
+
+    fraction: float
+    """From 0 (nothing done) to 1 (all done)."""
+    message: str | None
+    at: float
+    """When it was reported: epoch seconds, by Redis's clock."""
+
+
+def checked(fraction: object, message: object) -> tuple[float, str | None]:
+    """``(fraction, message)`` if they are a finite number from 0 to 1 and None or a str
+    of at most :data:`MAX_MESSAGE` characters; InvalidProgress naming the one at fault."""
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0.0 <= fraction <= 1.0  # false for NaN too
+    ):
+        raise InvalidProgress(
+            f"progress(): fraction must be a number from 0 to 1 (0.25 for a quarter), "
+            f"not {fraction!r}"
+        )
+    if message is not None and (not isinstance(message, str) or len(message) > MAX_MESSAGE):
+        got = f"{len(message)} characters" if isinstance(message, str) else repr(message)
+        raise InvalidProgress(
+            f"progress(): message must be None or a str of at most {MAX_MESSAGE} characters, "
+            f"not {got}"
+        )
+    return float(fraction), message
+
+
+def write(
+    queue: RedisQueue,
+    queue_name: str,
+    task_id: str,
+    task: str,
+    attempt: int,
+    fraction: float,
+    message: str | None,
+) -> Progress:
+    """Record a checked report (progress.lua); with events on, its event too."""
+    keys = queue.keys(queue_name)
+    script_keys = (keys.progress(task_id), keys.events)
+    args = (repr(fraction), message or "", KEEP_MS, queue.config.events, task_id, task, attempt)
+    now_ms = queue.scripts.progress(queue.wire, script_keys, args)
+    return Progress(fraction, message, int(now_ms) / 1000)
+
+
+def read(queue: RedisQueue, queue_name: str, task_id: str) -> Progress | None:
+    """The task's latest progress, or None (none reported, expired, or not a record)."""
+    key = queue.keys(queue_name).progress(task_id)
+    try:
+        raw = queue.client.hmget(key, "fraction", "message", "at")
+    except redis.ResponseError:  # not a hash: not a record progress.lua wrote
+        return None
+    return parse(raw)  # type: ignore[arg-type]
+
+
+def parse(raw: list[bytes | None]) -> Progress | None:
+    """A progress record's three fields as Redis returned them, checked."""
+    fraction, message, at = (_number(raw[0]), raw[1], _number(raw[2]))
+    if fraction is None or at is None or not 0.0 <= fraction <= 1.0 or message is None:
+        return None
+    text = message.decode("utf-8", "replace")[:MAX_MESSAGE]
+    return Progress(fraction, text or None, at / 1000)
+
+
+def _number(raw: bytes | None) -> float | None:
+    """A finite number from Redis's bytes, or None."""
+    try:
+        value = float(raw) if raw is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
