@@ -7,6 +7,9 @@ expires a day after the latest report, so a task that never finishes leaves noth
 behind. With ``rqueue work --events`` the same script adds a ``progress`` event to
 the queue's stream (``store/events.py``).
 
+A batch's progress (``Batch.progress()``) adds up its members': each finished one
+counts 1, each other one its latest fraction (:func:`unfinished_progress`).
+
 The hash is read from Redis, so anything in it is believed only once checked: a
 fraction that is not a finite number from 0 to 1, or a message that is not text, reads
 as no progress at all rather than as a crash.
@@ -15,11 +18,13 @@ as no progress at all rather than as a crash.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import redis
 
 from rqueue.errors import InvalidProgress
+from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
 
 KEEP_MS = 24 * 3600 * 1000
@@ -102,3 +107,42 @@ def _number(raw: bytes | None) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+MOST_MEMBERS = 10_000
+"""Members of a batch whose progress a batch's aggregate reads at most (the first ones)."""
+
+
+def unfinished_progress(
+    queue: RedisQueue, batch: BatchKeys, member_ids: Sequence[str], queues: Sequence[str]
+) -> float:
+    """The sum of the latest fractions of a batch's members that have not finished
+    (none of its succeeded, failed and skipped bitmaps has their index): what the
+    members still running add to its finished ones. One round trip for the bitmaps,
+    one per queue for the members' records; what does not read counts 0."""
+    pipe = queue.client.pipeline(transaction=False)
+    for key in (batch.succeeded, batch.failed, batch.skipped):
+        pipe.get(key)
+    raws: list[object] = pipe.execute(raise_on_error=False)
+    done = bytearray()
+    for raw in raws:  # Redis's bit 0 is the first byte's highest bit
+        bitmap = raw if isinstance(raw, bytes) else b""  # a key of another type: none set
+        done.extend(bytes(max(0, len(bitmap) - len(done))))
+        for at, byte in enumerate(bitmap):
+            done[at] |= byte
+    running = [
+        task_id
+        for index, task_id in enumerate(member_ids)
+        if index // 8 >= len(done) or not done[index // 8] & (0x80 >> index % 8)
+    ]
+    fractions = dict.fromkeys(running, 0.0)
+    for name in queues:
+        keys = queue.keys(name)
+        pipe = queue.client.pipeline(transaction=False)
+        for task_id in running:
+            pipe.hget(keys.progress(task_id), "fraction")
+        for task_id, raw in zip(running, pipe.execute(raise_on_error=False), strict=True):
+            fraction = _number(raw) if isinstance(raw, bytes) else None
+            if fraction is not None and 0.0 <= fraction <= 1.0:
+                fractions[task_id] = max(fractions[task_id], fraction)
+    return sum(fractions.values())

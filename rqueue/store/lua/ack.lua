@@ -1,8 +1,9 @@
 -- ack.lua: forget tasks that completed, and keep the results of those that keep one.
--- KEYS[1] reserved zset
--- KEYS[2..] (optional) for each kept result, its result key then its done list
--- ARGV[1] n: how many plain acks follow
--- ARGV[2..1+n] reserved payloads, the exact bytes reserve.lua returned
+-- KEYS[1] reserved zset   KEYS[2] the queue's event stream ("succeeded" for each task)
+-- KEYS[3..] (optional) for each kept result, its result key then its done list
+-- ARGV[1] the event stream's cap; 0: no events (see events.lua)
+-- ARGV[2] n: how many plain acks follow
+-- ARGV[3..2+n] reserved payloads, the exact bytes reserve.lua returned
 -- then one triple per kept result: reserved payload, result record (msgpack, built by
 -- the worker), milliseconds to keep it
 -- Returns how many were still reserved.
@@ -13,15 +14,21 @@
 -- leaves the reserved set only once its result is written: if Redis refuses the record
 -- (an error ends the script there), that task and those after it are still reserved,
 -- and the worker acks them one at a time and fails the one refused (reservations.py).
-local plain = tonumber(ARGV[1])
+-- @header
+-- @events
+local cap, plain = tonumber(ARGV[1]), tonumber(ARGV[2])
 local removed = 0
-if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 2, 1 + plain)) end
-for i = 1, (#KEYS - 1) / 2 do
-  local at = 2 + plain + 3 * (i - 1)
-  redis.call('SET', KEYS[2 * i], ARGV[at + 1], 'PX', ARGV[at + 2])
-  redis.call('DEL', KEYS[2 * i + 1])
-  redis.call('RPUSH', KEYS[2 * i + 1], 1)
-  redis.call('PEXPIRE', KEYS[2 * i + 1], ARGV[at + 2])
+if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3, 2 + plain)) end
+if cap > 0 then
+  for i = 3, 2 + plain do task_event(KEYS[2], cap, 'succeeded', ARGV[i]) end
+end
+for i = 1, (#KEYS - 2) / 2 do
+  local at = 3 + plain + 3 * (i - 1)
+  redis.call('SET', KEYS[2 * i + 1], ARGV[at + 1], 'PX', ARGV[at + 2])
+  redis.call('DEL', KEYS[2 * i + 2])
+  redis.call('RPUSH', KEYS[2 * i + 2], 1)
+  redis.call('PEXPIRE', KEYS[2 * i + 2], ARGV[at + 2])
   removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
+  if cap > 0 then task_event(KEYS[2], cap, 'succeeded', ARGV[at]) end
 end
 return removed

@@ -5,25 +5,48 @@
 -- cancelled), id (32 hex digits), task, attempt, and for some an error type or a
 -- progress fraction and message. Its time is the entry's id (Redis's clock, ms); its
 -- queue, the stream's. The stream is capped: XADD ... MAXLEN ~ cap.
--- add_event(stream, cap, fields): one XADD of `fields` (a flat Lua list).
+-- add_event(stream, cap, fields): one XADD of `fields` (a flat Lua list). By pcall: a
+-- key of another type where the stream should be loses the event, never the state
+-- change the script makes.
 local function add_event(stream, cap, fields)
-  redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', unpack(fields))
+  redis.pcall('XADD', stream, 'MAXLEN', '~', cap, '*', unpack(fields))
 end
--- payload_task(payload): the task name a payload carries (its fourth element, a msgpack
--- string right after the 29-byte header), or '' if it has none there.
-local function payload_task(payload)
-  local kind = string.byte(payload, 30) or 0
-  local length, at = nil, 31
+-- string_at(bytes, at): the msgpack string (fixstr, str 8 or str 16) that starts at
+-- byte `at`, or '' if none does. Read in place: no decoding of what surrounds it.
+local function string_at(bytes, at)
+  local kind = string.byte(bytes, at) or 0
+  local length, first = nil, at + 1
   if kind >= 0xa0 and kind <= 0xbf then
     length = kind - 0xa0
   elseif kind == 0xd9 then
-    length, at = string.byte(payload, 31) or 0, 32
+    length, first = string.byte(bytes, at + 1) or 0, at + 2
   elseif kind == 0xda then
-    local high, low = string.byte(payload, 31, 32)
-    length, at = (high or 0) * 256 + (low or 0), 33
+    local high, low = string.byte(bytes, at + 1, at + 2)
+    length, first = (high or 0) * 256 + (low or 0), at + 3
   end
   if not length then return '' end
-  return string.sub(payload, at, at + length - 1)
+  return string.sub(bytes, first, first + length - 1)
+end
+-- payload_task(payload): the task name a payload carries (its fourth element, a msgpack
+-- string right after the 29-byte header), or ''.
+local function payload_task(payload)
+  return string_at(payload, 30)
+end
+-- record_error(record): the error type a failed record (a msgpack map the worker built,
+-- rqueue/failed.py) names: the string after its key "exception" (the first: only the
+-- task's name comes before it), or ''.
+local function record_error(record)
+  local _, key_end = string.find(record, '\169exception', 1, true)
+  if not key_end then return '' end
+  return string_at(record, key_end + 1)
+end
+-- marked_cap(marker): the cap a worker recording events left in the queue's marker
+-- (migrate.lua), or nil while none records: what producers' scripts go by. Whatever
+-- else the key holds reads as nil, and a cap as at most 10,000,000 entries.
+local function marked_cap(marker)
+  local cap = tonumber(redis.call('GET', marker) or '')
+  if not cap or cap < 1 then return nil end
+  return math.min(math.floor(cap), 10000000)
 end
 -- task_event(stream, cap, event, payload, ...): the event of the task in `payload`
 -- (its id, task name and attempt read from its bytes), with the field/value pairs

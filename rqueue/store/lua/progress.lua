@@ -16,7 +16,7 @@ redis.call('HSET', KEYS[1], 'fraction', ARGV[1], 'message', ARGV[2], 'at', now)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local cap = tonumber(ARGV[4])
 if cap > 0 then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*', 'event', 'progress', 'id', ARGV[5],
+  redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', cap, '*', 'event', 'progress', 'id', ARGV[5],
     'task', ARGV[6], 'attempt', ARGV[7], 'fraction', ARGV[1], 'message', ARGV[2])
 end
 return now

@@ -6,7 +6,9 @@
 --         (one SCARD per call; one SREM per task only while cancellations wait)
 -- KEYS[6] the queue's paused flag: while it exists nothing is reserved (rqueue pause),
 --         acks still go through, and the reply says no task is ready
--- KEYS[7] (optional: present if "last" below is 7 + 2k) the calling child's claims key: set
+-- KEYS[7] the queue's event stream: "started" for each task reserved, "succeeded" for
+--         each acked, when ARGV[8] is not 0 (rqueue work --events; see events.lua)
+-- KEYS[8] (optional: present if "last" below is 8 + 2k) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
@@ -18,7 +20,8 @@
 -- ARGV[5] how many workers share the queue: take at most a fair share of what is
 --         ready, so a short queue is spread over idle children instead of hoarded
 -- ARGV[6] n: how many plain acks follow   ARGV[7] k: how many kept results follow them
--- ARGV[8..7+n] reserved payloads of tasks that completed: removed first, as ack.lua does
+-- ARGV[8] the event stream's cap (about how many entries it keeps); 0: no events
+-- ARGV[9..8+n] reserved payloads of tasks that completed: removed first, as ack.lua does
 -- then k triples (reserved payload, result record, milliseconds to keep it) of tasks
 -- that completed and keep their result: each is removed the same way and its record
 -- written to KEYS[last-2k+2i-1] (its result key), with a token pushed to the next
@@ -47,15 +50,21 @@
 -- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
 -- @header
-local plain, kept = tonumber(ARGV[6]), tonumber(ARGV[7])
-local rate_at, last = 8 + plain + 3 * kept, #KEYS
+-- @events
+local plain, kept, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local rate_at, last = 9 + plain + 3 * kept, #KEYS
 local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
-if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 8, 7 + plain)) end
+if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
 local claims = false
-if last == 7 + 2 * kept then claims = KEYS[7] end
+if last == 8 + 2 * kept then claims = KEYS[8] end
+if cap > 0 then
+  for i = 9, 8 + plain + 3 * kept do
+    if i <= 8 + plain or (i - 9 - plain) % 3 == 0 then task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
+  end
+end
 if kept > 0 then
-  local first_key, first_arg = last - 2 * kept, 7 + plain
+  local first_key, first_arg = last - 2 * kept, 8 + plain
   for i = 1, kept do
     local at = first_arg + 3 * (i - 1)
     local result, done = KEYS[first_key + 2 * i - 1], KEYS[first_key + 2 * i]
@@ -136,6 +145,9 @@ for _, original in ipairs(items) do
   end
 end
 if #scored > 0 then redis.call('ZADD', KEYS[2], unpack(scored)) end
+if cap > 0 then
+  for i = 3, #result do task_event(KEYS[7], cap, 'started', result[i]) end
+end
 if claims and #result > 2 then
   redis.call('SET', claims, cmsgpack.pack(result), 'PX', margin + longest + grace)
 elseif claims then
