@@ -1,6 +1,6 @@
 """``rqueue events [QUEUES...]``: follow the queues' task events as they happen.
 
-A thin loop over :class:`rqueue.store.events.EventFollower` (``XREAD BLOCK`` on each
+A thin loop over :class:`rqueue.store.live_events.EventFollower` (``XREAD BLOCK`` on each
 queue's live event stream, which workers started with ``--events`` write). One line
 per event, each escaped by ``say`` (an entry's strings are anyone's: a task name or a
 message may hold terminal escapes), or with ``--json`` one JSON object per line, whose
@@ -17,7 +17,7 @@ import click
 
 from rqueue.cli.common import connection_options, queue_list, say
 from rqueue.settings.config import Config
-from rqueue.store.events import EventFollower, TaskEvent
+from rqueue.store.live_events import EventFollower, LiveEvent
 from rqueue.store.queue import RedisQueue
 from rqueue.timing import moment
 
@@ -57,7 +57,7 @@ def events(config: Config, queues: tuple[str, ...], as_json: bool, from_start: b
         return
 
 
-def line(event: TaskEvent) -> str:
+def line(event: LiveEvent) -> str:
     """``<time> <queue> <event> <id> <task> attempt <n>`` and what the event adds."""
     text = f"{moment(event.time)}  {event.queue}  {event.event:<10}  {event.id}  "
     text += f"{event.task or '-'}  attempt {event.attempt}"

@@ -18,8 +18,9 @@
 - ``failed_store`` and ``schedule_store``: the Redis side of :mod:`rqueue.failed` and
   :mod:`rqueue.schedules`, as named operations on bytes, so those modules never name
   a key or a script; likewise ``batch_store`` (a workflow batch's state), ``guards``
-  (the built-in middleware's state), ``results`` (reading a kept result) and
-  ``progress`` (a running task's latest progress). Each of them calls its scripts
+  (the built-in middleware's state), ``results`` (reading a kept result),
+  ``progress`` (a running task's latest progress) and ``live_events`` (following the
+  queues' streams of task events; ``lua/events.lua`` adds to them). Each of them calls its scripts
   from one named function per operation.
 - ``cluster``, ``sentinel``, ``waits`` and ``probe``: Redis Cluster and Sentinel
   connections, waiting on many queues' keys, and reading many lists at once.

@@ -13,7 +13,7 @@ KEYS and, from a worker, the stream's cap (``Config.events``, ``rqueue work
 --events``) among its ARGV, always: with events off the cap is 0 and the scripts add
 nothing, so the hot path has no branch of its own for them. Producers' scripts take
 the queue's events marker instead, set while a worker records events
-(``store/events.py``).
+(``store/live_events.py``).
 
 Plain functions over lists, no object per call beyond the pair returned: push and
 reserve are on the hot path.

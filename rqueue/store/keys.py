@@ -126,7 +126,7 @@ class QueueKeys:
     packed (metrics_flush.lua, :mod:`rqueue.metrics.schema`)."""
     events: str
     """The queue's live task events, a stream capped with ``XADD MAXLEN ~`` (``rqueue
-    work --events``; :mod:`rqueue.store.events`): written by the scripts that change a
+    work --events``; :mod:`rqueue.store.live_events`): written by the scripts that change a
     task's state, in the same call, only while a worker records events."""
     events_on: str
     """Exists while a worker of the queue records events (``rqueue work --events``; its

@@ -5,7 +5,7 @@ A task reports progress from its run (``current_job().progress(0.4, "4 of 10")``
 beside the queue's keys (``queues:<q>:progress:<id>``, in the queue's hash slot) that
 expires a day after the latest report, so a task that never finishes leaves nothing
 behind. With ``rqueue work --events`` the same script adds a ``progress`` event to
-the queue's stream (``store/events.py``).
+the queue's stream (``store/live_events.py``).
 
 A batch's progress (``Batch.progress()``) adds up its members': each finished one
 counts 1, each other one its latest fraction (:func:`unfinished_progress`).

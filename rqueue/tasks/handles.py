@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 from rqueue.errors import ResultNotKept
 from rqueue.store.cancel import CancelOutcome, cancel
 from rqueue.store.default import default_queue
-from rqueue.store.events import TaskEvent, task_events
+from rqueue.store.live_events import LiveEvent, task_events
 from rqueue.store.progress import Progress
 from rqueue.store.progress import read as read_progress
 from rqueue.store.results import outcome, read_status, wait_status
@@ -56,7 +56,7 @@ class Dispatched(NamedTuple):
         ``(fraction, message, at)``, or None if it said nothing (or a day has passed)."""
         return read_progress(self.connection or default_queue(), self.queue, self.id)
 
-    def events(self, timeout: float = 60.0) -> Iterator[TaskEvent]:
+    def events(self, timeout: float = 60.0) -> Iterator[LiveEvent]:
         """Its events as they happen (dispatched, started, progress, retried, succeeded,
         failed, cancelled), from its queue's live event stream (``rqueue work
         --events``), those already there first. Ends after its final event or once

@@ -22,7 +22,7 @@ import itertools
 import math
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from rqueue.errors import TaskCancelled, TaskFailed, describe
 from rqueue.middleware.base import run_through, stack_of
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
+from rqueue.store.live_events import LiveEvent
 from rqueue.store.progress import Progress
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import Runner, current_job, current_runner, set_current_job, set_runner
@@ -114,6 +115,10 @@ class InlineDispatched(TaskHandle[Any]):
         """The latest progress its run reported (``current_job().progress()``), kept in
         memory as a worker's store would keep it."""
         return self._runner.progress.get(self.id)
+
+    def events(self, timeout: float = 60.0) -> Iterator[LiveEvent]:
+        """None: inline runs record no live events (nor are there workers to)."""
+        return iter(())
 
     def cancel(self) -> CancelOutcome:
         """Cancel it if it has not run yet (a fake's recorded call)."""

@@ -43,7 +43,7 @@ _BATCH = 500
 """Entries one XREAD reads per stream at most."""
 
 
-class TaskEvent(NamedTuple):
+class LiveEvent(NamedTuple):
     """One event of one task, as its queue's stream holds it."""
 
     event: str
@@ -68,8 +68,8 @@ class TaskEvent(NamedTuple):
         return {k: v for k, v in self._asdict().items() if v is not None}
 
 
-def parse(queue: str, entry_id: bytes, fields: Any) -> TaskEvent | None:
-    """A stream entry as a :class:`TaskEvent`, or None if it is not one (skipped)."""
+def parse(queue: str, entry_id: bytes, fields: Any) -> LiveEvent | None:
+    """A stream entry as a :class:`LiveEvent`, or None if it is not one (skipped)."""
     match = _ENTRY_ID.fullmatch(entry_id) if isinstance(entry_id, bytes) else None
     if match is None or not isinstance(fields, dict):
         return None
@@ -79,7 +79,7 @@ def parse(queue: str, entry_id: bytes, fields: Any) -> TaskEvent | None:
         return None
     attempt = text.get("attempt", "")
     fraction = _fraction(text.get("fraction"))
-    return TaskEvent(
+    return LiveEvent(
         event,
         task_id,
         text.get("task", ""),
@@ -109,7 +109,7 @@ class EventFollower:
             return "0-0"
         return newest[0][0].decode() if newest else "0-0"
 
-    def poll(self, block: float) -> list[TaskEvent]:
+    def poll(self, block: float) -> list[LiveEvent]:
         """The events added since the last poll, waiting up to ``block`` seconds for one."""
         block_ms = max(1, round(min(block, _BLOCK_CHUNK) * 1000))
         if self.queue.config.cluster and len(self._last) > 1:  # one XREAD cannot span slots
@@ -121,14 +121,14 @@ class EventFollower:
             return found
         return self._read(dict(self._last), block_ms)
 
-    def _read(self, streams: dict[str, str], block_ms: int | None) -> list[TaskEvent]:
+    def _read(self, streams: dict[str, str], block_ms: int | None) -> list[LiveEvent]:
         try:
             reply: Any = self.queue.client.xread(streams, count=_BATCH, block=block_ms)  # type: ignore[arg-type]
         except redis.ResponseError as exc:
             if "WRONGTYPE" not in str(exc):
                 raise
             return []  # a key of another type where a stream should be: no events there
-        found: list[TaskEvent] = []
+        found: list[LiveEvent] = []
         for stream, entries in reply or []:
             key = stream.decode() if isinstance(stream, bytes) else str(stream)
             for entry_id, fields in entries:
@@ -141,7 +141,7 @@ class EventFollower:
 
 def task_events(
     queue: RedisQueue, queue_name: str, task_id: str, timeout: float
-) -> Iterator[TaskEvent]:
+) -> Iterator[LiveEvent]:
     """One task's events from its queue's stream, from the stream's start, as they come:
     ends after its final event (succeeded, failed, cancelled) or once ``timeout``
     seconds have passed."""
