@@ -16,7 +16,6 @@ checkout's code (alternate the two, interleaved, in one sitting):
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -28,30 +27,27 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parents[1]
 
 
-def checkout(tree: Path) -> tuple[Callable[..., Any], Callable[..., bytes]]:
-    """The tree's ``in_process_child`` and payload ``encode``, wherever it keeps them."""
+def checkout(tree: Path) -> Callable[..., Any]:
+    """The tree's ``in_process_child``, wherever it keeps it."""
     for folder in (tree / "benchmarks", tree / "benchmarks" / "support"):
         sys.path.insert(0, str(folder))
     try:
         from in_process import in_process_child
     except ImportError:  # before benchmarks/ was sorted by kind
         from hot_path import in_process_child
-    try:
-        payload = importlib.import_module("rqueue.encoding.payload")
-    except ImportError:  # before rqueue/ had encoding/
-        payload = importlib.import_module("rqueue.payload")
-    return in_process_child, payload.encode
+    return in_process_child
 
 
 def best_per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) -> float:
     """Lowest CPU microseconds per call of the child's per-task entry over ``rounds``."""
-    in_process_child, encode = checkout(tree)
+    in_process_child = checkout(tree)
     import bench_tasks
 
     from rqueue.store.header import header
 
     worker = in_process_child(url, 100, metrics)
     job = bench_tasks.empty.make_job((), {}, None, task_id="0" * 32)
+    encode = sys.modules[type(job).__module__].encode  # the tree's, wherever it is
     payload = encode(job, None)
     fixed = header(payload)
     worker.slot.hold(0, [fixed])
