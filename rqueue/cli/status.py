@@ -1,4 +1,4 @@
-"""``rqueue status TASK_ID``: a kept task's status, attempts, timings, its latest
+"""``rqueue status TASK_ID``: a kept task's status, tags, attempts, timings, its latest
 progress, and its result or error, over :mod:`rqueue.store.results` and
 :mod:`rqueue.store.progress` (the reads behind ``Dispatched.status()`` and
 ``progress()``).
@@ -60,6 +60,8 @@ def status(config: Config, task_id: str, queue: str | None) -> None:
         ("status", found.status),
     ]
     fields += [(field, record[field]) for field in ("task", "attempts") if field in record]
+    if record.get("tags"):
+        fields.append(("tags", ", ".join(record["tags"])))
     if "due" in record:
         fields.append(("due", moment(record["due"] / 1000)))
     if "started_at" in record:

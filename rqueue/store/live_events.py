@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from rqueue.store.header import RAW_ID_LENGTH
 from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
 
@@ -74,7 +75,11 @@ def parse(queue: str, entry_id: bytes, fields: Any) -> LiveEvent | None:
     if match is None or not isinstance(fields, dict):
         return None
     text = {_text(k): _text(v) for k, v in fields.items()}
-    event, task_id = text.get("event"), text.get("id")
+    event, stored_id = text.get("event"), fields.get(b"id")
+    # The scripts store the id's 16 raw bytes (as the pending-ids set); anything else
+    # is shown as the text it is.
+    raw = isinstance(stored_id, bytes) and len(stored_id) == RAW_ID_LENGTH
+    task_id = stored_id.hex() if raw else text.get("id")  # type: ignore[union-attr]
     if event not in KINDS or not task_id:
         return None
     attempt = text.get("attempt", "")

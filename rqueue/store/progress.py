@@ -24,6 +24,7 @@ from typing import NamedTuple
 import redis
 
 from rqueue.errors import InvalidProgress
+from rqueue.store.header import raw_id
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
 
@@ -76,7 +77,8 @@ def write(
     """Record a checked report (progress.lua); with events on, its event too."""
     keys = queue.keys(queue_name)
     script_keys = (keys.progress(task_id), keys.events)
-    args = (repr(fraction), message or "", KEEP_MS, queue.config.events, task_id, task, attempt)
+    events, stored_id = queue.config.events, raw_id(task_id)
+    args = (repr(fraction), message or "", KEEP_MS, events, stored_id, task, attempt)
     now_ms = queue.scripts.progress(queue.wire, script_keys, args)
     return Progress(fraction, message, int(now_ms) / 1000)
 

@@ -50,6 +50,11 @@ def quick(fraction: float) -> None:
     report(fraction, None)
 
 
+@task(keep_result=60, tags=lambda order: [f"order:{order}", "shipping"])
+def tagged(order: str) -> None:
+    report(1, "shipped")
+
+
 @task(keep_result=60)
 def bad_fraction(fraction: object) -> str:
     """Reports a fraction that is not one: the InvalidProgress's text is its result."""

@@ -20,7 +20,7 @@
 if redis.call('SREM', KEYS[1], ARGV[2]) == 1 then
   redis.call('SADD', KEYS[2], ARGV[2])
   local cap = marked_cap(KEYS[6])
-  if cap then add_event(KEYS[7], cap, {'event', 'cancelled', 'id', ARGV[1], 'task', '', 'attempt', 0}) end
+  if cap then add_event(KEYS[7], cap, {'event', 'cancelled', 'id', ARGV[2], 'task', '', 'attempt', 0}) end
   local ttl = redis.call('PTTL', KEYS[3])
   if ttl > 0 then
     redis.call('SET', KEYS[3], cmsgpack.pack({state = 'cancelled'}), 'PX', ttl)

@@ -2,7 +2,8 @@
 -- Not a script of its own: scripts.py puts it where a script has the line "-- @events",
 -- after "-- @header" (it reads the payload's header). Each event is one stream entry
 -- of string fields: event (dispatched, started, progress, retried, succeeded, failed,
--- cancelled), id (32 hex digits), task, attempt, and for some an error type or a
+-- cancelled), id (the task id's 16 raw bytes, as the pending-ids set holds it: formatting
+-- it as hex in Lua took longer than the XADD), task, attempt, and for some an error type or a
 -- progress fraction and message. Its time is the entry's id (Redis's clock, ms); its
 -- queue, the stream's. The stream is capped: XADD ... MAXLEN ~ cap.
 -- add_event(stream, cap, fields): one XADD of `fields` (a flat Lua list). By pcall: a
@@ -54,7 +55,7 @@ end
 local function task_event(stream, cap, event, payload, ...)
   local attempts_at, _, id_at = header_at(payload)
   if not attempts_at then return end
-  local id = string.format(string.rep('%02x', 16), string.byte(payload, id_at, id_at + 15))
+  local id = string.sub(payload, id_at, id_at + 15)
   local attempt = struct.unpack('>I4', payload, attempts_at)
   add_event(stream, cap, {'event', event, 'id', id, 'task', payload_task(payload),
     'attempt', attempt, ...})

@@ -4,7 +4,8 @@
 -- ARGV[1] the fraction done, 0 to 1 (checked by the caller)   ARGV[2] a message, or ''
 -- ARGV[3] milliseconds the record lasts (it expires: a task that never finishes
 -- leaves nothing behind)   ARGV[4] the stream's cap: 0 records no event
--- ARGV[5] the task's id   ARGV[6] its task name   ARGV[7] its attempt
+-- ARGV[5] the task's id (16 raw bytes, as events carry it)   ARGV[6] its task name
+-- ARGV[7] its attempt
 -- Returns Redis's clock in ms: when the progress was recorded (its "at").
 -- Invariant: the record holds the latest report only: each report replaces the key
 -- (whatever it held), and a "progress" event goes to the stream in the same step when

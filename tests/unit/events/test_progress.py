@@ -56,6 +56,31 @@ def test_a_running_tasks_progress_is_read_by_its_handle_and_rqueue_status(
     assert 0 < ttl <= progress.KEEP_MS
 
 
+def test_rqueue_status_shows_a_finished_tasks_tags_escaped(
+    config: Config, queue: RedisQueue, workers: Workers
+) -> None:
+    handle = pt.tagged.dispatch("4\x1b[2J2")
+    workers.run("--stop-when-empty", *FAST)
+    shown = cli(config, "status", handle.id)
+    assert shown.returncode == 0, shown.stderr
+    assert "tags:      order:4\\x1b[2J2, shipping\n" in shown.stdout
+    assert "progress:  100% shipped" in shown.stdout
+    assert "\x1b" not in shown.stdout
+
+
+def test_a_result_record_with_bad_tags_is_refused_by_status(
+    config: Config, queue: RedisQueue
+) -> None:
+    import msgpack
+
+    task_id = "ef" * 16
+    record = {"state": "succeeded", "task": "x:y", "tags": ["ok", 5], "result": None}
+    queue.client.set(queue.keys("default").result(task_id), msgpack.packb(record))
+    shown = cli(config, "status", task_id, "--queue", "default")
+    assert shown.returncode == 1
+    assert "bad 'tags'" in shown.stderr
+
+
 @pytest.mark.parametrize("fraction", [-0.1, 1.5, math.nan, math.inf, "0.5", True, None], ids=repr)
 def test_a_fraction_that_is_not_one_from_0_to_1_is_refused_by_name(fraction: object) -> None:
     with pytest.raises(InvalidProgress, match="fraction must be a number from 0 to 1"):
@@ -83,6 +108,7 @@ def test_sync_mode_keeps_progress_in_memory(config: Config) -> None:
     with testing.sync():
         handle = pt.quick.dispatch(0.75)
         said = handle.progress()
+        assert list(handle.events(timeout=5)) == []  # inline runs record no events
     assert said is not None and (said.fraction, said.message) == (0.75, None)
 
 
