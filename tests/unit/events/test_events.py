@@ -243,3 +243,15 @@ def test_an_event_reads_back_as_a_task_event() -> None:
     assert event == LiveEvent("retried", "ab", "", "q", 0, 1700000000.0, error="E")
     assert parse("q", b"garbage", {b"event": b"started", b"id": b"ab"}) is None
     assert parse("q", b"1-0", [b"not", b"a dict"]) is None
+
+
+def test_rqueue_events_in_a_workers_environment_turns_events_on(
+    config: Config, queue: RedisQueue, workers: Workers
+) -> None:
+    handle = pt.quick.dispatch(1.0)
+    code, _ = workers.run("--stop-when-empty", *FAST, env={"RQUEUE_EVENTS": "100"})
+    assert code == 0
+    assert [e.event for e in handle.events(timeout=5)] == ["started", "progress", "succeeded"]
+    refused = cli(config, "work", "--once", env={"RQUEUE_EVENTS": "nan"})
+    assert refused.returncode == 2
+    assert "RQUEUE_EVENTS must be a whole number from 0 to 10000000" in refused.stderr
