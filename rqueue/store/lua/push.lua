@@ -70,10 +70,6 @@ for i = first, #payloads do
   ids[#ids + 1] = payload_id(payloads[i])
 end
 if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
-local cap = marked_cap(KEYS[6])
-if cap then
-  for i = first, #payloads do task_event(KEYS[7], cap, 'dispatched', payloads[i]) end
-end
 if #KEYS >= results then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -100,6 +96,10 @@ else
     redis.call('RPUSH', KEYS[4], due)
   end
   reply = redis.call('ZCARD', KEYS[2])
+end
+local cap = marked_cap(KEYS[6])  -- once they are in: an event only for what happened
+if cap then
+  for i = first, #payloads do task_event(KEYS[7], cap, 'dispatched', payloads[i]) end
 end
 if locks > 0 then return deduplicated end
 return reply

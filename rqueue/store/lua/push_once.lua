@@ -25,6 +25,11 @@
 -- this runs.
 -- @header
 -- @events
+-- dispatched(): its "dispatched" event, once it is in, while a worker records events
+local function dispatched()
+  local cap = marked_cap(KEYS[6])
+  if cap then task_event(KEYS[7], cap, 'dispatched', ARGV[3]) end
+end
 local after = 8
 if ARGV[4] == '1' then after = 9 end
 if ARGV[5] ~= '' then
@@ -41,8 +46,6 @@ end
 if redis.call('SET', KEYS[8], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end
 local id = payload_id(ARGV[3])
 if id then redis.call('SADD', KEYS[5], id) end
-local cap = marked_cap(KEYS[6])
-if cap then task_event(KEYS[7], cap, 'dispatched', ARGV[3]) end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local delay = tonumber(ARGV[1])
@@ -58,6 +61,7 @@ if delay <= 0 then
     redis.call('RPUSH', KEYS[1], ARGV[3])
   end
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
+  dispatched()
   return 1
 end
 local due = now + delay
@@ -67,4 +71,5 @@ if earliest[2] == nil or due < tonumber(earliest[2]) then
   redis.call('DEL', KEYS[4])
   redis.call('RPUSH', KEYS[4], due)
 end
+dispatched()
 return 1

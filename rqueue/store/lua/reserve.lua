@@ -59,9 +59,7 @@ if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
 local claims = false
 if last == 8 + 2 * kept then claims = KEYS[8] end
 if cap > 0 then
-  for i = 9, 8 + plain + 3 * kept do
-    if i <= 8 + plain or (i - 9 - plain) % 3 == 0 then task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
-  end
+  for i = 9, 8 + plain do task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
 end
 if kept > 0 then
   local first_key, first_arg = last - 2 * kept, 8 + plain
@@ -73,6 +71,7 @@ if kept > 0 then
     redis.call('RPUSH', done, 1)
     redis.call('PEXPIRE', done, ARGV[at + 3])
     redis.call('ZREM', KEYS[2], ARGV[at + 1])  -- once its record is written (see ack.lua)
+    if cap > 0 then task_event(KEYS[7], cap, 'succeeded', ARGV[at + 1]) end
   end
 end
 local ready = redis.call('LLEN', KEYS[1])

@@ -255,3 +255,27 @@ def test_rqueue_events_in_a_workers_environment_turns_events_on(
     refused = cli(config, "work", "--once", env={"RQUEUE_EVENTS": "nan"})
     assert refused.returncode == 2
     assert "RQUEUE_EVENTS must be a whole number from 0 to 10000000" in refused.stderr
+
+
+def test_a_chains_steps_have_their_events_too(
+    config: Config, queue: RedisQueue, workers: Workers
+) -> None:
+    from rqueue.workflows.chains import chain
+
+    workers.start("-c", "1", "--events", *FAST)
+    wait_for(lambda: queue.client.exists(queue.keys("default").events_on), 10, "the marker")
+    first, second = chain(pt.quick.pending(0.5), pt.quick.pending(1.0)).dispatch().steps
+    assert second.result(10) is None
+    # The first step's success is acknowledged with the second's push (push_once.lua).
+    assert [e.event for e in first.events(timeout=5)] == [
+        "dispatched",
+        "started",
+        "progress",
+        "succeeded",
+    ]
+    assert [e.event for e in second.events(timeout=5)] == [
+        "dispatched",
+        "started",
+        "progress",
+        "succeeded",
+    ]
