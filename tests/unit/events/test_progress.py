@@ -112,6 +112,17 @@ def test_sync_mode_keeps_progress_in_memory(config: Config) -> None:
     assert said is not None and (said.fraction, said.message) == (0.75, None)
 
 
+def test_a_fake_batch_adds_up_its_members_in_memory(config: Config) -> None:
+    from rqueue import testing
+    from rqueue.workflows.batches import batch
+
+    with testing.fake() as fake:
+        handle = batch([pt.quick.pending(0.5), pt.quick.pending(0.25)]).dispatch()
+        assert handle.progress() == 0.0
+        fake.run_all()
+        assert handle.progress() == 1.0
+
+
 def test_outside_a_worker_a_report_goes_nowhere_and_never_fails() -> None:
     from rqueue.encoding.payload import Job
 
