@@ -30,12 +30,21 @@ MOST_PASSES = 32
 @dataclass(frozen=True)
 class Match:
     """What to look for: text in a record's id, task, queue, error or traceback
-    (case-insensitive), in the queues named (empty: every known queue)."""
+    (case-insensitive), in the queues named (empty: every known queue); and, if
+    given, only records of the task named ``task`` exactly."""
 
     text: str = ""
     queues: tuple[str, ...] = ()
+    task: str = ""
+
+    @property
+    def scans(self) -> bool:
+        """Records must be read to tell a match: more than the queues to look in."""
+        return bool(self.text or self.task)
 
     def __call__(self, record: FailedTask) -> bool:
+        if self.task and record.task != self.task:
+            return False
         if not self.text:
             return True
         needle = self.text.casefold()
@@ -54,17 +63,24 @@ class Found:
     """The search stopped after :data:`SEARCH_SCAN` records without reaching the end."""
 
 
-def search(failed: FailedTasks, match: Match, offset: int, limit: int = PAGE) -> Found:
-    """A page of matches; ``offset`` counts records (no text) or matches (text)."""
+def search(
+    failed: FailedTasks,
+    match: Match,
+    offset: int,
+    limit: int = PAGE,
+    most_scanned: int = SEARCH_SCAN,
+) -> Found:
+    """A page of matches; ``offset`` counts records (nothing to match but the queues)
+    or matches. A scan stops after ``most_scanned`` records."""
     queues = match.queues or None
-    if not match.text:
+    if not match.scans:
         page = failed.page(queues, offset, limit)
         return Found(page.records, page.total, page.end if page.end < page.total else None)
     records: list[FailedTask] = []
     skipped = scanned = 0
     for record in failed.iterate(queues):
         scanned += 1
-        if scanned > SEARCH_SCAN:
+        if scanned > most_scanned:
             return Found(records, None, None, scanned_out=True)
         if not match(record):
             continue
@@ -79,14 +95,14 @@ def search(failed: FailedTasks, match: Match, offset: int, limit: int = PAGE) ->
 
 def retry_matching(failed: FailedTasks, match: Match) -> int:
     """Retry every failed task that matches; how many were retried."""
-    if not match.text:
+    if not match.scans:
         return failed.retry_all(match.queues or None)
     return _each_match(failed, match, failed.retry_many)
 
 
 def forget_matching(failed: FailedTasks, match: Match) -> int:
     """Delete every failed task that matches; how many were deleted."""
-    if not match.text:
+    if not match.scans:
         return failed.flush(match.queues or None)
     return _each_match(failed, match, failed.forget_many)
 
