@@ -46,7 +46,7 @@ class WaitLimits:
             limit = _seconds(spec, seconds)
             if not sep:
                 if default is not None:
-                    raise ValueError(f"{spec!r}: a limit for every queue is given twice")
+                    raise ValueError(f"{spec!r}: a limit for every queue is given already")
                 default = limit
                 continue
             try:

@@ -156,18 +156,39 @@ def find_payload(queue: RedisQueue, name: str, task_id: str, near: int = 0) -> F
     return None
 
 
-def is_pending(queue: RedisQueue, name: str, task_id: str) -> bool:
-    """The task is ready or delayed, not yet taken (the pending-ids set: O(1))."""
+def standing(queue: RedisQueue, name: str, task_id: str) -> tuple[bool, bool]:
+    """Whether the task is pending (ready or delayed, not yet taken: the pending-ids
+    set) and whether it was cancelled while pending; one round trip, O(1) each."""
     try:
         stored = raw_id(task_id)
     except ValueError:
-        return False
-    return bool(queue.client.sismember(queue.keys(name).pending_ids, stored))  # type: ignore[arg-type]
+        return False, False
+    keys = queue.keys(name)
+    pipe = queue.client.pipeline(transaction=False)
+    pipe.sismember(keys.pending_ids, stored)  # type: ignore[arg-type]  # bytes are fine
+    pipe.sismember(keys.cancelled, stored)  # type: ignore[arg-type]
+    pending, cancelled = _replies(pipe)
+    return bool(pending), bool(cancelled)
 
 
-def progress(queue: RedisQueue, name: str, task_id: str) -> None:
-    """A running task's progress, once tasks report it: issue #28's events and progress
-    store it, and the task page shows what this returns (nothing yet)."""
+def pending_in(queue: RedisQueue, task_id: str) -> str | None:
+    """The known queue whose pending ids hold ``task_id``: one round trip per node."""
+    try:
+        stored = raw_id(task_id)
+    except ValueError:
+        return None
+    names = queue.known_queues()
+    pipe = queue.client.pipeline(transaction=False)
+    for name in names:
+        pipe.sismember(queue.keys(name).pending_ids, stored)  # type: ignore[arg-type]
+    found = [name for name, held in zip(names, _replies(pipe), strict=True) if held]
+    return found[0] if found else None
+
+
+def progress(queue: RedisQueue, name: str, task_id: str) -> str | None:
+    """A task's progress and events, for its page: the events part of issue #28 stores
+    them (``current_job().progress()``, ``rqueue work --events``), and reading them
+    goes here once it lands. Until then there is nothing to show."""
     return None
 
 

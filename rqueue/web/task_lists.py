@@ -9,7 +9,8 @@ likewise; a page never fails on what one entry holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from rqueue.encoding.payload import Job, decode
@@ -22,6 +23,8 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.results import decode_result
 from rqueue.web.failed_search import Match, search
 
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?")
+"""W3C Trace Context's ``traceparent``: version, trace id, parent span id, flags."""
 LISTS = ("ready", "delayed", "running", "finished", "failed")
 """The lists of a queue, in the order a task passes through them."""
 
@@ -97,6 +100,19 @@ def decoded(payload: bytes) -> tuple[str, Job | None, str]:
     except InvalidPayload as exc:
         return payload_id(payload) or "", None, str(exc)
     return job.id, job, ""
+
+
+def trace_id(job: Job | None) -> str | None:
+    """The trace id in the job's W3C ``traceparent`` header (the trace its dispatch
+    belongs to, issue #28's tracing), or None: no header, or one that is not valid
+    (version ``ff``, an all-zero id, anything that does not parse; it came from Redis).
+    Read with ``getattr`` until ``Job.headers`` lands from the tracing branch."""
+    headers = getattr(job, "headers", None)
+    parent = headers.get("traceparent") if isinstance(headers, Mapping) else None
+    found = _TRACEPARENT.fullmatch(parent) if isinstance(parent, str) else None
+    if found is None or found[1] == "ff" or (found[1] == "00" and found[3]):
+        return None
+    return found[2] if found[2].strip("0") else None
 
 
 def _row(entry: browse.Entry) -> Row:

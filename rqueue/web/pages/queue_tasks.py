@@ -22,10 +22,11 @@ from rqueue.web.state import dashboard
 from rqueue.web.task_lists import LISTS, listing
 
 
-def offset_of(request: Request) -> int:
-    """The ``offset`` query parameter: 0 for anything but a whole number."""
+def offset_of(request: Request, name: str = "offset") -> int:
+    """A position in a list from the query (``?offset=N``): 0 for anything but a whole
+    number."""
     try:
-        return max(0, int(request.query_params.get("offset", 0)))
+        return max(0, int(request.query_params.get(name, 0)))
     except ValueError:
         return 0
 
