@@ -1,4 +1,5 @@
-"""Finding failed tasks by text, and retrying or forgetting every one that matches.
+"""Finding failed tasks by text, task name or tag, and retrying or forgetting every one
+that matches.
 
 Over :class:`~rqueue.failed.FailedTasks`, which reads the failed lists a window of
 :data:`~rqueue.failed.CHUNK` records at a time: nothing here holds more than one
@@ -6,7 +7,7 @@ window and one page of matches, whatever the lists hold.
 
 A search page reads at most :data:`SEARCH_SCAN` records, newest first, and says
 so when it stopped there. An action on every match reads them all: with no text to
-match it is ``retry_chunks``/``flush_chunks`` of the queues; with text, it acts on
+match it is ``retry_chunks``/``flush_chunks`` of the queues; with some, it acts on
 each match as the scan meets it. Removing a record shifts the positions of the
 records read after it, so one scan may step over some; the scan is repeated until
 one finds nothing left to do. Only records that failed before the action began
@@ -31,19 +32,22 @@ MOST_PASSES = 32
 class Match:
     """What to look for: text in a record's id, task, queue, error or traceback
     (case-insensitive), in the queues named (empty: every known queue); and, if
-    given, only records of the task named ``task`` exactly."""
+    given, only records of the task named ``task`` exactly, or tagged ``tag``."""
 
     text: str = ""
     queues: tuple[str, ...] = ()
     task: str = ""
+    tag: str = ""
 
     @property
     def scans(self) -> bool:
         """Records must be read to tell a match: more than the queues to look in."""
-        return bool(self.text or self.task)
+        return bool(self.text or self.task or self.tag)
 
     def __call__(self, record: FailedTask) -> bool:
         if self.task and record.task != self.task:
+            return False
+        if self.tag and self.tag not in record.tags():
             return False
         if not self.text:
             return True
@@ -76,21 +80,8 @@ def search(
     if not match.scans:
         page = failed.page(queues, offset, limit)
         return Found(page.records, page.total, page.end if page.end < page.total else None)
-    records: list[FailedTask] = []
-    skipped = scanned = 0
-    for record in failed.iterate(queues):
-        scanned += 1
-        if scanned > most_scanned:
-            return Found(records, None, None, scanned_out=True)
-        if not match(record):
-            continue
-        if skipped < offset:
-            skipped += 1
-        elif len(records) < limit:
-            records.append(record)
-        else:
-            return Found(records, None, offset + limit)
-    return Found(records, None, None)
+    found = failed.matching(match, queues, offset, limit, most_scanned)
+    return Found(found.records, None, found.next_offset, found.scanned_out)
 
 
 def retry_matching(failed: FailedTasks, match: Match) -> int:

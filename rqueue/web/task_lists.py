@@ -10,7 +10,7 @@ likewise; a page never fails on what one entry holds.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rqueue.encoding.payload import Job, decode
@@ -105,11 +105,9 @@ def decoded(payload: bytes) -> tuple[str, Job | None, str]:
 def trace_id(job: Job | None) -> str | None:
     """The trace id in the job's W3C ``traceparent`` header (the trace its dispatch
     belongs to, issue #28's tracing), or None: no header, or one that is not valid
-    (version ``ff``, an all-zero id, anything that does not parse; it came from Redis).
-    Read with ``getattr`` until ``Job.headers`` lands from the tracing branch."""
-    headers = getattr(job, "headers", None)
-    parent = headers.get("traceparent") if isinstance(headers, Mapping) else None
-    found = _TRACEPARENT.fullmatch(parent) if isinstance(parent, str) else None
+    (version ``ff``, an all-zero id, anything that does not parse: it came from Redis)."""
+    parent = job.headers.get("traceparent") if job is not None else None
+    found = _TRACEPARENT.fullmatch(parent) if parent is not None else None
     if found is None or found[1] == "ff" or (found[1] == "00" and found[3]):
         return None
     return found[2] if found[2].strip("0") else None

@@ -119,3 +119,51 @@ def test_an_unknown_list_or_a_name_no_queue_can_have_is_not_found(client: httpx.
     assert client.get("/queue/sideways/default").status_code == 404
     assert client.get("/queue/ready/no%20spaces").status_code == 404
     assert client.get("/queue/ready/x:delayed").status_code == 404
+
+
+def test_tags_show_escaped_and_the_failed_page_searches_by_tag(
+    client: httpx.Client, queue: RedisQueue, workers: Workers
+) -> None:
+    hostile = "<b>order</b>:42"
+    tagged = apptasks.always_raises.using(tags=[hostile, "vip"], tries=1).dispatch("a")
+    untagged = apptasks.always_raises.using(tries=1).dispatch("b")
+    waiting = apptasks.record.using(tags=["vip"]).dispatch("c")
+    ready = client.get("/queue/ready/default").text
+    assert listed_ids(ready) == [tagged.id, untagged.id, waiting.id]
+    assert 'href="/failed?tag=vip"' in ready and "<b>order</b>" not in ready
+    code, output = workers.run("--stop-when-empty", *FAST)
+    assert code == 0, output
+    found = client.get("/failed", params={"tag": hostile}).text
+    rows = re.findall(r'<tr class="failed-task" data-id="([^"]+)"', found)
+    assert rows == [tagged.id] and "&lt;b&gt;order&lt;/b&gt;:42" in found
+    assert "<b>order</b>" not in found
+    task_page = client.get(f"/tasks/{tagged.id}").text
+    assert '<a class="tag" href="/failed?tag=vip"' in task_page
+    token = re.search(r'name="csrf" value="([^"]+)"', found)
+    assert token
+    data = {"csrf": token.group(1), "scope": "matching", "tag": "vip", "q": "", "queue": ""}
+    done = client.post("/failed/forget", data=data)
+    assert done.headers["location"] == "/failed?tag=vip"
+    assert "Forgot 1 failed task(s) matching the search." in client.get("/failed").text
+    assert re.findall(r'data-id="([^"]+)"', client.get("/failed").text) == [untagged.id]
+
+
+def test_a_task_name_page_charts_it_and_lists_its_recent_failures(
+    client: httpx.Client, queue: RedisQueue, workers: Workers
+) -> None:
+    failing = apptasks.always_raises.using(tries=1).dispatch("x")
+    apptasks.always_raises.using(tries=1, queue="emails").dispatch("y")
+    apptasks.record.dispatch("fine")
+    code, output = workers.run("default,emails", "--stop-when-empty", *FAST)
+    assert code == 0, output
+    page = client.get("/task-names/apptasks:always_raises")
+    assert page.status_code == 200
+    assert page.text.count("<svg") == 4
+    assert '<tr data-queue="default">' in page.text and '<tr data-queue="emails">' in page.text
+    failures = re.findall(r'<tr class="failed-task" data-id="([^"]+)"', page.text)
+    assert len(failures) == 2 and failing.id in failures
+    other = client.get("/task-names/apptasks:record").text
+    assert re.findall(r'<tr class="failed-task" data-id="([^"]+)"', other) == []
+    assert "<td>1</td><td>0</td><td>0</td>" in other  # processed, failed, retried
+    nothing = client.get("/task-names/no.such:task").text
+    assert "No metrics for this task" in nothing
