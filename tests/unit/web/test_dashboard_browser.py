@@ -182,7 +182,9 @@ def test_the_running_and_finished_lists_and_a_task_name_page(
         page.click("nav.lists >> text=finished")
         expect(page.locator("tr.task")).to_have_count(4)
         expect(page.locator("tr.task td.status").first).to_have_text("failed")
-        expect(page.locator("tr.task").first).to_contain_text("RuntimeError: raising on purpose: <b>boom</b>")
+        expect(page.locator("tr.task").first).to_contain_text(
+            "RuntimeError: raising on purpose: <b>boom</b>"
+        )
         shown = page.locator("tr.task").evaluate_all("rows => rows.map(r => r.dataset.id)")
         assert set(shown[1:]) == {handle.id for handle in kept}
         page.screenshot(path=str(tmp_path / "finished-list.png"), full_page=True)
