@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import apptasks
 import httpx
 import msgpack
 import pytest
 from browser import served_dashboard
-from support import Workers, wait_for
+from support import Workers, push_job, wait_for
 
 from rqueue.failed import PAGE
 from rqueue.store.header import raw_id
@@ -167,3 +168,18 @@ def test_a_task_name_page_charts_it_and_lists_its_recent_failures(
     assert "<td>1</td><td>0</td><td>0</td>" in other  # processed, failed, retried
     nothing = client.get("/task-names/no.such:task").text
     assert "No metrics for this task" in nothing
+
+
+def test_a_hostile_task_name_is_escaped_in_the_lists_and_on_its_own_page(
+    client: httpx.Client, queue: RedisQueue
+) -> None:
+    name = "<script>alert('x')</script>\x1b[2J"
+    job = push_job(queue, name, "arg")
+    page = client.get("/queue/ready/default").text
+    assert listed_ids(page) == [job.id]
+    assert (
+        "<script>alert" not in page
+        and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;\\x1b[2J" in page
+    )
+    own = client.get("/task-names/" + quote(name, safe=""))
+    assert own.status_code == 200 and "<script>alert" not in own.text
