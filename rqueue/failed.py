@@ -40,6 +40,9 @@ records whole), so a call takes about a millisecond (docs/benchmarks.md, "Failed
 and queue sizes at scale")."""
 PAGE = 50
 """How many records a page of ``rqueue failed list`` shows unless ``--limit`` says."""
+MOST_SCANNED = 100_000
+"""Records a search by what they hold (tags, text) reads at most, newest first: about
+40 MB from Redis, a few seconds."""
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,7 @@ class FailedTasks:
         queues: Iterable[str] | None = None,
         offset: int = 0,
         limit: int = PAGE,
-        most_scanned: int = 100_000,
+        most_scanned: int = MOST_SCANNED,
     ) -> Matches:
         """A page of the records ``keep`` is true of, newest first, ``offset`` counting
         matches: a scan a window at a time (a filter on what a record holds, its tags,

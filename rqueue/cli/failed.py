@@ -18,12 +18,9 @@ from rqueue.cli.common import (
     table,
     warn_of_unknown_queues,
 )
-from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks, Step
+from rqueue.failed import MOST_SCANNED, PAGE, STEP, FailedTask, FailedTasks, Step
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
-
-TAG_SCAN = 100_000
-"""Failed records ``failed list --tag`` reads at most, newest first (a few seconds)."""
 
 
 @click.group()
@@ -51,7 +48,7 @@ def failed() -> None:
     "tags",
     multiple=True,
     help="Only tasks with this tag (repeatable: with every one given); reads at most "
-    f"the newest {TAG_SCAN:,} records.",
+    f"the newest {MOST_SCANNED:,} records.",
 )
 @connection_options
 def failed_list(
@@ -90,7 +87,7 @@ def _tagged(
     index of tags), offsets counting matches."""
     wanted = set(tags)
     found = failed_tasks.matching(
-        lambda record: wanted.issubset(record.tags()), queues or None, offset, limit, TAG_SCAN
+        lambda record: wanted.issubset(record.tags()), queues or None, offset, limit
     )
     _table(found.records)
     what = " and ".join(tags)
@@ -104,7 +101,8 @@ def _tagged(
         )
     if found.scanned_out:
         say(
-            f"Searched the newest {TAG_SCAN:,} failed records only: name a queue to look further.",
+            f"Searched the newest {MOST_SCANNED:,} failed records only: "
+            "name a queue to look further.",
             err=True,
         )
     if found.next_offset is not None:

@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks
+from rqueue.failed import MOST_SCANNED, PAGE, STEP, FailedTask, FailedTasks
 
-SEARCH_SCAN = 100_000
-"""Records a search page reads at most (about 40 MB from Redis, a few seconds)."""
+SEARCH_SCAN = MOST_SCANNED
+"""Records a search page reads at most."""
 MOST_PASSES = 32
 """Scans an action over matches makes at most: each one leaves fewer to step over."""
 
