@@ -20,6 +20,8 @@
   a key or a script; likewise ``batch_store`` (a workflow batch's state), ``guards``
   (the built-in middleware's state) and ``results`` (reading a kept result). Each of
   them calls its scripts from one named function per operation.
+- ``browse``: reading a queue's tasks a window at a time (ready, delayed, running,
+  recently finished) for the dashboard; it only reads.
 - ``cluster``, ``sentinel``, ``waits`` and ``probe``: Redis Cluster and Sentinel
   connections, waiting on many queues' keys, and reading many lists at once.
 

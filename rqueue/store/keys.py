@@ -43,6 +43,7 @@ _PARTS = {
     "unique": "unique",
     "paused": "paused",
     "metrics": "metrics",
+    "finished": "finished",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
 KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
@@ -121,6 +122,10 @@ class QueueKeys:
     metrics: str
     """The queue's all-time counters and histograms, a hash of task name -> its counts
     packed (metrics_flush.lua, :mod:`rqueue.metrics.schema`)."""
+    finished: str
+    """The tasks that finished and kept their result, newest last: a zset of raw task id
+    -> when it finished (epoch seconds), capped (lua/keep_result.lua), so the dashboard lists
+    recently finished tasks a window at a time (:mod:`rqueue.store.browse`)."""
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).

@@ -1,6 +1,7 @@
 -- ack.lua: forget tasks that completed, and keep the results of those that keep one.
 -- KEYS[1] reserved zset
--- KEYS[2..] (optional) for each kept result, its result key then its done list
+-- KEYS[2..] (optional) for each kept result, its result key, its done list and the
+-- queue's finished index (keep_result.lua)
 -- ARGV[1] n: how many plain acks follow
 -- ARGV[2..1+n] reserved payloads, the exact bytes reserve.lua returned
 -- then one triple per kept result: reserved payload, result record (msgpack, built by
@@ -13,15 +14,14 @@
 -- leaves the reserved set only once its result is written: if Redis refuses the record
 -- (an error ends the script there), that task and those after it are still reserved,
 -- and the worker acks them one at a time and fails the one refused (reservations.py).
+-- @header
+-- @keep_result
 local plain = tonumber(ARGV[1])
 local removed = 0
 if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 2, 1 + plain)) end
-for i = 1, (#KEYS - 1) / 2 do
+for i = 1, (#KEYS - 1) / 3 do
   local at = 2 + plain + 3 * (i - 1)
-  redis.call('SET', KEYS[2 * i], ARGV[at + 1], 'PX', ARGV[at + 2])
-  redis.call('DEL', KEYS[2 * i + 1])
-  redis.call('RPUSH', KEYS[2 * i + 1], 1)
-  redis.call('PEXPIRE', KEYS[2 * i + 1], ARGV[at + 2])
+  keep_result(KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1], ARGV[at + 1], ARGV[at + 2], ARGV[at])
   removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
 end
 return removed

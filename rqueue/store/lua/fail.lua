@@ -1,7 +1,8 @@
 -- fail.lua: move a reserved task to its queue's failed list with the record of its failure.
 -- KEYS[1] reserved zset   KEYS[2] failed list   KEYS[3] failed lookup (failed_list.lua)
--- KEYS[4], KEYS[5] (optional) the task's result key and done list, if it keeps its
--- result: the failure is written there in the same step (see ack.lua)
+-- KEYS[4], KEYS[5], KEYS[6] (optional) the task's result key, its done list and the
+-- queue's finished index, if it keeps its result: the failure is written there in the
+-- same step (see ack.lua, keep_result.lua)
 -- ARGV[1] reserved payload (exact bytes)   ARGV[2] failed record (msgpack map, built by
 -- the worker, embedding ARGV[1] unchanged)   ARGV[3] '1' to record it even if it is
 -- no longer reserved (bytes that are not a task: nobody else can own them)
@@ -14,17 +15,14 @@
 -- The record is filed before the task leaves reserved: a write Redis refuses (a key of
 -- the wrong type) stops the script with the task still reserved, never in neither.
 -- @failed_list
+-- @header
+-- @keep_result
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or ARGV[3] == '1' then
   reindex(KEYS[2], KEYS[3])
   redis.call('LPUSH', KEYS[2], ARGV[2])
   redis.call('ZADD', KEYS[3], next_sequence(KEYS[3]), free_member(KEYS[3], ARGV[2]))
   redis.call('ZREM', KEYS[1], ARGV[1])
-  if KEYS[4] then
-    redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
-    redis.call('DEL', KEYS[5])
-    redis.call('RPUSH', KEYS[5], 1)
-    redis.call('PEXPIRE', KEYS[5], ARGV[5])
-  end
+  if KEYS[4] then keep_result(KEYS[4], KEYS[5], KEYS[6], ARGV[4], ARGV[5], ARGV[1]) end
   return 1
 end
 return 0

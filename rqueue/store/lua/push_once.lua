@@ -8,7 +8,8 @@
 -- KEYS[6] the marker key of the task's id
 -- KEYS[7] its result key, if ARGV[4] is '1': it gets a status record, as in push.lua
 -- then, if ARGV[5] is not empty: the completing task's reserved zset, and if ARGV[6]
--- is not empty its result key and done list (a chain's step, acked as ack.lua does;
+-- is not empty its result key, done list and finished index (a chain's step, acked as
+-- ack.lua does, keep_result.lua;
 -- on Redis Cluster only when both tasks' queues share a slot)
 -- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
 -- ARGV[3] the payload   ARGV[4] '1' if the task keeps its result
@@ -21,15 +22,13 @@
 -- task leaves its queue in the same step its successor enters one, however often
 -- this runs.
 -- @header
+-- @keep_result
 local after = 6
 if ARGV[4] == '1' then after = 7 end
 if ARGV[5] ~= '' then
   redis.call('ZREM', KEYS[after + 1], ARGV[5])
   if ARGV[6] ~= '' then
-    redis.call('SET', KEYS[after + 2], ARGV[6], 'PX', ARGV[7])
-    redis.call('DEL', KEYS[after + 3])
-    redis.call('RPUSH', KEYS[after + 3], 1)
-    redis.call('PEXPIRE', KEYS[after + 3], ARGV[7])
+    keep_result(KEYS[after + 2], KEYS[after + 3], KEYS[after + 4], ARGV[6], ARGV[7], ARGV[5])
   end
 end
 if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end
