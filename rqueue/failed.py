@@ -18,7 +18,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -40,6 +40,9 @@ records whole), so a call takes about a millisecond (docs/benchmarks.md, "Failed
 and queue sizes at scale")."""
 PAGE = 50
 """How many records a page of ``rqueue failed list`` shows unless ``--limit`` says."""
+MOST_SCANNED = 100_000
+"""Records a search by what they hold (tags, text) reads at most, newest first: about
+40 MB from Redis, a few seconds."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,11 @@ class FailedTask:
             return decode(self.payload)
         except InvalidPayload:
             return None
+
+    def tags(self) -> tuple[str, ...]:
+        """The tags of its call (``@task(tags=...)``); none if its payload does not decode."""
+        job = self.job()
+        return job.tags if job is not None else ()
 
 
 def make_record(
@@ -159,6 +167,16 @@ class FailedPage(NamedTuple):
     """Records in the window that are not failed records (written by hand): skipped."""
 
 
+class Matches(NamedTuple):
+    """A page of the failed records that match (:meth:`FailedTasks.matching`)."""
+
+    records: list[FailedTask]
+    next_offset: int | None
+    """Where the next page of matches starts (None: no more, or the scan stopped)."""
+    scanned_out: bool
+    """The scan stopped after its most records without reaching the end."""
+
+
 class Step(NamedTuple):
     """One chunk of a ``retry --all`` or ``flush``: one script call on one queue."""
 
@@ -208,6 +226,32 @@ class FailedTasks:
                 yield decode_record(raw)
             except InvalidPayload:
                 continue
+
+    def matching(
+        self,
+        keep: Callable[[FailedTask], bool],
+        queues: Iterable[str] | None = None,
+        offset: int = 0,
+        limit: int = PAGE,
+        most_scanned: int = MOST_SCANNED,
+    ) -> Matches:
+        """A page of the records ``keep`` is true of, newest first, ``offset`` counting
+        matches: a scan a window at a time (a filter on what a record holds, its tags,
+        its text, has no index), which stops after ``most_scanned`` records."""
+        records: list[FailedTask] = []
+        skipped = 0
+        for scanned, record in enumerate(self.iterate(queues), 1):
+            if scanned > most_scanned:
+                return Matches(records, None, True)
+            if not keep(record):
+                continue
+            if skipped < offset:
+                skipped += 1
+            elif len(records) < limit:
+                records.append(record)
+            else:
+                return Matches(records, offset + limit, False)
+        return Matches(records, None, False)
 
     def list(self, queues: Iterable[str] | None = None) -> list[FailedTask]:
         """Every readable record, oldest first, all in memory: for lists of a few;

@@ -16,6 +16,7 @@ import os
 import click
 
 from rqueue.cli.common import connection_options, die, say
+from rqueue.metrics.wait_limits import WaitLimits
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -51,9 +52,22 @@ def _token() -> str | None:
     help="Without a token, a Host name to answer besides loopback (repeatable; "
     ".example.com: it and its subdomains), e.g. the name of a proxy in front.",
 )
+@click.option(
+    "--wait",
+    "waits",
+    multiple=True,
+    metavar="[QUEUE=]SECONDS",
+    help="Flag QUEUE when its oldest ready task has waited longer than this (repeatable); "
+    "without QUEUE=, for every queue not named.",
+)
 @connection_options
 def dashboard(
-    config: Config, host: str, port: int, read_only: bool, allowed_hosts: tuple[str, ...]
+    config: Config,
+    host: str,
+    port: int,
+    read_only: bool,
+    allowed_hosts: tuple[str, ...],
+    waits: tuple[str, ...],
 ) -> None:
     """Serve the web dashboard (queues, workers, failed tasks, schedules, batches).
 
@@ -63,6 +77,10 @@ def dashboard(
     (127.0.0.1, ::1, localhost) or an --allowed-host are answered.
     """
     token = _token()
+    try:
+        limits = WaitLimits.parse(waits)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--wait") from None
     try:  # the web extra; only this command needs it
         import uvicorn
 
@@ -83,7 +101,7 @@ def dashboard(
 
     queue = RedisQueue(config)
     queue.ping()  # an unreachable Redis is one clear line now, not an error per page
-    app = create_app(queue, token=token, read_only=read_only, allowed_hosts=allowed)
+    app = create_app(queue, token=token, read_only=read_only, allowed_hosts=allowed, waits=limits)
     shown_host = f"[{host}]" if ":" in host else host
     mode = " (read-only)" if read_only else ""
     say(f"Dashboard{mode} at http://{shown_host}:{port}/ for {config.redacted_url()}")

@@ -6,6 +6,8 @@ field is printed through ``say``/``table`` (escaped, redacted), never raw.
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from rqueue.cli.common import (
@@ -16,7 +18,7 @@ from rqueue.cli.common import (
     table,
     warn_of_unknown_queues,
 )
-from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks, Step
+from rqueue.failed import MOST_SCANNED, PAGE, STEP, FailedTask, FailedTasks, Step
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -41,8 +43,17 @@ def failed() -> None:
     default=0,
     help="Skip this many, counting from the newest (the next page's offset is printed).",
 )
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    help="Only tasks with this tag (repeatable: with every one given); reads at most "
+    f"the newest {MOST_SCANNED:,} records.",
+)
 @connection_options
-def failed_list(config: Config, queues: tuple[str, ...], limit: int, offset: int) -> None:
+def failed_list(
+    config: Config, queues: tuple[str, ...], limit: int, offset: int, tags: tuple[str, ...]
+) -> None:
     """List failed tasks, newest first, a page at a time.
 
     The table goes to stdout; how many there are in all, and the command for the next
@@ -50,7 +61,55 @@ def failed_list(config: Config, queues: tuple[str, ...], limit: int, offset: int
     """
     store = RedisQueue(config)
     warn_of_unknown_queues(store, queues)
+    if tags:
+        _tagged(FailedTasks(store), queues, limit, offset, tags)
+        return
     page = FailedTasks(store).page(queues or None, offset, limit)
+    _table(page.records)
+    if page.unreadable:
+        say(f"{page.unreadable} unreadable record(s) in this window left out.", err=True)
+    if page.end > page.offset:
+        say(f"{page.offset + 1}-{page.end} of {page.total} failed task(s).", err=True)
+    elif page.total:
+        say(f"Nothing past offset {page.offset}: there are {page.total} failed task(s).", err=True)
+    if page.end < page.total:
+        _next_page(page.end, limit, queues, tags)
+
+
+def _tagged(
+    failed_tasks: FailedTasks,
+    queues: tuple[str, ...],
+    limit: int,
+    offset: int,
+    tags: tuple[str, ...],
+) -> None:
+    """The page of failed tasks with every one of ``tags``: a scan, newest first (no
+    index of tags), offsets counting matches."""
+    wanted = set(tags)
+    found = failed_tasks.matching(
+        lambda record: wanted.issubset(record.tags()), queues or None, offset, limit
+    )
+    _table(found.records)
+    what = " and ".join(tags)
+    if found.records:
+        shown = f"{offset + 1}-{offset + len(found.records)}"
+        say(f"{shown} of the failed tasks tagged {what}.", err=True)
+    else:
+        say(
+            f"No failed tasks tagged {what}{' past offset ' + str(offset) if offset else ''}.",
+            err=True,
+        )
+    if found.scanned_out:
+        say(
+            f"Searched the newest {MOST_SCANNED:,} failed records only: "
+            "name a queue to look further.",
+            err=True,
+        )
+    if found.next_offset is not None:
+        _next_page(found.next_offset, limit, queues, tags)
+
+
+def _table(records: list[FailedTask]) -> None:
     rows = [
         (
             f.id,
@@ -60,19 +119,16 @@ def failed_list(config: Config, queues: tuple[str, ...], limit: int, offset: int
             moment(f.failed_at),
             _short(f"{f.exception}: {f.message}"),
         )
-        for f in page.records
+        for f in records
     ]
     table(("id", "queue", "task", "attempts", "failed at", "error"), rows)
-    if page.unreadable:
-        say(f"{page.unreadable} unreadable record(s) in this window left out.", err=True)
-    if page.end > page.offset:
-        say(f"{page.offset + 1}-{page.end} of {page.total} failed task(s).", err=True)
-    elif page.total:
-        say(f"Nothing past offset {page.offset}: there are {page.total} failed task(s).", err=True)
-    if page.end < page.total:
-        more = [f"--offset {page.end}"] + ([f"--limit {limit}"] if limit != PAGE else [])
-        more += [f"--queue {name}" for name in queues]
-        say(f"Next page: rqueue failed list {' '.join(more)}", err=True)
+
+
+def _next_page(offset: int, limit: int, queues: tuple[str, ...], tags: tuple[str, ...]) -> None:
+    more = [f"--offset {offset}"] + ([f"--limit {limit}"] if limit != PAGE else [])
+    more += [f"--queue {name}" for name in queues]
+    more += [f"--tag {shlex.quote(tag)}" for tag in tags]
+    say(f"Next page: rqueue failed list {' '.join(more)}", err=True)
 
 
 @failed.command("show")

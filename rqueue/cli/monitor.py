@@ -2,8 +2,10 @@
 
 Like Laravel's ``queue:monitor``: run it from cron or a health check and alert on its
 exit status. A queue is over its limit when more than ``--max`` tasks are ready, or
-(with ``--max-wait``) when the next ready task has waited longer than that. The wait
-is the real age of the task at the head of the ready list (see
+when the next ready task has waited longer than the queue's wait limit: ``--wait
+QUEUE=SECONDS`` for one queue (Horizon's ``waits``), ``--wait SECONDS`` or
+``--max-wait SECONDS`` for every other (:class:`~rqueue.metrics.wait_limits.
+WaitLimits`). The wait is the real age of the task at the head of the ready list (see
 :func:`rqueue.metrics.oldest_wait`), not an estimate from throughput.
 """
 
@@ -16,6 +18,7 @@ import click
 
 from rqueue.cli.common import connection_options, finite_seconds, queue_list, say, table
 from rqueue.metrics.read import queue_rows
+from rqueue.metrics.wait_limits import WaitLimits
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -35,20 +38,40 @@ from rqueue.store.queue import RedisQueue
     type=float,
     callback=finite_seconds,
     default=None,
-    help="Most seconds the oldest ready task may have waited (default: no limit).",
+    help="Most seconds the oldest ready task of any queue may have waited (default: no "
+    "limit); as --wait SECONDS.",
+)
+@click.option(
+    "--wait",
+    "waits",
+    multiple=True,
+    metavar="[QUEUE=]SECONDS",
+    help="Most seconds the oldest ready task of QUEUE may have waited (repeatable); "
+    "without QUEUE=, of every queue not named.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @connection_options
-def monitor(config: Config, queues: str, most: int, max_wait: float | None, as_json: bool) -> None:
+def monitor(
+    config: Config,
+    queues: str,
+    most: int,
+    max_wait: float | None,
+    waits: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Show QUEUES' (comma-separated) sizes and oldest wait; exit 1 if any is over --max
-    (or --max-wait)."""
+    or waits longer than its limit (--wait, --max-wait)."""
+    try:
+        limits = WaitLimits.parse(waits, max_wait)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--wait") from None
     names = list(queue_list(queues))
     queue = RedisQueue(config)
     rows = []
     for row in queue_rows(queue, names):
         size, wait = row.size, row.oldest_wait
-        over = size.ready > most or (max_wait is not None and wait is not None and wait > max_wait)
-        rows.append((size, wait, over))
+        waits_long = limits.over(size.name, wait)
+        rows.append((size, wait, size.ready > most or waits_long, waits_long))
     if as_json:
         report = [
             {
@@ -58,9 +81,11 @@ def monitor(config: Config, queues: str, most: int, max_wait: float | None, as_j
                 "reserved": size.reserved,
                 "failed": size.failed,
                 "oldest_wait": wait,
+                "wait_limit": limits.limit(size.name),
+                "waits_too_long": waits_long,
                 "over": over,
             }
-            for size, wait, over in rows
+            for size, wait, over, waits_long in rows
         ]
         say(json.dumps(report, ensure_ascii=True))
     else:
@@ -74,13 +99,15 @@ def monitor(config: Config, queues: str, most: int, max_wait: float | None, as_j
                     size.reserved,
                     size.failed,
                     "-" if wait is None else f"{wait:.1f} s",
-                    "OVER" if over else "ok",
+                    ("OVER (waits)" if waits_long else "OVER") if over else "ok",
                 )
-                for size, wait, over in rows
+                for size, wait, over, waits_long in rows
             ],
         )
-    over_names = [size.name for size, _, over in rows if over]
+    over_names = [size.name for size, _, over, _ in rows if over]
     if over_names:
-        limits = f"--max {most}" + ("" if max_wait is None else f", --max-wait {max_wait:g}")
-        say(f"rqueue: over the limit ({limits}): {', '.join(over_names)}", err=True)
+        given = [f"--max {most}"]
+        given += [] if max_wait is None else [f"--max-wait {max_wait:g}"]
+        given += [f"--wait {spec}" for spec in waits]
+        say(f"rqueue: over the limit ({', '.join(given)}): {', '.join(over_names)}", err=True)
         sys.exit(1)

@@ -9,6 +9,8 @@
   :func:`totals` (all time), :func:`oldest_wait`.
 - ``registry``: the worker registry: a parent's :class:`Heartbeat`, and
   :func:`list_workers`.
+- ``wait_limits``: :class:`WaitLimits`, how long each queue's oldest ready task may
+  wait before ``rqueue monitor`` and the dashboard flag it (``--wait``).
 - ``prometheus``: a prometheus_client collector reading all of it on scrape
   (imported on its own: prometheus_client is the optional ``metrics`` extra).
 

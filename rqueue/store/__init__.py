@@ -20,8 +20,10 @@
   a key or a script; likewise ``batch_store`` (a workflow batch's state), ``guards``
   (the built-in middleware's state), ``results`` (reading a kept result),
   ``progress`` (a running task's latest progress) and ``live_events`` (following the
-  queues' streams of task events; ``lua/events.lua`` adds to them). Each of them calls its scripts
-  from one named function per operation.
+  queues' streams of task events; ``lua/events.lua`` adds to them). Each of them calls
+  its scripts from one named function per operation.
+- ``browse``: reading a queue's tasks a window at a time (ready, delayed, running,
+  recently finished) for the dashboard; it only reads.
 - ``cluster``, ``sentinel``, ``waits`` and ``probe``: Redis Cluster and Sentinel
   connections, waiting on many queues' keys, and reading many lists at once.
 

@@ -103,10 +103,10 @@ def _keep(
     args: list[KeyOrArg],
     with_payload: bool = True,
 ) -> None:
-    """Add a kept result to a call: its result key and done list to KEYS; its reserved
-    payload (unless the script has it already, as fail.lua does), its result record and
-    how long to keep it (ms) to ARGV."""
-    script_keys += (keys.result(kept.task_id), keys.done(kept.task_id))
+    """Add a kept result to a call: its result key, done list and the queue's finished
+    index to KEYS (lua/keep_result.lua); its reserved payload (unless the script has it
+    already, as fail.lua does), its result record and how long to keep it (ms) to ARGV."""
+    script_keys += (keys.result(kept.task_id), keys.done(kept.task_id), keys.finished)
     if with_payload:
         args.append(kept.payload)
     args += (kept.record, kept.keep_ms)

@@ -46,6 +46,7 @@ _PARTS = {
     "metrics": "metrics",
     "events": "events",
     "events_on": "events-on",
+    "finished": "finished",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
 KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
@@ -133,6 +134,10 @@ class QueueKeys:
     parent renews it each tick, migrate.lua), holding the stream's cap: producers'
     scripts (push.lua, cancel.lua) add their ``dispatched`` and ``cancelled`` events
     only then."""
+    finished: str
+    """The tasks that finished and kept their result, newest last: a zset of raw task id
+    -> when it finished (epoch seconds), capped (lua/keep_result.lua), so the dashboard lists
+    recently finished tasks a window at a time (:mod:`rqueue.store.browse`)."""
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).

@@ -5,7 +5,8 @@ rqueue's Python API (:class:`~rqueue.store.queue.RedisQueue`,
 :class:`~rqueue.failed.FailedTasks`, :mod:`rqueue.schedules`, the batches of
 :mod:`rqueue.workflows`, the readers of :mod:`rqueue.metrics`, and the two reads
 ``rqueue status`` and ``rqueue batches list`` use too: ``store.results`` and
-``BatchStore.listed``), never Lua or key names, and nothing in rqueue imports it.
+``BatchStore.listed``, and the windows of ``store.browse``), never Lua or key names, and
+nothing in rqueue imports it.
 ``rqueue dashboard`` serves it with uvicorn; :func:`create_app` is what a FastAPI,
 Starlette or Django (ASGI) app mounts.
 
@@ -14,10 +15,14 @@ Starlette or Django (ASGI) app mounts.
 - ``render``: the Jinja2 templates (autoescaped) and the filters that make text read
   from Redis fit to show.
 - ``charts``: line charts as SVG, drawn on the server.
-- ``failed_search``: finding failed tasks by text, and acting on every match.
+- ``failed_search``: finding failed tasks by text, task name or tag, and acting on
+  every match.
+- ``task_lists``: a queue's lists of tasks (ready, delayed, running, finished,
+  failed), read a window at a time through ``store.browse`` and decoded, each entry
+  that does not decode shown as such.
 - ``state``: what the page handlers read off the app (the queue, the renderer).
-- ``pages/``: one module per page: overview, queues, workers, failed, schedules,
-  batches and tasks.
+- ``pages/``: one module per page: overview, queues, a queue's tasks (queue_tasks),
+  workers, failed, schedules, batches, a task (tasks) and a task name (task_names).
 """
 
 from rqueue.web.app import create_app

@@ -24,11 +24,23 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rqueue.metrics.prometheus import registry_for
+from rqueue.metrics.wait_limits import WaitLimits
 from rqueue.store.default import default_queue
 from rqueue.store.queue import RedisQueue
 from rqueue.web.auth import Guard, SessionMiddleware
 from rqueue.web.hosts import HostCheck, allowed_host
-from rqueue.web.pages import batches, failed, login, overview, queues, schedules, tasks, workers
+from rqueue.web.pages import (
+    batches,
+    failed,
+    login,
+    overview,
+    queue_tasks,
+    queues,
+    schedules,
+    task_names,
+    tasks,
+    workers,
+)
 from rqueue.web.render import Pages
 from rqueue.web.state import Dashboard
 
@@ -42,6 +54,7 @@ def create_app(
     read_only: bool = False,
     root_path: str = "",
     allowed_hosts: Iterable[str] = (),
+    waits: WaitLimits | None = None,
 ) -> Starlette:
     """The dashboard of ``queue`` (default: the default connection, from ``REDIS_URL``).
 
@@ -55,6 +68,8 @@ def create_app(
     (127.0.0.0/8, ``::1``, ``localhost``), as Django's ``ALLOWED_HOSTS``; any other
     Host gets 400, which keeps DNS rebinding out (:mod:`rqueue.web.hosts`). With a
     token every Host is answered: each request logs in first.
+    ``waits``: how long each queue's oldest ready task may wait before the queues page
+    flags the queue (:class:`~rqueue.metrics.wait_limits.WaitLimits`; default none).
     """
     if isinstance(allowed_hosts, str):
         raise TypeError("allowed_hosts is a list of host names, not one string")
@@ -69,16 +84,19 @@ def create_app(
         queue=queue,
         pages=Pages(root_path, read_only, token_required=guard.token is not None),
         base=root_path,
+        waits=waits or WaitLimits(),
     )
     routes: list[BaseRoute] = [
         *login.routes,
         *overview.routes,
         *queues.routes,
+        *queue_tasks.routes,
         *workers.routes,
         *failed.routes,
         *schedules.routes,
         *batches.routes,
         *tasks.routes,
+        *task_names.routes,
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
         Route("/metrics", Exposition(make_asgi_app(registry=registry_for(dashboard.queue)))),
     ]

@@ -1,4 +1,5 @@
-"""Finding failed tasks by text, and retrying or forgetting every one that matches.
+"""Finding failed tasks by text, task name or tag, and retrying or forgetting every one
+that matches.
 
 Over :class:`~rqueue.failed.FailedTasks`, which reads the failed lists a window of
 :data:`~rqueue.failed.CHUNK` records at a time: nothing here holds more than one
@@ -6,7 +7,7 @@ window and one page of matches, whatever the lists hold.
 
 A search page reads at most :data:`SEARCH_SCAN` records, newest first, and says
 so when it stopped there. An action on every match reads them all: with no text to
-match it is ``retry_chunks``/``flush_chunks`` of the queues; with text, it acts on
+match it is ``retry_chunks``/``flush_chunks`` of the queues; with some, it acts on
 each match as the scan meets it. Removing a record shifts the positions of the
 records read after it, so one scan may step over some; the scan is repeated until
 one finds nothing left to do. Only records that failed before the action began
@@ -19,10 +20,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rqueue.failed import PAGE, STEP, FailedTask, FailedTasks
+from rqueue.failed import MOST_SCANNED, PAGE, STEP, FailedTask, FailedTasks
 
-SEARCH_SCAN = 100_000
-"""Records a search page reads at most (about 40 MB from Redis, a few seconds)."""
+SEARCH_SCAN = MOST_SCANNED
+"""Records a search page reads at most."""
 MOST_PASSES = 32
 """Scans an action over matches makes at most: each one leaves fewer to step over."""
 
@@ -30,12 +31,24 @@ MOST_PASSES = 32
 @dataclass(frozen=True)
 class Match:
     """What to look for: text in a record's id, task, queue, error or traceback
-    (case-insensitive), in the queues named (empty: every known queue)."""
+    (case-insensitive), in the queues named (empty: every known queue); and, if
+    given, only records of the task named ``task`` exactly, or tagged ``tag``."""
 
     text: str = ""
     queues: tuple[str, ...] = ()
+    task: str = ""
+    tag: str = ""
+
+    @property
+    def scans(self) -> bool:
+        """Records must be read to tell a match: more than the queues to look in."""
+        return bool(self.text or self.task or self.tag)
 
     def __call__(self, record: FailedTask) -> bool:
+        if self.task and record.task != self.task:
+            return False
+        if self.tag and self.tag not in record.tags():
+            return False
         if not self.text:
             return True
         needle = self.text.casefold()
@@ -54,39 +67,33 @@ class Found:
     """The search stopped after :data:`SEARCH_SCAN` records without reaching the end."""
 
 
-def search(failed: FailedTasks, match: Match, offset: int, limit: int = PAGE) -> Found:
-    """A page of matches; ``offset`` counts records (no text) or matches (text)."""
+def search(
+    failed: FailedTasks,
+    match: Match,
+    offset: int,
+    limit: int = PAGE,
+    most_scanned: int = SEARCH_SCAN,
+) -> Found:
+    """A page of matches; ``offset`` counts records (nothing to match but the queues)
+    or matches. A scan stops after ``most_scanned`` records."""
     queues = match.queues or None
-    if not match.text:
+    if not match.scans:
         page = failed.page(queues, offset, limit)
         return Found(page.records, page.total, page.end if page.end < page.total else None)
-    records: list[FailedTask] = []
-    skipped = scanned = 0
-    for record in failed.iterate(queues):
-        scanned += 1
-        if scanned > SEARCH_SCAN:
-            return Found(records, None, None, scanned_out=True)
-        if not match(record):
-            continue
-        if skipped < offset:
-            skipped += 1
-        elif len(records) < limit:
-            records.append(record)
-        else:
-            return Found(records, None, offset + limit)
-    return Found(records, None, None)
+    found = failed.matching(match, queues, offset, limit, most_scanned)
+    return Found(found.records, None, found.next_offset, found.scanned_out)
 
 
 def retry_matching(failed: FailedTasks, match: Match) -> int:
     """Retry every failed task that matches; how many were retried."""
-    if not match.text:
+    if not match.scans:
         return failed.retry_all(match.queues or None)
     return _each_match(failed, match, failed.retry_many)
 
 
 def forget_matching(failed: FailedTasks, match: Match) -> int:
     """Delete every failed task that matches; how many were deleted."""
-    if not match.text:
+    if not match.scans:
         return failed.flush(match.queues or None)
     return _each_match(failed, match, failed.forget_many)
 

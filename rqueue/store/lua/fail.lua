@@ -2,8 +2,9 @@
 -- KEYS[1] reserved zset   KEYS[2] failed list   KEYS[3] failed lookup (failed_list.lua)
 -- KEYS[4] the queue's event stream: a "failed" event, with the record's error type,
 --         when ARGV[4] is not 0 (see events.lua)
--- KEYS[5], KEYS[6] (optional) the task's result key and done list, if it keeps its
--- result: the failure is written there in the same step (see ack.lua)
+-- KEYS[5], KEYS[6], KEYS[7] (optional) the task's result key, its done list and the
+-- queue's finished index, if it keeps its result: the failure is written there in the
+-- same step (see ack.lua, keep_result.lua)
 -- ARGV[1] reserved payload (exact bytes)   ARGV[2] failed record (msgpack map, built by
 -- the worker, embedding ARGV[1] unchanged)   ARGV[3] '1' to record it even if it is
 -- no longer reserved (bytes that are not a task: nobody else can own them)
@@ -18,22 +19,16 @@
 -- the wrong type) stops the script with the task still reserved, never in neither.
 -- @failed_list
 -- @header
+-- @keep_result
 -- @events
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or ARGV[3] == '1' then
   reindex(KEYS[2], KEYS[3])
   redis.call('LPUSH', KEYS[2], ARGV[2])
   redis.call('ZADD', KEYS[3], next_sequence(KEYS[3]), free_member(KEYS[3], ARGV[2]))
   redis.call('ZREM', KEYS[1], ARGV[1])
-  if KEYS[5] then
-    redis.call('SET', KEYS[5], ARGV[5], 'PX', ARGV[6])
-    redis.call('DEL', KEYS[6])
-    redis.call('RPUSH', KEYS[6], 1)
-    redis.call('PEXPIRE', KEYS[6], ARGV[6])
-  end
+  if KEYS[5] then keep_result(KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[6], ARGV[1]) end
   local cap = tonumber(ARGV[4])
-  if cap > 0 then
-    task_event(KEYS[4], cap, 'failed', ARGV[1], 'error', record_error(ARGV[2]))
-  end
+  if cap > 0 then task_event(KEYS[4], cap, 'failed', ARGV[1], 'error', record_error(ARGV[2])) end
   return 1
 end
 return 0

@@ -9,9 +9,10 @@
 -- KEYS[8] the marker key of the task's id
 -- KEYS[9] its result key, if ARGV[4] is '1': it gets a status record, as in push.lua
 -- then, if ARGV[5] is not empty: the completing task's reserved zset, and if ARGV[6]
--- is not empty its result key and done list (a chain's step, acked as ack.lua does;
--- on Redis Cluster only when both tasks' queues share a slot), and last the completing
--- task's event stream, for its "succeeded" event when ARGV[9] is not 0
+-- is not empty its result key, done list and finished index (a chain's step, acked as
+-- ack.lua does, keep_result.lua; on Redis Cluster only when both tasks' queues share a
+-- slot), and last the completing task's event stream, for its "succeeded" event when
+-- ARGV[9] is not 0
 -- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
 -- ARGV[3] the payload   ARGV[4] '1' if the task keeps its result
 -- ARGV[5] the completing task's reserved payload, or ''   ARGV[6] its result record,
@@ -24,6 +25,7 @@
 -- task leaves its queue in the same step its successor enters one, however often
 -- this runs.
 -- @header
+-- @keep_result
 -- @events
 -- dispatched(): its "dispatched" event, once it is in, while a worker records events
 local function dispatched()
@@ -37,10 +39,7 @@ if ARGV[5] ~= '' then
   local cap = tonumber(ARGV[9])
   if cap > 0 then task_event(KEYS[#KEYS], cap, 'succeeded', ARGV[5]) end
   if ARGV[6] ~= '' then
-    redis.call('SET', KEYS[after + 2], ARGV[6], 'PX', ARGV[7])
-    redis.call('DEL', KEYS[after + 3])
-    redis.call('RPUSH', KEYS[after + 3], 1)
-    redis.call('PEXPIRE', KEYS[after + 3], ARGV[7])
+    keep_result(KEYS[after + 2], KEYS[after + 3], KEYS[after + 4], ARGV[6], ARGV[7], ARGV[5])
   end
 end
 if redis.call('SET', KEYS[8], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end

@@ -6,6 +6,7 @@ One, the ones ticked, or every one matching the search (see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -28,12 +29,28 @@ MOST_TICKED = 1000
 """Ids one action takes: a page shows fewer, so more is not a person ticking boxes."""
 
 
-def _match(text: str, queue: str) -> Match:
+SEARCHED = ("q", "queue", "task", "tag")
+"""The search's fields, in the page's query and in its actions' forms."""
+
+
+def _match(fields: dict[str, str]) -> Match:
+    queue = fields["queue"]
     try:
         queues = (validate_queue_name(queue),) if queue else ()
     except InvalidQueueName as exc:
         raise HTTPException(400, str(exc)) from None
-    return Match(text.strip(), queues)
+    return Match(fields["q"].strip(), queues, fields["task"].strip(), fields["tag"].strip())
+
+
+def _searched(values: Mapping[str, object]) -> dict[str, str]:
+    """The search's fields from a query or a form (missing ones empty)."""
+    return {name: str(values.get(name) or "") for name in SEARCHED}
+
+
+def _query(fields: dict[str, str], **more: object) -> str:
+    """The search as a query string (only the fields given), ``""`` for none."""
+    given = {name: value for name, value in {**fields, **more}.items() if value}
+    return "?" + urlencode(given) if given else ""
 
 
 def _offset(value: str | None) -> int:
@@ -45,19 +62,21 @@ def _offset(value: str | None) -> int:
 
 def failed_page(request: Request) -> Response:
     found = dashboard(request)
-    text = request.query_params.get("q", "")
-    queue = request.query_params.get("queue", "")
+    fields = _searched(request.query_params)
     offset = _offset(request.query_params.get("offset"))
-    result = search(FailedTasks(found.queue), _match(text, queue), offset)
+    match = _match(fields)
+    result = search(FailedTasks(found.queue), match, offset)
     next_link = None
     if result.next_offset is not None:
-        next_link = "?" + urlencode({"q": text, "queue": queue, "offset": result.next_offset})
+        next_link = _query(fields, offset=result.next_offset)
     return found.pages.render(
         request,
         "failed.html",
         result=result,
-        text=text,
-        queue=queue,
+        text=fields["q"],
+        queue=fields["queue"],
+        searched=fields,
+        narrowed=match.scans or bool(match.queues),
         next_link=next_link,
         queues=_choices(found.queue.known_queues()),
     )
@@ -90,20 +109,20 @@ async def forget_action(request: Request) -> Response:
 async def _act(request: Request, verb: str) -> Response:
     form = await action_form(request)
     failed = FailedTasks(dashboard(request).queue)
-    text, queue = str(form.get("q", "")), str(form.get("queue", ""))
+    fields = _searched(form)
     if form.get("scope") == "matching":
-        match = _match(text, queue)
+        match = _match(fields)
         act_all = retry_matching if verb == "retry" else forget_matching
         done = await run_in_threadpool(act_all, failed, match)
-        what = f"matching {text!r}" if match.text else "in all"
+        what = "matching the search" if match.scans else "in all"
+        if match.text and not (match.task or match.tag):
+            what = f"matching {match.text!r}"
         notify(request, f"{PAST[verb]} {done} failed task(s) {what}.")
     else:
         ids = _ids(form)
         done = await run_in_threadpool(_act_on_ids, failed, ids, verb)
         notify(request, f"{PAST[verb]} {done} of {len(ids)} failed task(s).")
-    back = {"q": text, "queue": queue} if text or queue else {}
-    query = "?" + urlencode(back) if back else ""
-    return RedirectResponse(dashboard(request).url(request, "/failed" + query), 303)
+    return RedirectResponse(dashboard(request).url(request, "/failed" + _query(fields)), 303)
 
 
 def _ids(form: FormData) -> list[str]:

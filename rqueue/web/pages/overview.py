@@ -83,9 +83,13 @@ def charted_queues(queue: RedisQueue, chosen: Sequence[str]) -> tuple[list[str],
     return names[:MOST_CHARTED], len(known)
 
 
-def charts(queue: RedisQueue, names: Sequence[str], window: Window) -> list[Markup]:
+def charts(
+    queue: RedisQueue, names: Sequence[str], window: Window, task: str | None = None
+) -> list[Markup]:
+    """The four measures of ``names`` over ``window``, a line per queue: every task's,
+    or only ``task``'s (its own page, :mod:`rqueue.web.pages.task_names`)."""
     end = time.time()
-    series = {name: queue_series(queue, name, window.minutes, now=end) for name in names}
+    series = {name: queue_series(queue, name, window.minutes, task, end) for name in names}
     drawn = []
     for measure in MEASURES:
         lines: dict[str, Points] = {}
@@ -102,7 +106,8 @@ def charts(queue: RedisQueue, names: Sequence[str], window: Window) -> list[Mark
     return drawn
 
 
-def _choice(request: Request) -> tuple[Window, str, list[str]]:
+def choice(request: Request) -> tuple[Window, str, list[str]]:
+    """The window (``?window=hour|day``) and the valid queues chosen (``?queue=``)."""
     key = request.query_params.get("window", "hour")
     chosen = []
     for name in request.query_params.getlist("queue"):
@@ -115,7 +120,7 @@ def _choice(request: Request) -> tuple[Window, str, list[str]]:
 
 def _context(request: Request) -> dict[str, Any]:
     queue = dashboard(request).queue
-    window, key, chosen = _choice(request)
+    window, key, chosen = choice(request)
     names, known = charted_queues(queue, chosen)
     workers = list_workers(queue)
     return {

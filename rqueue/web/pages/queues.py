@@ -1,5 +1,6 @@
-"""The queues page: ready, delayed, reserved and failed counts, the oldest wait, and
-pausing or resuming a queue (workers skip a paused one; dispatching goes on)."""
+"""The queues page: ready, delayed, reserved and failed counts (each a link to its list
+of tasks), the oldest wait, flagged over the queue's limit (``--wait``), and pausing or
+resuming a queue (workers skip a paused one; dispatching goes on)."""
 
 from __future__ import annotations
 
@@ -32,16 +33,18 @@ def _rows(request: Request) -> tuple[list[QueueRow], str, int]:
 
 def queues_page(request: Request) -> Response:
     rows, match, total = _rows(request)
-    return dashboard(request).pages.render(
-        request, "queues.html", rows=rows, match=match, total=total
+    found = dashboard(request)
+    return found.pages.render(
+        request, "queues.html", rows=rows, match=match, total=total, waits=found.waits
     )
 
 
 def queues_table(request: Request) -> Response:
     """The table alone, which the page's script fetches to keep it current."""
     rows, match, total = _rows(request)
-    return dashboard(request).pages.fragment(
-        request, "queues_table.html", rows=rows, match=match, total=total
+    found = dashboard(request)
+    return found.pages.fragment(
+        request, "queues_table.html", rows=rows, match=match, total=total, waits=found.waits
     )
 
 

@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
 import httpx
-from support import RQUEUE, cli, wait_for
+from support import RQUEUE, cli, push_job, wait_for
 from topologies import listen_port
 
 from rqueue.settings.config import Config
@@ -141,3 +142,25 @@ def test_without_the_extras_the_commands_name_what_to_install(config: Config) ->
         assert result.returncode == 1, result.stderr
         assert f"pip install '{extra}'" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_the_command_flags_queues_whose_oldest_task_waits_past_their_limit(
+    config: Config, queue: RedisQueue
+) -> None:
+    for bad in (
+        ("--wait", "emails=soon"),
+        ("--wait", "emails=-1"),
+        ("--wait", "emails=nan"),
+        ("--wait", "x:delayed=5"),  # no queue can have that name
+        ("--wait", "emails=5", "--wait", "emails=6"),
+        ("--wait", "5", "--wait", "6"),
+    ):
+        refused = cli(config, "dashboard", *bad)
+        assert refused.returncode == 2 and "--wait" in refused.stderr, (bad, refused.stderr)
+    push_job(queue, "apptasks:record", "old", dispatched_at=time.time() - 120)
+    push_job(queue, "apptasks:record", "old", queue="emails", dispatched_at=time.time() - 120)
+    with dashboard_command(config, "--wait", "emails=300", "--wait", "60") as (url, _):
+        page = httpx.get(f"{url}/queues").text
+    assert '<tr data-queue="default" class="over">' in page  # 120 s, over the 60 s default
+    assert '<tr data-queue="emails">' in page  # 120 s, under its own 300 s
+    assert "over 1 min 00 s" in page

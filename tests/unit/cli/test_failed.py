@@ -183,3 +183,27 @@ def test_retry_all_through_the_api(queue: RedisQueue) -> None:
     assert tasks.retry_all() == 1
     assert tasks.retry_all() == 0
     assert [s.ready for s in queue.sizes(["default", "emails"])] == [1, 1]
+
+
+def test_failed_list_by_tag_shows_only_the_tasks_with_every_tag_given(
+    queue: RedisQueue, workers: Workers, config: Config
+) -> None:
+    order = apptasks.always_raises.using(tags=["order:42", "shipping"], tries=1).dispatch("a")
+    other = apptasks.always_raises.using(tags=["order:7", "shipping"], tries=1).dispatch("b")
+    apptasks.always_raises.using(tries=1).dispatch("untagged")
+    code, output = workers.run("--stop-when-empty", "--block-for", "0.2", "--log-level", "warning")
+    assert code == 0, output
+    assert len(failed_ids(queue)) == 3
+    result = cli(config, "failed", "list", "--tag", "order:42")
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()[1:]] == [order.id]
+    assert "1-1 of the failed tasks tagged order:42." in result.stderr
+    both = cli(config, "failed", "list", "--tag", "shipping", "--tag", "order:7").stdout
+    assert [line.split()[0] for line in both.splitlines()[1:]] == [other.id]
+    paged = cli(config, "failed", "list", "--tag", "shipping", "--limit", "1")
+    assert [line.split()[0] for line in paged.stdout.splitlines()[1:]] == [other.id]  # newest
+    assert "Next page: rqueue failed list --offset 1 --limit 1 --tag shipping" in paged.stderr
+    second = cli(config, "failed", "list", "--tag", "shipping", "--limit", "1", "--offset", "1")
+    assert [line.split()[0] for line in second.stdout.splitlines()[1:]] == [order.id]
+    none = cli(config, "failed", "list", "--tag", "order:1")
+    assert none.returncode == 0 and "No failed tasks tagged order:1." in none.stderr

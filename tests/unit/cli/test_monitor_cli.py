@@ -67,6 +67,23 @@ def test_a_head_that_is_not_a_task_shows_no_wait(queue: RedisQueue, config: Conf
     assert json.loads(result.stdout)[0]["oldest_wait"] is None
 
 
+def test_wait_limits_per_queue_flag_the_queues_that_wait_too_long(
+    queue: RedisQueue, config: Config
+) -> None:
+    push_job(queue, "apptasks:record", "old", dispatched_at=time.time() - 120)
+    push_job(queue, "apptasks:record", "old", queue="emails", dispatched_at=time.time() - 120)
+    args = ("monitor", "default,emails", "--wait", "emails=300", "--wait", "60")
+    result = cli(config, *args)
+    assert result.returncode == 1
+    statuses = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert statuses["default"].endswith("OVER (waits)") and statuses["emails"].endswith("ok")
+    assert "--wait emails=300, --wait 60): default" in result.stderr
+    report = {r["queue"]: r for r in json.loads(cli(config, *args, "--json").stdout)}
+    assert report["default"]["waits_too_long"] is True and report["default"]["wait_limit"] == 60
+    assert report["emails"]["over"] is False and report["emails"]["wait_limit"] == 300
+    assert cli(config, "monitor", "default", "--wait", "default=300").returncode == 0
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -74,6 +91,9 @@ def test_a_head_that_is_not_a_task_shows_no_wait(queue: RedisQueue, config: Conf
         (("default", "--max-wait", "-5"), "--max-wait"),
         (("default", "--max-wait", "nan"), "--max-wait"),  # accepted: an alert never fired
         (("default", "--max-wait", "inf"), "--max-wait"),
+        (("default", "--wait", "default=never"), "--wait"),
+        (("default", "--wait", "bad name=5"), "--wait"),
+        (("default", "--wait", "5", "--max-wait", "6"), "--wait"),
         (("bad name",), "invalid queue name"),
         (("default,x:notify",), "reserved"),
     ],

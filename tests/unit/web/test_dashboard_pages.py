@@ -53,10 +53,10 @@ def test_the_queues_page_shows_counts_oldest_wait_and_pauses_a_queue(
     page = client.get("/queues").text
     row = re.search(r'<tr data-queue="default">(.*?)</tr>', page, re.DOTALL)
     assert row, page
-    cells = re.findall(r"<td>(.*?)</td>", row.group(1), re.DOTALL)
-    assert re.sub(r"<[^>]+>", "", cells[0]) == "default"  # linked to its charts
-    assert cells[1:5] == ["3", "0", "0", "0"]
-    assert cells[5].endswith(" s") and cells[6] == "running"  # the oldest wait, in seconds
+    cells = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td>(.*?)</td>", row.group(1))]
+    assert cells[0] == "default"  # linked to its charts
+    assert cells[1:5] == ["3", "0", "0", "0"]  # each linked to its list of tasks
+    assert cells[6].endswith(" s") and cells[7] == "running"  # the oldest wait, in seconds
     assert '<tr data-queue="later">' in page
     done = client.post("/queues/pause", data={"csrf": csrf(client), "queue": "default"})
     assert done.status_code == 303 and queue.paused(["default", "later"]) == {"default"}
