@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from rqueue.encoding.payload import MAX_DELAY_SECONDS
+from rqueue.encoding.ranges import MAX_DELAY_SECONDS
 from rqueue.errors import InvalidSchedule
 
 if TYPE_CHECKING:

@@ -5,15 +5,15 @@ A payload is an ordinary msgpack array, so any msgpack library can read it:
 (and a signature, when signing is on). Its first three elements are a fixed-width
 header that the Lua scripts read and patch in place; that layout lives in
 :mod:`rqueue.store.header`, and this module writes it. ``options`` is a map of what a
-call sets beyond those (``tries``, ``backoff``, ``meta``, ``controls``), empty for a
-plain call: every pending task is stored in Redis, so each byte counts (issue #16). Values
+call sets beyond those (``tries``, ``backoff``, ``meta``, ``controls``, ``tags``,
+``headers``), empty for a plain call: every pending task is stored in Redis, so each
+byte counts (issue #16); the options' ranges are in :mod:`rqueue.encoding.ranges`. Values
 msgpack has no type for (a Decimal, a UUID, a registered dataclass) travel as the
 extension types of :mod:`rqueue.encoding.codec`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import random
 from collections.abc import Sequence
@@ -23,6 +23,20 @@ from typing import Any
 import msgpack
 
 from rqueue.encoding.codec import pack, unpack
+from rqueue.encoding.ranges import (
+    EXPONENTIAL,
+    Backoff,
+    checked_backoff,
+    checked_controls,
+    checked_headers,
+    checked_max_exceptions,
+    checked_meta,
+    checked_moment,
+    checked_retry_until,
+    checked_tags,
+    checked_timeout,
+    checked_tries,
+)
 from rqueue.errors import (
     InvalidPayload,
     InvalidTaskOption,
@@ -44,25 +58,10 @@ from rqueue.tasks.arguments import STRINGS, check_arguments, describe_unencodabl
 
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
 
-MAX_TRIES = 1_000_000
-"""More tries than this is taken for a mistake; the attempt counter itself is 32 bits."""
-MAX_TIMEOUT_SECONDS = (2**32 - 1) / 1000
-"""The payload holds a timeout as 32-bit milliseconds (about 49.7 days)."""
-MAX_DELAY_SECONDS = 10 * 365 * 24 * 3600
-"""A delay (``later()``, a backoff) over ten years is taken for a mistake (milliseconds
-given as seconds, a wrong year)."""
 KEEP = "keep"
 """The ``meta`` entry of a call that keeps its result: milliseconds to keep it."""
 CHAIN = "chain"
 """The ``meta`` entry of a chain's steps still to come (rqueue/workflows/)."""
-EXPONENTIAL = "exponential"
-EXPONENTIAL_BASE = 1.0
-EXPONENTIAL_CAP = 300.0
-"""``backoff="exponential"``: 1 s before the first retry, doubling, at most 5 minutes."""
-
-Backoff = tuple[float, ...] | tuple[str, float, float]
-"""Seconds before each retry (a list's last entry repeats), or ``("exponential", base,
-cap)``: a plain tuple either way, so it round-trips through msgpack as a list."""
 
 
 @dataclass(slots=True)
@@ -89,6 +88,11 @@ class Job:
     retry_until: float | None = None
     """Epoch seconds after which it is not retried, nor started."""
     fail_on_timeout: bool = False
+    tags: tuple[str, ...] = ()
+    """Labels to find it by (``rqueue failed list --tag``, the dashboard's search)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Context its producer passes to its attempts, as tracing carries it: the trace
+    it continues (rqueue/contrib/). Strings only, never code."""
 
     @property
     def chain(self) -> ChainSteps:
@@ -163,6 +167,10 @@ class PayloadTemplate:
                 "retry_until": job.retry_until,
                 "fail_on_timeout": job.fail_on_timeout,
             }
+        if job.tags:
+            options["tags"] = list(job.tags)
+        if job.headers:
+            options["headers"] = job.headers
         try:
             self._shared = pack(job.task) + pack(job.queue) + pack(float(job.dispatched_at))
             self._options = pack(options)
@@ -270,8 +278,6 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
         raise ValueError("id, attempts or timeout_ms differ from the fixed header")
     if kwargs and not STRINGS.issuperset(map(type, kwargs)):
         raise TypeError("kwargs keys must be strings")
-    tries, backoff, meta = options.get("tries"), options.get("backoff"), options.get("meta")
-    controls = options.get("controls")
     job = Job(
         task_id,
         task,
@@ -279,15 +285,30 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
         kwargs,
         queue,
         attempts,
-        None if tries is None else checked_tries(tries),
-        timeout_ms / 1000 if timeout_ms else None,
-        checked_backoff(backoff) if backoff else (),
-        _checked_moment(dispatched_at or 0.0),
-        checked_meta(meta) if meta else {},
+        timeout=timeout_ms / 1000 if timeout_ms else None,
+        dispatched_at=checked_moment(dispatched_at or 0.0),
     )
+    if options:  # a plain call's is empty: nothing more to read
+        _read_options(job, options)
+    return job
+
+
+def _read_options(job: Job, options: dict[Any, Any]) -> None:
+    """Set ``job``'s fields from its payload's options map, each checked."""
+    tries, backoff, meta = options.get("tries"), options.get("backoff"), options.get("meta")
+    if tries is not None:
+        job.tries = checked_tries(tries)
+    if backoff:
+        job.backoff = checked_backoff(backoff)
+    if meta:
+        job.meta = checked_meta(meta)
+    controls, tags, headers = options.get("controls"), options.get("tags"), options.get("headers")
     if controls is not None:
         job.max_exceptions, job.retry_until, job.fail_on_timeout = checked_controls(controls)
-    return job
+    if tags:
+        job.tags = checked_tags(tags)
+    if headers:
+        job.headers = checked_headers(headers)
 
 
 def _check_fields(job: Job) -> None:
@@ -305,7 +326,7 @@ def _check_fields(job: Job) -> None:
         if job.timeout is not None:
             checked_timeout(job.timeout)
         checked_backoff(job.backoff)
-        _checked_moment(job.dispatched_at)
+        checked_moment(job.dispatched_at)
         checked_meta(job.meta)
         if job.max_exceptions is not None:
             checked_max_exceptions(job.max_exceptions)
@@ -313,123 +334,12 @@ def _check_fields(job: Job) -> None:
             checked_retry_until(job.retry_until)
         if type(job.fail_on_timeout) is not bool:
             raise TypeError(f"fail_on_timeout must be True or False, got {job.fail_on_timeout!r}")
+        if type(job.tags) is not tuple:
+            raise TypeError(f"tags must be a tuple of strings, got {job.tags!r}")
+        checked_tags(job.tags)
+        checked_headers(job.headers)
     except (TypeError, ValueError) as exc:
         raise InvalidTaskOption(f"task {job.task!r}: {exc}") from None
-
-
-# -- the ranges of a task's options: checked at @task and again when decoding ------------
-
-
-def checked_tries(tries: object) -> int:
-    """``tries`` if it is an integer from 1 to MAX_TRIES, else ValueError naming it."""
-    if type(tries) is not int or not 1 <= tries <= MAX_TRIES:
-        raise ValueError(f"tries must be an integer from 1 to {MAX_TRIES:,}, got {tries!r}")
-    return tries
-
-
-def checked_timeout(timeout: object) -> float:
-    """``timeout`` in seconds if the payload's millisecond field can hold it, else ValueError."""
-    if not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:  # type: ignore[operator]
-        raise ValueError(
-            f"timeout must be a number of seconds above 0 and at most "
-            f"{MAX_TIMEOUT_SECONDS:,.3f}, got {timeout!r}"
-        )
-    return float(timeout)  # type: ignore[arg-type]
-
-
-def checked_keep(keep: object) -> float:
-    """Seconds to keep a result: above 0 and at most ten years, else ValueError."""
-    if not _is_number(keep) or not 0.001 <= keep <= MAX_DELAY_SECONDS:  # type: ignore[operator]
-        raise ValueError(
-            f"keep_result must be a number of seconds (or a timedelta) from 0.001 to "
-            f"{MAX_DELAY_SECONDS:,} (ten years), got {keep!r}"
-        )
-    return float(keep)  # type: ignore[arg-type]
-
-
-def checked_max_exceptions(count: object) -> int:
-    """``max_exceptions`` if it is an integer from 1 to MAX_TRIES, else ValueError naming it."""
-    if type(count) is not int or not 1 <= count <= MAX_TRIES:
-        raise ValueError(
-            f"max_exceptions must be an integer from 1 to {MAX_TRIES:,}, got {count!r}"
-        )
-    return count
-
-
-def checked_retry_until(moment: object) -> float:
-    """``retry_until`` as epoch seconds: a positive finite number, else ValueError."""
-    if not _is_number(moment) or not 0 < moment <= 2**40:  # type: ignore[operator]
-        raise ValueError(f"retry_until must be a time in epoch seconds, got {moment!r}")
-    return float(moment)  # type: ignore[arg-type]
-
-
-def checked_controls(controls: object) -> tuple[int | None, float | None, bool]:
-    """A payload's ``controls`` map as (max_exceptions, retry_until, fail_on_timeout),
-    each checked; TypeError or ValueError naming the one at fault."""
-    if type(controls) is not dict:
-        raise TypeError("controls must be a map")
-    max_exceptions, retry_until = controls.get("max_exceptions"), controls.get("retry_until")
-    fail_on_timeout = controls.get("fail_on_timeout", False)
-    if type(fail_on_timeout) is not bool:
-        raise TypeError(f"fail_on_timeout must be true or false, got {fail_on_timeout!r}")
-    return (
-        None if max_exceptions is None else checked_max_exceptions(max_exceptions),
-        None if retry_until is None else checked_retry_until(retry_until),
-        fail_on_timeout,
-    )
-
-
-def checked_backoff(backoff: object) -> Backoff:
-    """Seconds before each retry, from a number or a list of numbers, or an exponential
-    backoff (``"exponential"`` or ``("exponential", base, cap)``), else ValueError.
-
-    A string is refused rather than read as a sequence: ``backoff="30"`` once became
-    ``(3.0, 0.0)``.
-    """
-    if backoff == EXPONENTIAL:
-        return (EXPONENTIAL, EXPONENTIAL_BASE, EXPONENTIAL_CAP)
-    if isinstance(backoff, (list, tuple)) and backoff and backoff[0] == EXPONENTIAL:
-        return _checked_exponential(backoff)
-    delays = [backoff] if _is_number(backoff) else backoff
-    if not isinstance(delays, (list, tuple)) or not all(
-        _is_number(d) and 0 <= d <= MAX_DELAY_SECONDS for d in delays
-    ):
-        raise ValueError(
-            "backoff must be a number of seconds or a list of them, each from 0 to "
-            f"{MAX_DELAY_SECONDS:,} (ten years), or 'exponential', got {backoff!r}"
-        )
-    return tuple(float(d) for d in delays)
-
-
-def _checked_exponential(backoff: list[Any] | tuple[Any, ...]) -> tuple[str, float, float]:
-    if len(backoff) != 3 or not all(
-        _is_number(d) and 0 < d <= MAX_DELAY_SECONDS for d in backoff[1:]
-    ):
-        raise ValueError(
-            "backoff=('exponential', base, cap) needs two numbers of seconds above 0 and at "
-            f"most {MAX_DELAY_SECONDS:,} (ten years), got {backoff!r}"
-        )
-    _, base, cap = backoff
-    if base > cap:
-        raise ValueError(f"backoff=('exponential', base, cap) needs base <= cap, got {backoff!r}")
-    return (EXPONENTIAL, float(base), float(cap))
-
-
-def _checked_moment(moment: object) -> float:
-    if not _is_number(moment):
-        raise ValueError(f"dispatched_at must be a finite number, got {moment!r}")
-    return float(moment)  # type: ignore[arg-type]
-
-
-def checked_meta(meta: object) -> dict[str, Any]:
-    if type(meta) is not dict or (meta and not STRINGS.issuperset(map(type, meta))):
-        raise TypeError("meta must be a map with string keys")
-    return meta
-
-
-def _is_number(value: object) -> bool:
-    """An int or a finite float; not a bool, which is an int only by accident."""
-    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def _timeout_ms(timeout: float | None) -> int:

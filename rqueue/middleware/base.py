@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rqueue.encoding.codec import pack
-from rqueue.encoding.payload import MAX_DELAY_SECONDS, Job
+from rqueue.encoding.payload import Job
+from rqueue.encoding.ranges import MAX_DELAY_SECONDS
 from rqueue.errors import InvalidPayload, InvalidTaskOption, describe
 from rqueue.tasks.current import Runner, current_runner
 from rqueue.tasks.names import module_name

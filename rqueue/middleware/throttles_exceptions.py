@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rqueue.encoding.payload import MAX_TRIES, Job
+from rqueue.encoding.payload import Job
+from rqueue.encoding.ranges import MAX_TRIES
 from rqueue.middleware.base import (
     Middleware,
     Release,

@@ -17,7 +17,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from rqueue.encoding.payload import KEEP, MAX_DELAY_SECONDS, encode
+from rqueue.encoding.payload import KEEP, encode
+from rqueue.encoding.ranges import MAX_DELAY_SECONDS
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, RQueueError, TaskNotRegistered
 from rqueue.middleware.base import MIDDLEWARE
 from rqueue.schedules.record import (
@@ -84,10 +85,13 @@ def _check(schedule: Schedule) -> Schedule:
     return schedule
 
 
-def call_options(target: Task[Any, Any]) -> dict[str, Any]:
-    """The options each run of a schedule of ``target`` carries: those of the job a
-    dispatch through it would make (its declared options and its ``using()``'s), so a
-    run carries every option a job does (rqueue/tasks/options.py). Only a
+def call_options(
+    target: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The options each run of a schedule of ``target`` with these arguments carries:
+    those of the job a dispatch through it would make (its declared options and its
+    ``using()``'s), so a run carries every option a job does (rqueue/tasks/options.py);
+    one that depends on the arguments (``tags=`` a callable) for the schedule's. Only a
     ``retry_until`` that is not a length of time is refused: one moment, or one
     callable's, for every run."""
     until = target.options.retry_until
@@ -99,9 +103,11 @@ def call_options(target: Task[Any, Any]) -> dict[str, Any]:
     try:
         # Dispatched at 0: its retry_until is then the length of time from each run's.
         job = target.make_job((), {}, dispatched_at=0.0, template=True)
+        of_call = target.options.call_fields(args, kwargs)
     except InvalidTaskOption as exc:
         raise InvalidSchedule(str(exc)) from None
     carried = {a: getattr(job, a) for a in JOB_ATTRIBUTES if a not in ("queue", "retry_until")}
+    carried.update(of_call)
     return {
         **carried,
         "keep_ms": job.meta.get(KEEP, 0),
@@ -175,7 +181,7 @@ class Schedules:
                 paused=paused,
                 created_ms=now,
                 declared=declared,
-                **call_options(target),
+                **call_options(target, args, kwargs or {}),
             )
         )
         if not self.store.claim_name(name, schedule.queue):
@@ -233,9 +239,19 @@ class Schedules:
             if "misfire_grace" in changes:
                 grace = seconds(changes["misfire_grace"], "misfire_grace")
                 values["misfire_grace_ms"] = round(grace * 1000)
-            if "task" in changes:
-                found = resolve_task(changes["task"])
-                values.update(task=found.name, **call_options(found))
+            # A run's options follow its task; its tags may follow its arguments too,
+            # worked out again if this process has its task (updating never imports one).
+            found = (
+                resolve_task(changes["task"])
+                if "task" in changes
+                else registered().get(current.task)
+                if {"args", "kwargs"} & changes.keys()
+                else None
+            )
+            if found is not None:
+                args = values.get("args", current.args)
+                kwargs = values.get("kwargs", current.kwargs)
+                values.update(task=found.name, **call_options(found, args, kwargs))
             return _check(
                 replace(
                     current,
@@ -293,7 +309,8 @@ class Schedules:
         changes: dict[str, Any] = {}
         if (current.cron, current.every_ms, current.timezone) != (cron, every_ms, timezone):
             changes.update(cron=cron, every=every, timezone=timezone)
-        if any(getattr(current, k) != v for k, v in call_options(task).items()):
+        options = call_options(task, current.args, current.kwargs)
+        if any(getattr(current, k) != v for k, v in options.items()):
             changes["task"] = task  # its options changed in the code (say, keep_result)
         if changes and current.declared:
             self.update(task.name, **changes)

@@ -14,7 +14,8 @@ from typing import Any
 
 import msgpack
 
-from rqueue.encoding.payload import KEEP, Backoff, Job, new_id
+from rqueue.encoding.payload import KEEP, Job, new_id
+from rqueue.encoding.ranges import Backoff, checked_tags
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
 from rqueue.store.schedule_store import MAX_MS
@@ -65,6 +66,8 @@ class Schedule:
     """How long each run keeps its result (``keep_result``), in ms; 0: not kept."""
     middleware: tuple[Any, ...] = ()
     """``using(middleware=)``'s, each as a payload carries it (``[class, fields]``)."""
+    tags: tuple[str, ...] = ()
+    """Each run's tags (``@task(tags=...)``, a callable's for the schedule's arguments)."""
     retry_within: float | None = None
     """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
     a moment or a callable would be the same for every run)."""
@@ -212,6 +215,7 @@ class Schedule:
             max_exceptions=self.max_exceptions,
             retry_until=None if self.retry_within is None else dispatched_at + self.retry_within,
             fail_on_timeout=self.fail_on_timeout,
+            tags=self.tags,
         )
 
     def encode(self) -> bytes:
@@ -224,6 +228,7 @@ class Schedule:
         stored["args"] = list(self.args)
         stored["backoff"] = list(self.backoff)
         stored["middleware"] = list(self.middleware)
+        stored["tags"] = list(self.tags)
         try:
             return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
         except (TypeError, ValueError, OverflowError) as exc:
@@ -247,6 +252,7 @@ class Schedule:
             known["args"] = tuple(known.get("args") or ())
             known["backoff"] = tuple(known.get("backoff") or ())
             known["middleware"] = tuple(known.get("middleware") or ())
+            known["tags"] = checked_tags(known.get("tags") or ())
             given = {k: v for k, v in stored.items() if k in _TIMING_FIELDS}
             timing = Timing(**given, check=False)
             return cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
@@ -319,6 +325,7 @@ _FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
     "keep_ms": ("a whole number of ms", _count, False),
     "middleware": ("a list", lambda v: type(v) is list, True),
     "retry_within": ("seconds", _seconds, True),
+    "tags": ("a list", lambda v: type(v) is list, True),
 }
 """What each stored field must be. Anything read from Redis is hostile: a field of the
 wrong type or out of range (``last_ms="x"``, ``start_ms=1e20``) would otherwise fail

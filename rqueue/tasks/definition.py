@@ -239,6 +239,9 @@ class Task(Generic[P, R]):
             meta=meta or {},
             **options.job_fields(dispatched_at),
         )
+        if not (template and options.depends_on_call):  # a template's are per call
+            for attribute, value in options.call_fields(args, kwargs).items():
+                setattr(job, attribute, value)
         if not template:
             for middleware in self.dispatch_hooks:
                 middleware.before_dispatch(job)
@@ -368,7 +371,8 @@ def _push_calls(
         if group is None:
             group = groups[key] = _Group(queue, [], set(), 0, [])
         limit = queue.config.max_payload_bytes
-        if task.dispatch_hooks or task.options.unique is not False:  # each call's own job
+        if task.dispatch_hooks or task.options.unique is not False or task.options.depends_on_call:
+            # each call's own job
             job = task.make_job(call.args, call.kwargs, meta, now, task_id)
             if sending is not None:
                 sending.onto(job)

@@ -23,18 +23,19 @@ a step's and a schedule's fields), and tests/unit/tasks/test_task_options.py fai
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from rqueue.encoding.payload import (
-    KEEP,
+from rqueue.encoding.payload import KEEP
+from rqueue.encoding.ranges import (
     Backoff,
     checked_backoff,
     checked_keep,
     checked_max_exceptions,
+    checked_tags,
     checked_timeout,
     checked_tries,
 )
@@ -63,6 +64,9 @@ called at each dispatch."""
 UniqueKey = bool | Callable[..., object]
 """``True`` (one per task) or a callable of the call's arguments returning its key."""
 UniqueUntil = Literal["processed", "processing"]
+Tags = Sequence[str] | Callable[..., Iterable[str]]
+"""Strings, or a callable of the call's arguments returning them (Horizon tags a job
+by the models it carries: ``tags=lambda order_id: [f"order:{order_id}"]``)."""
 DEFAULT_UNIQUE_FOR = 3600.0
 """Seconds a unique lock lasts unless released first: a lost worker never leaves one."""
 UNIQUE = "unique"
@@ -90,6 +94,9 @@ class Option:
     """The ``Job`` attribute that carries it in each call's payload."""
     at_dispatch: Callable[[Any, float], Any] | None = None
     """Its value in a job dispatched at a time (epoch seconds), if not the value itself."""
+    of_call: Callable[[Any, Sequence[Any], dict[str, Any]], Any] | None = None
+    """Its value in the job of a call with these arguments, if it depends on them
+    (set by ``Task.make_job``, not in :meth:`TaskOptions.job_fields`)."""
     meta: str | None = None
     """The ``Job.meta`` entry that carries it, if any..."""
     in_meta: Callable[[Any], Any] | None = None
@@ -139,6 +146,27 @@ def _keep_seconds(keep: object) -> float:
     return option_checked(
         checked_keep, seconds(keep, "keep_result") if isinstance(keep, timedelta) else keep
     )
+
+
+def _check_tags(tags: object) -> None:
+    if not callable(tags):
+        option_checked(checked_tags, tags)
+
+
+def _given_tags(tags: Any) -> Any:
+    return tags if callable(tags) else option_checked(checked_tags, tags)
+
+
+def _tags_of_call(tags: Tags, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """A call's tags: the declared ones, or what the declared callable returns for its
+    arguments (checked: a wrong return is the caller's error, at dispatch)."""
+    if not callable(tags):
+        return tuple(tags)
+    returned = tags(*args, **kwargs)
+    try:
+        return checked_tags(list(returned) if isinstance(returned, (set, frozenset)) else returned)
+    except ValueError as exc:
+        raise InvalidTaskOption(f"the tags= callable returned {returned!r}: {exc}") from None
 
 
 def _carried_stack(stack: tuple[Middleware, ...]) -> list[Any] | None:
@@ -224,6 +252,11 @@ class TaskOptions:
         ),
     )
     unique_until: UniqueUntil = field(default="processed", metadata=_how(check=_check_unique_until))
+    tags: Tags = field(
+        default=(),
+        metadata=_how(check=_check_tags, given=_given_tags, job="tags", of_call=_tags_of_call),
+    )
+    """Labels each call carries, to find it by (docs/tasks.md, "Tags")."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -238,11 +271,18 @@ class TaskOptions:
 
     def job_fields(self, dispatched_at: float) -> dict[str, Any]:
         """The ``Job`` attributes of a call dispatched at ``dispatched_at``."""
-        fixed, timed, _ = self._carried
+        fixed, timed, _, _ = self._carried
         carried = fixed.copy()
         for attribute, at_dispatch, value in timed:
             carried[attribute] = at_dispatch(value, dispatched_at)
         return carried
+
+    def call_fields(self, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The ``Job`` attributes that depend on a call's arguments (set ones only)."""
+        return {
+            attribute: of_call(value, args, kwargs)
+            for attribute, of_call, value in self._carried[3]
+        }
 
     def job_meta(self) -> dict[str, Any]:
         """The ``Job.meta`` entries each call carries (the unique key aside: per call)."""
@@ -254,31 +294,51 @@ class TaskOptions:
         return carried
 
     @cached_property
-    def _carried(self) -> tuple[dict[str, Any], list[_Carried], list[_Carried]]:
+    def _carried(
+        self,
+    ) -> tuple[dict[str, Any], list[_Carried], list[_Carried], list[_Carried]]:
         """What each call's job gets, worked out once per options (a dispatch copies it):
-        the fixed ``Job`` attributes, those set at dispatch, and the meta entries (each
-        as ``(attribute or key, how, value)``, the unset ones left out)."""
+        the fixed ``Job`` attributes, those set at dispatch, the meta entries, and the
+        attributes each call's arguments decide (each as ``(attribute or key, how,
+        value)``, the unset ones left out)."""
         fixed = {attribute: getattr(self, name) for name, attribute, at in _IN_JOB if not at}
         timed = [(attribute, at, getattr(self, name)) for name, attribute, at in _IN_JOB if at]
         meta = [(key, in_meta, getattr(self, name)) for name, key, in_meta in _IN_META]
+        of_call = [(attribute, of, getattr(self, name)) for name, attribute, of in _OF_CALL]
         return (
             fixed,
             [(attribute, at, value) for attribute, at, value in timed if value is not None],
             [(key, in_meta, value) for key, in_meta, value in meta if value is not None],
+            [(attribute, of, value) for attribute, of, value in of_call if value],
         )
+
+    @cached_property
+    def depends_on_call(self) -> bool:
+        """Some attribute of each call's job depends on its arguments (``tags=`` a
+        callable): ``dispatch_many`` cannot share one template's options for it."""
+        return any(callable(value) for _, _, value in self._carried[3])
 
 
 _OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(TaskOptions)}
 _UNSET_BY_NONE = frozenset(f.name for f in fields(TaskOptions) if f.default is None)
 """The options whose None means "not set" (the worker's or the connection's default
 applies): neither checked nor converted. Any other option is checked, None included."""
-_IN_JOB = [(n, how.job, how.at_dispatch) for n, how in _OPTIONS.items() if how.job is not None]
+_IN_JOB = [
+    (n, how.job, how.at_dispatch)
+    for n, how in _OPTIONS.items()
+    if how.job is not None and how.of_call is None
+]
+_OF_CALL = [
+    (n, how.job, how.of_call)
+    for n, how in _OPTIONS.items()
+    if how.job is not None and how.of_call is not None
+]
 _IN_META = [
     (n, how.meta, how.in_meta or (lambda value: value))
     for n, how in _OPTIONS.items()
     if how.meta is not None
 ]
-JOB_ATTRIBUTES = tuple(attribute for _, attribute, _ in _IN_JOB)
+JOB_ATTRIBUTES = tuple(attribute for _, attribute, _ in (*_IN_JOB, *_OF_CALL))
 JOB_META = tuple(key for _, key, _ in _IN_META)
 """The ``Job`` attributes and meta entries options set: what a workflow step or a
 schedule must carry."""
@@ -301,6 +361,7 @@ class TaskArguments(TypedDict, total=False):
     unique: UniqueKey
     unique_for: float | timedelta
     unique_until: UniqueUntil
+    tags: Tags
 
 
 class UsingArguments(TypedDict, total=False):
@@ -317,6 +378,7 @@ class UsingArguments(TypedDict, total=False):
     retry_until: RetryUntil | None
     fail_on_timeout: bool | None
     middleware: Sequence[Middleware] | None
+    tags: Tags | None
 
 
 def _fields_of(arguments: type, renamed: bool) -> dict[str, str]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from rqueue.encoding.payload import MAX_DELAY_SECONDS, checked_retry_until
+from rqueue.encoding.ranges import MAX_DELAY_SECONDS, checked_retry_until
 from rqueue.errors import InvalidSchedule, InvalidTaskOption
 
 T = TypeVar("T")

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rqueue.encoding.payload import MAX_TIMEOUT_SECONDS, MAX_TRIES
+from rqueue.encoding.ranges import MAX_TIMEOUT_SECONDS, MAX_TRIES
 from rqueue.settings.config import ConfigError, Limit
 from rqueue.store.keys import validate_queue_name
 

@@ -25,14 +25,14 @@ import time
 from typing import Any, TypeGuard
 
 from rqueue.encoding import codec
-from rqueue.encoding.payload import (
-    KEEP,
+from rqueue.encoding.payload import KEEP, Job
+from rqueue.encoding.ranges import (
     MAX_DELAY_SECONDS,
-    Job,
     checked_backoff,
     checked_controls,
     checked_keep,
     checked_meta,
+    checked_tags,
     checked_timeout,
     checked_tries,
 )
@@ -90,6 +90,8 @@ def step_of(call: PendingDispatch) -> Step:
             "retry_until": job.retry_until,
             "fail_on_timeout": job.fail_on_timeout,
         }
+    if job.tags:
+        step["tags"] = list(job.tags)
     meta = {key: value for key, value in job.meta.items() if key not in _OWN_META}
     if meta:
         step["meta"] = meta
@@ -193,6 +195,8 @@ def checked_step(step: object) -> Step:
             checked_controls(step["controls"])
         if "meta" in step:
             checked_meta(step["meta"])
+        if "tags" in step:
+            checked_tags(step["tags"])
     except Exception as exc:
         raise InvalidPayload(f"a workflow step is malformed: {exc!r}") from None
     return step
@@ -248,6 +252,7 @@ def step_job(
         backoff=tuple(step.get("backoff") or ()),
         dispatched_at=time.time(),
         meta=meta,
+        tags=tuple(step.get("tags") or ()),
     )
     if "controls" in step:
         job.max_exceptions, job.retry_until, job.fail_on_timeout = checked_controls(

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rqueue.store",),
     (
         "rqueue.tasks.arguments",
+        "rqueue.encoding.ranges",
         "rqueue.encoding.payload",
         "rqueue.timing",
         "rqueue.tasks.validation",

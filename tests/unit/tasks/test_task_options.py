@@ -38,6 +38,7 @@ class Stamp(Middleware):
     max_exceptions=2,
     retry_until=UNTIL,
     fail_on_timeout=True,
+    tags=lambda x: [f"x:{x}", "every"],
 )
 def every_option(x: int) -> int:
     return x
@@ -74,7 +75,7 @@ def test_a_schedule_s_run_makes_the_job_a_dispatch_makes() -> None:
         queue=target.options.queue,
         args=(1,),
         timing=Timing(None, 1000, "UTC"),
-        **call_options(target),
+        **call_options(target, (1,), {}),
     )
     carried = schedule.job(1_000_000, 1_000_000)
     _assert_same(made, carried)
