@@ -67,11 +67,7 @@ class _Processing(Participant):
         while its attempt completes, and continues its trace from here."""
         self._lock = threading.Lock()
 
-    def call_scope(self, queue: str, job: Job) -> Any:
-        return self._process(queue, job)
-
-    @contextmanager
-    def _process(self, queue: str, job: Job) -> Iterator[None]:
+    def call_scope(self, queue: str, job: Job) -> _ProcessSpan:
         carried = propagate.extract(job.headers) if job.headers else None
         parent: context.Context | None = carried
         links: tuple[Link, ...] = ()
@@ -94,15 +90,7 @@ class _Processing(Participant):
             if len(self._spans) >= _REMEMBERED:
                 del self._spans[next(iter(self._spans))]
             self._spans[job.id] = span
-        with trace.use_span(span, True, record_exception=False, set_status_on_exception=False):
-            try:
-                yield
-            except Release:
-                raise  # put back by a middleware: not an error of the task
-            except BaseException as exc:  # TaskTimeout too
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-                raise
+        return _ProcessSpan(span)
 
     def attempt_span(self, job_id: str) -> trace.Span | None:
         """The process span of the attempt at ``job_id`` still completing, if any."""
@@ -121,6 +109,28 @@ class _Processing(Participant):
 
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
         self._forget(job)
+
+
+class _ProcessSpan:
+    """An attempt's process span, current while its function runs (a class, not a
+    generator: it is entered once per attempt)."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: trace.Span) -> None:
+        self.span = span
+        self.token: object = None
+
+    def __enter__(self) -> None:
+        self.token = context.attach(trace.set_span_in_context(self.span))
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        span = self.span
+        if exc is not None and not isinstance(exc, Release):  # a release is no error
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        context.detach(self.token)  # type: ignore[arg-type]
+        span.end()
 
 
 class _Sending:

@@ -17,7 +17,8 @@ traced from its first.
 **Failures.** A task that fails for good is captured once, with the exception that
 ended its last attempt, in the scope of that attempt (its breadcrumbs and trace), with
 the tags ``rqueue.queue`` and ``rqueue.task`` and an ``rqueue`` context: queue, task,
-id, attempt, and its arguments (``[Filtered]`` unless ``send_default_pii``). rqueue's
+id, attempt, and its arguments (``[Filtered]`` unless ``send_default_pii``, and so
+are the locals of its function's frame, where its arguments are). rqueue's
 own log line for that failure is kept from becoming a second event through Sentry's
 logging integration (the line stays a breadcrumb). A retried attempt is captured only
 with ``capture_retries=True``. A payload refused before it ran has no exception: its
@@ -249,19 +250,25 @@ def _capture(attempt: _Attempt, job: Job, level: str, retried: bool) -> None:
         else:
             mechanism = {"type": RqueueIntegration.identifier, "handled": False}
             event, hint = event_from_exception(exc, client.options, mechanism)  # type: ignore[assignment]
-            _without_own_locals(event)
+            _without_arguments_in_locals(event, job.task, should_send_default_pii())
         event["level"] = level
+        event["transaction"] = job.task
         event.setdefault("contexts", {})["trace"] = attempt.transaction.get_trace_context()
         sentry_sdk.capture_event(event, hint=hint)  # type: ignore[arg-type]
 
 
-def _without_own_locals(event: dict[str, Any]) -> None:
-    """Drop the local variables of rqueue's own frames: the worker's machinery, whose
-    locals are the payload and the job (the arguments, whatever ``send_default_pii``
-    says). The task's own frames keep what ``include_local_variables`` gives them."""
+def _without_arguments_in_locals(event: dict[str, Any], task: str, pii: bool) -> None:
+    """Drop the local variables of rqueue's own frames (the worker's, whose locals are
+    the payload and the job) and, unless ``pii``, of the task's function's frame,
+    whose locals start as its arguments. Other frames keep what Sentry's
+    ``include_local_variables`` gives them."""
+    module, _, function = task.partition(":")
+    function = function.rpartition(".")[2]
     for value in event.get("exception", {}).get("values", []):
         for frame in (value.get("stacktrace") or {}).get("frames", []):
-            if str(frame.get("module", "")).startswith("rqueue."):
+            found = str(frame.get("module", ""))
+            own = found.startswith("rqueue.")
+            if own or (not pii and found == module and frame.get("function") == function):
                 frame.pop("vars", None)
 
 

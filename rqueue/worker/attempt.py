@@ -16,8 +16,8 @@ from its job (``participants.py``): a plain task pays for none it does not use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 
 from rqueue.encoding.payload import Job
@@ -89,16 +89,20 @@ class Participant:
 Participants = tuple[Participant, ...]
 
 
-@contextmanager
-def call_scopes(attempt: Attempt) -> Iterator[None]:
-    """The call scopes of the attempt's participants, entered in their order where the
-    caller runs (the call's own thread or coroutine), left in the reverse order."""
-    with ExitStack() as scopes:
+def call_scopes(attempt: Attempt) -> ExitStack:
+    """The call scopes of the attempt's participants, entered now in their order where
+    the caller runs (the call's own thread or coroutine): use it in a ``with``, which
+    leaves them in the reverse order."""
+    scopes = ExitStack()
+    try:
         for participant in attempt.participants:
             scope = participant.call_scope(attempt.queue, attempt.job)
             if scope is not None:
                 scopes.enter_context(scope)
-        yield
+    except BaseException:
+        scopes.close()
+        raise
+    return scopes
 
 
 @dataclass(slots=True)
