@@ -15,7 +15,7 @@ import pytest
 import traced_tasks as tt
 from support import Workers, ready, wait_for
 
-from rqueue import batch, chain
+from rqueue import batch, chain, schedules
 from rqueue.contrib.opentelemetry import instrument, uninstrument
 from rqueue.encoding.payload import decode
 from rqueue.store.queue import RedisQueue
@@ -160,6 +160,22 @@ def test_with_link_the_attempt_starts_a_trace_linked_to_its_send(
     assert process["context"]["trace_id"] != send["context"]["trace_id"]
     [link] = process["links"]
     assert link["context"]["span_id"] == send["context"]["span_id"]
+
+
+def test_a_schedules_trigger_is_sent_from_the_worker_parent_with_otel(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """``--otel`` instruments the parent too: the trigger it fires is a trace's root."""
+    schedules.add("tick", tt.traced, every=1, args=(4,))
+    workers.start("-A", "traced_tasks", "--otel", "--block-for", "0.2", "--log-level", "warning")
+    wait_for(lambda: named(spans(queue), "process default"), 20, "a trigger's attempt")
+    found = spans(queue)
+    process = named(found, "process default")[0]
+    [send] = [s for s in named(found, "send default") if child_of(process, s)]
+    assert send["parent_id"] is None
+    assert (
+        send["attributes"]["messaging.message.id"] == process["attributes"]["messaging.message.id"]
+    )
 
 
 def test_with_nothing_configured_no_span_and_no_header(queue: RedisQueue, workers: Workers) -> None:
