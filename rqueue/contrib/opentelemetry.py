@@ -11,13 +11,14 @@ Spans follow the OpenTelemetry messaging semantic conventions. Each send is a
 ``send <queue>`` span (PRODUCER) around the encoding and push of its tasks (one span
 for a ``dispatch_many`` or a batch's members), and its context travels in each task's
 payload (``Job.headers``: ``traceparent``, ``tracestate``, by the process's global
-propagator). Each attempt is a ``process <queue>`` span (CONSUMER) around the task's
-function, current while it runs (in its thread or coroutine, in every mode), the child
+propagator). Each attempt is a ``process <queue>`` span (CONSUMER) from the task's call until its
+outcome is settled, current while its function runs (in its thread or coroutine, in
+every mode), the child
 of the send span, or with ``link=True`` a new trace linking to it. Its attributes:
 ``messaging.system`` ``rqueue``, ``messaging.destination.name`` (the queue),
 ``messaging.message.id`` (the task id), ``messaging.operation.type`` (``send`` or
 ``process``), ``messaging.rqueue.task`` and ``messaging.rqueue.attempt``; an exception
-is recorded and sets the status to ERROR (a middleware's ``Release`` is no error).
+is recorded and sets the status to ERROR (a ``Release`` is no error).
 What an attempt sends, its function's dispatches and, once it completed, its chain's
 next step, catch or its batch's callbacks, continue its trace as children of its
 process span.
@@ -49,8 +50,8 @@ from rqueue.worker.attempt import Participant
 
 SYSTEM = "rqueue"
 _REMEMBERED = 1024
-"""Process spans kept for the sends that follow their attempt (see ``_Processing``);
-past this many (attempts that never reached an outcome hook: released), the oldest go."""
+"""Process spans kept open until their attempt's outcome (see ``_Processing``); past
+this many (attempts whose outcome never came), the oldest are dropped unended."""
 
 
 class _Processing(Participant):
@@ -63,8 +64,8 @@ class _Processing(Participant):
         self.link = link
         self._spans: dict[str, trace.Span] = {}
         """Per task id, the process span of its attempt, from its call until its outcome
-        is settled: a chain's next step or a batch's callback is sent after the call,
-        while its attempt completes, and continues its trace from here."""
+        is settled, when it ends: a chain's next step or a batch's callback is sent after
+        the call, while its attempt completes, and continues its trace from here."""
         self._lock = threading.Lock()
 
     def call_scope(self, queue: str, job: Job) -> _ProcessSpan:
@@ -90,34 +91,42 @@ class _Processing(Participant):
             if len(self._spans) >= _REMEMBERED:
                 del self._spans[next(iter(self._spans))]
             self._spans[job.id] = span
-        return _ProcessSpan(span)
+        return _ProcessSpan(self, job, span)
 
     def attempt_span(self, job_id: str) -> trace.Span | None:
         """The process span of the attempt at ``job_id`` still completing, if any."""
         return self._spans.get(job_id)
 
-    def _forget(self, job: Job | None) -> None:
+    def end(self, job: Job | None) -> None:
+        """End the process span of ``job``'s attempt, its outcome settled (its chain's
+        next step, its batch's callbacks sent)."""
         if job is not None:
             with self._lock:
-                self._spans.pop(job.id, None)
+                span = self._spans.pop(job.id, None)
+            if span is not None:
+                span.end()
 
     def after_succeeded(self, queue: str, job: Job, duration: float) -> None:
-        self._forget(job)
+        self.end(job)
 
     def after_retried(self, queue: str, job: Job, duration: float | None) -> None:
-        self._forget(job)
+        self.end(job)
 
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
-        self._forget(job)
+        self.end(job)
 
 
 class _ProcessSpan:
-    """An attempt's process span, current while its function runs (a class, not a
-    generator: it is entered once per attempt)."""
+    """An attempt's process span made current while its function runs (a class, not a
+    generator: it is entered once per attempt). It ends once the attempt's outcome is
+    settled (``_Processing.end``), or here if the task raised ``Release`` (put itself
+    back): no outcome hook follows that one."""
 
-    __slots__ = ("span", "token")
+    __slots__ = ("job", "processing", "span", "token")
 
-    def __init__(self, span: trace.Span) -> None:
+    def __init__(self, processing: _Processing, job: Job, span: trace.Span) -> None:
+        self.processing = processing
+        self.job = job
         self.span = span
         self.token: object = None
 
@@ -125,12 +134,12 @@ class _ProcessSpan:
         self.token = context.attach(trace.set_span_in_context(self.span))
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
-        span = self.span
-        if exc is not None and not isinstance(exc, Release):  # a release is no error
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         context.detach(self.token)  # type: ignore[arg-type]
-        span.end()
+        if isinstance(exc, Release):  # not an error of the task
+            self.processing.end(self.job)
+        elif exc is not None:
+            self.span.record_exception(exc)
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
 
 
 class _Sending:

@@ -74,7 +74,7 @@ SYSTEM = "rqueue"
 _WORKER_LOGGER = "rqueue.worker"
 _REMEMBERED = 1024
 """Attempts kept between their call and their outcome (see ``_Processing``); past this
-many (attempts that never reached an outcome hook: released), the oldest go."""
+many (attempts whose outcome never came), the oldest are dropped unfinished."""
 _CARRIED = (SENTRY_TRACE_HEADER_NAME, BAGGAGE_HEADER_NAME)
 
 
@@ -145,24 +145,31 @@ class _Processing(Participant):
                 origin=RqueueIntegration.origin,
             )
             check_in = self._check_in(job) if integration.monitor_schedules else None
+            sentry_sdk.start_transaction(transaction)  # finished with the outcome: _finish
+            _messaging(transaction, queue, job.id)
+            transaction.set_data(SPANDATA.MESSAGING_MESSAGE_RETRY_COUNT, job.attempts - 1)
             attempt = _Attempt(scope, transaction, check_in)
             with self._lock:
                 if len(self._attempts) >= _REMEMBERED:
                     del self._attempts[next(iter(self._attempts))]
                 self._attempts[job.id] = attempt
-            with sentry_sdk.start_transaction(transaction):
-                _messaging(transaction, queue, job.id)
-                transaction.set_data(SPANDATA.MESSAGING_MESSAGE_RETRY_COUNT, job.attempts - 1)
-                try:
-                    yield
-                except Release:
-                    transaction.set_status(SPANSTATUS.OK)  # put back: not the task failing
-                    raise
-                except BaseException as exc:  # TaskTimeout too
-                    attempt.exc = exc
-                    transaction.set_status(SPANSTATUS.INTERNAL_ERROR)
-                    raise
+            current = sentry_sdk.get_current_scope()
+            previous, current.span = current.span, transaction
+            try:
+                yield
+            except Release:  # the task put itself back: not a failure, and no outcome follows
                 transaction.set_status(SPANSTATUS.OK)
+                self._settled(job)
+                _finish(attempt)
+                raise
+            except BaseException as exc:  # TaskTimeout too
+                attempt.exc = exc
+                transaction.set_status(SPANSTATUS.INTERNAL_ERROR)
+                raise
+            else:
+                transaction.set_status(SPANSTATUS.OK)
+            finally:
+                current.span = previous
 
     def transaction_of(self, job_id: str) -> sentry_sdk.tracing.Transaction | None:
         """The transaction of the attempt at ``job_id`` still completing, if any."""
@@ -177,8 +184,11 @@ class _Processing(Participant):
 
     def after_succeeded(self, queue: str, job: Job, duration: float) -> None:
         attempt = self._settled(job)
-        if attempt is not None and attempt.check_in is not None:
+        if attempt is None:
+            return
+        if attempt.check_in is not None:
             _check_in_done(attempt.check_in, MonitorStatus.OK, duration)
+        _finish(attempt)
 
     def after_retried(self, queue: str, job: Job, duration: float | None) -> None:
         attempt = self._settled(job)
@@ -189,6 +199,7 @@ class _Processing(Participant):
         integration = _integration()
         if integration is not None and integration.capture_retries:
             _capture(attempt, job, "warning", retried=True)
+        _finish(attempt)
 
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
         attempt = self._settled(job)
@@ -197,6 +208,7 @@ class _Processing(Participant):
         if attempt.check_in is not None:
             _check_in_done(attempt.check_in, MonitorStatus.ERROR, duration)
         _capture(attempt, job, "error", retried=False)
+        _finish(attempt)
 
     def _check_in(self, job: Job) -> tuple[str, str] | None:
         """Report a schedule's run in progress; (slug, check-in id), None if not one."""
@@ -236,6 +248,13 @@ class _Processing(Participant):
 
 
 _PROCESSING = _Processing()
+
+
+def _finish(attempt: _Attempt) -> None:
+    """Finish the attempt's transaction (and send it), in its own scope: what it sent
+    since its call (a chain's next step, a batch's callbacks) is among its spans."""
+    with use_isolation_scope(attempt.scope):
+        attempt.transaction.finish()
 
 
 def _capture(attempt: _Attempt, job: Job, level: str, retried: bool) -> None:

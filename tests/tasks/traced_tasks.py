@@ -12,7 +12,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from rqueue import Batch, task
+from rqueue import Batch, current_job, task
+from rqueue.middleware import Release
 from rqueue.store.default import default_queue
 
 SPANS = "test:otel:spans"
@@ -67,3 +68,12 @@ def broken(n: int) -> None:
 @task(tries=1)
 def finished(batch: Batch) -> None:
     _seen("finished")
+
+
+@task(tries=3)
+def releases_once() -> None:
+    """Puts itself back on its first attempt (a ``Release`` of its own), then runs."""
+    job = current_job()
+    assert job is not None
+    if job.attempts == 1:
+        raise Release(0)

@@ -109,6 +109,17 @@ def test_a_failure_is_recorded_on_its_process_span(
     assert event["attributes"]["exception.message"] == "broken 3"
 
 
+def test_an_attempt_that_puts_itself_back_ends_its_span_without_an_error(
+    queue: RedisQueue, workers: Workers, instrumented: None
+) -> None:
+    tt.releases_once.dispatch()
+    code, output = workers.run("--otel", *RUN)
+    assert code == 0, output
+    processes = named(spans(queue), "process default")
+    assert [p["attributes"]["messaging.rqueue.attempt"] for p in processes] == [1, 2]
+    assert {p["status"]["status_code"] for p in processes} == {"UNSET"}
+
+
 def test_a_chain_and_what_a_task_dispatches_continue_the_trace(
     queue: RedisQueue, workers: Workers, instrumented: None
 ) -> None:

@@ -15,7 +15,7 @@ import sentry_sdk
 import sentry_tasks as st
 from support import Workers, ready
 
-from rqueue import schedules
+from rqueue import chain, schedules
 from rqueue.contrib.sentry import RqueueIntegration
 from rqueue.encoding.payload import decode
 from rqueue.store.queue import RedisQueue
@@ -138,3 +138,20 @@ def test_a_schedules_run_reports_cron_check_ins(queue: RedisQueue, workers: Work
         "timezone": "Europe/Paris",
     }
     assert done["duration"] > 0
+
+
+def test_a_chains_next_step_is_published_from_its_steps_transaction(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    chain(st.succeeds.pending(1), st.succeeds.pending(2)).dispatch()
+    code, output = workers.run(*RUN)
+    assert code == 0, output
+    first, second = captured(queue, "transaction")
+    [publish] = [s for s in first["spans"] if s["op"] == "queue.publish"]
+    assert (
+        publish["data"]["messaging.message.id"]
+        != first["contexts"]["trace"]["data"]["messaging.message.id"]
+    )
+    trace = second["contexts"]["trace"]
+    assert (trace["trace_id"], trace["parent_span_id"]) == (publish["trace_id"], publish["span_id"])
+    assert trace["data"]["messaging.message.id"] == publish["data"]["messaging.message.id"]
