@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import traced_tasks as tt
-from support import Workers, ready, wait_for
+from support import Workers, push_job, ready, wait_for
 
 from rqueue import batch, chain, schedules
 from rqueue.contrib.opentelemetry import instrument, uninstrument
@@ -187,6 +187,20 @@ def test_a_schedules_trigger_is_sent_from_the_worker_parent_with_otel(
     assert (
         send["attributes"]["messaging.message.id"] == process["attributes"]["messaging.message.id"]
     )
+
+
+def test_a_forged_traceparent_starts_a_trace_of_its_own(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """Headers come from Redis: one that is not a trace context parents nothing."""
+    forged = {"traceparent": "00-\x1b[31mnot-a-trace\x1b[0m-01", "tracestate": "=" * 500}
+    job = push_job(queue, tt.traced.name, 8, headers=forged)
+    code, output = workers.run("--otel", *RUN)
+    assert code == 0, output
+    [process] = named(spans(queue), "process default")
+    assert process["parent_id"] is None
+    assert process["attributes"]["messaging.message.id"] == job.id
+    assert "traced:8" in seen(queue)
 
 
 def test_with_nothing_configured_no_span_and_no_header(queue: RedisQueue, workers: Workers) -> None:
