@@ -6,7 +6,8 @@ calls the child's per-task entry (``Lifecycle.process``; ``ChildWorker._process`
 checkout from before the lifecycle) on one held payload, over and over, and reads the
 CPU time: its acknowledgements pile up in memory and are dropped between rounds, so
 the figure is the Python cost of admitting, running and settling one task. Best of
-``--rounds`` rounds of ``--tasks`` calls, metrics off and on. ``--tree`` runs another
+``--rounds`` rounds of ``--tasks`` calls, metrics off and on; and the function calls
+one task makes, which a busy machine does not blur. ``--tree`` runs another
 checkout's code (alternate the two, interleaved, in one sitting):
 
     python benchmarks/speed/per_task.py
@@ -16,11 +17,11 @@ checkout's code (alternate the two, interleaved, in one sitting):
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,30 +29,29 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parents[1]
 
 
-def checkout(tree: Path) -> tuple[Callable[..., Any], Callable[..., bytes]]:
-    """The tree's ``in_process_child`` and payload ``encode``, wherever it keeps them."""
+def checkout(tree: Path) -> Callable[..., Any]:
+    """The tree's ``in_process_child``, wherever it keeps it."""
     for folder in (tree / "benchmarks", tree / "benchmarks" / "support"):
         sys.path.insert(0, str(folder))
     try:
         from in_process import in_process_child
     except ImportError:  # before benchmarks/ was sorted by kind
         from hot_path import in_process_child
-    try:
-        payload = importlib.import_module("rqueue.encoding.payload")
-    except ImportError:  # before rqueue/ had encoding/
-        payload = importlib.import_module("rqueue.payload")
-    return in_process_child, payload.encode
+    return in_process_child
 
 
-def best_per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) -> float:
-    """Lowest CPU microseconds per call of the child's per-task entry over ``rounds``."""
-    in_process_child, encode = checkout(tree)
+def per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) -> str:
+    """The child's per-task entry on one held payload: the lowest CPU microseconds per
+    call over ``rounds``, and the Python and C function calls each call makes (counted,
+    so the same on a busy machine as on a quiet one)."""
+    in_process_child = checkout(tree)
     import bench_tasks
 
     from rqueue.store.header import header
 
     worker = in_process_child(url, 100, metrics)
     job = bench_tasks.empty.make_job((), {}, None, task_id="0" * 32)
+    encode = sys.modules[type(job).__module__].encode  # the tree's, wherever it is
     payload = encode(job, None)
     fixed = header(payload)
     worker.slot.hold(0, [fixed])
@@ -65,7 +65,21 @@ def best_per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) 
             run(0, "default", payload, fixed, time.monotonic() + 100)
         best = min(best, (time.process_time() - start) / tasks * 1e6)
         acks._acks.clear()
-    return best
+    calls = Counter[str]()
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        calls[event] += 1
+
+    counted = 1000
+    sys.setprofile(count)
+    for _ in range(counted):
+        run(0, "default", payload, fixed, time.monotonic() + 100)
+    sys.setprofile(None)
+    acks._acks.clear()
+    return (
+        f"{best:.2f} us ({calls['call'] / counted:.0f} Python calls, "
+        f"{calls['c_call'] / counted:.0f} C calls)"
+    )
 
 
 def main() -> None:
@@ -80,12 +94,12 @@ def main() -> None:
     with RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
         figures = [
-            best_per_task(server.url, metrics, options.tasks, options.rounds, options.tree)
+            per_task(server.url, metrics, options.tasks, options.rounds, options.tree)
             for metrics in (False, True)
         ]
     print(
         f"{options.tree}: child CPU per task, best of {options.rounds} x {options.tasks:,}: "
-        f"metrics off {figures[0]:.2f} us, on {figures[1]:.2f} us"
+        f"metrics off {figures[0]}; on {figures[1]}"
     )
 
 

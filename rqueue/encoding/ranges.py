@@ -133,6 +133,9 @@ def _checked_exponential(backoff: list[Any] | tuple[Any, ...]) -> tuple[str, flo
 
 
 def checked_moment(moment: object) -> float:
+    """``moment`` (epoch seconds) as a float, if finite; a float is the usual case."""
+    if type(moment) is float and math.isfinite(moment):
+        return moment
     if not _is_number(moment):
         raise ValueError(f"dispatched_at must be a finite number, got {moment!r}")
     return float(moment)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ seen, or reset, by another. Never a module global.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import NamedTuple
 
@@ -76,10 +77,10 @@ def set_current_job(job: Job | None) -> None:
         _running.set(Run(job))
 
 
-def set_current_run(run: Run) -> None:
-    """Make ``run`` the one running in this context: a worker's attempt is its own run
-    (``worker/attempt.py``), so starting one makes no object of its own."""
-    _running.set(run)
+set_current_run: Callable[[Run], object] = _running.set
+"""Make a run the one running in this context: a worker's attempt is its own run
+(``worker/attempt.py``), so starting one makes no object of its own. The context
+variable's own setter, called for every task: no call of ours around it."""
 
 
 def current_runner() -> Runner | None:

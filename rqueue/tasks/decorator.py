@@ -94,8 +94,9 @@ def registered() -> dict[str, Task[Any, Any]]:
     return dict(_registered)
 
 
-def registered_task(name: str) -> Task[Any, Any] | None:
-    return _registered.get(name)
+registered_task: Callable[[str], Task[Any, Any] | None] = _registered.get
+"""The task registered under a name, or None: the registry's own lookup, asked for
+every task a worker runs."""
 
 
 def unregister(names: Iterable[str]) -> None:

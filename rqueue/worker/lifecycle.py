@@ -2,7 +2,7 @@
 
 :meth:`Lifecycle.process` reads as the sentence it is, in the shape of Laravel's
 ``Worker::process()``: admit the payload (or refuse it), prepare its workflow's part
-(or skip it), start it under its time limit, look its task up, call it through its
+(or skip it), start it (under its time limit, its task looked up), call it through its
 middleware, and settle it: succeeded, failed (retried or for good), released,
 skipped or cancelled. The mode decides only *how* the task's function is called:
 inline here, under SIGALRM (process mode), or handed to the concurrent runner
@@ -112,11 +112,9 @@ class Lifecycle:
         attempt = self.admit(entry, queue, payload, header, expires_at)
         if attempt is None or (attempt.job.meta and not self.workflow.prepare(attempt)):
             return  # refused, or settled before it ran (a cancelled batch's member)
-        self.start(attempt)
         try:
-            self.time_limit.arm(attempt.timeout)
             try:
-                if self.look_up(attempt):
+                if self.start(attempt):
                     self.start_concurrently(attempt)  # it runs on: see concurrent.py
                     return
                 set_current_run(attempt)
@@ -129,7 +127,7 @@ class Lifecycle:
             return
         self.succeeded(attempt, result, completion, time.monotonic() - attempt.started)
 
-    # -- admit, start, look up, call ------------------------------------------------
+    # -- admit, start, call -----------------------------------------------------------
 
     def admit(
         self, entry: int, queue: str, payload: bytes, header: Header | None, expires_at: float
@@ -153,19 +151,19 @@ class Lifecycle:
         participants = roster.plain if plain else roster.of(job)
         return Attempt(entry, queue, payload, job, expires_at, tries, participants, job.args)
 
-    def start(self, attempt: Attempt) -> None:
-        """The attempt starts here, before the lookup: importing the task's module is
-        part of it, under its time limit, and a child that dies importing (os._exit, a
-        crash in C) has used up an attempt instead of giving the task back for ever."""
-        attempt.timeout = timeout = attempt.job.timeout or self.options.timeout
-        attempt.started = started = time.monotonic()
-        self.slot.start(
-            attempt.entry, attempt.job.task, started + timeout + self.options.kill_grace
-        )
+    def start(self, attempt: Attempt) -> bool:
+        """Start it: mark it running (with its kill deadline), arm its time limit, find
+        its task and build its middleware; True if it runs concurrently.
 
-    def look_up(self, attempt: Attempt) -> bool:
-        """Find its task and build its middleware; True if it runs concurrently."""
+        It starts before the lookup: importing the task's module is part of the
+        attempt, under its time limit, and a child that dies importing (os._exit, a
+        crash in C) has used up an attempt instead of giving the task back for ever.
+        The caller disarms the time limit, however this ends."""
         job = attempt.job
+        attempt.timeout = timeout = job.timeout or self.options.timeout
+        attempt.started = started = time.monotonic()
+        self.slot.start(attempt.entry, job.task, started + timeout + self.options.kill_grace)
+        self.time_limit.arm(timeout)
         attempt.task = task = registry.lookup(job.task, self.options.preload)
         concurrent = self.threaded or task.is_async
         if not concurrent:  # the concurrent runner titles each batch instead

@@ -20,25 +20,18 @@ from rqueue.workflows import effects
 
 def refused_before_start(job: Job, tries: int) -> tuple[str, str] | None:
     """Why an admitted job may not start (its failure's kind and message), or None.
-    One call for the two rules, as every task asks them."""
-    if exceeds_tries(job, tries):
+    Both rules in one call, as every task asks them:
+
+    - it was attempted more often than it may be (a crash loop the parent could not
+      settle): failed before it runs again;
+    - its ``retry_until`` passed before this attempt started: failed, not run.
+    """
+    if job.attempts > tries:
         return "MaxAttemptsExceeded", f"attempted {job.attempts} times, more than its {tries} tries"
-    if retry_window_passed(job):
-        assert job.retry_until is not None
+    if job.retry_until is not None and time.time() >= job.retry_until:
         when = f"{job.retry_until:.3f}"
         return "RetryUntilPassed", f"its retry_until (epoch {when}) passed before it started"
     return None
-
-
-def exceeds_tries(job: Job, tries: int) -> bool:
-    """It was attempted more often than it may be (a crash loop the parent could not
-    settle): failed before it runs again."""
-    return job.attempts > tries
-
-
-def retry_window_passed(job: Job) -> bool:
-    """Its ``retry_until`` passed before this attempt started: failed, not run."""
-    return job.retry_until is not None and time.time() >= job.retry_until
 
 
 def skips_for_cancelled_batch(attempt: Attempt, exc: BaseException) -> bool:
