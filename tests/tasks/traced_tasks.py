@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from rqueue import Batch, current_job, task
-from rqueue.middleware import Release
+from rqueue.middleware import Release, Skip
 from rqueue.store.default import default_queue
 
 SPANS = "test:otel:spans"
@@ -77,3 +77,10 @@ def releases_once() -> None:
     assert job is not None
     if job.attempts == 1:
         raise Release(0)
+
+
+@task(tries=1, middleware=[Skip(when=False)])
+async def traced_async_stacked(n: int) -> int:
+    """Its middleware run in a thread, whose ``call_next`` runs it on the loop."""
+    _seen(f"traced_async_stacked:{n}")
+    return n

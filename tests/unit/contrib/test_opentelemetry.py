@@ -95,6 +95,19 @@ def test_an_attempt_is_a_process_span_child_of_its_send_in_every_mode(
     assert seen(queue)[name] == (process["context"]["trace_id"], process["context"]["span_id"])
 
 
+def test_an_async_task_with_middleware_runs_in_its_process_span(
+    queue: RedisQueue, workers: Workers, instrumented: None
+) -> None:
+    tt.traced_async_stacked.dispatch(2)
+    code, output = workers.run("--otel", *MODES["slots"], *RUN)
+    assert code == 0, output
+    [send] = named(spans(queue), "send default")
+    [process] = named(spans(queue), "process default")
+    assert child_of(process, send)
+    current = (process["context"]["trace_id"], process["context"]["span_id"])
+    assert seen(queue)["traced_async_stacked:2"] == current
+
+
 def test_a_failure_is_recorded_on_its_process_span(
     queue: RedisQueue, workers: Workers, instrumented: None
 ) -> None:
