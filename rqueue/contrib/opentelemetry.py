@@ -11,10 +11,10 @@ Spans follow the OpenTelemetry messaging semantic conventions. Each send is a
 ``send <queue>`` span (PRODUCER) around the encoding and push of its tasks (one span
 for a ``dispatch_many`` or a batch's members), and its context travels in each task's
 payload (``Job.headers``: ``traceparent``, ``tracestate``, by the process's global
-propagator). Each attempt is a ``process <queue>`` span (CONSUMER) from the task's call until its
-outcome is settled, current while its function runs (in its thread or coroutine, in
-every mode), the child
-of the send span, or with ``link=True`` a new trace linking to it. Its attributes:
+propagator). Each attempt is a ``process <queue>`` span (CONSUMER) from the task's
+call until its outcome is settled, current while its function runs (in its thread or
+coroutine, in every mode), the child of the send span, or with ``link=True`` the root
+of a new trace linking to it. Its attributes:
 ``messaging.system`` ``rqueue``, ``messaging.destination.name`` (the queue),
 ``messaging.message.id`` (the task id), ``messaging.operation.type`` (``send`` or
 ``process``), ``messaging.rqueue.task`` and ``messaging.rqueue.attempt``; an exception
@@ -55,7 +55,7 @@ this many (attempts whose outcome never came), the oldest are dropped unended.""
 
 
 class _Processing(Participant):
-    """The consumer side: a ``process`` span around each call."""
+    """The consumer side: a ``process`` span from each call until its outcome."""
 
     __slots__ = ("_lock", "_spans", "link", "tracer")
 

@@ -114,7 +114,7 @@ class _Attempt:
 
 
 class _Processing(Participant):
-    """The worker's side: a transaction around each call, the outcome reported after."""
+    """The worker's side: a transaction from each call until its outcome, reported then."""
 
     __slots__ = ("_attempts", "_configs", "_lock")
 
