@@ -140,6 +140,20 @@ def test_a_schedules_run_reports_cron_check_ins(queue: RedisQueue, workers: Work
     assert done["duration"] > 0
 
 
+def test_a_failing_schedule_run_checks_in_as_an_error(queue: RedisQueue, workers: Workers) -> None:
+    schedules.add("hourly charge", st.fails.using(tries=1), every=3600, args=("card",))
+    schedules.run_now("hourly charge")
+    code, output = workers.run(*RUN, "--no-schedule")
+    assert code == 0, output
+    started, done = captured(queue, "check_in")
+    assert (started["status"], done["status"]) == ("in_progress", "error")
+    assert started["monitor_config"] == {
+        "schedule": {"type": "interval", "value": 60, "unit": "minute"},
+        "timezone": "UTC",
+    }
+    assert len(captured(queue, "event")) == 1
+
+
 def test_a_chains_next_step_is_published_from_its_steps_transaction(
     queue: RedisQueue, workers: Workers
 ) -> None:
