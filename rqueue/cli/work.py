@@ -137,6 +137,12 @@ def _field_option(
     "See docs/worker.md.",
 )
 @click.option(
+    "--otel/--no-otel",
+    default=None,
+    help="Trace each send and attempt with OpenTelemetry, in the parent and in each child "
+    "after its fork (needs rqueue[otel]; default: RQUEUE_OTEL). See docs/monitoring.md.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -162,6 +168,7 @@ def work(
     rate: str | None,
     record_events: bool,
     events_length: int | None,
+    otel: bool | None,
     **options: Any,
 ) -> None:
     """Run tasks from QUEUES (comma-separated, highest priority first)."""
@@ -185,6 +192,11 @@ def work(
         rates = {} if rate is None else parse_rates(rate, names)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--rate") from None
+    if _traced(otel):
+        from rqueue.contrib.opentelemetry import instrument
+
+        instrument()  # the parent sends schedules' triggers; each child instruments again
+        options["child_setup"] = (instrument,)
     try:
         worker_options = WorkerOptions(queues=names, rates=rates, **options)
     except ValueError as exc:
@@ -210,6 +222,19 @@ def _with_events(config: Config, record: bool, length: int | None) -> Config:
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--events-length") from None
     return replace(config, events=cap)
+
+
+def _traced(otel: bool | None) -> bool:
+    """``--otel``, else ``RQUEUE_OTEL``; on, OpenTelemetry must be installed."""
+    try:
+        on = env_flag("RQUEUE_OTEL") if otel is None else otel
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    if on and importlib.util.find_spec("opentelemetry") is None:
+        raise click.UsageError(
+            "--otel (or RQUEUE_OTEL) needs OpenTelemetry: pip install 'rqueue[otel]'"
+        )
+    return on
 
 
 def _preload(module: str) -> None:

@@ -29,7 +29,7 @@ from rqueue.schedules.record import (
 from rqueue.store.default import default_queue
 from rqueue.store.schedule_store import ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
-from rqueue.tasks import registry
+from rqueue.tasks import observers, registry
 from rqueue.tasks.decorator import registered
 from rqueue.tasks.options import JOB_ATTRIBUTES
 from rqueue.timing import Timing, seconds, to_ms
@@ -286,7 +286,7 @@ class Schedules:
         now = self.now_ms(schedule.queue)
         job = schedule.job(now, now)
         job = replace(job, meta={**job.meta, "manual": True})
-        self.queue.push(job.queue, [encode(job, self.queue.config.max_payload_bytes)])
+        self.queue.push(job.queue, [observers.encoded(job, self.queue.config.max_payload_bytes)])
         return job.id
 
     def declare(

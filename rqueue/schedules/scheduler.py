@@ -31,13 +31,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-from rqueue.encoding.payload import encode
 from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.schedule_store import MAX_MS, Firing, ScheduleStore
+from rqueue.tasks import observers
 from rqueue.tasks.decorator import registered
 from rqueue.timing import iso
 
@@ -231,7 +231,7 @@ class Scheduler:
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
         job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))
-        return encode(job, self.queue.config.max_payload_bytes)
+        return observers.encoded(job, self.queue.config.max_payload_bytes)
 
     def _declare(self) -> None:
         """Keep schedules declared with ``@task(cron=...)`` in line with the imported code."""

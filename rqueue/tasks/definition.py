@@ -22,6 +22,7 @@ from rqueue.errors import InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import dispatching
 from rqueue.store.calls import Push, UniqueLock
 from rqueue.store.default import default_queue
+from rqueue.tasks import observers
 from rqueue.tasks.arguments import CallShape
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
@@ -283,6 +284,14 @@ class Task(Generic[P, R]):
         self.check_dispatchable()
         queue = self.connection()
         job = self.make_job(args, kwargs)
+        if observers.watching:  # tracing: its span around the push, its context carried
+            sending = observers.Sending.of([job])
+            return observers.sent(sending, lambda: self._push(queue, sending.onto(job), delay))
+        return self._push(queue, job, delay)
+
+    def _push(self, queue: RedisQueue, job: Job, delay: float) -> TaskHandle[Any]:
+        """Encode one call's job and push it: the handle of the call, or of the one
+        holding its unique lock."""
         payload = encode(job, queue.config.max_payload_bytes)
         kept = frozenset([job.id] if self.keep_ms else [])
         wait = self.options.wait_replicas
@@ -319,6 +328,22 @@ def dispatch_many(
         return [interceptor(c, i, meta) for c, i in zip(calls, given, strict=True)]
     unique = ids is None  # a workflow's calls are not deduplicated: a batch counts each
     ids = new_ids(len(calls)) if ids is None else list(ids)
+    if observers.watching and calls:  # tracing: one span around the push of them all
+        queues = (call.task.options.queue for call in calls)
+        sending = observers.Sending(queues, (call.task.name for call in calls), ids)
+        return observers.sent(sending, lambda: _push_calls(calls, ids, meta, unique, sending))
+    return _push_calls(calls, ids, meta, unique, None)
+
+
+def _push_calls(
+    calls: list[PendingDispatch],
+    ids: list[str],
+    meta: dict[str, Any] | None,
+    unique: bool,
+    sending: observers.Sending | None,
+) -> list[Dispatched]:
+    """Encode the calls of ``dispatch_many`` (each carrying what ``sending``'s observers
+    added) and push them, one round trip per connection."""
     groups: dict[tuple[int, str, int], _Group] = {}
     """Per connection, queue and delay (ms): the payloads pushed together."""
     replicas: dict[int, int] = {}
@@ -337,7 +362,8 @@ def dispatch_many(
             wanted = task.options.wait_replicas
             wanted = queue.config.wait_replicas if wanted is None else wanted
             replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
-            template = PayloadTemplate(task.make_job((), {}, meta, now, template=True))
+            shared = task.make_job((), {}, meta, now, template=True)
+            template = PayloadTemplate(shared if sending is None else sending.onto(shared))
             entry = templates[id(task)] = (task, queue, template)
         task, queue, template = entry
         key = (id(queue), task.options.queue, round(call.delay * 1000))
@@ -348,6 +374,8 @@ def dispatch_many(
         if task.dispatch_hooks or task.options.unique is not False or task.options.depends_on_call:
             # each call's own job
             job = task.make_job(call.args, call.kwargs, meta, now, task_id)
+            if sending is not None:
+                sending.onto(job)
             if unique and task.options.unique is not False:
                 group.locks.append(task.unique_lock(job, len(group.payloads)))
             group.payloads.append(encode(job, limit))

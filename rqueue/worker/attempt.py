@@ -17,6 +17,7 @@ from its job (``participants.py``): a plain task pays for none it does not use.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 
 from rqueue.encoding.payload import Job
@@ -29,6 +30,9 @@ class Participant:
     """One feature's part in attempts. The lifecycle calls, in this order:
 
     - ``before_call``: the task's middleware let it start (just before its function).
+    - ``call_scope``: a context its function is called in, in the call's own thread or
+      coroutine (tracing makes its span current there); left as the function returns
+      or raises, seeing what it raised.
     - ``retry_delay``: an attempt raised and would be retried after ``delay`` seconds;
       a participant may say None instead: fail it for good now.
     - ``after_succeeded``, ``after_retried`` or ``after_failed`` (failed for good, or
@@ -45,6 +49,12 @@ class Participant:
 
     def before_call(self, queue: str, job: Job) -> None:
         """The task is about to run (its middleware let it start)."""
+
+    def call_scope(self, queue: str, job: Job) -> AbstractContextManager[object] | None:
+        """A context to call the task's function in (None: none). Asked only in a child
+        whose roster has a participant that joined (``participants.join``: tracing):
+        the plain path of a child without one never asks."""
+        return None
 
     def retry_delay(self, queue: str, job: Job, delay: float, exc: BaseException) -> float | None:
         """Seconds before the next attempt, or None: no retry."""
@@ -77,6 +87,22 @@ class Participant:
 
 
 Participants = tuple[Participant, ...]
+
+
+def call_scopes(attempt: Attempt) -> ExitStack:
+    """The call scopes of the attempt's participants, entered now in their order where
+    the caller runs (the call's own thread or coroutine): use it in a ``with``, which
+    leaves them in the reverse order."""
+    scopes = ExitStack()
+    try:
+        for participant in attempt.participants:
+            scope = participant.call_scope(attempt.queue, attempt.job)
+            if scope is not None:
+                scopes.enter_context(scope)
+    except BaseException:
+        scopes.close()
+        raise
+    return scopes
 
 
 @dataclass(slots=True)

@@ -44,6 +44,7 @@ from rqueue.worker.outcomes import counted_name
 from rqueue.worker.participants import Roster
 from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Reservations, Reserved
+from rqueue.worker.scoped import ScopedLifecycle
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
 
@@ -98,7 +99,7 @@ class ChildWorker(InterruptibleWaits):
         )
         """The stem of the process title (each state adds to it)."""
         roster = Roster(self.store, self.persist, self.metrics, counted_name)
-        self.lifecycle = Lifecycle(
+        self.lifecycle = (ScopedLifecycle if roster.scoping else Lifecycle)(
             self.store,
             options,
             config,

@@ -53,7 +53,7 @@ from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_run
-from rqueue.worker.attempt import Attempt
+from rqueue.worker.attempt import Attempt, call_scopes
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
@@ -286,6 +286,9 @@ class ConcurrentRunner:
 
         if not attempt.stack:
             self.lifecycle.before_call(attempt)
+            if self.lifecycle.scoping:  # tracing: its span is current in this coroutine
+                with call_scopes(attempt):
+                    return await coroutine()
             return await coroutine()
 
         def on_the_loop() -> Any:

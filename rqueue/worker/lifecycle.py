@@ -72,6 +72,9 @@ class Lifecycle:
     process title's stem.
     """
 
+    scoping = False
+    """Calls are made in their participants' call scopes (``scoped.py``); not here."""
+
     def __init__(
         self,
         store: RedisQueue,

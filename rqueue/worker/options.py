@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rqueue.encoding.ranges import MAX_TIMEOUT_SECONDS, MAX_TRIES
@@ -139,6 +139,10 @@ class WorkerOptions:
     metrics: bool = True
     """Count outcomes per task in Redis and list this worker in the registry
     (``rqueue workers``, the dashboard); ``--no-metrics`` turns both off."""
+    child_setup: tuple[Callable[[], object], ...] = ()
+    """Called in each child right after it is forked, before it builds anything (Celery's
+    ``worker_process_init``): what must not cross a fork starts there, e.g.
+    ``rqueue.contrib.opentelemetry.instrument`` (``rqueue work --otel``)."""
 
     def __post_init__(self) -> None:
         if not self.queues:

@@ -12,6 +12,12 @@ the parent's recovery tells them the outcomes it settles.
 
 A new feature with state in Redis adds a :class:`~rqueue.worker.attempt.Participant`
 in its own module and one test here saying which jobs it is for.
+
+An integration (tracing: ``rqueue/contrib/opentelemetry.py``, ``sentry.py``) takes part
+in every attempt of the process: it joins (:func:`join`) before the child builds its roster
+(in the child, after fork: ``WorkerOptions.child_setup``, or in an ``-A`` module), and
+its participant is then everyone's, its ``call_scope`` asked for each call. A child
+none joined builds the rosters it always did.
 """
 
 from __future__ import annotations
@@ -49,6 +55,25 @@ class Metrics(Participant):
         self.collector.failed(queue, self.counted(job), job, duration)
 
 
+_joined: Participants = ()
+"""The integrations' participants, in the order they joined: process-wide, as the
+SDKs they serve are (one ``sentry_sdk.init`` per process)."""
+
+
+def join(participant: Participant) -> None:
+    """Take part in every attempt of the workers this process starts from now on (the
+    rosters built since); joining again is a no-op."""
+    global _joined
+    if participant not in _joined:
+        _joined = (*_joined, participant)
+
+
+def leave(participant: Participant) -> None:
+    """Stop taking part in the attempts of rosters built from now on."""
+    global _joined
+    _joined = tuple(p for p in _joined if p is not participant)
+
+
 class Roster:
     """The participants of one worker process's attempts, by what their job needs."""
 
@@ -63,6 +88,9 @@ class Roster:
         everyone: Participants = ()
         if isinstance(collector, Collector):
             everyone = (Metrics(collector, counted),)
+        everyone += _joined
+        self.scoping = bool(_joined)
+        """An integration joined: each call asks its participants' ``call_scope``."""
         self.plain = everyone
         """A plain task's: a job with no ``meta`` and no ``max_exceptions``."""
         count, lock = ExceptionCount.in_redis(store, persist), UniqueLock(store, persist)

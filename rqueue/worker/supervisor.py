@@ -265,6 +265,8 @@ class Supervisor(InterruptibleWaits):
             try:
                 for restored in (signal.SIGCHLD, signal.SIGCONT):
                     signal.signal(restored, signal.SIG_DFL)
+                for setup in self.options.child_setup:
+                    setup()
                 worker = ChildWorker(
                     self.options, self.config, self.board.slot(number - 1), number, parent, claims
                 )

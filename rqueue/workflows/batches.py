@@ -22,7 +22,7 @@ import msgpack
 import redis
 
 from rqueue.encoding import codec
-from rqueue.encoding.payload import KEEP, Job, encode, new_id
+from rqueue.encoding.payload import KEEP, Job, new_id
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
 from rqueue.store import progress
@@ -31,6 +31,7 @@ from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import verify
+from rqueue.tasks import observers
 from rqueue.tasks.current import current_job, current_run
 from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
 from rqueue.tasks.interception import current_interceptor
@@ -140,7 +141,7 @@ class Batch:
         for offset, call in enumerate(calls):
             member = member_job(call, self.id, first + offset)
             queue = call.task.connection()
-            payload = encode(member, queue.config.max_payload_bytes)
+            payload = observers.encoded(member, queue.config.max_payload_bytes)
             queue.push_once(
                 member.queue, payload, round(call.delay * 1000), ONCE_MS, bool(call.task.keep_ms)
             )
@@ -377,7 +378,7 @@ def push_callbacks(
             step = trusted(step, queue.config.secret, callback_place(batch_id, name))
             gets = [BATCH, batch_id, list(counts)]
             job = step_job(step, derived_id(batch_id, what), {GETS: gets})
-            payload = encode(job, queue.config.max_payload_bytes)
+            payload = observers.encoded(job, queue.config.max_payload_bytes)
         except RQueueError as exc:  # InvalidSignature included
             log.error("batch %s: its %s callback is refused: %s", batch_id, name, exc)
             continue

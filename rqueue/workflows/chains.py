@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from rqueue.encoding.payload import CHAIN, KEEP, Job, encode
+from rqueue.tasks import observers
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched
 from rqueue.tasks.interception import current_interceptor
@@ -87,14 +88,22 @@ class Chain:
         task = first.task
         queue = task.connection()
         job = self.first_job(queue.config.secret)
-        queue.push(
-            job.queue,
-            [encode(job, queue.config.max_payload_bytes)],
-            round(first.delay * 1000),
-            task.options.wait_replicas,
-            frozenset([job.id] if KEEP in job.meta else []),
-            task.keep_ms,
-        )
+
+        def push(job: Job) -> None:
+            queue.push(
+                job.queue,
+                [encode(job, queue.config.max_payload_bytes)],
+                round(first.delay * 1000),
+                task.options.wait_replicas,
+                frozenset([job.id] if KEEP in job.meta else []),
+                task.keep_ms,
+            )
+
+        if observers.watching:  # tracing: the chain's trace starts with this send
+            sending = observers.Sending.of([job])
+            observers.sent(sending, lambda: push(sending.onto(job)))
+        else:
+            push(job)
         handles = [Dispatched(job.id, job.task, job.queue, queue)]
         for step in rest:
             step_id = derived_id(handles[-1].id, "next")

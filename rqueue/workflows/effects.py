@@ -28,11 +28,12 @@ import time
 from typing import Any, NamedTuple
 
 from rqueue.encoding.codec import pack
-from rqueue.encoding.payload import CHAIN, KEEP, Job, encode
+from rqueue.encoding.payload import CHAIN, KEEP, Job
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import Kept, RedisQueue
+from rqueue.tasks import observers
 from rqueue.tasks.arguments import check_arguments, describe_unencodable
 from rqueue.tasks.current import current_runner
 from rqueue.tasks.definition import PendingDispatch
@@ -345,7 +346,7 @@ def _step(call: PendingDispatch) -> Step:
 
 
 def _follower(step: Step, job: Job, max_bytes: int | None, place: str) -> Follower:
-    payload = encode(job, max_bytes)
+    payload = observers.encoded(job, max_bytes)  # sent while its step's attempt is traced
     return Follower(job.queue, payload, delay_ms(step), bool(job.meta.get(KEEP)), step, place)
 
 

@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.tasks.options",
         "rqueue.tasks.handles",
         "rqueue.tasks.interception",
+        "rqueue.tasks.observers",
         "rqueue.tasks.definition",
         "rqueue.tasks.decorator",
         "rqueue.tasks.names",
