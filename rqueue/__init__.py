@@ -10,6 +10,7 @@ from rqueue.errors import (
     BatchCancelled,
     DispatchRefused,
     InvalidPayload,
+    InvalidProgress,
     InvalidQueueName,
     InvalidSchedule,
     InvalidTaskOption,
@@ -30,6 +31,8 @@ from rqueue.events import TaskEvent, on_exception, on_failed, on_processed, on_p
 from rqueue.settings.config import Config, ConfigError
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.default import use
+from rqueue.store.live_events import LiveEvent
+from rqueue.store.progress import Progress
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.current import current_job
 from rqueue.tasks.decorator import task
@@ -57,12 +60,15 @@ __all__ = [
     "DispatchRefused",
     "Dispatched",
     "InvalidPayload",
+    "InvalidProgress",
     "InvalidQueueName",
     "InvalidSchedule",
     "InvalidTaskOption",
     "Job",
+    "LiveEvent",
     "PayloadTooLarge",
     "PendingDispatch",
+    "Progress",
     "QueueConnectionError",
     "RQueueError",
     "RedisQueue",

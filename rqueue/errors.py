@@ -50,6 +50,11 @@ class InvalidTaskOption(RQueueError, ValueError, TypeError):
     """
 
 
+class InvalidProgress(RQueueError, ValueError, TypeError):
+    """``current_job().progress()`` given a fraction that is not a finite number from 0
+    to 1, or a message that is not a short string."""
+
+
 class InvalidPayload(RQueueError):
     """Bytes in a queue that are not a task rqueue can run; they go to ``:failed``."""
 

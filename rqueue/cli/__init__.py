@@ -8,7 +8,9 @@
 - ``failed``: ``rqueue failed ...`` (list, show, retry, forget, flush).
 - ``schedule``: ``rqueue schedule ...`` (list, show, add, update, pause, resume,
   remove, run-now).
-- ``status``: ``rqueue status TASK_ID``, a kept task's status and result or error.
+- ``status``: ``rqueue status TASK_ID``, a kept task's status, progress and result or
+  error.
+- ``events``: ``rqueue events [QUEUES...]``, the queues' task events as they happen.
 - ``batches``: ``rqueue batches ...`` (list, show, cancel, retry, prune).
 - ``workers``: ``rqueue workers``, the running workers and what each child runs now.
 - ``monitor``: ``rqueue monitor QUEUES --max N``, sizes and oldest waits, exit 1 when
@@ -36,6 +38,7 @@ from rqueue.cli import (  # noqa: E402
     batches,
     dashboard,
     demo,
+    events,
     failed,
     metrics,
     monitor,
@@ -59,6 +62,7 @@ for _command in (
     failed.failed,
     schedule.schedule_group,
     status.status,
+    events.events,
     batches.batches,
     server.server,
     dashboard.dashboard,

@@ -1,5 +1,7 @@
-"""``rqueue status TASK_ID``: a kept task's status, attempts, timings, and its result or
-error, over :mod:`rqueue.store.results` (the reads behind ``Dispatched.status()``).
+"""``rqueue status TASK_ID``: a kept task's status, tags, attempts, timings, its latest
+progress, and its result or error, over :mod:`rqueue.store.results` and
+:mod:`rqueue.store.progress` (the reads behind ``Dispatched.status()`` and
+``progress()``).
 
 The record was read from Redis and its values were written by task code: every field
 is printed through ``say`` (escaped, redacted), one field per line, so a newline in a
@@ -17,6 +19,8 @@ from rqueue.cli.common import connection_options, die, moment, say
 from rqueue.errors import InvalidQueueName
 from rqueue.settings.config import Config
 from rqueue.store.keys import validate_queue_name
+from rqueue.store.progress import Progress
+from rqueue.store.progress import read as read_progress
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import find_queue, read_status
 
@@ -56,6 +60,8 @@ def status(config: Config, task_id: str, queue: str | None) -> None:
         ("status", found.status),
     ]
     fields += [(field, record[field]) for field in ("task", "attempts") if field in record]
+    if record.get("tags"):
+        fields.append(("tags", ", ".join(record["tags"])))
     if "due" in record:
         fields.append(("due", moment(record["due"] / 1000)))
     if "started_at" in record:
@@ -63,6 +69,9 @@ def status(config: Config, task_id: str, queue: str | None) -> None:
     if "finished_at" in record:
         took = record["finished_at"] - record.get("started_at", record["finished_at"])
         fields.append(("finished", f"{moment(record['finished_at'])} (took {took:.3f} s)"))
+    progress = read_progress(redis_queue, found.queue, found.id)
+    if progress is not None:
+        fields.append(("progress", _progress(progress)))
     if found.status == "succeeded":
         fields.append(("result", _repr(record.get("result"))))
     if found.status == "failed":
@@ -72,6 +81,12 @@ def status(config: Config, task_id: str, queue: str | None) -> None:
     if found.status == "failed" and record.get("traceback"):
         say("")
         say(record["traceback"].rstrip(), multiline=True)
+
+
+def _progress(progress: Progress) -> str:
+    """``40% resized 4 of 10 (at <time>)``: the message is the task's, escaped by ``say``."""
+    said = f" {progress.message}" if progress.message else ""
+    return f"{progress.fraction:.0%}{said} (at {moment(progress.at)})"
 
 
 def _repr(value: Any) -> str:

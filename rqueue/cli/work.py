@@ -19,11 +19,15 @@ import click
 
 from rqueue.cli.common import F, connection_options, declared_queues, queue_list, unknown_queues
 from rqueue.errors import describe
-from rqueue.settings.config import Config, ConfigError, env_flag
+from rqueue.settings.config import MAX_EVENTS, Config, ConfigError, Limit, env_flag
 from rqueue.store.queue import RedisQueue
 from rqueue.text import shown
 from rqueue.worker import logs
 from rqueue.worker.options import LIMITS, WorkerOptions, parse_rates
+
+DEFAULT_EVENTS = 10_000
+"""Events each queue's stream keeps with ``--events`` (about: ``XADD MAXLEN ~``)."""
+_EVENTS_LENGTH = Limit(1, MAX_EVENTS, whole=True, unit="events")
 
 
 def _field_option(
@@ -110,6 +114,21 @@ def _field_option(
     "(see docs/monitoring.md).",
 )
 @click.option(
+    "--events",
+    "record_events",
+    is_flag=True,
+    help="Record task events in each queue's live event stream, for `rqueue events` and "
+    "handle.events() (default RQUEUE_EVENTS; see docs/monitoring.md).",
+)
+@click.option(
+    "--events-length",
+    type=int,
+    default=None,
+    metavar="N",
+    help=f"With --events: about how many events each queue's stream keeps "
+    f"[default: {DEFAULT_EVENTS}].",
+)
+@click.option(
     "--rate",
     default=None,
     metavar="RATE",
@@ -147,6 +166,8 @@ def work(
     log_format: str,
     wait_replicas: int | None,
     rate: str | None,
+    record_events: bool,
+    events_length: int | None,
     otel: bool | None,
     **options: Any,
 ) -> None:
@@ -165,6 +186,7 @@ def work(
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--wait-replicas") from None
 
+    config = _with_events(config, record_events, events_length)
     names = queue_list(queues)
     try:
         rates = {} if rate is None else parse_rates(rate, names)
@@ -186,6 +208,20 @@ def work(
         _preload(module)
     _warn_of_unknown_queues(config, worker_options.queues)
     sys.exit(Supervisor(worker_options, config).run())
+
+
+def _with_events(config: Config, record: bool, length: int | None) -> Config:
+    """``--events`` (with ``--events-length``) as ``Config.events``, the cap each queue's
+    stream is kept at; without it, what ``RQUEUE_EVENTS`` said (0: none)."""
+    if length is not None and not record:
+        raise click.UsageError("--events-length is the length of --events's streams: give --events")
+    if not record:
+        return config
+    try:
+        cap = _EVENTS_LENGTH.check("--events-length", DEFAULT_EVENTS if length is None else length)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--events-length") from None
+    return replace(config, events=cap)
 
 
 def _traced(otel: bool | None) -> bool:

@@ -55,6 +55,7 @@ from rqueue.store.header import (
     raw_id,
 )
 from rqueue.tasks.arguments import STRINGS, check_arguments, describe_unencodable
+from rqueue.tasks.progress import report
 
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
 
@@ -104,6 +105,13 @@ class Job:
         if not isinstance(steps, ChainSteps):
             steps = self.meta[CHAIN] = ChainSteps(steps if isinstance(steps, list) else [])
         return steps
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Say how far this run has come: ``fraction`` from 0 to 1, and a short message
+        (``current_job().progress(0.4, "resized 4 of 10")``). ``handle.progress()``
+        and ``rqueue status`` read it; with ``rqueue work --events`` it is an event too.
+        One round trip to Redis in a worker; kept in memory by ``rqueue.testing``."""
+        report(self.queue, self.id, self.task, self.attempts, fraction, message)
 
     def backoff_for(self, attempt: int) -> float:
         """Seconds to wait before retrying after failed attempt number ``attempt`` (1-based).

@@ -77,6 +77,9 @@ class Limit(NamedTuple):
         return self.check(setting, value)
 
 
+MAX_EVENTS = 10_000_000
+"""The most events a queue's stream may be asked to keep: more is taken for a mistake."""
+
 LIMITS: Mapping[str, tuple[str | None, Limit]] = {
     "max_payload_bytes": (
         "RQUEUE_MAX_PAYLOAD_BYTES",
@@ -90,6 +93,7 @@ LIMITS: Mapping[str, tuple[str | None, Limit]] = {
     "dispatch_retry": ("RQUEUE_DISPATCH_RETRY", Limit(0, 3600, unit="seconds")),
     "wait_replicas": ("RQUEUE_WAIT_REPLICAS", Limit(0, 1000, whole=True, unit="replicas")),
     "wait_replicas_timeout": ("RQUEUE_WAIT_REPLICAS_TIMEOUT", Limit(0.001, 3600, unit="seconds")),
+    "events": ("RQUEUE_EVENTS", Limit(0, MAX_EVENTS, whole=True, unit="events")),
 }
 """Each numeric field of :class:`Config`: its environment variable, if any, and range.
 512 MiB is the largest string Redis stores."""
@@ -125,6 +129,10 @@ class Config:
     so a failover right after cannot lose it; 0: do not wait."""
     wait_replicas_timeout: float = 1.0
     """How long a dispatch waits for those replicas before ReplicasNotReached."""
+    events: int = 0
+    """Record task events in each queue's live event stream, keeping about this many
+    (``rqueue work --events``; docs/monitoring.md); 0: record none. Read by the
+    worker's scripts; a producer's add ``dispatched`` events while a worker records."""
 
     @classmethod
     def resolve(

@@ -18,8 +18,10 @@
 - ``failed_store`` and ``schedule_store``: the Redis side of :mod:`rqueue.failed` and
   :mod:`rqueue.schedules`, as named operations on bytes, so those modules never name
   a key or a script; likewise ``batch_store`` (a workflow batch's state), ``guards``
-  (the built-in middleware's state) and ``results`` (reading a kept result). Each of
-  them calls its scripts from one named function per operation.
+  (the built-in middleware's state), ``results`` (reading a kept result),
+  ``progress`` (a running task's latest progress) and ``live_events`` (following the
+  queues' streams of task events; ``lua/events.lua`` adds to them). Each of them calls
+  its scripts from one named function per operation.
 - ``browse``: reading a queue's tasks a window at a time (ready, delayed, running,
   recently finished) for the dashboard; it only reads.
 - ``cluster``, ``sentinel``, ``waits`` and ``probe``: Redis Cluster and Sentinel

@@ -8,6 +8,13 @@ scripts' optional tails live here alone: push.lua's unique locks, the result key
 tasks that keep their result (one shape, :func:`_keep`, read alike by ack.lua,
 reserve.lua, fail.lua and push_once.lua), and reserve.lua's claims key and rate limit.
 
+Each script that changes a task's state takes its queue's event stream among its
+KEYS and, from a worker, the stream's cap (``Config.events``, ``rqueue work
+--events``) among its ARGV, always: with events off the cap is 0 and the scripts add
+nothing, so the hot path has no branch of its own for them. Producers' scripts take
+the queue's events marker instead, set while a worker records events
+(``store/live_events.py``).
+
 Plain functions over lists, no object per call beyond the pair returned: push and
 reserve are on the hot path.
 """
@@ -76,8 +83,17 @@ class Completing(NamedTuple):
 
 
 def _arrival_keys(keys: QueueKeys) -> list[str]:
-    """The keys a pushed task enters by: push.lua's and push_once.lua's KEYS[1..5]."""
-    return [keys.ready, keys.delayed, keys.notify, keys.timer, keys.pending_ids]
+    """The keys a pushed task enters by: push.lua's and push_once.lua's KEYS[1..7]
+    (its ``dispatched`` event, while a worker records events, among them)."""
+    return [
+        keys.ready,
+        keys.delayed,
+        keys.notify,
+        keys.timer,
+        keys.pending_ids,
+        keys.events_on,
+        keys.events,
+    ]
 
 
 def _keep(
@@ -126,9 +142,11 @@ def push_once(
     kept: bool,
     completing: Completing | None,
     first: bool,
+    events: int,
 ) -> Call:
     """push_once.lua: the payload's marker (and its result key if ``kept``), then the
-    completing task's reserved set (and its result keys if it keeps its result)."""
+    completing task's reserved set (and its result keys if it keeps its result) and
+    its event stream, for a worker recording ``events`` (its cap; 0: none)."""
     task_id = payload_id(signed) or ""
     script_keys = _arrival_keys(keys)
     script_keys.append(keys.once(task_id))
@@ -144,7 +162,8 @@ def push_once(
         else:
             done = completing.kept._replace(payload=completing.reserved)
             _keep(completing.keys, done, script_keys, args)
-    args.append(_flag(first))
+        script_keys.append(completing.keys.events)
+    args += (_flag(first), events)
     return script_keys, args
 
 
@@ -164,8 +183,9 @@ def reserve(
     claims: str | None,
     kept: Sequence[Kept],
     rate: tuple[int, int] | None,
+    events: int,
 ) -> Call:
-    """reserve.lua: six fixed keys, then the claims key, the kept tasks' result keys
+    """reserve.lua: seven fixed keys, then the claims key, the kept tasks' result keys
     and the rate key, each only if used (the script tells them apart by count)."""
     script_keys = [
         keys.ready,
@@ -174,11 +194,12 @@ def reserve(
         keys.pending_ids,
         keys.cancelled,
         keys.paused,
+        keys.events,
     ]
     if claims is not None:
         script_keys.append(keys.claims(claims))
     args: list[KeyOrArg] = [count, default_timeout_ms, grace_ms, margin_ms, max(1, share)]
-    args += (len(ack), len(kept), *ack)
+    args += (len(ack), len(kept), events, *ack)
     for done in kept:
         _keep(keys, done, script_keys, args)
     if rate is not None:
@@ -193,30 +214,40 @@ def renew(keys: QueueKeys, reserved: bytes, lasting_ms: int) -> Call:
     return [keys.reserved], [reserved, lasting_ms]
 
 
-def ack(keys: QueueKeys, reserved: Sequence[bytes], kept: Sequence[Kept]) -> Call:
+def ack(keys: QueueKeys, reserved: Sequence[bytes], kept: Sequence[Kept], events: int) -> Call:
     """ack.lua: the plain acks, then the kept ones with their result keys."""
-    script_keys = [keys.reserved]
-    args: list[KeyOrArg] = [len(reserved), *reserved]
+    script_keys = [keys.reserved, keys.events]
+    args: list[KeyOrArg] = [events, len(reserved), *reserved]
     for done in kept:
         _keep(keys, done, script_keys, args)
     return script_keys, args
 
 
 def release(
-    keys: QueueKeys, reserved: Sequence[bytes], delay_ms: int, unstarted: bool, claims: str | None
+    keys: QueueKeys,
+    reserved: Sequence[bytes],
+    delay_ms: int,
+    unstarted: bool,
+    claims: str | None,
+    events: int,
+    error: str,
 ) -> Call:
-    """release.lua: six fixed keys, and the child's claims key if given."""
+    """release.lua: seven fixed keys, and the child's claims key if given; ``error``
+    (the failed attempt's error type, or '') makes each a ``retried`` event."""
     script_keys = [keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer]
-    script_keys.append(keys.pending_ids)
+    script_keys += (keys.pending_ids, keys.events)
     if claims is not None:
         script_keys.append(keys.claims(claims))
-    return script_keys, [delay_ms, _flag(unstarted), *reserved]
+    return script_keys, [delay_ms, _flag(unstarted), events, error, *reserved]
 
 
-def fail(keys: QueueKeys, reserved: bytes, record: bytes, force: bool, kept: Kept | None) -> Call:
-    """fail.lua: the failed list and its lookup, and the result keys if ``kept``."""
-    script_keys = [keys.reserved, keys.failed, keys.failed_lookup]
-    args: list[KeyOrArg] = [reserved, record, _flag(force)]
+def fail(
+    keys: QueueKeys, reserved: bytes, record: bytes, force: bool, kept: Kept | None, events: int
+) -> Call:
+    """fail.lua: the failed list and its lookup, the event stream, and the result keys
+    if ``kept``."""
+    script_keys = [keys.reserved, keys.failed, keys.failed_lookup, keys.events]
+    args: list[KeyOrArg] = [reserved, record, _flag(force), events]
     if kept is not None:
         _keep(keys, kept, script_keys, args, with_payload=False)
     return script_keys, args
@@ -227,9 +258,11 @@ def count_exception(keys: QueueKeys, task_id: str, keep_ms: int) -> Call:
     return [keys.exceptions(task_id)], [keep_ms]
 
 
-def migrate(keys: QueueKeys, limit: int) -> Call:
-    """migrate.lua: delayed and reserved into ready; at most ``limit`` from each."""
-    return [keys.delayed, keys.reserved, keys.ready, keys.notify], [limit]
+def migrate(keys: QueueKeys, limit: int, events: int) -> Call:
+    """migrate.lua: delayed and reserved into ready; at most ``limit`` from each. A
+    parent recording ``events`` (the cap) renews the queue's events marker."""
+    script_keys = [keys.delayed, keys.reserved, keys.ready, keys.notify]
+    return [*script_keys, keys.events_on, keys.events], [limit, events]
 
 
 def pause(keys: QueueKeys, paused: bool) -> Call:

@@ -53,7 +53,15 @@ def cancel(queue: RedisQueue, task_id: str, queue_name: str) -> CancelOutcome:
     """Cancel ``task_id`` on ``queue_name`` if it is still ready or delayed."""
     keys = queue.keys(queue_name)
     result, done = keys.result(task_id), keys.done(task_id)
-    script_keys = (keys.pending_ids, keys.cancelled, result, done, keys.unique)
+    script_keys = (
+        keys.pending_ids,
+        keys.cancelled,
+        result,
+        done,
+        keys.unique,
+        keys.events_on,
+        keys.events,
+    )
     try:
         raw = raw_id(task_id)
     except ValueError:

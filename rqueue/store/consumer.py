@@ -103,6 +103,7 @@ class Consumer(QueueBase):
             claims,
             kept,
             rate,
+            self.config.events,
         )
         reply = self.scripts.reserve.send(self.wire, *call)
 
@@ -131,7 +132,8 @@ class Consumer(QueueBase):
         """Forget finished tasks; write the result records of the ``kept`` ones."""
         if not reserved and not kept:
             return 0
-        return int(self.scripts.ack(self.wire, *calls.ack(self.keys(queue), reserved, kept)))
+        call = calls.ack(self.keys(queue), reserved, kept, self.config.events)
+        return int(self.scripts.ack(self.wire, *call))
 
     def release(
         self,
@@ -140,14 +142,18 @@ class Consumer(QueueBase):
         delay: float = 0.0,
         unstarted: bool = False,
         claims: str | None = None,
+        error: str = "",
     ) -> int:
         """Put tasks back: after ``delay`` seconds, or at the front if they never started.
 
         With ``claims`` (a child's token) the child's claims key goes in the same step.
+        ``error`` (the type of the error a failed attempt raised) says it is a retry:
+        a ``retried`` event, when this worker records events.
         """
         if claims is None and not reserved:
             return 0
-        call = calls.release(self.keys(queue), reserved, int(delay * 1000), unstarted, claims)
+        delay_ms, events = int(delay * 1000), self.config.events
+        call = calls.release(self.keys(queue), reserved, delay_ms, unstarted, claims, events, error)
         return int(self.scripts.release(self.wire, *call))
 
     def fail(
@@ -159,7 +165,7 @@ class Consumer(QueueBase):
         kept: Kept | None = None,
     ) -> bool:
         """Move a task to the failed list; with ``kept``, write its result record too."""
-        call = calls.fail(self.keys(queue), reserved, record, force, kept)
+        call = calls.fail(self.keys(queue), reserved, record, force, kept, self.config.events)
         return bool(self.scripts.fail(self.wire, *call))
 
     def count_exception(self, queue: str, task_id: str, keep_ms: int) -> int:
@@ -182,7 +188,8 @@ class Consumer(QueueBase):
         for start in range(0, len(queues), _MIGRATE_QUEUES):
             pipe = self.client.pipeline(transaction=False)
             for queue in queues[start : start + _MIGRATE_QUEUES]:
-                self.scripts.migrate.queue(pipe, *calls.migrate(self.keys(queue), limit))
+                call = calls.migrate(self.keys(queue), limit, self.config.events)
+                self.scripts.migrate.queue(pipe, *call)
             for moved, next_due, now in execute(pipe, self.scripts):
                 due = None if int(next_due) < 0 else int(next_due)
                 migrations.append(Migration(int(moved), due, int(now)))

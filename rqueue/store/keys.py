@@ -24,10 +24,11 @@ from rqueue.settings.config import ConfigError
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
-_PER_TASK = ("result", "done", "once", "exceptions", "middleware")
+_PER_TASK = ("result", "done", "once", "exceptions", "middleware", "progress")
 """Parts followed by a task id: its kept result, the list that wakes whoever waits for
 it, the marker that makes a workflow's push of it idempotent, and its count of raised
-exceptions (``max_exceptions``); and the state of middleware, by kind and key."""
+exceptions (``max_exceptions``); the state of middleware, by kind and key; and its
+latest progress."""
 _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
@@ -43,6 +44,8 @@ _PARTS = {
     "unique": "unique",
     "paused": "paused",
     "metrics": "metrics",
+    "events": "events",
+    "events_on": "events-on",
     "finished": "finished",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
@@ -122,6 +125,15 @@ class QueueKeys:
     metrics: str
     """The queue's all-time counters and histograms, a hash of task name -> its counts
     packed (metrics_flush.lua, :mod:`rqueue.metrics.schema`)."""
+    events: str
+    """The queue's live task events, a stream capped with ``XADD MAXLEN ~`` (``rqueue
+    work --events``; :mod:`rqueue.store.live_events`): written by the scripts that change a
+    task's state, in the same call, only while a worker records events."""
+    events_on: str
+    """Exists while a worker of the queue records events (``rqueue work --events``; its
+    parent renews it each tick, migrate.lua), holding the stream's cap: producers'
+    scripts (push.lua, cancel.lua) add their ``dispatched`` and ``cancelled`` events
+    only then."""
     finished: str
     """The tasks that finished and kept their result, newest last: a zset of raw task id
     -> when it finished (epoch seconds), capped (lua/keep_result.lua), so the dashboard lists
@@ -155,6 +167,10 @@ class QueueKeys:
         """State of one middleware key (a rate limiter's, a lock's, a circuit breaker's),
         in the queue's slot so its check-and-set is one script on Redis Cluster too."""
         return f"{self.ready}:middleware:{kind}:{key}"
+
+    def progress(self, task_id: str) -> str:
+        """A running task's latest progress (progress.lua), a hash that expires."""
+        return f"{self.ready}:progress:{task_id}"
 
     def metrics_minute(self, minute: int) -> str:
         """The same counters for one minute (``minute`` is epoch seconds // 60); each

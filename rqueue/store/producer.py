@@ -89,7 +89,10 @@ class Producer(QueueBase):
             own_queue, reserved, result = completing
             acked = Completing(self.keys(own_queue), reserved, result)
         signed = self._signed(queue, [payload])[0]
-        call = calls.push_once(self.keys(queue), signed, delay_ms, marker_ms, kept, acked, first)
+        events = self.config.events
+        call = calls.push_once(
+            self.keys(queue), signed, delay_ms, marker_ms, kept, acked, first, events
+        )
         pushed: list[bool] = []
         self._dispatching(
             lambda: pushed.append(bool(self.scripts.push_once(self.side, *call))), [queue]

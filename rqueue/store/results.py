@@ -39,7 +39,8 @@ class TaskStatus(NamedTuple):
     status: str
     record: dict[str, Any]
     """The checked record: ``result``, or ``exception``/``message``/``traceback``, and
-    ``task``, ``attempts``, ``started_at``, ``finished_at`` (seconds) once finished."""
+    ``task``, ``attempts``, ``started_at``, ``finished_at`` (seconds) and ``tags`` (if
+    any) once finished."""
 
 
 def read_status(queue: RedisQueue, queue_name: str, task_id: str) -> TaskStatus:
@@ -127,6 +128,9 @@ def decode_result(raw: bytes, task_id: str) -> dict[str, Any]:
     for name in ("exception", "message", "traceback", "task"):
         if type(record.get(name, "")) is not str:
             raise InvalidPayload(f"the result record of task {task_id} has a bad {name!r}")
+    tags = record.get("tags", [])
+    if type(tags) is not list or any(type(tag) is not str for tag in tags):
+        raise InvalidPayload(f"the result record of task {task_id} has a bad 'tags'")
     return record
 
 

@@ -112,6 +112,7 @@ class Scripts:
     lock: LuaScript
     unlock: LuaScript
     breaker: LuaScript
+    progress: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:

@@ -11,8 +11,9 @@
   ``registry``: finding a task by the name a payload carries (importing only
   registered modules).
 - ``arguments``: checking a call's arguments before they leave the process;
-  ``current``: ``current_job()``, the running attempt's job; ``awaiting``: running an
-  ``async def`` task, hook or listener from sync code.
+  ``current``: ``current_job()``, the running attempt's job; ``progress``: where
+  ``current_job().progress()`` reports go (a worker's Redis, a test's memory);
+  ``awaiting``: running an ``async def`` task, hook or listener from sync code.
 
 May import: ``encoding``, ``settings``, ``store``, ``errors``, ``middleware``, ``text``
 and ``timing``. Never ``worker``, ``testing``, ``cli`` or ``web``: they sit above.

@@ -7,11 +7,15 @@ them) and cancels it; it never talks to the task object or the worker.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from rqueue.errors import ResultNotKept
 from rqueue.store.cancel import CancelOutcome, cancel
 from rqueue.store.default import default_queue
+from rqueue.store.live_events import LiveEvent, task_events
+from rqueue.store.progress import Progress
+from rqueue.store.progress import read as read_progress
 from rqueue.store.results import outcome, read_status, wait_status
 
 if TYPE_CHECKING:
@@ -46,6 +50,18 @@ class Dispatched(NamedTuple):
         """pending, delayed, running, succeeded, failed, cancelled, or unknown (its result
         was not kept, has expired, or no such task was dispatched)."""
         return read_status(self.connection or default_queue(), self.queue, self.id).status
+
+    def progress(self) -> Progress | None:
+        """What the task last said of how far it has come (``current_job().progress()``):
+        ``(fraction, message, at)``, or None if it said nothing (or a day has passed)."""
+        return read_progress(self.connection or default_queue(), self.queue, self.id)
+
+    def events(self, timeout: float = 60.0) -> Iterator[LiveEvent]:
+        """Its events as they happen (dispatched, started, progress, retried, succeeded,
+        failed, cancelled), from its queue's live event stream (``rqueue work
+        --events``), those already there first. Ends after its final event or once
+        ``timeout`` seconds have passed: a worker without ``--events`` records none."""
+        return task_events(self.connection or default_queue(), self.queue, self.id, timeout)
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait up to ``timeout`` seconds (None: for ever) for the task's return value.

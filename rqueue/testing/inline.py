@@ -22,7 +22,7 @@ import itertools
 import math
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +32,14 @@ from rqueue.errors import TaskCancelled, TaskFailed, describe
 from rqueue.middleware.base import run_through, stack_of
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
+from rqueue.store.live_events import LiveEvent
+from rqueue.store.progress import Progress
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import Runner, current_job, current_runner, set_current_job, set_runner
 from rqueue.tasks.decorator import registered_task
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched, TaskHandle
+from rqueue.tasks.progress import reset_sink, use_sink
 from rqueue.testing.memory_batch import MemoryBatch
 from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
@@ -108,6 +111,15 @@ class InlineDispatched(TaskHandle[Any]):
             raise TimeoutError(f"task {self.id} has not run (it is {self.status()})")
         return found.result()
 
+    def progress(self) -> Progress | None:
+        """The latest progress its run reported (``current_job().progress()``), kept in
+        memory as a worker's store would keep it."""
+        return self._runner.progress.get(self.id)
+
+    def events(self, timeout: float = 60.0) -> Iterator[LiveEvent]:
+        """None: inline runs record no live events (nor are there workers to)."""
+        return iter(())
+
     def cancel(self) -> CancelOutcome:
         """Cancel it if it has not run yet (a fake's recorded call)."""
         if self.id in self._runner.outcomes:
@@ -134,6 +146,8 @@ class InlineRunner:
         self.waiting: dict[str, str] = {}
         """Ids made into payloads and not run yet: ``pending`` or ``delayed``."""
         self.batches: dict[str, MemoryBatch] = {}
+        self.progress: dict[str, Progress] = {}
+        """Each call's latest progress report, by id (``InlineDispatched.progress()``)."""
         self._max_bytes: int | None = None
         self._limit_read = False
 
@@ -211,6 +225,7 @@ class InlineRunner:
             outer_job, outer_runner = current_job(), current_runner()
             set_current_job(job)
             set_runner(runner)
+            sink = use_sink(self._keep_progress)
             try:
                 value = run_through(attempt.stack, job, call)
                 completion = effects.on_success(job, payload, value, started, self.max_bytes())
@@ -222,12 +237,25 @@ class InlineRunner:
             finally:
                 set_current_job(outer_job)
                 set_runner(outer_runner)
+                reset_sink(sink)
             found = Outcome(job.id, job.task, "succeeded", value, attempts=job.attempts)
             self.outcomes[job.id] = found
             # The task's hooks, as in a worker; no events: inline runs emit none.
             HOOKS.report_succeeded(task, job, value, time.time() - started)
             self._complete(completion)
             return found
+
+    def _keep_progress(
+        self,
+        queue: str,
+        task_id: str,
+        task: str,
+        attempt: int,
+        fraction: float,
+        message: str | None,
+    ) -> None:
+        """The sink of a run's progress reports (``tasks/progress.py``): this memory."""
+        self.progress[task_id] = Progress(fraction, message, time.time())
 
     def _settled(self, attempt: Attempt, verdict: Verdict, started: float) -> Outcome | None:
         """What an attempt that raised comes to, by the worker's verdict, kept in memory;

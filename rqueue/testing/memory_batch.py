@@ -90,6 +90,12 @@ class MemoryBatch(Batch):
         )
         return status_of(state)
 
+    def progress(self) -> float:
+        """As a worker's batch's (each finished member counts 1), from memory: a member
+        run inline has finished before anyone outside it can ask, so the others count 0."""
+        status = self.status()
+        return 1.0 if not status.total else (status.processed + status.skipped) / status.total
+
     def _counts(self) -> tuple[int, int, int]:
         """Succeeded, failed, skipped."""
         counting = self.counting

@@ -26,11 +26,13 @@ from setproctitle import setproctitle
 
 from rqueue.metrics.collector import recorder
 from rqueue.settings.config import Config
+from rqueue.store import progress
 from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.tasks.current import Runner, set_runner
+from rqueue.tasks.progress import use_sink
 from rqueue.text import shown
 from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
 from rqueue.worker.attempt import Attempt
@@ -123,6 +125,7 @@ class ChildWorker(InterruptibleWaits):
     def run(self) -> int:
         use(self.store)
         set_runner(Runner(self.store, self.options.timeout, self.options.kill_grace, {}))
+        use_sink(functools.partial(progress.write, self.store))  # current_job().progress()
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)

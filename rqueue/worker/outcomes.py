@@ -75,7 +75,7 @@ class Outcomes:
         kind, message = describe(exc)
         message = _cut(message, "start")
         if delay is not None and not release_for_retry(
-            self.store, self.persist, queue, payload, job, delay
+            self.store, self.persist, queue, payload, job, delay, kind
         ):
             delay, message = None, f"{message} (and Redis refused its release for a retry)"
         will_retry = delay is not None
@@ -233,12 +233,19 @@ def file_failure(
 
 
 def release_for_retry(
-    store: RedisQueue, persist: Persist, queue: str, payload: bytes, job: Job, delay: float
+    store: RedisQueue,
+    persist: Persist,
+    queue: str,
+    payload: bytes,
+    job: Job,
+    delay: float,
+    error: str,
 ) -> bool:
-    """Put the task back for a retry in ``delay`` seconds; False if Redis refused that
-    (a command error: the caller fails the task instead of looping)."""
+    """Put the task back for a retry in ``delay`` seconds after an attempt that raised
+    ``error`` (its type's name); False if Redis refused that (a command error: the
+    caller fails the task instead of looping)."""
     try:
-        persist(lambda: store.release(queue, [payload], delay))
+        persist(lambda: store.release(queue, [payload], delay, error=error))
     except redis.ResponseError as exc:
         log.error("%s %s: Redis refused its release: %s", queue, job.task, describe(exc)[1])
         return False

@@ -173,7 +173,7 @@ class Recovery:
             log.warning(
                 "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
             )
-            if release_for_retry(self.queue, self.persist, name, member, job, delay):
+            if release_for_retry(self.queue, self.persist, name, member, job, delay, kind):
                 for participant in self.participants.of(job):
                     participant.after_retried(name, job, None)
                 return

@@ -25,6 +25,7 @@ from rqueue.encoding import codec
 from rqueue.encoding.payload import KEEP, Job, new_id
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
+from rqueue.store import progress
 from rqueue.store.batch_store import BatchStore
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
@@ -90,6 +91,22 @@ class Batch:
         except redis.ResponseError as exc:  # not a hash
             return unreadable_status(self.id, f"the state of batch {self.id} is unreadable: {exc}")
         return None if state is None else status_of(state)
+
+    def progress(self) -> float | None:
+        """How far it has come, 0 to 1: each finished member (succeeded, failed or
+        skipped) counts 1, each other its latest ``current_job().progress()`` (of the
+        first 10,000 members; the others count 0 until they finish). None if there is
+        no such batch, or its state does not read."""
+        status = self.status()
+        if status is None or status.unreadable is not None:
+            return None
+        if not status.total:
+            return 1.0
+        ids = [member_id(self.id, i) for i in range(min(status.total, progress.MOST_MEMBERS))]
+        queue = self.connection or default_queue()
+        keys = self._store().keys(self.id)
+        running = progress.unfinished_progress(queue, keys, ids, status.queues)
+        return min(1.0, (status.processed + status.skipped + running) / status.total)
 
     def cancel(self) -> bool:
         """Cancel it: members not started are skipped. False if it was already;

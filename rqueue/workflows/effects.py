@@ -387,6 +387,8 @@ def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
         "finished_at": time.time(),
         **fields,
     }
+    if job.tags:  # rqueue status shows them
+        record["tags"] = list(job.tags)
     try:
         return pack(record)
     except (TypeError, ValueError, OverflowError) as exc:

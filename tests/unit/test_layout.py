@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.events",
         "rqueue.tasks.awaiting",
         "rqueue.tasks.current",
+        "rqueue.tasks.progress",
         "rqueue.middleware",
         "rqueue.failed",
         "rqueue.metrics",

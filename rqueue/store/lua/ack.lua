@@ -1,9 +1,10 @@
 -- ack.lua: forget tasks that completed, and keep the results of those that keep one.
--- KEYS[1] reserved zset
--- KEYS[2..] (optional) for each kept result, its result key, its done list and the
+-- KEYS[1] reserved zset   KEYS[2] the queue's event stream ("succeeded" for each task)
+-- KEYS[3..] (optional) for each kept result, its result key, its done list and the
 -- queue's finished index (keep_result.lua)
--- ARGV[1] n: how many plain acks follow
--- ARGV[2..1+n] reserved payloads, the exact bytes reserve.lua returned
+-- ARGV[1] the event stream's cap; 0: no events (see events.lua)
+-- ARGV[2] n: how many plain acks follow
+-- ARGV[3..2+n] reserved payloads, the exact bytes reserve.lua returned
 -- then one triple per kept result: reserved payload, result record (msgpack, built by
 -- the worker), milliseconds to keep it
 -- Returns how many were still reserved.
@@ -16,12 +17,17 @@
 -- and the worker acks them one at a time and fails the one refused (reservations.py).
 -- @header
 -- @keep_result
-local plain = tonumber(ARGV[1])
+-- @events
+local cap, plain = tonumber(ARGV[1]), tonumber(ARGV[2])
 local removed = 0
-if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 2, 1 + plain)) end
-for i = 1, (#KEYS - 1) / 3 do
-  local at = 2 + plain + 3 * (i - 1)
-  keep_result(KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1], ARGV[at + 1], ARGV[at + 2], ARGV[at])
+if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3, 2 + plain)) end
+if cap > 0 then
+  for i = 3, 2 + plain do task_event(KEYS[2], cap, 'succeeded', ARGV[i]) end
+end
+for i = 1, (#KEYS - 2) / 3 do
+  local at = 3 + plain + 3 * (i - 1)
+  keep_result(KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2], ARGV[at + 1], ARGV[at + 2], ARGV[at])
   removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
+  if cap > 0 then task_event(KEYS[2], cap, 'succeeded', ARGV[at]) end
 end
 return removed

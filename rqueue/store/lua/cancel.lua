@@ -5,6 +5,8 @@
 -- KEYS[5] the queue's unique locks hash: a cancelled task releases the lock it holds (as
 -- release_unique.lua does, here so that no dispatch is deduplicated against a task
 -- already cancelled)
+-- KEYS[6] the queue's events marker   KEYS[7] its event stream: a "cancelled" event
+-- while a worker records events (see push.lua and events.lua)
 -- ARGV[1] task id (32 hex characters)   ARGV[2] the same id as stored in the sets: its
 -- 16 raw bytes
 -- Returns 1 if cancelled now, 2 if it was already cancelled, 0 if it is not pending
@@ -13,8 +15,12 @@
 -- reserve.lua drops it instead of reserving it; cancel and reserve both remove the
 -- id from pending-ids atomically, so exactly one of them wins: a cancelled task never
 -- runs, and a task reserved first is reported as not pending.
+-- @header
+-- @events
 if redis.call('SREM', KEYS[1], ARGV[2]) == 1 then
   redis.call('SADD', KEYS[2], ARGV[2])
+  local cap = marked_cap(KEYS[6])
+  if cap then add_event(KEYS[7], cap, {'event', 'cancelled', 'id', ARGV[2], 'task', '', 'attempt', 0}) end
   local ttl = redis.call('PTTL', KEYS[3])
   if ttl > 0 then
     redis.call('SET', KEYS[3], cmsgpack.pack({state = 'cancelled'}), 'PX', ttl)

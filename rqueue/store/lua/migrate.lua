@@ -1,10 +1,20 @@
 -- migrate.lua: move due delayed tasks and expired reservations back to the ready list.
 -- KEYS[1] delayed zset   KEYS[2] reserved zset   KEYS[3] ready list   KEYS[4] notify list
+-- KEYS[5] the queue's events marker   KEYS[6] its event stream
 -- ARGV[1] how many tasks at most to move from each set in this call
+-- ARGV[2] the event stream's cap (rqueue work --events); 0: none. A worker parent
+-- recording events calls this every tick: the marker, holding the cap, is set to last
+-- 30 s (producers' scripts add their events while it exists, see push.lua), and the
+-- stream to last a day after the last such tick.
 -- Returns {moved, next_due_ms (-1 if nothing is waiting), now_ms}
 -- Invariant: a task leaves delayed or reserved only into ready, in due order. An
 -- expired reservation keeps its counted attempt, so a task whose worker died uses
 -- one up. Bounded per call so one big backlog never blocks Redis for long.
+local cap = tonumber(ARGV[2])
+if cap > 0 then
+  redis.call('SET', KEYS[5], cap, 'PX', 30000)
+  if redis.call('EXISTS', KEYS[6]) == 1 then redis.call('PEXPIRE', KEYS[6], 86400000) end
+end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local limit = tonumber(ARGV[1])

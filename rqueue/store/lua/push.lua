@@ -3,8 +3,11 @@
 -- KEYS[1] ready list   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
 -- KEYS[5] pending-ids set (the payloads' ids are added, one SADD per call: O(1) per
 --         payload, so that cancel.lua can cancel a task by id without a scan)
--- KEYS[6] the unique locks hash, if ARGV[3] > 0 (keys.py's QueueKeys.unique)
--- KEYS[6..] (KEYS[7..] with locks; optional) the result keys of the payloads that keep
+-- KEYS[6] the queue's events marker: while a worker records events (it holds the
+--         stream's cap), each payload pushed adds a "dispatched" event to
+-- KEYS[7] the queue's event stream (see events.lua)
+-- KEYS[8] the unique locks hash, if ARGV[3] > 0 (keys.py's QueueKeys.unique)
+-- KEYS[8..] (KEYS[9..] with locks; optional) the result keys of the payloads that keep
 --         their result: each gets a status record saying the task is pending or
 --         delayed (and when it is due), so a caller can tell "queued" from "never heard
 --         of" (results.py)
@@ -23,15 +26,17 @@
 -- cancel.lua), clear.lua drops them all, or it expires; an expired one is taken over
 -- here. The lock is checked before any write, so a refusal leaves nothing behind.
 -- @header
+-- @events
 local delay = tonumber(ARGV[1])
 local locks = tonumber(ARGV[3])
-local payloads, first, results = ARGV, 4 + 4 * locks, 6
+local payloads, first, results = ARGV, 4 + 4 * locks, 8
 local deduplicated, dropped = {}, {}
+local unique = KEYS[8]
 if locks > 0 then
-  results = 7
-  local kind = redis.call('TYPE', KEYS[6])['ok']
+  results = 9
+  local kind = redis.call('TYPE', unique)['ok']
   if kind ~= 'hash' and kind ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[6] .. " holds a " .. kind ..
+    return redis.error_reply('WRONGTYPE ' .. unique .. " holds a " .. kind ..
       ", not rqueue's unique locks (a hash): delete it to dispatch unique tasks")
   end
   local time = redis.call('TIME')
@@ -39,16 +44,16 @@ if locks > 0 then
   local skip = {}
   for i = 4, first - 1, 4 do
     local field, owner, lasts = 'key:' .. ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
-    local holder, expires = string.match(redis.call('HGET', KEYS[6], field) or '', '^(%S+) (%d+)$')
+    local holder, expires = string.match(redis.call('HGET', unique, field) or '', '^(%S+) (%d+)$')
     if holder and tonumber(expires) > now then
       skip[tonumber(ARGV[i])] = true
       dropped[owner] = true
       deduplicated[#deduplicated + 1] = owner
       deduplicated[#deduplicated + 1] = holder
     else
-      if holder then redis.call('HDEL', KEYS[6], 'id:' .. holder) end
-      redis.call('HSET', KEYS[6], field, owner .. ' ' .. (now + lasts), 'id:' .. owner, ARGV[i + 1])
-      if redis.call('PTTL', KEYS[6]) < lasts then redis.call('PEXPIRE', KEYS[6], lasts) end
+      if holder then redis.call('HDEL', unique, 'id:' .. holder) end
+      redis.call('HSET', unique, field, owner .. ' ' .. (now + lasts), 'id:' .. owner, ARGV[i + 1])
+      if redis.call('PTTL', unique) < lasts then redis.call('PEXPIRE', unique, lasts) end
     end
   end
   if #deduplicated > 0 then
@@ -91,6 +96,10 @@ else
     redis.call('RPUSH', KEYS[4], due)
   end
   reply = redis.call('ZCARD', KEYS[2])
+end
+local cap = marked_cap(KEYS[6])  -- once they are in: an event only for what happened
+if cap then
+  for i = first, #payloads do task_event(KEYS[7], cap, 'dispatched', payloads[i]) end
 end
 if locks > 0 then return deduplicated end
 return reply

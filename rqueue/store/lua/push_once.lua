@@ -4,34 +4,45 @@
 -- callback) has an id derived from the completing task, and the completing task may
 -- run twice (its worker died before the ack). So the push is guarded by a marker
 -- beside the queue: the second run finds it and pushes nothing.
--- KEYS[1..5] as push.lua (ready, delayed, notify, timer, pending-ids)
--- KEYS[6] the marker key of the task's id
--- KEYS[7] its result key, if ARGV[4] is '1': it gets a status record, as in push.lua
+-- KEYS[1..7] as push.lua (ready, delayed, notify, timer, pending-ids, events marker,
+-- event stream: a "dispatched" event while a worker records events there)
+-- KEYS[8] the marker key of the task's id
+-- KEYS[9] its result key, if ARGV[4] is '1': it gets a status record, as in push.lua
 -- then, if ARGV[5] is not empty: the completing task's reserved zset, and if ARGV[6]
 -- is not empty its result key, done list and finished index (a chain's step, acked as
--- ack.lua does, keep_result.lua;
--- on Redis Cluster only when both tasks' queues share a slot)
+-- ack.lua does, keep_result.lua; on Redis Cluster only when both tasks' queues share a
+-- slot), and last the completing task's event stream, for its "succeeded" event when
+-- ARGV[9] is not 0
 -- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
 -- ARGV[3] the payload   ARGV[4] '1' if the task keeps its result
 -- ARGV[5] the completing task's reserved payload, or ''   ARGV[6] its result record,
 -- or ''   ARGV[7] milliseconds to keep that record   ARGV[8] '1' to push it at the head
 -- of the ready list, next to be reserved (a batch's callback, due as a member
 -- finished: it runs then, not behind every member still queued); else at the tail
+-- ARGV[9] the completing task's event stream's cap (the worker's); 0: no event
 -- Returns 1 if pushed, 0 if it had been pushed before.
 -- Invariant: for one id, at most one push while the marker lasts; the completing
 -- task leaves its queue in the same step its successor enters one, however often
 -- this runs.
 -- @header
 -- @keep_result
-local after = 6
-if ARGV[4] == '1' then after = 7 end
+-- @events
+-- dispatched(): its "dispatched" event, once it is in, while a worker records events
+local function dispatched()
+  local cap = marked_cap(KEYS[6])
+  if cap then task_event(KEYS[7], cap, 'dispatched', ARGV[3]) end
+end
+local after = 8
+if ARGV[4] == '1' then after = 9 end
 if ARGV[5] ~= '' then
   redis.call('ZREM', KEYS[after + 1], ARGV[5])
+  local cap = tonumber(ARGV[9])
+  if cap > 0 then task_event(KEYS[#KEYS], cap, 'succeeded', ARGV[5]) end
   if ARGV[6] ~= '' then
     keep_result(KEYS[after + 2], KEYS[after + 3], KEYS[after + 4], ARGV[6], ARGV[7], ARGV[5])
   end
 end
-if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end
+if redis.call('SET', KEYS[8], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end
 local id = payload_id(ARGV[3])
 if id then redis.call('SADD', KEYS[5], id) end
 local time = redis.call('TIME')
@@ -40,7 +51,7 @@ local delay = tonumber(ARGV[1])
 if ARGV[4] == '1' then
   local state = 'pending'
   if delay > 0 then state = 'delayed' end
-  redis.call('SET', KEYS[7], cmsgpack.pack({state = state, due = now + delay}), 'PX', ARGV[2])
+  redis.call('SET', KEYS[9], cmsgpack.pack({state = state, due = now + delay}), 'PX', ARGV[2])
 end
 if delay <= 0 then
   if ARGV[8] == '1' then
@@ -49,6 +60,7 @@ if delay <= 0 then
     redis.call('RPUSH', KEYS[1], ARGV[3])
   end
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
+  dispatched()
   return 1
 end
 local due = now + delay
@@ -58,4 +70,5 @@ if earliest[2] == nil or due < tonumber(earliest[2]) then
   redis.call('DEL', KEYS[4])
   redis.call('RPUSH', KEYS[4], due)
 end
+dispatched()
 return 1

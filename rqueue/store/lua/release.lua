@@ -3,28 +3,37 @@
 -- KEYS[4] notify list     KEYS[5] timer list
 -- KEYS[6] pending-ids set: a task given back is pending again, so it can be cancelled
 --         (cancel.lua) and its status reads "pending" rather than "running"
--- KEYS[7] (optional) a child's claims key (reserve.lua), deleted: what a child gives
+-- KEYS[7] the queue's event stream: "retried" for each task moved, if ARGV[4] names
+--         an error and ARGV[3] is not 0 (see events.lua)
+-- KEYS[8] (optional) a child's claims key (reserve.lua), deleted: what a child gives
 --         back must not be given back again from there once another worker has it
 -- ARGV[1] delay in ms (0: ready at once)
 -- ARGV[2] '1' if the tasks never started (prefetched, or a worker stopping): their
 --         attempt is given back and they go to the front of the list, in order
--- ARGV[3..] reserved payloads, the exact bytes reserve.lua returned
+-- ARGV[3] the event stream's cap; 0: no events
+-- ARGV[4] the error type of the failed attempt that is retried, or '': not a retry (a
+--         release by middleware, tasks given back unstarted), no event
+-- ARGV[5..] reserved payloads, the exact bytes reserve.lua returned
 -- Returns how many tasks were moved.
 -- Invariant: only tasks still reserved move, so a task whose reservation already
 -- expired and was handed to another worker is never duplicated by a late release.
 -- @header
-if KEYS[7] then redis.call('DEL', KEYS[7]) end
+-- @events
+if KEYS[8] then redis.call('DEL', KEYS[8]) end
+local cap, error_type = tonumber(ARGV[3]), ARGV[4]
+local retried = cap > 0 and error_type ~= ''
 local delay = tonumber(ARGV[1])
 local unstarted = ARGV[2] == '1'
 local time = redis.call('TIME')
 local due = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + delay
 local moved = 0
-local first, last, step = 3, #ARGV, 1
-if unstarted then first, last, step = #ARGV, 3, -1 end
+local first, last, step = 5, #ARGV, 1
+if unstarted then first, last, step = #ARGV, 5, -1 end
 for i = first, last, step do
   local payload = ARGV[i]
   if redis.call('ZREM', KEYS[1], payload) == 1 then
     moved = moved + 1
+    if retried then task_event(KEYS[7], cap, 'retried', payload, 'error', error_type) end
     local attempts_at, _, id_at, id_length = header_at(payload)
     if attempts_at then
       redis.call('SADD', KEYS[6], string.sub(payload, id_at, id_at + id_length - 1))

@@ -6,7 +6,9 @@
 --         (one SCARD per call; one SREM per task only while cancellations wait)
 -- KEYS[6] the queue's paused flag: while it exists nothing is reserved (rqueue pause),
 --         acks still go through, and the reply says no task is ready
--- KEYS[7] (optional: present if "last" below is 7 + 3k) the calling child's claims key: set
+-- KEYS[7] the queue's event stream: "started" for each task reserved, "succeeded" for
+--         each acked, when ARGV[8] is not 0 (rqueue work --events; see events.lua)
+-- KEYS[8] (optional: present if "last" below is 8 + 3k) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
@@ -18,7 +20,8 @@
 -- ARGV[5] how many workers share the queue: take at most a fair share of what is
 --         ready, so a short queue is spread over idle children instead of hoarded
 -- ARGV[6] n: how many plain acks follow   ARGV[7] k: how many kept results follow them
--- ARGV[8..7+n] reserved payloads of tasks that completed: removed first, as ack.lua does
+-- ARGV[8] the event stream's cap (about how many entries it keeps); 0: no events
+-- ARGV[9..8+n] reserved payloads of tasks that completed: removed first, as ack.lua does
 -- then k triples (reserved payload, result record, milliseconds to keep it) of tasks
 -- that completed and keep their result: each is removed the same way and its record
 -- written to KEYS[last-3k+3i-2] (its result key), with a token pushed to the next
@@ -49,19 +52,24 @@
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
 -- @header
 -- @keep_result
-local plain, kept = tonumber(ARGV[6]), tonumber(ARGV[7])
-local rate_at, last = 8 + plain + 3 * kept, #KEYS
+-- @events
+local plain, kept, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local rate_at, last = 9 + plain + 3 * kept, #KEYS
 local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
-if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 8, 7 + plain)) end
+if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
 local claims = false
-if last == 7 + 3 * kept then claims = KEYS[7] end
+if last == 8 + 3 * kept then claims = KEYS[8] end
+if cap > 0 then
+  for i = 9, 8 + plain do task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
+end
 if kept > 0 then
-  local first_key, first_arg = last - 3 * kept, 7 + plain
+  local first_key, first_arg = last - 3 * kept, 8 + plain
   for i = 1, kept do
     local at, key = first_arg + 3 * (i - 1), first_key + 3 * i
     keep_result(KEYS[key - 2], KEYS[key - 1], KEYS[key], ARGV[at + 2], ARGV[at + 3], ARGV[at + 1])
     redis.call('ZREM', KEYS[2], ARGV[at + 1])  -- once its record is written (see ack.lua)
+    if cap > 0 then task_event(KEYS[7], cap, 'succeeded', ARGV[at + 1]) end
   end
 end
 local ready = redis.call('LLEN', KEYS[1])
@@ -134,6 +142,9 @@ for _, original in ipairs(items) do
   end
 end
 if #scored > 0 then redis.call('ZADD', KEYS[2], unpack(scored)) end
+if cap > 0 then
+  for i = 3, #result do task_event(KEYS[7], cap, 'started', result[i]) end
+end
 if claims and #result > 2 then
   redis.call('SET', claims, cmsgpack.pack(result), 'PX', margin + longest + grace)
 elseif claims then
