@@ -185,13 +185,6 @@ def pending_in(queue: RedisQueue, task_id: str) -> str | None:
     return found[0] if found else None
 
 
-def progress(queue: RedisQueue, name: str, task_id: str) -> str | None:
-    """A task's progress and events, for its page: the events part of issue #28 stores
-    them (``current_job().progress()``, ``rqueue work --events``), and reading them
-    goes here once it lands. Until then there is nothing to show."""
-    return None
-
-
 def _by_score(
     queue: RedisQueue, name: str, key: str, offset: int, limit: int, cancelled: bool
 ) -> Window:

@@ -42,6 +42,8 @@ _BLOCK_CHUNK = 1.0
 """Longest single XREAD BLOCK: under any socket timeout."""
 _BATCH = 500
 """Entries one XREAD reads per stream at most."""
+RECENT_SCANNED = 2000
+"""Newest entries a task's page looks through for its events."""
 
 
 class LiveEvent(NamedTuple):
@@ -158,6 +160,21 @@ def task_events(
                 yield event
                 if event.event in FINAL:
                     return
+
+
+def recent_events(
+    queue: RedisQueue, queue_name: str, task_id: str, scanned: int = RECENT_SCANNED
+) -> list[LiveEvent]:
+    """One task's events among the newest ``scanned`` of its queue's stream, oldest
+    first, without waiting (a task's page): one ``XREVRANGE``, bounded."""
+    try:
+        entries: Any = queue.client.xrevrange(queue.keys(queue_name).events, count=scanned)
+    except redis.ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        return []  # a key of another type where the stream should be: no events there
+    found = (parse(queue_name, entry_id, fields) for entry_id, fields in entries or [])
+    return [event for event in found if event is not None and event.id == task_id][::-1]
 
 
 def _text(value: object) -> str:

@@ -23,6 +23,8 @@ from rqueue.failed import FailedTask, FailedTasks
 from rqueue.store import browse
 from rqueue.store.cancel import cancel, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
+from rqueue.store.live_events import recent_events
+from rqueue.store.progress import read as read_progress
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import TaskStatus, find_queue, read_status
 from rqueue.web.auth import action_form, notify
@@ -83,7 +85,8 @@ def task_page(request: Request) -> Response:
         job=job,
         payload_problem=payload_problem,
         trace=trace_id(job),
-        progress=browse.progress(queue, queue_name, task_id) if queue_name else None,
+        progress=read_progress(queue, queue_name, task_id) if queue_name else None,
+        events=recent_events(queue, queue_name, task_id) if queue_name else [],
         cancellable=pending and state in ("ready", "delayed", "queued"),
         status=status,
         problem=problem,

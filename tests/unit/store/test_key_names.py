@@ -130,6 +130,10 @@ def test_names_in_the_registry_are_not_trusted(queue: RedisQueue, config: Config
 def test_a_dispatch_costs_one_round_trip_and_registers_its_queue_once(
     queue: RedisQueue,
 ) -> None:
+    # The push script loaded first (a fresh server answers its first EVALSHA with
+    # NOSCRIPT, and the client sends it again), through another queue: the count below
+    # still sees the default queue registered.
+    apptasks.record.using(queue="warm-up").dispatch(0)
     queue.client.config_resetstat()
     for i in range(200):
         apptasks.record.dispatch(i)

@@ -128,3 +128,31 @@ def test_a_payload_that_does_not_decode_is_shown_as_such(
     assert field(page, "state") == "ready"
     assert field(page, "payload").startswith("does not decode:")
     assert client.get("/tasks/" + "0" * 32).status_code == 404
+
+
+def test_a_running_task_s_page_shows_its_progress_and_its_events(
+    client: httpx.Client, queue: RedisQueue, workers: Workers
+) -> None:
+    import progress_tasks
+
+    handle = progress_tasks.steps.dispatch("resized <b>4</b> of 10")
+    workers.start("-c", "1", "--events", *FAST)
+    wait_for(handle.progress, 10, "the first report")
+    page = client.get(f"/tasks/{handle.id}?queue=default").text
+    assert field(page, "progress").startswith("25%: resized &lt;b&gt;4&lt;/b&gt; of 10 (")
+    queue.client.rpush(progress_tasks.GO, 1)
+    assert handle.result(10) == "done"
+    page = client.get(f"/tasks/{handle.id}?queue=default").text
+    rows = re.findall(r"<tr><td>[^<]*</td><td>(\w+)</td><td>(\d+)</td>", page)
+    assert rows == [
+        ("dispatched", "0"),
+        ("started", "1"),
+        ("progress", "1"),
+        ("progress", "1"),
+        ("succeeded", "1"),
+    ] or rows == [  # dispatched only once the worker's marker is up: started first
+        ("started", "1"),
+        ("progress", "1"),
+        ("progress", "1"),
+        ("succeeded", "1"),
+    ], rows
