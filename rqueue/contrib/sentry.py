@@ -136,7 +136,8 @@ class _Processing(Participant):
             scope.set_tag("rqueue.queue", queue)
             scope.set_tag("rqueue.task", job.task)
             scope.set_context("rqueue", _described(queue, job))
-            carried = {name: job.headers[name] for name in _CARRIED if name in job.headers}
+            headers = job.headers or {}
+            carried = {name: headers[name] for name in _CARRIED if name in headers}
             transaction = sentry_sdk.continue_trace(
                 carried,
                 op=OP.QUEUE_PROCESS,

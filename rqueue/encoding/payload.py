@@ -91,9 +91,10 @@ class Job:
     fail_on_timeout: bool = False
     tags: tuple[str, ...] = ()
     """Labels to find it by (``rqueue failed list --tag``, the dashboard's search)."""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] | None = None
     """Context its producer passes to its attempts, as tracing carries it: the trace
-    it continues (rqueue/contrib/). Strings only, never code."""
+    it continues (rqueue/contrib/). Strings only, never code; None: none (a worker
+    decodes one per task, so no empty map is made for each)."""
 
     @property
     def chain(self) -> ChainSteps:
@@ -293,8 +294,10 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
         kwargs,
         queue,
         attempts,
-        timeout=timeout_ms / 1000 if timeout_ms else None,
-        dispatched_at=checked_moment(dispatched_at or 0.0),
+        None,
+        timeout_ms / 1000 if timeout_ms else None,
+        (),
+        checked_moment(dispatched_at or 0.0),
     )
     if options:  # a plain call's is empty: nothing more to read
         _read_options(job, options)
@@ -345,7 +348,8 @@ def _check_fields(job: Job) -> None:
         if type(job.tags) is not tuple:
             raise TypeError(f"tags must be a tuple of strings, got {job.tags!r}")
         checked_tags(job.tags)
-        checked_headers(job.headers)
+        if job.headers is not None:
+            checked_headers(job.headers)
     except (TypeError, ValueError) as exc:
         raise InvalidTaskOption(f"task {job.task!r}: {exc}") from None
 

@@ -86,16 +86,16 @@ class Collector:
 
     # -- recording (the hot path) ---------------------------------------------------
 
-    def succeeded(self, queue: str, job: Job, runtime: float) -> None:
+    def succeeded(self, queue: str, job: Job, duration: float) -> None:
         now = _clock()
         if now >= self._due:
             self.flush()
         series = self._series.get((queue, job.task))
         if series is None:
             series = self._series[(queue, job.task)] = _Series()
-        series.runtimes.append(runtime)
+        series.runtimes.append(duration)
         if job.attempts == 1 and job.dispatched_at:  # a retry's "wait" is its backoff
-            series.waits.append(now - runtime - job.dispatched_at)
+            series.waits.append(now - duration - job.dispatched_at)
 
     def retried(self, queue: str, task: str, job: Job, runtime: float | None) -> None:
         """An attempt failed and the task goes back for another (``task``: the name
@@ -190,7 +190,7 @@ def _histogram(values: list[float]) -> tuple[list[int], float]:
 class NoMetrics:
     """What a worker records into with ``--no-metrics``: nothing, at no cost."""
 
-    def succeeded(self, queue: str, job: Job, runtime: float) -> None:
+    def succeeded(self, queue: str, job: Job, duration: float) -> None:
         pass
 
     def retried(self, queue: str, task: str, job: Job, runtime: float | None) -> None:
@@ -204,9 +204,3 @@ class NoMetrics:
 
     def flush(self) -> None:
         pass
-
-
-def recorder(store: RedisQueue, enabled: bool) -> Collector | NoMetrics:
-    """What a worker process (a child, or the parent for the tasks it settles) records
-    its outcomes into: a :class:`Collector`, or with ``--no-metrics`` nothing."""
-    return Collector(store) if enabled else NoMetrics()

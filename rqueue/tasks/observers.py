@@ -50,7 +50,7 @@ class Sending:
     def onto(self, job: Job) -> Job:
         """``job``, carrying the headers the observers added (none: as it was)."""
         if self.headers:
-            job.headers = {**job.headers, **self.headers}
+            job.headers = {**(job.headers or {}), **self.headers}
         return job
 
 

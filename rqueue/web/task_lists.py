@@ -106,7 +106,7 @@ def trace_id(job: Job | None) -> str | None:
     """The trace id in the job's W3C ``traceparent`` header (the trace its dispatch
     belongs to, issue #28's tracing), or None: no header, or one that is not valid
     (version ``ff``, an all-zero id, anything that does not parse: it came from Redis)."""
-    parent = job.headers.get("traceparent") if job is not None else None
+    parent = job.headers.get("traceparent") if job is not None and job.headers else None
     found = _TRACEPARENT.fullmatch(parent) if parent is not None else None
     if found is None or found[1] == "ff" or (found[1] == "00" and found[3]):
         return None

@@ -24,7 +24,6 @@ from typing import TypeVar
 
 from setproctitle import setproctitle
 
-from rqueue.metrics.collector import recorder
 from rqueue.settings.config import Config
 from rqueue.store import progress
 from rqueue.store.default import use
@@ -41,7 +40,7 @@ from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import counted_name
-from rqueue.worker.participants import Roster
+from rqueue.worker.participants import Roster, recorder
 from rqueue.worker.process import memory_exceeded, parent_death_signal
 from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoped import ScopedLifecycle
@@ -84,7 +83,7 @@ class ChildWorker(InterruptibleWaits):
         self.parent_pid = parent_pid
         self.store = RedisQueue(config)
         self.reservations = Reservations(self.store, options, claims)
-        self.metrics = recorder(self.store, options.metrics)
+        self.metrics = recorder(self.store, options.metrics, counted_name)
         self.stop_requested = False
         self.recycle = False
         self._parent_checked_at = 0.0
@@ -98,7 +97,7 @@ class ChildWorker(InterruptibleWaits):
             f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
         )
         """The stem of the process title (each state adds to it)."""
-        roster = Roster(self.store, self.persist, self.metrics, counted_name)
+        roster = Roster(self.store, self.persist, self.metrics)
         self.lifecycle = (ScopedLifecycle if roster.scoping else Lifecycle)(
             self.store,
             options,

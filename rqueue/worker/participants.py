@@ -33,26 +33,33 @@ from rqueue.worker.max_exceptions import ExceptionCount
 from rqueue.worker.unique_locks import UniqueLock, is_unique
 
 
-class Metrics(Participant):
-    """Records each outcome in the child's (or parent's) collector (metrics/collector.py).
+class Metrics(Collector, Participant):
+    """A worker process's collector (metrics/collector.py), taking part in its attempts:
+    it records each outcome its hooks hear. A success is recorded by the collector's
+    own method, with no call around it: it is every task's (metrics are on by default).
 
     ``counted`` is the name a failure is counted under: a child asks its registry, the
     parent, which imported no task, trusts a well-formed name (see their callers)."""
 
-    __slots__ = ("collector", "counted")
-
-    def __init__(self, collector: Collector, counted: Callable[[Job | None], str]) -> None:
-        self.collector = collector
+    def __init__(self, store: RedisQueue, counted: Callable[[Job | None], str]) -> None:
+        super().__init__(store)
         self.counted = counted
 
-    def after_succeeded(self, queue: str, job: Job, duration: float) -> None:
-        self.collector.succeeded(queue, job, duration)
+    after_succeeded = Collector.succeeded
 
     def after_retried(self, queue: str, job: Job, duration: float | None) -> None:
-        self.collector.retried(queue, self.counted(job), job, duration)
+        self.retried(queue, self.counted(job), job, duration)
 
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
-        self.collector.failed(queue, self.counted(job), job, duration)
+        self.failed(queue, self.counted(job), job, duration)
+
+
+def recorder(
+    store: RedisQueue, enabled: bool, counted: Callable[[Job | None], str]
+) -> Metrics | NoMetrics:
+    """What a worker process (a child, or the parent for the tasks it settles) records
+    its outcomes into: :class:`Metrics`, or with ``--no-metrics`` nothing."""
+    return Metrics(store, counted) if enabled else NoMetrics()
 
 
 _joined: Participants = ()
@@ -81,13 +88,9 @@ class Roster:
         self,
         store: RedisQueue,
         persist: Persist,
-        collector: Collector | NoMetrics,
-        counted: Callable[[Job | None], str],
+        metrics: Metrics | NoMetrics,
     ) -> None:
-        self.collector = collector
-        everyone: Participants = ()
-        if isinstance(collector, Collector):
-            everyone = (Metrics(collector, counted),)
+        everyone: Participants = (metrics,) if isinstance(metrics, Metrics) else ()
         everyone += _joined
         self.scoping = bool(_joined)
         """An integration joined: each call asks its participants' ``call_scope``."""

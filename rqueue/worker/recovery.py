@@ -27,7 +27,7 @@ from collections import defaultdict
 from rqueue.encoding.payload import Job, decode
 from rqueue.errors import InvalidPayload
 from rqueue.failed import make_record
-from rqueue.metrics.collector import UNREGISTERED, Collector, NoMetrics
+from rqueue.metrics.collector import UNREGISTERED, NoMetrics
 from rqueue.store.header import payload_attempts, payload_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
@@ -35,7 +35,7 @@ from rqueue.tasks.names import malformed_name
 from rqueue.worker import parent_failures
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import complete_failure, file_failure, release_for_retry, retry_delay
-from rqueue.worker.participants import Roster
+from rqueue.worker.participants import Metrics, Roster
 from rqueue.worker.scoreboard import Entry, Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
@@ -49,12 +49,12 @@ class Recovery:
         queue: RedisQueue,
         options: WorkerOptions,
         persist: Persist,
-        metrics: Collector | NoMetrics,
+        metrics: Metrics | NoMetrics,
     ) -> None:
         self.queue = queue
         self.options = options
         self.persist = persist
-        self.participants = Roster(queue, persist, metrics, _counted_name)
+        self.participants = Roster(queue, persist, metrics)
         """Told of each outcome settled here, as a child tells them (metrics included)."""
 
     def recover(
@@ -198,7 +198,7 @@ class Recovery:
         }
 
 
-def _counted_name(job: Job | None) -> str:
+def counted_by_parent(job: Job | None) -> str:
     """The name a settled task is counted under. The parent has not imported the
     tasks, so unlike a child (``outcomes.counted_name``) it cannot ask the registry;
     but a child had started this task, which it does only once the payload passed

@@ -23,7 +23,6 @@ from typing import TypeVar
 from setproctitle import setproctitle
 
 from rqueue.encoding.payload import new_id
-from rqueue.metrics.collector import recorder
 from rqueue.metrics.registry import Heartbeat, Running
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.settings.config import Config
@@ -33,7 +32,8 @@ from rqueue.text import shown
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.recovery import Recovery
+from rqueue.worker.participants import recorder
+from rqueue.worker.recovery import Recovery, counted_by_parent
 from rqueue.worker.scoreboard import Entry, Scoreboard, State
 
 log = logging.getLogger("rqueue.worker")
@@ -79,7 +79,7 @@ class Supervisor(InterruptibleWaits):
         self._restart_marker = self.queue.restart_marker()
         self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
         options = self.options
-        self.metrics = recorder(self.queue, options.metrics)
+        self.metrics = recorder(self.queue, options.metrics, counted_by_parent)
         self.recovery = Recovery(self.queue, options, self._persist, self.metrics)
         self.heartbeat = (
             Heartbeat(
