@@ -1,4 +1,4 @@
-"""What OpenTelemetry costs per task, on and off: a worker child's attempt and a dispatch.
+"""What tracing costs per task, on and off: a worker child's attempt and a dispatch.
 
 With ``rqueue.contrib.opentelemetry`` instrumented (the real SDK, a span processor that
 keeps each finished span in memory and drops it), each attempt makes a ``process`` span
@@ -11,6 +11,11 @@ context it injects. This script times both sides, off and on, interleaved in one
   process's CPU: on a shared machine, wall time mostly measures the neighbours).
 
     python benchmarks/speed/tracing_cost.py --rounds 5
+    python benchmarks/speed/tracing_cost.py --rounds 5 --sentry
+
+``--sentry`` measures ``rqueue.contrib.sentry`` instead (``--traces-sample-rate``, 1.0
+by default; a transport that drops each envelope): its rounds are not interleaved, all off and then
+all on, since Sentry's SDK, once set up, stays in the process.
 """
 
 from __future__ import annotations
@@ -64,7 +69,16 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000, help="attempts per round")
     parser.add_argument("--dispatches", type=int, default=3_000, help="dispatches per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sentry", action="store_true", help="Sentry, not OpenTelemetry")
+    parser.add_argument(
+        "--traces-sample-rate", type=float, default=1.0, help="Sentry's (0: errors only)"
+    )
     options = parser.parse_args()
+    if options.sentry:
+        measure_sentry(
+            options.tasks, options.dispatches, options.rounds, options.traces_sample_rate
+        )
+        return
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
@@ -97,9 +111,49 @@ def main() -> None:
                 producer[traced].append(dispatch_us(options.dispatches))
                 queue.client.flushall()
                 uninstrument()
+    report(child, producer, options.rounds)
+
+
+def measure_sentry(tasks: int, dispatches: int, rounds: int, sample_rate: float) -> None:
+    """Sentry's cost: every off round, then ``sentry_sdk.init`` and every on round."""
+    import sentry_sdk
+    from sentry_sdk.transport import Transport
+
+    from rqueue.contrib.sentry import RqueueIntegration
+    from rqueue.server import RedisServer
+    from rqueue.settings.config import Config
+    from rqueue.store.default import use
+    from rqueue.store.queue import RedisQueue
+
+    class Dropped(Transport):
+        def capture_envelope(self, envelope: object) -> None:
+            pass
+
+    logging.getLogger("rqueue").setLevel(logging.WARNING)
+    child: dict[bool, list[float]] = {False: [], True: []}
+    producer: dict[bool, list[float]] = {False: [], True: []}
+    with RedisServer() as server:
+        os.environ["REDIS_URL"] = server.url
+        queue = RedisQueue(Config.resolve(redis_url=server.url))
+        use(queue)
+        for traced in (False, True):
+            if traced:
+                sentry_sdk.init(
+                    dsn="https://public@sentry.example.invalid/1",
+                    transport=Dropped,
+                    traces_sample_rate=sample_rate,
+                    integrations=[RqueueIntegration()],
+                )
+            for _ in range(rounds):
+                child[traced].append(child_cpu_us(server.url, False, tasks))
+                producer[traced].append(dispatch_us(dispatches))
+                queue.client.flushall()
+    report(child, producer, rounds)
+
+
+def report(child: dict[bool, list[float]], producer: dict[bool, list[float]], rounds: int) -> None:
     for name, figures in (("child CPU per attempt", child), ("dispatch() CPU", producer)):
         off, on = min(figures[False]), min(figures[True])
-        rounds = options.rounds
         print(f"{name}, best of {rounds}: off {off:.2f} us, on {on:.2f} us (+{on - off:.2f} us)")
 
 
