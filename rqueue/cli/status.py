@@ -1,7 +1,8 @@
 """``rqueue status TASK_ID``: a kept task's status, tags, attempts, timings, its latest
 progress, and its result or error, over :mod:`rqueue.store.results` and
 :mod:`rqueue.store.progress` (the reads behind ``Dispatched.status()`` and
-``progress()``).
+``progress()``); for a task that keeps no result, where it is now
+(:func:`rqueue.whereabouts.locate`, as the dashboard's task page).
 
 The record was read from Redis and its values were written by task code: every field
 is printed through ``say`` (escaped, redacted), one field per line, so a newline in a
@@ -23,6 +24,7 @@ from rqueue.store.progress import Progress
 from rqueue.store.progress import read as read_progress
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import find_queue, read_status
+from rqueue.whereabouts import locate
 
 
 def _queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -40,19 +42,17 @@ def _queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--queue", callback=_queue_name, help="The task's queue (default: search them).")
 @connection_options
 def status(config: Config, task_id: str, queue: str | None) -> None:
-    """Show TASK_ID's status, attempts, timings, and its result or error.
+    """Show TASK_ID's status, attempts, tags, timings, progress, and its result or error.
 
-    Only tasks that keep their result (keep_result) have one; exit 1 if there is none.
+    A task that keeps its result (keep_result) has all of it; any other shows where it
+    is while it waits or runs, and its error once it failed. Exit 1 if nothing knows it.
     """
     redis_queue = RedisQueue(config)
     queue_name = queue or find_queue(redis_queue, task_id)
     found = read_status(redis_queue, queue_name, task_id) if queue_name else None
     if found is None or found.status == "unknown":
-        where = f" on queue {queue}" if queue else ""
-        die(
-            f"no status for task {task_id}{where}: it keeps no result (see keep_result), "
-            "its result expired, or no such task was dispatched"
-        )
+        _whereabouts(redis_queue, task_id, queue)
+        return
     record = found.record
     fields: list[tuple[str, object]] = [
         ("id", found.id),
@@ -81,6 +81,41 @@ def status(config: Config, task_id: str, queue: str | None) -> None:
     if found.status == "failed" and record.get("traceback"):
         say("")
         say(record["traceback"].rstrip(), multiline=True)
+
+
+def _whereabouts(redis_queue: RedisQueue, task_id: str, queue: str | None) -> None:
+    """The status of a task that keeps no result: where it is now (waiting, running,
+    cancelled, failed), what its payload says, its progress; exit 1 if nothing knows it."""
+    where = locate(redis_queue, task_id, queue)
+    if where.state == "":
+        said = f" on queue {queue}" if queue else ""
+        die(
+            f"no status for task {task_id}{said}: it is not waiting or running, it keeps "
+            "no result (see keep_result) or its result expired, and it is not in a failed "
+            "list; or no such task was dispatched"
+        )
+    fields: list[tuple[str, object]] = [
+        ("id", task_id),
+        ("queue", where.queue),
+        ("status", where.state),
+    ]
+    job = where.job
+    if job is not None:
+        fields += [("task", job.task), ("attempts", job.attempts)]
+    elif where.payload_problem:
+        fields.append(("payload", f"does not decode: {where.payload_problem}"))
+    if where.tags:
+        fields.append(("tags", ", ".join(where.tags)))
+    held = where.held
+    if held is not None and held.score_ms is not None:
+        label = "due" if held.state == "delayed" else "reserved until"
+        fields.append((label, moment(held.score_ms / 1000)))
+    if where.progress is not None:
+        fields.append(("progress", _progress(where.progress)))
+    if where.failed is not None:
+        fields.append(("error", f"{where.failed.exception}: {where.failed.message}"))
+    for label, value in fields:
+        say(f"{label + ':':<10} {value}")
 
 
 def _progress(progress: Progress) -> str:

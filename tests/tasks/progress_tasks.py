@@ -63,3 +63,11 @@ def bad_fraction(fraction: object) -> str:
     except ValueError as exc:
         return str(exc)
     return "accepted"
+
+
+@task(tries=1, tags=lambda message: [f"note:{message}"])
+def unkept_steps(message: str) -> None:
+    """As ``steps``, keeping no result: ``rqueue status`` finds it where it is."""
+    report(0.25, message)
+    default_queue().client.blpop([GO], 10)
+    raise ValueError(message)

@@ -109,7 +109,7 @@ def test_status_of_a_delayed_task_an_unknown_one_and_a_bad_queue(
 
     unknown = cli(config, "status", "0" * 32)
     assert unknown.returncode == 1 and unknown.stdout == ""
-    assert f"no status for task {'0' * 32}: it keeps no result" in unknown.stderr
+    assert f"no status for task {'0' * 32}: it is not waiting or running" in unknown.stderr
 
     hostile = cli(config, "status", HOSTILE)
     assert hostile.returncode == 1

@@ -153,3 +153,35 @@ def test_a_progress_key_of_another_type_reads_as_none_and_is_replaced(queue: Red
     progress.write(queue, "default", handle.id, "x:y", 1, 0.5, "ok")
     said = handle.progress()
     assert said is not None and (said.fraction, said.message) == (0.5, "ok")
+
+
+def fields_of(output: str) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in output.splitlines() if ":" in line)
+
+
+def test_rqueue_status_of_a_task_that_keeps_no_result_says_where_it_is(
+    config: Config, queue: RedisQueue, workers: Workers
+) -> None:
+    handle = pt.unkept_steps.dispatch("a\x1b[2Jb")
+
+    def status(shown_yet: bool = True) -> dict[str, str]:
+        shown = cli(config, "status", handle.id)
+        if not shown_yet and shown.returncode == 1:  # taken, not yet in the registry
+            return {"status": ""}
+        assert shown.returncode == 0, shown.stderr
+        assert "\x1b" not in shown.stdout
+        return {k.strip(): v.strip() for k, v in fields_of(shown.stdout).items()}
+
+    waiting = status()
+    assert (waiting["queue"], waiting["status"]) == ("default", "ready")
+    assert waiting["task"] == "progress_tasks:unkept_steps"
+    assert waiting["tags"] == "note:a\\x1b[2Jb"
+    workers.start("-c", "1", *FAST)
+    wait_for(handle.progress, 10, "the first report")
+    # Found by the workers' registry, which names a running task within a heartbeat.
+    running = wait_for(lambda: (s := status(False))["status"] == "running" and s, 10, "running")
+    assert running["attempts"] == "1"
+    assert running["progress"].startswith("25% a\\x1b[2Jb (at ")
+    queue.client.rpush(pt.GO, 1)
+    failed = wait_for(lambda: (s := status())["status"] == "failed" and s, 10, "its failure")
+    assert failed["error"] == "ValueError: a\\x1b[2Jb"
