@@ -125,10 +125,12 @@ class Workers:
 
     def kill_all(self) -> None:
         for worker in self.started:
-            if worker.process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(worker.pid, signal.SIGKILL)
-                worker.process.wait(10)
+            # The whole group, even when its parent is gone already (a test that killed
+            # it): its children may live on, finish a task in the next test and write
+            # into its keys.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.pid, signal.SIGKILL)
+            worker.process.wait(10)
             if worker.process.stderr is not None:
                 worker.process.stderr.close()
 

@@ -218,7 +218,7 @@ def test_a_forged_traceparent_starts_a_trace_of_its_own(
 
 def test_with_nothing_configured_no_span_and_no_header(queue: RedisQueue, workers: Workers) -> None:
     tt.traced.dispatch(1)
-    assert decode(ready(queue)[0]).headers == {}
+    assert decode(ready(queue)[0]).headers is None
     code, output = workers.run(*RUN)
     assert code == 0, output
     wait_for(lambda: "traced:1" in seen(queue), 5, "the task's run")
@@ -235,4 +235,4 @@ def test_instrument_is_idempotent_and_uninstrument_undoes_it(queue: RedisQueue) 
         uninstrument()
     tt.traced.dispatch(2)
     assert len(named(spans(queue), "send default")) == 1
-    assert [decode(p).headers != {} for p in ready(queue)] == [True, False]
+    assert [decode(p).headers is not None for p in ready(queue)] == [True, False]
