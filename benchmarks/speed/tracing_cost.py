@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parents[1]
@@ -74,20 +75,46 @@ def main() -> None:
         "--traces-sample-rate", type=float, default=1.0, help="Sentry's (0: errors only)"
     )
     options = parser.parse_args()
+    logging.getLogger("rqueue").setLevel(logging.WARNING)
     if options.sentry:
-        measure_sentry(
-            options.tasks, options.dispatches, options.rounds, options.traces_sample_rate
-        )
-        return
+        turn, carried = sentry_switch(options.traces_sample_rate)
+        order = [False] * options.rounds + [True] * options.rounds  # once on, on for good
+    else:
+        turn, carried = opentelemetry_switch()
+        order = [False, True] * options.rounds
+    child: dict[bool, list[float]] = {False: [], True: []}
+    producer: dict[bool, list[float]] = {False: [], True: []}
+    from rqueue.server import RedisServer
+    from rqueue.settings.config import Config
+    from rqueue.store.default import use
+    from rqueue.store.queue import RedisQueue
+
+    with RedisServer() as server:
+        os.environ["REDIS_URL"] = server.url
+        queue = RedisQueue(Config.resolve(redis_url=server.url))
+        use(queue)
+        for traced in order:
+            turn(traced)
+            child[traced].append(child_cpu_us(server.url, traced and carried, options.tasks))
+            producer[traced].append(dispatch_us(options.dispatches))
+            queue.client.flushall()
+    for name, figures in (("child CPU per attempt", child), ("dispatch() CPU", producer)):
+        off, on = min(figures[False]), min(figures[True])
+        rounds = options.rounds
+        print(f"{name}, best of {rounds}: off {off:.2f} us, on {on:.2f} us (+{on - off:.2f} us)")
+
+
+Switch = Callable[[bool], None]
+
+
+def opentelemetry_switch() -> tuple[Switch, bool]:
+    """Turns OpenTelemetry on and off (a provider whose exporter drops each span); its
+    attempts carry a ``traceparent``."""
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
     from rqueue.contrib.opentelemetry import instrument, uninstrument
-    from rqueue.server import RedisServer
-    from rqueue.settings.config import Config
-    from rqueue.store.default import use
-    from rqueue.store.queue import RedisQueue
 
     class Dropped(SpanExporter):
         def export(self, spans: object) -> SpanExportResult:
@@ -96,65 +123,30 @@ def main() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(Dropped()))
     trace.set_tracer_provider(provider)
-    logging.getLogger("rqueue").setLevel(logging.WARNING)
-    child: dict[bool, list[float]] = {False: [], True: []}
-    producer: dict[bool, list[float]] = {False: [], True: []}
-    with RedisServer() as server:
-        os.environ["REDIS_URL"] = server.url
-        queue = RedisQueue(Config.resolve(redis_url=server.url))
-        use(queue)
-        for _ in range(options.rounds):
-            for traced in (False, True):
-                if traced:
-                    instrument()
-                child[traced].append(child_cpu_us(server.url, traced, options.tasks))
-                producer[traced].append(dispatch_us(options.dispatches))
-                queue.client.flushall()
-                uninstrument()
-    report(child, producer, options.rounds)
+    return (lambda on: instrument() if on else uninstrument()), True
 
 
-def measure_sentry(tasks: int, dispatches: int, rounds: int, sample_rate: float) -> None:
-    """Sentry's cost: every off round, then ``sentry_sdk.init`` and every on round."""
+def sentry_switch(sample_rate: float) -> tuple[Switch, bool]:
+    """Turns Sentry on (a transport that drops each envelope), once: its SDK stays."""
     import sentry_sdk
     from sentry_sdk.transport import Transport
 
     from rqueue.contrib.sentry import RqueueIntegration
-    from rqueue.server import RedisServer
-    from rqueue.settings.config import Config
-    from rqueue.store.default import use
-    from rqueue.store.queue import RedisQueue
 
     class Dropped(Transport):
         def capture_envelope(self, envelope: object) -> None:
             pass
 
-    logging.getLogger("rqueue").setLevel(logging.WARNING)
-    child: dict[bool, list[float]] = {False: [], True: []}
-    producer: dict[bool, list[float]] = {False: [], True: []}
-    with RedisServer() as server:
-        os.environ["REDIS_URL"] = server.url
-        queue = RedisQueue(Config.resolve(redis_url=server.url))
-        use(queue)
-        for traced in (False, True):
-            if traced:
-                sentry_sdk.init(
-                    dsn="https://public@sentry.example.invalid/1",
-                    transport=Dropped,
-                    traces_sample_rate=sample_rate,
-                    integrations=[RqueueIntegration()],
-                )
-            for _ in range(rounds):
-                child[traced].append(child_cpu_us(server.url, False, tasks))
-                producer[traced].append(dispatch_us(dispatches))
-                queue.client.flushall()
-    report(child, producer, rounds)
+    def turn(on: bool) -> None:
+        if on and sentry_sdk.get_client().get_integration(RqueueIntegration) is None:
+            sentry_sdk.init(
+                dsn="https://public@sentry.example.invalid/1",
+                transport=Dropped,
+                traces_sample_rate=sample_rate,
+                integrations=[RqueueIntegration()],
+            )
 
-
-def report(child: dict[bool, list[float]], producer: dict[bool, list[float]], rounds: int) -> None:
-    for name, figures in (("child CPU per attempt", child), ("dispatch() CPU", producer)):
-        off, on = min(figures[False]), min(figures[True])
-        print(f"{name}, best of {rounds}: off {off:.2f} us, on {on:.2f} us (+{on - off:.2f} us)")
+    return turn, False
 
 
 if __name__ == "__main__":
