@@ -2,7 +2,7 @@
 progress, and its result or error, over :mod:`rqueue.store.results` and
 :mod:`rqueue.store.progress` (the reads behind ``Dispatched.status()`` and
 ``progress()``); for a task that keeps no result, where it is now
-(:func:`rqueue.whereabouts.locate`, as the dashboard's task page).
+(:func:`rqueue.tasks.whereabouts.locate`, as the dashboard's task page).
 
 The record was read from Redis and its values were written by task code: every field
 is printed through ``say`` (escaped, redacted), one field per line, so a newline in a
@@ -24,7 +24,7 @@ from rqueue.store.progress import Progress
 from rqueue.store.progress import read as read_progress
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import find_queue, read_status
-from rqueue.whereabouts import locate
+from rqueue.tasks.whereabouts import locate
 
 
 def _queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.middleware",
         "rqueue.failed",
         "rqueue.metrics",
+        "rqueue.tasks.whereabouts",
         "rqueue.server",
     ),
     ("rqueue.schedules", "rqueue.workflows"),

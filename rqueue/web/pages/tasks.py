@@ -2,7 +2,7 @@
 events, its kept status and result or error, its failed record; cancel, retry or
 forget it.
 
-Where it is, is read as ``rqueue status`` reads it (:func:`rqueue.whereabouts.locate`):
+Where it is, is read as ``rqueue status`` reads it (:func:`rqueue.tasks.whereabouts.locate`):
 its payload near where a list page showed it (``?queue=NAME&at=N``: the lists are
 windows, never scanned whole), its kept status, its failed record.
 """
@@ -22,11 +22,11 @@ from rqueue.store.cancel import cancel, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.live_events import recent_events
 from rqueue.store.queue import RedisQueue
+from rqueue.tasks.whereabouts import locate
 from rqueue.web.auth import action_form, notify
 from rqueue.web.pages.queue_tasks import offset_of
 from rqueue.web.state import dashboard
 from rqueue.web.task_lists import trace_id
-from rqueue.whereabouts import locate
 
 
 def lookup(request: Request) -> Response:
