@@ -120,7 +120,7 @@ async def _act(request: Request, verb: str) -> Response:
         notify(request, f"{PAST[verb]} {done} failed task(s) {what}.")
     else:
         ids = _ids(form)
-        done = await run_in_threadpool(_act_on_ids, failed, ids, verb)
+        done = await run_in_threadpool(act_on_ids, failed, ids, verb)
         notify(request, f"{PAST[verb]} {done} of {len(ids)} failed task(s).")
     return RedirectResponse(dashboard(request).url(request, "/failed" + _query(fields)), 303)
 
@@ -137,7 +137,8 @@ def _ids(form: FormData) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def _act_on_ids(failed: FailedTasks, ids: list[str], verb: str) -> int:
+def act_on_ids(failed: FailedTasks, ids: list[str], verb: str) -> int:
+    """Retry or forget (``verb``) the newest failed record of each id: how many were."""
     found = failed.find_all(ids)  # one scan for all of them
     act = failed.retry_many if verb == "retry" else failed.forget_many
     return act(found.values())

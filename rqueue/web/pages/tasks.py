@@ -21,9 +21,9 @@ from rqueue.failed import FailedTasks
 from rqueue.store.cancel import cancel, cancel_anywhere
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.live_events import recent_events
-from rqueue.store.queue import RedisQueue
 from rqueue.tasks.whereabouts import locate
 from rqueue.web.auth import action_form, notify
+from rqueue.web.pages.failed import PAST, act_on_ids
 from rqueue.web.pages.queue_tasks import offset_of
 from rqueue.web.state import dashboard
 from rqueue.web.task_lists import trace_id
@@ -95,18 +95,9 @@ async def _on_failed(request: Request, verb: str) -> Response:
     form = await action_form(request)
     queue = dashboard(request).queue
     task_id = request.path_params["task_id"]
-    done = await run_in_threadpool(_act, queue, task_id, verb)
-    past = {"retry": "Retried", "forget": "Forgot"}[verb]
-    notify(request, f"{past} task {task_id}." if done else f"Task {task_id} is not failed.")
+    done = await run_in_threadpool(act_on_ids, FailedTasks(queue), [task_id], verb)
+    notify(request, f"{PAST[verb]} task {task_id}." if done else f"Task {task_id} is not failed.")
     return _back(request, task_id, _queue_hint(str(form.get("queue", ""))))
-
-
-def _act(queue: RedisQueue, task_id: str, verb: str) -> bool:
-    failed = FailedTasks(queue)
-    record = failed.find(task_id)
-    if record is None:
-        return False
-    return failed.retry(record) if verb == "retry" else failed.forget(record)
 
 
 def _back(request: Request, task_id: str, queue_name: str | None) -> Response:
