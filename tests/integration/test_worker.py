@@ -23,7 +23,9 @@ from rqueue.settings.config import Config
 from rqueue.store.header import with_attempts
 from rqueue.store.queue import RedisQueue
 
-pytestmark = pytest.mark.topology  # every test here runs on Cluster and Sentinel as well
+# Tests marked ``topology`` run on Cluster, Sentinel and Valkey as well: those whose outcome
+# goes through Redis (retries, reservations, failures, wake-ups). How a worker process
+# behaves (its logs, rests, limits and recycling) is the same whatever Redis is behind it.
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 
@@ -39,6 +41,7 @@ def done(queue: RedisQueue) -> list[str]:
 # -- retries, tries, attempts ------------------------------------------------------------
 
 
+@pytest.mark.topology
 def test_attempts_are_counted_across_retries_and_backoff_is_honoured(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -88,6 +91,7 @@ def test_using_overrides_tries_for_one_dispatch(queue: RedisQueue, workers: Work
     assert failed(queue)[0].attempts == 1
 
 
+@pytest.mark.topology
 def test_a_task_with_more_attempts_than_tries_is_failed_not_run(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -101,6 +105,7 @@ def test_a_task_with_more_attempts_than_tries_is_failed_not_run(
     assert "more than its 3 tries" in record.message
 
 
+@pytest.mark.topology
 def test_a_crash_uses_up_an_attempt(queue: RedisQueue, workers: Workers) -> None:
     handle = apptasks.kills_own_process.dispatch()  # tries=2, SIGKILLs its own child
     worker = workers.start(*FAST)
@@ -140,6 +145,7 @@ def test_the_workers_timeout_applies_to_tasks_without_their_own(
     assert record.exception == "TaskTimeout" and record.timed_out
 
 
+@pytest.mark.topology
 def test_a_task_that_swallows_its_timeout_is_killed_and_failed_while_others_complete(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -167,6 +173,7 @@ def test_a_task_that_swallows_its_timeout_is_killed_and_failed_while_others_comp
 # -- crashes and bad payloads ----------------------------------------------------------------
 
 
+@pytest.mark.topology
 def test_a_child_killed_mid_task_gets_its_task_back_and_nothing_is_lost(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -188,6 +195,7 @@ def test_a_child_killed_mid_task_gets_its_task_back_and_nothing_is_lost(
     wait_for(lambda: settled(queue), 5, "nothing left reserved")
 
 
+@pytest.mark.topology
 def test_a_child_killed_with_a_batch_reserved_ahead_gets_all_of_it_back_at_once(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -211,6 +219,7 @@ def test_a_child_killed_with_a_batch_reserved_ahead_gets_all_of_it_back_at_once(
     wait_for(lambda: queue.client.keys(claims) == [], 5, "the claims keys to be gone")
 
 
+@pytest.mark.topology
 def test_garbage_pushed_by_hand_goes_to_failed_and_the_worker_goes_on(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -233,7 +242,12 @@ def test_garbage_pushed_by_hand_goes_to_failed_and_the_worker_goes_on(
 @pytest.mark.parametrize(
     ("name", "kind", "reason"),
     [
-        ("apptasks:no_such_task", "TaskNotRegistered", "is not registered with @task"),
+        pytest.param(
+            "apptasks:no_such_task",
+            "TaskNotRegistered",
+            "is not registered with @task",
+            marks=pytest.mark.topology,  # refused through Redis like the others
+        ),
         ("apptasks:redis", "TaskNotRegistered", "is not registered with @task"),  # a function
         ("os:system", "TaskNotRegistered", "is not registered with @task"),  # not a task
         ("explodes_on_import:run", "TaskImportFailed", "RuntimeError: boom at import"),
@@ -259,6 +273,7 @@ def test_a_task_that_cannot_be_resolved_goes_to_failed_with_a_clear_reason(
 # -- hooks and listeners ---------------------------------------------------------------------
 
 
+@pytest.mark.topology
 def test_hooks_receive_the_result_or_the_final_exception(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -270,6 +285,7 @@ def test_hooks_receive_the_result_or_the_final_exception(
     assert [r.attempts for r in failed(queue)] == [2]
 
 
+@pytest.mark.topology
 def test_a_raising_hook_is_logged_and_the_task_neither_lost_nor_rerun(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -305,6 +321,7 @@ for register in (on_processing, on_processed, on_exception, on_failed):
 """
 
 
+@pytest.mark.topology
 def test_app_wide_listeners_see_every_event(
     queue: RedisQueue, workers: Workers, tmp_path: Path
 ) -> None:
@@ -374,6 +391,7 @@ def test_max_jobs_stops_after_that_many_tasks(queue: RedisQueue, workers: Worker
     assert all(decode(p).attempts == 0 for p in ready(queue))
 
 
+@pytest.mark.topology
 def test_max_jobs_counts_tasks_over_all_children(queue: RedisQueue, workers: Workers) -> None:
     apptasks.record.dispatch_many([(i,) for i in range(10)])
     code, output = workers.run("--max-jobs", "3", "-c", "2", *FAST)
@@ -391,6 +409,7 @@ def test_max_time_stops_an_idle_worker(queue: RedisQueue, workers: Workers) -> N
     assert "max-time" in output
 
 
+@pytest.mark.topology
 def test_higher_priority_queues_are_emptied_first(queue: RedisQueue, workers: Workers) -> None:
     apptasks.record.dispatch_many([(f"default-{i}",) for i in range(5)])
     apptasks.record.using(queue="high").dispatch_many([(f"high-{i}",) for i in range(5)])
@@ -416,6 +435,7 @@ def test_concurrency_forks_that_many_named_children(queue: RedisQueue, workers: 
     wait_for(lambda: done(queue) == ["t"], 10)
 
 
+@pytest.mark.topology
 def test_a_dispatch_wakes_an_idle_worker_at_once(queue: RedisQueue, workers: Workers) -> None:
     worker = workers.start("--block-for", "5")
     worker.wait_for_children(1)
@@ -426,6 +446,7 @@ def test_a_dispatch_wakes_an_idle_worker_at_once(queue: RedisQueue, workers: Wor
     assert time.monotonic() - sent < 0.8
 
 
+@pytest.mark.topology
 def test_without_blocking_waits_the_worker_polls_every_sleep(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -435,6 +456,7 @@ def test_without_blocking_waits_the_worker_polls_every_sleep(
     wait_for(lambda: done(queue) == ["polled"], 5)
 
 
+@pytest.mark.topology
 def test_a_delayed_task_runs_about_when_due(queue: RedisQueue, workers: Workers) -> None:
     worker = workers.start(*FAST)
     worker.wait_for_children(1)
@@ -586,6 +608,7 @@ def test_a_finished_task_is_never_taken_for_an_overrun_while_the_next_one_loads(
     assert "overran" not in output
 
 
+@pytest.mark.topology
 def test_a_short_queue_is_spread_over_idle_children_not_hoarded(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -600,6 +623,7 @@ def test_a_short_queue_is_spread_over_idle_children_not_hoarded(
     wait_for(lambda: sorted(done(queue)) == ["a", "b"], 10)
 
 
+@pytest.mark.topology
 @pytest.mark.parametrize(("prefetch", "held"), [("1", 1), ("3", 6), ("20", 4)])
 def test_batches_grow_from_one_to_prefetch_and_a_deep_queue_is_read_ahead(
     queue: RedisQueue, workers: Workers, prefetch: str, held: int
@@ -650,6 +674,7 @@ def test_a_task_dispatched_from_a_script_run_as_main_resolves_by_its_file_name(
     assert done(queue) == ["hi script"] and failed(queue) == []
 
 
+@pytest.mark.topology
 def test_a_timed_out_attempt_is_retried_like_any_error(queue: RedisQueue, workers: Workers) -> None:
     apptasks.sleeps.using(tries=2).dispatch(30)  # timeout=1
     workers.start(*FAST)

@@ -17,8 +17,6 @@ from rqueue.metrics.registry import ENTRY_TTL, RunningTask
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
-pytestmark = pytest.mark.topology  # real workers and registry keys, on every topology
-
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
 
 
@@ -26,6 +24,7 @@ def _listed(queue: RedisQueue, pid: int) -> WorkerInfo | None:
     return next((w for w in list_workers(queue) if w.pid == pid), None)
 
 
+@pytest.mark.topology  # registry keys, on every topology
 def test_a_running_worker_is_listed_with_the_task_its_child_runs(
     queue: RedisQueue, workers: Workers, config: Config
 ) -> None:
@@ -74,6 +73,8 @@ def test_a_running_task_is_named_from_the_first_heartbeat_that_lists_it(
     queue.client.rpush("test:release", 1)
 
 
+# Not marked topology: an entry's expiry is Redis's own TTL, the same on every topology,
+# and waiting it out costs ten seconds a run.
 def test_a_killed_workers_entry_vanishes(queue: RedisQueue, workers: Workers) -> None:
     worker = workers.start(*FAST)
     wait_for(lambda: _listed(queue, worker.pid), 15, "the worker listed")
@@ -83,6 +84,7 @@ def test_a_killed_workers_entry_vanishes(queue: RedisQueue, workers: Workers) ->
     assert queue.client.zcard(queue.global_keys.workers) == 0  # its id dropped too
 
 
+@pytest.mark.topology  # registry keys, on every topology
 def test_a_stopped_worker_leaves_the_registry_at_once(queue: RedisQueue, workers: Workers) -> None:
     worker = workers.start(*FAST)
     wait_for(lambda: _listed(queue, worker.pid), 15, "the worker listed")
@@ -91,6 +93,7 @@ def test_a_stopped_worker_leaves_the_registry_at_once(queue: RedisQueue, workers
     assert _listed(queue, worker.pid) is None
 
 
+@pytest.mark.topology  # registry keys, on every topology
 def test_hostile_entries_are_left_out_or_printed_escaped(queue: RedisQueue, config: Config) -> None:
     keys = queue.global_keys
     evil = {
