@@ -34,7 +34,7 @@ from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.participants import recorder
 from rqueue.worker.recovery import Recovery, counted_by_parent
-from rqueue.worker.scoreboard import Entry, Scoreboard, State
+from rqueue.worker.scoreboard import Entry, Scoreboard, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
 
@@ -303,18 +303,11 @@ class Supervisor(InterruptibleWaits):
                     pid,
                     how,
                 )
-            self.recovery.recover(
-                self.board.read(child.number - 1),
-                child.claims,
-                how,
-                child.killed_for_timeout,
-                self.cold,
-            )
+            view = self.board.read(child.number - 1)
+            self.recovery.recover(view, child.claims, how, child.killed_for_timeout, self.cold)
             self.board.retire(child.number - 1)
-            if time.monotonic() - child.started < _RESPAWN_BACKOFF:
-                self._respawn_after[child.number] = time.monotonic() + _RESPAWN_BACKOFF
-            else:
-                self._respawn_after[child.number] = 0.0
+            lived = time.monotonic() - child.started
+            self._respawn_after[child.number] = time.monotonic() + respawn_delay(lived, view)
 
     def _respawn(self) -> None:
         now = time.monotonic()
@@ -424,6 +417,17 @@ class Supervisor(InterruptibleWaits):
 
     def _on_child(self, signum: int, frame: FrameType | None) -> None:
         self._interrupt()
+
+
+def respawn_delay(lived: float, view: SlotView | None) -> float:
+    """Seconds before a child that ended after ``lived`` seconds is replaced: none, unless
+    it died young without finishing a task (a crash loop: importing the app fails, Redis
+    refuses it), which waits :data:`_RESPAWN_BACKOFF` rather than forking as fast as it
+    can. A child that finished tasks and left (recycled over ``--memory``) made progress,
+    however young: its place is filled at once."""
+    if lived < _RESPAWN_BACKOFF and (view is None or view.processed == 0):
+        return _RESPAWN_BACKOFF
+    return 0.0
 
 
 def without_redis_url(args: list[str]) -> list[str]:
