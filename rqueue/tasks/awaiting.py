@@ -92,13 +92,19 @@ def resolved(value: object) -> object:
     of its own in another thread, which this one waits for, in this one's context."""
     if not inspect.isawaitable(value):
         return value
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not _loop_running():  # outside an except: what the task raises has no context
         return _on_loop(value)
     context = contextvars.copy_context()  # current_job() there is the job run here
     with ThreadPoolExecutor(1, "rqueue-inline") as thread:
         return thread.submit(context.run, asyncio.run, _awaited(value)).result()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _awaited(awaitable: Awaitable[object]) -> object:

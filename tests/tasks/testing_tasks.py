@@ -109,6 +109,12 @@ async def fetch(n: int) -> int:
     return n * 10
 
 
+@task(tries=1)
+async def fails_async() -> None:
+    await asyncio.sleep(0)
+    raise ValueError("async boom")
+
+
 @task(tries=2)
 def releases_itself() -> None:
     seen.append(("releases itself",))

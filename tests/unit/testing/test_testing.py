@@ -332,6 +332,18 @@ def test_sync_and_run_all_await_async_tasks() -> None:
     assert t.seen == [("fetch", 1, t.fetch.name), ("fetch", 2, t.fetch.name)]
 
 
+def test_an_async_tasks_failure_under_sync_has_no_context_of_rqueues_own() -> None:
+    """The inline runner looks for a running loop first; what the task raised must not
+    be chained to that lookup's RuntimeError ("During handling of ... another exception")."""
+    with sync():
+        failed = t.fails_async.dispatch()
+        with pytest.raises(TaskFailed) as raised:
+            failed.result()
+    assert (raised.value.exception, raised.value.message) == ("ValueError", "async boom")
+    assert "no running event loop" not in raised.value.traceback
+    assert "During handling" not in raised.value.traceback
+
+
 def test_sync_awaits_async_tasks_dispatched_from_a_running_loop() -> None:
     async def view() -> int:  # an async web view dispatching under sync()
         return t.fetch.dispatch(3).result()
