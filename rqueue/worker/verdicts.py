@@ -82,10 +82,13 @@ def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
         return released(attempt, exc)
     if rules.never_retried(exc):  # deterministic: a rerun returns the same
         return Failed(exc, final=True)
-    if (asked := rules.retry_asked(exc)) is not None:
+    backoff = None
+    if (asked := rules.retry_asked(exc)) is not None:  # the task's error, with a delay
         assert asked.__cause__ is not None
-        return Failed(asked.__cause__, asked.delay)
-    return Failed(exc)
+        exc, backoff = asked.__cause__, asked.delay
+    if rules.fails_at_once(attempt, exc):  # Fail, retry_for, dont_retry_for
+        return Failed(exc, final=True)
+    return Failed(exc, backoff)
 
 
 def released(attempt: Attempt, exc: Release) -> Released | Failed:
