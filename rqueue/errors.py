@@ -90,9 +90,9 @@ class Fail(RQueueError):
 
     It is filed like any failure for good (the ``:failed`` list, ``after_failed``,
     ``on_failed``, a chain's catch, a batch's failed count), its kind ``Fail`` and its
-    message the reason, followed by the exception it was raised from, if any
-    (``raise Fail("card refused") from exc``, or raised while handling ``exc``):
-    ``card refused (from CardError: insufficient funds)``. Its traceback shows both.
+    message the reason, followed by the exception it was raised ``from``, if any
+    (``raise Fail("card refused") from exc``: ``card refused (from CardError:
+    insufficient funds)``). Its traceback shows both.
     """
 
     def __init__(self, reason: str | None = None) -> None:
@@ -101,9 +101,9 @@ class Fail(RQueueError):
 
     def __str__(self) -> str:
         # Read when it is reported, not when it is made: ``from`` sets the cause after.
+        # Only the cause it was raised ``from``: an exception merely being handled
+        # nearby (its implicit context) may be anyone's, rqueue's own included.
         cause = self.__cause__
-        if cause is None and not self.__suppress_context__:
-            cause = self.__context__
         if cause is None:
             return str(self.reason)
         kind, message = describe(cause)

@@ -117,8 +117,8 @@ class Job:
 
     def fail(self, reason: str | None = None) -> NoReturn:
         """Fail this run at once, whatever tries it has left: raises :class:`Fail`
-        (``current_job().fail("the account was closed")``). Called while handling an
-        exception, the failure's message names that exception too."""
+        (``current_job().fail("the account was closed")``); to name the exception
+        that made it fail in its message, ``raise Fail(reason) from exc`` instead."""
         raise Fail(reason)
 
     def backoff_for(self, attempt: int) -> float:
