@@ -87,6 +87,8 @@ def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
     if (asked := rules.retry_asked(exc)) is not None:  # the task's error, with a delay
         assert asked.__cause__ is not None
         exc, backoff = asked.__cause__, asked.delay
+    # Asked last: every outcome that is not the task's own failure (a skip, a refusal,
+    # a release, a cancel) must be decided above, or a retry_for would file it as one.
     if rules.fails_at_once(attempt, exc):  # Fail, retry_for, dont_retry_for
         return Failed(exc, final=True)
     return Failed(exc, backoff)
