@@ -9,6 +9,7 @@ from rqueue.encoding.payload import Job
 from rqueue.errors import (
     BatchCancelled,
     DispatchRefused,
+    Fail,
     InvalidPayload,
     InvalidProgress,
     InvalidQueueName,
@@ -59,6 +60,7 @@ __all__ = [
     "ConfigError",
     "DispatchRefused",
     "Dispatched",
+    "Fail",
     "InvalidPayload",
     "InvalidProgress",
     "InvalidQueueName",

@@ -83,6 +83,35 @@ class TaskTimeout(BaseException):
     """
 
 
+class Fail(RQueueError):
+    """Raise it in a task that will never succeed (a refused card, a deleted record):
+    the task fails at once, whatever tries it has left, as Laravel's ``$this->fail()``
+    and BullMQ's ``UnrecoverableError``. ``current_job().fail(reason)`` raises it.
+
+    It is filed like any failure for good (the ``:failed`` list, ``after_failed``,
+    ``on_failed``, a chain's catch, a batch's failed count), its kind ``Fail`` and its
+    message the reason, followed by the exception it was raised ``from``, if any
+    (``raise Fail("card refused") from exc``: ``card refused (from CardError:
+    insufficient funds)``). Its traceback shows both.
+    """
+
+    def __init__(self, reason: str | None = None) -> None:
+        self.reason = "the task failed itself, without a retry" if reason is None else reason
+        super().__init__(self.reason)
+
+    def __str__(self) -> str:
+        # Read when it is reported, not when it is made: ``from`` sets the cause after.
+        # Only the cause it was raised ``from``: an exception merely being handled
+        # nearby (its implicit context) may be anyone's, rqueue's own included.
+        cause = self.__cause__
+        if cause is None:
+            return str(self.reason)
+        kind, message = describe(cause)
+        return (
+            f"{self.reason} (from {kind}: {message})" if message else f"{self.reason} (from {kind})"
+        )
+
+
 class WorkerLost(RQueueError):
     """The worker child running a task died (killed, out of memory, ``os._exit``)."""
 

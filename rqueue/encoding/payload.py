@@ -18,7 +18,7 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import msgpack
 
@@ -38,6 +38,7 @@ from rqueue.encoding.ranges import (
     checked_tries,
 )
 from rqueue.errors import (
+    Fail,
     InvalidPayload,
     InvalidTaskOption,
     PayloadTooLarge,
@@ -113,6 +114,12 @@ class Job:
         and ``rqueue status`` read it; with ``rqueue work --events`` it is an event too.
         One round trip to Redis in a worker; kept in memory by ``rqueue.testing``."""
         report(self.queue, self.id, self.task, self.attempts, fraction, message)
+
+    def fail(self, reason: str | None = None) -> NoReturn:
+        """Fail this run at once, whatever tries it has left: raises :class:`Fail`
+        (``current_job().fail("the account was closed")``); to name the exception
+        that made it fail in its message, ``raise Fail(reason) from exc`` instead."""
+        raise Fail(reason)
 
     def backoff_for(self, attempt: int) -> float:
         """Seconds to wait before retrying after failed attempt number ``attempt`` (1-based).

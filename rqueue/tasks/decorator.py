@@ -58,7 +58,9 @@ def task(
     ``keep_result=`` (seconds or a timedelta) keeps each call's status and return value
     that long, for ``handle.status()`` and ``handle.result()`` (docs/workflows.md).
     ``max_exceptions=``, ``retry_until=`` and ``fail_on_timeout=`` end its retries
-    early (docs/tasks.md, "Job controls").
+    early (docs/tasks.md, "Job controls"); ``retry_for=`` and ``dont_retry_for=``
+    (exception classes) fail it at once for the exceptions a retry cannot help, as
+    ``raise rqueue.Fail(reason)`` does (docs/tasks.md, "Failing without a retry").
     ``middleware=`` wraps each run (and may act at dispatch); ``unique=`` keeps at most
     one call per key queued, for ``unique_for`` at most (docs/tasks.md, "Unique tasks").
     ``cron=`` or ``every=`` (with ``timezone=``) declares a schedule named after the

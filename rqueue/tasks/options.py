@@ -45,9 +45,11 @@ from rqueue.settings.config import LIMITS
 from rqueue.store.keys import validate_queue_name
 from rqueue.tasks.hooks import Hook
 from rqueue.tasks.validation import (
+    ExceptionClasses,
     When,
     check_callable,
     checked_unique_for,
+    exception_classes,
     option_checked,
     retry_until_at,
 )
@@ -146,6 +148,10 @@ def _keep_seconds(keep: object) -> float:
     return option_checked(
         checked_keep, seconds(keep, "keep_result") if isinstance(keep, timedelta) else keep
     )
+
+
+def _classes(option: str) -> Callable[[object], ExceptionClasses]:
+    return partial(exception_classes, option=option)
 
 
 def _check_tags(tags: object) -> None:
@@ -257,6 +263,17 @@ class TaskOptions:
         metadata=_how(check=_check_tags, given=_given_tags, job="tags", of_call=_tags_of_call),
     )
     """Labels each call carries, to find it by (docs/tasks.md, "Tags")."""
+    retry_for: ExceptionClasses | None = field(
+        default=None, metadata=_how(check=_classes("retry_for"), given=_classes("retry_for"))
+    )
+    """Only these exceptions are retried; any other fails it at once (None: all are)."""
+    dont_retry_for: ExceptionClasses = field(
+        default=(),
+        metadata=_how(check=_classes("dont_retry_for"), given=_classes("dont_retry_for")),
+    )
+    """These exceptions fail it at once, even those ``retry_for`` lists. Neither
+    option travels in a payload: a worker asks its registered task's
+    (``worker/rules.py``, ``fails_at_once``), so ``@task`` alone declares them."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -362,6 +379,8 @@ class TaskArguments(TypedDict, total=False):
     unique_for: float | timedelta
     unique_until: UniqueUntil
     tags: Tags
+    retry_for: type[BaseException] | Sequence[type[BaseException]] | None
+    dont_retry_for: type[BaseException] | Sequence[type[BaseException]]
 
 
 class UsingArguments(TypedDict, total=False):

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from rqueue.encoding.ranges import MAX_DELAY_SECONDS, checked_retry_until
-from rqueue.errors import InvalidSchedule, InvalidTaskOption
+from rqueue.errors import Fail, InvalidSchedule, InvalidTaskOption, TaskTimeout
 
 T = TypeVar("T")
 
@@ -116,3 +116,36 @@ def checked_unique_for(duration: object) -> float:
             f"{MAX_DELAY_SECONDS:,} (ten years), got {duration!r}"
         )
     return float(duration)
+
+
+ExceptionClasses = tuple[type[BaseException], ...]
+
+
+def exception_classes(given: object, option: str) -> ExceptionClasses:
+    """``retry_for=``/``dont_retry_for=`` as a tuple of exception classes (one class
+    alone is taken as one).
+
+    Only classes: they are matched in the worker against the registered task's own
+    options and never travel in a payload, so no name read from Redis is ever
+    imported. What could not mean what it says is refused: a timeout
+    (``fail_on_timeout=`` decides it), ``Fail`` in ``retry_for`` (it always fails at
+    once), and an empty ``retry_for`` (nothing retried: ``tries=1`` says so)."""
+    classes = given if isinstance(given, (tuple, list)) else (given,)
+    for cls in classes:
+        if isinstance(cls, type) and not issubclass(cls, BaseException):
+            raise InvalidTaskOption(f"{option} takes exception classes: {cls!r} is not one")
+        if not isinstance(cls, type):
+            raise InvalidTaskOption(
+                f"{option} takes exception classes, got {cls!r} ({type(cls).__name__}): "
+                f"give the class itself, e.g. {option}=(TimeoutError,)"
+            )
+        if issubclass(cls, TaskTimeout):
+            raise InvalidTaskOption(
+                f"{option} cannot list {cls.__name__}: a timeout is retried unless the task "
+                "has fail_on_timeout=True"
+            )
+        if option == "retry_for" and issubclass(cls, Fail):
+            raise InvalidTaskOption(f"retry_for cannot list {cls.__name__}: Fail is never retried")
+    if option == "retry_for" and not classes:
+        raise InvalidTaskOption("retry_for=() would retry nothing: give tries=1 instead")
+    return tuple(classes)

@@ -12,7 +12,14 @@ from __future__ import annotations
 import time
 
 from rqueue.encoding.payload import Job
-from rqueue.errors import BatchCancelled, InvalidPayload, ResultNotStored, TaskNotRegistered
+from rqueue.errors import (
+    BatchCancelled,
+    Fail,
+    InvalidPayload,
+    ResultNotStored,
+    TaskNotRegistered,
+    TaskTimeout,
+)
 from rqueue.middleware.base import Release, RetryIn
 from rqueue.worker.attempt import Attempt
 from rqueue.workflows import effects
@@ -64,6 +71,28 @@ def release_fails(own: bool, job: Job, tries: int) -> bool:
 def never_retried(exc: BaseException) -> bool:
     """An error a rerun would meet again (what it returned cannot be stored)."""
     return isinstance(exc, ResultNotStored)
+
+
+def fails_at_once(attempt: Attempt, exc: BaseException) -> bool:
+    """The task says a rerun cannot help: it raised ``Fail`` (``current_job().fail()``),
+    or an exception its ``retry_for`` does not list, or one its ``dont_retry_for``
+    does (which wins over ``retry_for``). Matched as ``except`` matches: by
+    ``isinstance`` of the exception itself, not of what it was raised from.
+
+    The options are the registered task's own (``attempt.task``, looked up by this
+    worker), never a payload's: they name classes, which a payload from Redis must
+    not make a worker import. A timeout is not asked (``fail_on_timeout`` decides it),
+    nor an attempt whose task was not found (the lookup's own rule decides that)."""
+    if isinstance(exc, Fail):
+        return True
+    task = attempt.task
+    if task is None or isinstance(exc, TaskTimeout):
+        return False
+    options = task.options
+    retry_for = options.retry_for
+    if retry_for is not None and not isinstance(exc, retry_for):
+        return True
+    return isinstance(exc, options.dont_retry_for)
 
 
 def retry_asked(exc: BaseException) -> RetryIn | None:

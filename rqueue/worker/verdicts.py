@@ -6,9 +6,10 @@ attempt by the same two steps: :func:`of_raised` says what its exception means (
 :data:`Verdict`: skipped, refused, released or failed), and for a failure
 ``outcomes.retry_in`` says whether it is retried, and when. Only what they then do
 differs: a worker tells Redis, its scoreboard and its log; the inline runner keeps
-the outcome in memory and runs a retry at once. So a release, a cancelled batch or a
-spent try means one thing in every mode, written once here from the named rules of
-``rules.py``.
+the outcome in memory and runs a retry at once. So a release, a cancelled batch, a
+spent try or a failure the task says no retry can help (``Fail``, ``retry_for``,
+``dont_retry_for``) means one thing in every mode, written once here from the named
+rules of ``rules.py``.
 
 A success needs no decision (its workflow's completion is ``workflows/effects.py``'s)
 and stays the hot path: nothing here is asked unless an attempt raised.
@@ -82,10 +83,15 @@ def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
         return released(attempt, exc)
     if rules.never_retried(exc):  # deterministic: a rerun returns the same
         return Failed(exc, final=True)
-    if (asked := rules.retry_asked(exc)) is not None:
+    backoff = None
+    if (asked := rules.retry_asked(exc)) is not None:  # the task's error, with a delay
         assert asked.__cause__ is not None
-        return Failed(asked.__cause__, asked.delay)
-    return Failed(exc)
+        exc, backoff = asked.__cause__, asked.delay
+    # Asked last: every outcome that is not the task's own failure (a skip, a refusal,
+    # a release, a cancel) must be decided above, or a retry_for would file it as one.
+    if rules.fails_at_once(attempt, exc):  # Fail, retry_for, dont_retry_for
+        return Failed(exc, final=True)
+    return Failed(exc, backoff)
 
 
 def released(attempt: Attempt, exc: Release) -> Released | Failed:
