@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from rqueue.encoding.payload import KEEP
 from rqueue.encoding.ranges import (
+    MAX_DELAY_SECONDS,
     Backoff,
     checked_backoff,
     checked_keep,
@@ -64,6 +65,8 @@ called at each dispatch."""
 UniqueKey = bool | Callable[..., object]
 """``True`` (one per task) or a callable of the call's arguments returning its key."""
 UniqueUntil = Literal["processed", "processing"]
+DebounceKey = Callable[..., object]
+"""A callable of the call's arguments returning its debounce key (a str or an int)."""
 Tags = Sequence[str] | Callable[..., Iterable[str]]
 """Strings, or a callable of the call's arguments returning them (Horizon tags a job
 by the models it carries: ``tags=lambda order_id: [f"order:{order_id}"]``)."""
@@ -140,6 +143,32 @@ def _check_unique(unique: object) -> None:
 def _check_unique_until(until: object) -> None:
     if until not in ("processed", "processing"):
         raise InvalidTaskOption(f"unique_until must be 'processed' or 'processing', got {until!r}")
+
+
+def _duration(name: str) -> Callable[[object], float]:
+    """The check (and conversion) of a length of time in seconds or a timedelta, from
+    1 ms to ten years: InvalidTaskOption naming ``name`` for anything else (NaN,
+    infinity, a negative, a bool, a string)."""
+
+    def checked(value: object) -> float:
+        if isinstance(value, timedelta):
+            value = value.total_seconds()
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not 0.001 <= value <= MAX_DELAY_SECONDS
+        ):
+            raise InvalidTaskOption(
+                f"{name} must be a number of seconds (or a timedelta) from 0.001 to "
+                f"{MAX_DELAY_SECONDS:,} (ten years), got {value!r}"
+            )
+        return float(value)
+
+    return checked
+
+
+def _check_debounce_by(key: object) -> None:
+    check_callable(key, "debounce_by")
 
 
 def _keep_seconds(keep: object) -> float:
@@ -257,12 +286,42 @@ class TaskOptions:
         metadata=_how(check=_check_tags, given=_given_tags, job="tags", of_call=_tags_of_call),
     )
     """Labels each call carries, to find it by (docs/tasks.md, "Tags")."""
+    debounce: float | None = field(
+        default=None, metadata=_how(check=_duration("debounce"), given=_duration("debounce"))
+    )
+    """Seconds a call waits for another with its key, which replaces it and waits
+    again; the last one runs (docs/tasks.md, "Debounced tasks"). None: not debounced."""
+    debounce_by: DebounceKey | None = field(default=None, metadata=_how(check=_check_debounce_by))
+    """The debounce key of a call's arguments; None: one key for the whole task."""
+    debounce_max: float | None = field(
+        default=None,
+        metadata=_how(check=_duration("debounce_max"), given=_duration("debounce_max")),
+    )
+    """Seconds after a burst's first call by which its call is due, however many come."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
             value = getattr(self, name)
             if how.check is not None and not (value is None and name in _UNSET_BY_NONE):
                 how.check(value)
+        if self.debounce is not None or self.debounce_by or self.debounce_max:
+            self._check_debounce()
+
+    def _check_debounce(self) -> None:
+        """The options ``debounce`` does not go with, or that need it."""
+        if self.debounce is None:
+            given = "debounce_by" if self.debounce_by is not None else "debounce_max"
+            raise InvalidTaskOption(f"{given} needs debounce= (the seconds a call waits)")
+        if self.unique is not False:
+            raise InvalidTaskOption(
+                "unique and debounce cannot be combined: unique keeps the first call of a "
+                "key, debounce the last; choose one"
+            )
+        if self.debounce_max is not None and self.debounce_max < self.debounce:
+            raise InvalidTaskOption(
+                f"debounce_max ({self.debounce_max:g} s) must be at least debounce "
+                f"({self.debounce:g} s): it caps the wait of a burst, which is never shorter"
+            )
 
     def overridden(self, given: Mapping[str, Any]) -> TaskOptions:
         """These options with those given to ``using()`` (None: not given) instead."""
@@ -362,6 +421,9 @@ class TaskArguments(TypedDict, total=False):
     unique_for: float | timedelta
     unique_until: UniqueUntil
     tags: Tags
+    debounce: float | timedelta | None
+    debounce_by: DebounceKey | None
+    debounce_max: float | timedelta | None
 
 
 class UsingArguments(TypedDict, total=False):
