@@ -1,12 +1,17 @@
 """Dispatching a debounced task's call (``@task(debounce=)``): the last call of a burst runs.
 
-A call is sent with a new id. debounce.lua either starts a burst with it, or, finding
-a call pending for the same key, answers with that call's id: the call is then sent
-again carrying that id, and replaces the pending call. So every handle of one burst
-points at the one call that runs (``result()`` and ``status()`` work for each caller),
-and no id is ever given to two calls. The id cannot be swapped inside the script:
-with a secret set, the signature covers it (rqueue/store/signing.py). A replacement
-costs a second round trip, the first call of a burst one (benchmarks/speed/debounce_cost.py).
+A call carries the id of the call it means to replace, or a new one. debounce.lua
+replaces the pending call of its key only with a payload carrying that call's id, and
+starts a burst only with a new id; otherwise it answers with the id to carry, and the
+call is sent again with it. So every handle of one burst points at the one call that
+runs (``result()`` and ``status()`` work for each caller), and no id is ever given to
+two calls. The id cannot be swapped inside the script: with a secret set, the
+signature covers it (rqueue/store/signing.py).
+
+Which id to carry first is a guess: the id this process last got for the key (each
+task keeps its :class:`Hints`). A process dispatching a burst guesses right from its
+second call on, so a call costs one round trip; a wrong guess (another process began
+the burst, or it ended) costs a second (benchmarks/speed/debounce_cost.py).
 
 Only ``dispatch()`` (and ``dispatch_async()``) debounces: a call given a delay, or put in
 ``dispatch_many``, a chain, a batch or a schedule, is refused with the reason (see
@@ -32,6 +37,24 @@ first learns its id), and one more each time that burst ends in between (a rare
 race), so running out of them means a livelock, reported rather than spun."""
 _MAX_KEY_LENGTH = 1000
 """Characters of a debounce key at most: it becomes part of a Redis key."""
+_MAX_HINTS = 4096
+"""Keys a task remembers the last id of, at most: forgotten all at once beyond."""
+
+
+class Hints:
+    """The id each debounce key (per queue) last got in this process: only a guess,
+    which the script checks. Shared by threads: a dict's get and set are atomic."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, str], str] = {}
+
+    def get(self, queue: str, key: str) -> str | None:
+        return self._ids.get((queue, key))
+
+    def remember(self, queue: str, key: str, task_id: str) -> None:
+        if len(self._ids) >= _MAX_HINTS:
+            self._ids.clear()
+        self._ids[(queue, key)] = task_id
 
 
 def debounce_key(
@@ -51,10 +74,10 @@ def debounce_key(
 
 
 def push_debounced(
-    queue: RedisQueue, job: Job, options: TaskOptions, keep_ms: int, delay: float
+    queue: RedisQueue, job: Job, options: TaskOptions, keep_ms: int, delay: float, hints: Hints
 ) -> TaskHandle[Any]:
     """Send one debounced call; its handle is the call that will run, with what the
-    dispatch did (``handle.debounced``)."""
+    dispatch did (``handle.debounced``). ``hints``: its task's guesses."""
     wait = options.debounce or 0.0
     if delay:
         raise InvalidTaskOption(
@@ -66,13 +89,15 @@ def push_debounced(
     timing = (round(wait * 1000), round((options.debounce_max or 0) * 1000))
     template = PayloadTemplate(job)
     limit = queue.config.max_payload_bytes
-    task_id, replacing = job.id, False
+    guess = hints.get(job.queue, key)
+    task_id, replacing = (job.id, False) if guess is None else (guess, True)
     for _ in range(_SENDS):
         payload = template.encode(task_id, job.args, job.kwargs, limit)
         reply = queue.debounce(
             job.queue, payload, replacing, key, timing, keep_ms, options.wait_replicas
         )
         if reply.outcome is not None:
+            hints.remember(job.queue, key, reply.id)
             return TaskHandle(
                 reply.id,
                 job.task,

@@ -24,7 +24,7 @@ from rqueue.store.calls import Push, UniqueLock
 from rqueue.store.default import default_queue
 from rqueue.tasks import observers
 from rqueue.tasks.arguments import CallShape
-from rqueue.tasks.debouncing import push_debounced, refuse_debounced
+from rqueue.tasks.debouncing import Hints, push_debounced, refuse_debounced
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
 from rqueue.tasks.names import INTERNAL_PREFIX, derived_name, is_internal, unimportable_module
@@ -88,6 +88,9 @@ class Task(Generic[P, R]):
         Known once here, since a worker asks at every attempt."""
         self._deliver = Task._push if options.debounce is None else Task._push_debounced
         """How ``dispatch()`` sends a call, chosen once: a plain push asks nothing more."""
+        self.debounce_hints = Hints()
+        """A debounced task's guesses of each key's pending call (its ``using()``
+        copies share them)."""
 
     def __repr__(self) -> str:
         return f"<task {self.name} on {self.options.queue!r}>"
@@ -309,7 +312,7 @@ class Task(Generic[P, R]):
     def _push_debounced(
         self, queue: RedisQueue, job: Job, delay: float
     ) -> TaskHandle[Any]:  # (rqueue/tasks/debouncing.py)
-        return push_debounced(queue, job, self.options, self.keep_ms, delay)
+        return push_debounced(queue, job, self.options, self.keep_ms, delay, self.debounce_hints)
 
 
 def dispatch_many(

@@ -131,6 +131,20 @@ def test_a_new_burst_begins_once_the_last_one_ran(queue: RedisQueue, workers: Wo
     assert runs(queue) == ["save=1", "save=2"]
 
 
+def test_a_burst_from_one_process_costs_one_script_call_a_dispatch(queue: RedisQueue) -> None:
+    """From its second call on, a process guesses the pending call's id right."""
+
+    def script_calls() -> int:
+        stats = queue.client.info("commandstats").get("cmdstat_evalsha", {})
+        return int(stats.get("calls", 0))
+
+    debounce_tasks.save.dispatch("first")
+    before = script_calls()
+    handles = [debounce_tasks.save.dispatch(str(n)) for n in range(10)]
+    assert script_calls() - before == 10
+    assert {h.debounced for h in handles} == {Debounced.REPLACED}
+
+
 def test_a_call_due_already_is_not_replaced(queue: RedisQueue) -> None:
     """Its window closed when it fell due, whether or not a worker moved it yet."""
     first = debounce_tasks.save.dispatch("a")
