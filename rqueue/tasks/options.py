@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from rqueue.encoding.payload import KEEP
 from rqueue.encoding.ranges import (
-    MAX_DELAY_SECONDS,
     Backoff,
     checked_backoff,
     checked_keep,
@@ -48,6 +47,8 @@ from rqueue.tasks.hooks import Hook
 from rqueue.tasks.validation import (
     When,
     check_callable,
+    check_debounce,
+    checked_duration,
     checked_unique_for,
     option_checked,
     retry_until_at,
@@ -143,28 +144,6 @@ def _check_unique(unique: object) -> None:
 def _check_unique_until(until: object) -> None:
     if until not in ("processed", "processing"):
         raise InvalidTaskOption(f"unique_until must be 'processed' or 'processing', got {until!r}")
-
-
-def _duration(name: str) -> Callable[[object], float]:
-    """The check (and conversion) of a length of time in seconds or a timedelta, from
-    1 ms to ten years: InvalidTaskOption naming ``name`` for anything else (NaN,
-    infinity, a negative, a bool, a string)."""
-
-    def checked(value: object) -> float:
-        if isinstance(value, timedelta):
-            value = value.total_seconds()
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not 0.001 <= value <= MAX_DELAY_SECONDS
-        ):
-            raise InvalidTaskOption(
-                f"{name} must be a number of seconds (or a timedelta) from 0.001 to "
-                f"{MAX_DELAY_SECONDS:,} (ten years), got {value!r}"
-            )
-        return float(value)
-
-    return checked
 
 
 def _check_debounce_by(key: object) -> None:
@@ -287,7 +266,8 @@ class TaskOptions:
     )
     """Labels each call carries, to find it by (docs/tasks.md, "Tags")."""
     debounce: float | None = field(
-        default=None, metadata=_how(check=_duration("debounce"), given=_duration("debounce"))
+        default=None,
+        metadata=_how(check=checked_duration("debounce"), given=checked_duration("debounce")),
     )
     """Seconds a call waits for another with its key, which replaces it and waits
     again; the last one runs (docs/tasks.md, "Debounced tasks"). None: not debounced."""
@@ -295,7 +275,9 @@ class TaskOptions:
     """The debounce key of a call's arguments; None: one key for the whole task."""
     debounce_max: float | None = field(
         default=None,
-        metadata=_how(check=_duration("debounce_max"), given=_duration("debounce_max")),
+        metadata=_how(
+            check=checked_duration("debounce_max"), given=checked_duration("debounce_max")
+        ),
     )
     """Seconds after a burst's first call by which its call is due, however many come."""
 
@@ -305,23 +287,7 @@ class TaskOptions:
             if how.check is not None and not (value is None and name in _UNSET_BY_NONE):
                 how.check(value)
         if self.debounce is not None or self.debounce_by or self.debounce_max:
-            self._check_debounce()
-
-    def _check_debounce(self) -> None:
-        """The options ``debounce`` does not go with, or that need it."""
-        if self.debounce is None:
-            given = "debounce_by" if self.debounce_by is not None else "debounce_max"
-            raise InvalidTaskOption(f"{given} needs debounce= (the seconds a call waits)")
-        if self.unique is not False:
-            raise InvalidTaskOption(
-                "unique and debounce cannot be combined: unique keeps the first call of a "
-                "key, debounce the last; choose one"
-            )
-        if self.debounce_max is not None and self.debounce_max < self.debounce:
-            raise InvalidTaskOption(
-                f"debounce_max ({self.debounce_max:g} s) must be at least debounce "
-                f"({self.debounce:g} s): it caps the wait of a burst, which is never shorter"
-            )
+            check_debounce(self.debounce, self.debounce_by, self.debounce_max, self.unique)
 
     def overridden(self, given: Mapping[str, Any]) -> TaskOptions:
         """These options with those given to ``using()`` (None: not given) instead."""
