@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 import debounce_tasks
 import pytest
@@ -17,7 +18,7 @@ from support import Workers, in_threads, strings, wait_for
 
 from rqueue import Debounced, batch, chain, dispatch_many, task
 from rqueue.encoding.payload import decode
-from rqueue.errors import InvalidSchedule, InvalidTaskOption
+from rqueue.errors import InvalidSchedule, InvalidTaskOption, ReplicasNotReached
 from rqueue.schedules.api import Schedules
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
@@ -143,6 +144,17 @@ def test_a_burst_from_one_process_costs_one_script_call_a_dispatch(queue: RedisQ
     handles = [debounce_tasks.save.dispatch(str(n)) for n in range(10)]
     assert script_calls() - before == 10
     assert {h.debounced for h in handles} == {Debounced.REPLACED}
+
+
+def test_waiting_for_replicas_that_never_confirm(config: Config, queue: RedisQueue) -> None:
+    """One Redis has no replicas: the call is queued all the same, and said so."""
+    quick = RedisQueue(replace(config, wait_replicas_timeout=0.1))
+    save = debounce_tasks.save.using(connection=quick, wait_replicas=1)
+    with pytest.raises(ReplicasNotReached, match="debounced call was queued"):
+        save.dispatch("a")
+    [(payload, _)] = delayed(queue)
+    assert decode(payload).args == ("a",)
+    quick.client.close()
 
 
 def test_a_call_due_already_is_not_replaced(queue: RedisQueue) -> None:
