@@ -23,6 +23,7 @@ from rqueue.schedules.api import Schedules
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.queue import RedisQueue
+from rqueue.store.signing import verify
 from rqueue.tasks.handles import Dispatched
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5")
@@ -144,6 +145,23 @@ def test_a_burst_from_one_process_costs_one_script_call_a_dispatch(queue: RedisQ
     handles = [debounce_tasks.save.dispatch(str(n)) for n in range(10)]
     assert script_calls() - before == 10
     assert {h.debounced for h in handles} == {Debounced.REPLACED}
+
+
+def test_signed_replacements_run_under_a_secret(
+    config: Config, queue: RedisQueue, workers: Workers
+) -> None:
+    """The pending call's id is signed with its payload: a replacement is signed anew
+    with that id, and a worker holding the secret runs it."""
+    secret = "debounce-secret"
+    signed = RedisQueue(replace(config, secret=secret))
+    save = debounce_tasks.save.using(connection=signed)
+    first, last = save.dispatch("a"), save.dispatch("b")
+    assert last.debounced is Debounced.REPLACED and last.id == first.id
+    [(payload, _)] = delayed(queue)
+    verify(payload, secret, "default")
+    workers.start(*FAST, env={"RQUEUE_SECRET": secret})
+    assert last.result(10) == "b"
+    signed.client.close()
 
 
 def test_waiting_for_replicas_that_never_confirm(config: Config, queue: RedisQueue) -> None:
