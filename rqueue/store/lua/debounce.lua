@@ -39,10 +39,11 @@ if not id then return redis.error_reply('ERR debounce.lua: not an rqueue payload
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local entry = KEYS[8]
+local kind = redis.call('TYPE', entry)['ok']
 
 -- pending(): the pending call's payload, its id and when its burst began, or nil
 local function pending()
-  if redis.call('TYPE', entry)['ok'] ~= 'hash' then return nil end
+  if kind ~= 'hash' then return nil end
   local fields = redis.call('HMGET', entry, 'payload', 'first')
   local old = fields[1]
   if not old then return nil end
@@ -73,7 +74,7 @@ if earliest[2] == nil or due < tonumber(earliest[2]) then
   redis.call('DEL', KEYS[4])
   redis.call('RPUSH', KEYS[4], due)
 end
-redis.call('DEL', entry)
+if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', entry) end
 redis.call('HSET', entry, 'payload', payload, 'first', first)
 redis.call('PEXPIRE', entry, due - now + 1000)
 if KEYS[9] then
