@@ -31,6 +31,7 @@ from rqueue.errors import (
 from rqueue.events import TaskEvent, on_exception, on_failed, on_processed, on_processing
 from rqueue.settings.config import Config, ConfigError
 from rqueue.store.cancel import CancelOutcome
+from rqueue.store.debounce import Debounced
 from rqueue.store.default import use
 from rqueue.store.live_events import LiveEvent
 from rqueue.store.progress import Progress
@@ -58,6 +59,7 @@ __all__ = [
     "CancelOutcome",
     "Config",
     "ConfigError",
+    "Debounced",
     "DispatchRefused",
     "Dispatched",
     "Fail",

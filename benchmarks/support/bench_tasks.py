@@ -93,6 +93,11 @@ def empty_unique(number: int) -> None:
     """Empty, unique per number: a lock taken at dispatch and released on success."""
 
 
+@task(debounce=600, debounce_by=lambda number: number)
+def empty_debounced(number: int) -> None:
+    """Empty, debounced per number for ten minutes: a burst per number (debounce_cost.py)."""
+
+
 @task
 def wait_then_incr() -> None:
     """compare.py's io workload, sync: a blocking 20 ms wait (a call to an HTTP API or a

@@ -30,6 +30,7 @@ from rqueue.store.default import default_queue
 from rqueue.store.schedule_store import ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
 from rqueue.tasks import observers, registry
+from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.decorator import registered
 from rqueue.tasks.options import JOB_ATTRIBUTES
 from rqueue.timing import Timing, seconds, to_ms
@@ -101,6 +102,7 @@ def call_options(
             "from each run's dispatch, not a moment or a callable"
         )
     try:
+        refuse_debounced(target.name, target.options, "a schedule")
         # Dispatched at 0: its retry_until is then the length of time from each run's.
         job = target.make_job((), {}, dispatched_at=0.0, template=True)
         of_call = target.options.call_fields(args, kwargs)

@@ -167,6 +167,20 @@ def push_once(
     return script_keys, args
 
 
+def debounce(
+    keys: QueueKeys, signed: bytes, replacing: bool, key: str, timing: tuple[int, int], keep_ms: int
+) -> Call:
+    """debounce.lua: the arrival keys and the key's entry, and the payload's result key
+    if it keeps its result; ``timing`` is (debounce, debounce_max or 0) in ms."""
+    wait_ms, cap_ms = timing
+    script_keys = _arrival_keys(keys)
+    script_keys.append(keys.debounce(key))
+    if keep_ms:
+        script_keys.append(keys.result(payload_id(signed) or ""))
+    status_ms = wait_ms + keep_ms + _STATUS_SLACK_MS  # never due later than a debounce on
+    return script_keys, [signed, _flag(replacing), wait_ms, cap_ms, status_ms]
+
+
 def release_unique(keys: QueueKeys, task_id: str) -> Call:
     """release_unique.lua: the queue's unique locks, the task's id."""
     return [keys.unique], [task_id]

@@ -24,11 +24,11 @@ from rqueue.settings.config import ConfigError
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
-_PER_TASK = ("result", "done", "once", "exceptions", "middleware", "progress")
+_PER_TASK = ("result", "done", "once", "exceptions", "middleware", "progress", "debounce")
 """Parts followed by a task id: its kept result, the list that wakes whoever waits for
 it, the marker that makes a workflow's push of it idempotent, and its count of raised
 exceptions (``max_exceptions``); the state of middleware, by kind and key; and its
-latest progress."""
+latest progress. And followed by a debounce key: the call pending for it."""
 _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
@@ -171,6 +171,14 @@ class QueueKeys:
     def progress(self, task_id: str) -> str:
         """A running task's latest progress (progress.lua), a hash that expires."""
         return f"{self.ready}:progress:{task_id}"
+
+    def debounce(self, key: str) -> str:
+        """The call pending for one debounce key (``@task(debounce=)``, debounce.lua): a
+        hash of its payload and when its burst began, expiring once the call is due.
+        One key per debounce key rather than one hash per queue, so that an entry
+        whose call ran leaves by itself: keys from the arguments (a user's id) are
+        unbounded in number."""
+        return f"{self.ready}:debounce:{key}"
 
     def metrics_minute(self, minute: int) -> str:
         """The same counters for one minute (``minute`` is epoch seconds // 60); each

@@ -18,6 +18,7 @@ from rqueue.errors import DispatchRefused, QueueConnectionError, ReplicasNotReac
 from rqueue.store import calls
 from rqueue.store.base import QueueBase
 from rqueue.store.calls import Completing, Kept, Push, UniqueLock
+from rqueue.store.debounce import DebounceReply, read_reply
 from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable, unsent
 from rqueue.store.scripts import execute
 from rqueue.store.signing import sign
@@ -59,6 +60,50 @@ class Producer(QueueBase):
         replies: list[object] = []
         self._dispatching(lambda: replies.append(self.scripts.push(self.wire, *call)), [queue])
         return _deduplicated(replies[0]) if locks else {}
+
+    def debounce(
+        self,
+        queue: str,
+        payload: bytes,
+        replacing: bool,
+        key: str,
+        timing: tuple[int, int],
+        keep_ms: int = 0,
+        wait_replicas: int | None = None,
+    ) -> DebounceReply:
+        """Dispatch a debounced call (debounce.lua): a new burst for ``key``, or the
+        replacement of its pending call if ``replacing`` and ``payload`` carries that
+        call's id. ``timing`` is (debounce, debounce_max or 0) in ms. Retried and
+        waiting for replicas as a push is; a reply without an outcome asks the caller
+        to send the call again with the id it names (see the script's header)."""
+        self._register_if_due([queue])
+        signed = self._signed(queue, [payload])[0]
+        call = calls.debounce(self.keys(queue), signed, replacing, key, timing, keep_ms)
+        replicas = self._replicas(wait_replicas)
+        replies: list[object] = []
+        if not replicas:
+            self._dispatching(
+                lambda: replies.append(self.scripts.debounce(self.wire, *call)), [queue]
+            )
+            return read_reply(replies[0])
+        timeout_ms = max(1, round(self.config.wait_replicas_timeout * 1000))
+
+        def send() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            self.scripts.debounce.queue(pipe, *call)
+            pipe.execute_command("WAIT", replicas, timeout_ms)  # type: ignore[no-untyped-call]
+            replies.extend(execute(pipe, self.scripts))
+
+        self._dispatching(send, [queue])
+        reply = read_reply(replies[0])
+        acks = replies[1]
+        if reply.outcome is not None and not (isinstance(acks, int) and acks >= replicas):
+            raise ReplicasNotReached(
+                f"the debounced call was queued, but only {acks} of {replicas} replicas "
+                f"confirmed it within {self.config.wait_replicas_timeout:g} s: a failover "
+                "now could lose it (see docs/deployment.md)"
+            )
+        return reply
 
     def release_unique(self, queue: str, task_id: str) -> bool:
         """Release the unique lock ``task_id`` holds, if it still holds one."""

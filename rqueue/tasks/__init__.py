@@ -7,7 +7,8 @@
   checks of options, callables and times; ``handles``: ``Dispatched`` and
   ``TaskHandle``; ``interception``: where ``rqueue.testing`` takes dispatches instead
   of Redis; ``observers``: what every send passes before it is encoded (tracing);
-  ``hooks``: calling ``after_succeeded``/``after_failed``.
+  ``hooks``: calling ``after_succeeded``/``after_failed``; ``debouncing``: sending a
+  debounced task's call (``@task(debounce=)``) and refusing it where every call runs.
 - ``names``: what a task is called and which names are rqueue's own;
   ``registry``: finding a task by the name a payload carries (importing only
   registered modules).

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from rqueue.errors import InvalidTaskOption
 from rqueue.tasks.definition import Task
 from rqueue.tasks.names import check_name
 from rqueue.tasks.options import TaskArguments, declared
@@ -70,6 +71,11 @@ def task(
     if name is not None:
         check_name(name)
     checked = declared(options)
+    if schedule is not None and checked.debounce is not None:
+        raise InvalidTaskOption(
+            "cron=/every= and debounce= cannot be combined: a schedule runs each of its "
+            "calls at its time, while debounce drops all but the last of a burst"
+        )
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:
         created = Task(function, checked, name)

@@ -24,6 +24,7 @@ from rqueue.store.calls import Push, UniqueLock
 from rqueue.store.default import default_queue
 from rqueue.tasks import observers
 from rqueue.tasks.arguments import CallShape
+from rqueue.tasks.debouncing import Hints, push_debounced, refuse_debounced
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
 from rqueue.tasks.names import INTERNAL_PREFIX, derived_name, is_internal, unimportable_module
@@ -85,6 +86,11 @@ class Task(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         """``fn`` is ``async def``: a worker awaits it on its event loop (async mode).
         Known once here, since a worker asks at every attempt."""
+        self._deliver = Task._push if options.debounce is None else Task._push_debounced
+        """How ``dispatch()`` sends a call, chosen once: a plain push asks nothing more."""
+        self.debounce_hints = Hints()
+        """A debounced task's guesses of each key's pending call (its ``using()``
+        copies share them)."""
 
     def __repr__(self) -> str:
         return f"<task {self.name} on {self.options.queue!r}>"
@@ -286,8 +292,10 @@ class Task(Generic[P, R]):
         job = self.make_job(args, kwargs)
         if observers.watching:  # tracing: its span around the push, its context carried
             sending = observers.Sending.of([job])
-            return observers.sent(sending, lambda: self._push(queue, sending.onto(job), delay))
-        return self._push(queue, job, delay)
+            return observers.sent(
+                sending, lambda: self._deliver(self, queue, sending.onto(job), delay)
+            )
+        return self._deliver(self, queue, job, delay)
 
     def _push(self, queue: RedisQueue, job: Job, delay: float) -> TaskHandle[Any]:
         """Encode one call's job and push it: the handle of the call, or of the one
@@ -300,6 +308,11 @@ class Task(Generic[P, R]):
         if owner:  # deduplicated: the handle is the call that holds the lock
             return TaskHandle(owner[job.id], job.task, job.queue, queue, deduplicated=True)
         return TaskHandle(job.id, job.task, job.queue, queue, keeps_result=bool(self.keep_ms))
+
+    def _push_debounced(
+        self, queue: RedisQueue, job: Job, delay: float
+    ) -> TaskHandle[Any]:  # (rqueue/tasks/debouncing.py)
+        return push_debounced(queue, job, self.options, self.keep_ms, delay, self.debounce_hints)
 
 
 def dispatch_many(
@@ -358,6 +371,7 @@ def _push_calls(
         if entry is None:
             task = call.task
             task.check_dispatchable()
+            refuse_debounced(task.name, task.options, "dispatch_many")
             queue = task.connection()
             wanted = task.options.wait_replicas
             wanted = queue.config.wait_replicas if wanted is None else wanted

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from rqueue.errors import ResultNotKept
 from rqueue.store.cancel import CancelOutcome, cancel
+from rqueue.store.debounce import Debounced
 from rqueue.store.default import default_queue
 from rqueue.store.live_events import LiveEvent, task_events
 from rqueue.store.progress import Progress
@@ -37,9 +38,15 @@ class Dispatched(NamedTuple):
     keeps_result: bool | None = None
     """Whether its task keeps its result (``keep_result``), if the handle came from the
     task (None: only its id is known, as from ``result_of``)."""
+    debounced: Debounced | None = None
+    """What the dispatch of a debounced task did (``@task(debounce=)``): began a burst,
+    or replaced the call pending for its key; ``id`` is the call that will run.
+    None for a task without debounce."""
 
     def __repr__(self) -> str:
         dedup = ", deduplicated=True" if self.deduplicated else ""
+        if self.debounced is not None:
+            dedup += f", debounced={self.debounced.value!r}"
         return f"Dispatched(id={self.id!r}, task={self.task!r}, queue={self.queue!r}{dedup})"
 
     def cancel(self) -> CancelOutcome:

@@ -48,6 +48,8 @@ from rqueue.tasks.validation import (
     ExceptionClasses,
     When,
     check_callable,
+    check_debounce,
+    checked_duration,
     checked_unique_for,
     exception_classes,
     option_checked,
@@ -66,6 +68,8 @@ called at each dispatch."""
 UniqueKey = bool | Callable[..., object]
 """``True`` (one per task) or a callable of the call's arguments returning its key."""
 UniqueUntil = Literal["processed", "processing"]
+DebounceKey = Callable[..., object]
+"""A callable of the call's arguments returning its debounce key (a str or an int)."""
 Tags = Sequence[str] | Callable[..., Iterable[str]]
 """Strings, or a callable of the call's arguments returning them (Horizon tags a job
 by the models it carries: ``tags=lambda order_id: [f"order:{order_id}"]``)."""
@@ -142,6 +146,10 @@ def _check_unique(unique: object) -> None:
 def _check_unique_until(until: object) -> None:
     if until not in ("processed", "processing"):
         raise InvalidTaskOption(f"unique_until must be 'processed' or 'processing', got {until!r}")
+
+
+def _check_debounce_by(key: object) -> None:
+    check_callable(key, "debounce_by")
 
 
 def _keep_seconds(keep: object) -> float:
@@ -274,12 +282,29 @@ class TaskOptions:
     """These exceptions fail it at once, even those ``retry_for`` lists. Neither
     option travels in a payload: a worker asks its registered task's
     (``worker/rules.py``, ``fails_at_once``), so ``@task`` alone declares them."""
+    debounce: float | None = field(
+        default=None,
+        metadata=_how(check=checked_duration("debounce"), given=checked_duration("debounce")),
+    )
+    """Seconds a call waits for another with its key, which replaces it and waits
+    again; the last one runs (docs/tasks.md, "Debounced tasks"). None: not debounced."""
+    debounce_by: DebounceKey | None = field(default=None, metadata=_how(check=_check_debounce_by))
+    """The debounce key of a call's arguments; None: one key for the whole task."""
+    debounce_max: float | None = field(
+        default=None,
+        metadata=_how(
+            check=checked_duration("debounce_max"), given=checked_duration("debounce_max")
+        ),
+    )
+    """Seconds after a burst's first call by which its call is due, however many come."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
             value = getattr(self, name)
             if how.check is not None and not (value is None and name in _UNSET_BY_NONE):
                 how.check(value)
+        if self.debounce is not None or self.debounce_by or self.debounce_max:
+            check_debounce(self.debounce, self.debounce_by, self.debounce_max, self.unique)
 
     def overridden(self, given: Mapping[str, Any]) -> TaskOptions:
         """These options with those given to ``using()`` (None: not given) instead."""
@@ -381,6 +406,9 @@ class TaskArguments(TypedDict, total=False):
     tags: Tags
     retry_for: type[BaseException] | Sequence[type[BaseException]] | None
     dont_retry_for: type[BaseException] | Sequence[type[BaseException]]
+    debounce: float | timedelta | None
+    debounce_by: DebounceKey | None
+    debounce_max: float | timedelta | None
 
 
 class UsingArguments(TypedDict, total=False):

@@ -149,3 +149,45 @@ def exception_classes(given: object, option: str) -> ExceptionClasses:
     if option == "retry_for" and not classes:
         raise InvalidTaskOption("retry_for=() would retry nothing: give tries=1 instead")
     return tuple(classes)
+
+
+def checked_duration(name: str) -> Callable[[object], float]:
+    """The check (and conversion) of a length of time in seconds or a timedelta, from
+    1 ms to ten years: InvalidTaskOption naming ``name`` for anything else (NaN,
+    infinity, a negative, a bool, a string)."""
+
+    def checked(value: object) -> float:
+        if isinstance(value, timedelta):
+            value = value.total_seconds()
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not 0.001 <= value <= MAX_DELAY_SECONDS
+        ):
+            raise InvalidTaskOption(
+                f"{name} must be a number of seconds (or a timedelta) from 0.001 to "
+                f"{MAX_DELAY_SECONDS:,} (ten years), got {value!r}"
+            )
+        return float(value)
+
+    return checked
+
+
+def check_debounce(
+    debounce: float | None, debounce_by: object, debounce_max: float | None, unique: object
+) -> None:
+    """The options ``debounce`` does not go with, or that need it (each checked alone
+    already): InvalidTaskOption naming them."""
+    if debounce is None:
+        given = "debounce_by" if debounce_by is not None else "debounce_max"
+        raise InvalidTaskOption(f"{given} needs debounce= (the seconds a call waits)")
+    if unique is not False:
+        raise InvalidTaskOption(
+            "unique and debounce cannot be combined: unique keeps the first call of a "
+            "key, debounce the last; choose one"
+        )
+    if debounce_max is not None and debounce_max < debounce:
+        raise InvalidTaskOption(
+            f"debounce_max ({debounce_max:g} s) must be at least debounce "
+            f"({debounce:g} s): it caps the wait of a burst, which is never shorter"
+        )

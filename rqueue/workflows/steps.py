@@ -39,6 +39,7 @@ from rqueue.encoding.ranges import (
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.signing import step_mac, verify_step_mac
+from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched
 from rqueue.tasks.names import check_name
@@ -109,6 +110,9 @@ def callback_call(
     ``then(notify, "ops")`` rather than ``then(notify.pending("ops"))``: ``pending``
     is typed with the task's whole signature, first argument included.
     """
+    called = callback.task if isinstance(callback, PendingDispatch) else callback
+    if isinstance(called, Task):
+        refuse_debounced(called.name, called.options, f"a workflow's {what}() callback")
     if isinstance(callback, PendingDispatch):
         if args or kwargs:
             raise TypeError("pass arguments either to pending() or here, not to both")
@@ -143,6 +147,7 @@ def pending_calls(calls: object, what: str) -> list[PendingDispatch]:
 def check_pending(call: object, what: str) -> TypeGuard[PendingDispatch]:
     """TypeError unless ``call`` is a pending call (``task.pending(...)``)."""
     if isinstance(call, PendingDispatch):
+        refuse_debounced(call.task.name, call.task.options, what)
         return True
     example = call.__name__ if isinstance(call, Task) else "send_welcome"
     raise TypeError(

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.tasks.interception",
         "rqueue.tasks.observers",
         "rqueue.tasks.definition",
+        "rqueue.tasks.debouncing",
         "rqueue.tasks.decorator",
         "rqueue.tasks.names",
         "rqueue.tasks.registry",
