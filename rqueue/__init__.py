@@ -8,7 +8,9 @@ from rqueue.encoding.codec import register_type
 from rqueue.encoding.payload import Job
 from rqueue.errors import (
     BatchCancelled,
+    CheckpointRefused,
     DispatchRefused,
+    InvalidCursor,
     InvalidPayload,
     InvalidProgress,
     InvalidQueueName,
@@ -38,6 +40,7 @@ from rqueue.tasks.current import current_job
 from rqueue.tasks.decorator import task
 from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
 from rqueue.tasks.handles import Dispatched, TaskHandle
+from rqueue.tasks.iterable import Total
 from rqueue.worker.options import WorkerOptions
 from rqueue.workflows import (
     Batch,
@@ -55,10 +58,12 @@ __all__ = [
     "BatchCancelled",
     "BatchStatus",
     "CancelOutcome",
+    "CheckpointRefused",
     "Config",
     "ConfigError",
     "DispatchRefused",
     "Dispatched",
+    "InvalidCursor",
     "InvalidPayload",
     "InvalidProgress",
     "InvalidQueueName",
@@ -82,6 +87,7 @@ __all__ = [
     "TaskImportFailed",
     "TaskNotRegistered",
     "TaskTimeout",
+    "Total",
     "UnserializableArgument",
     "WorkerLost",
     "WorkerOptions",

@@ -113,6 +113,7 @@ class Scripts:
     unlock: LuaScript
     breaker: LuaScript
     progress: LuaScript
+    checkpoint: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:

@@ -44,6 +44,7 @@ from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack
 from rqueue.settings.config import LIMITS
 from rqueue.store.keys import validate_queue_name
 from rqueue.tasks.hooks import Hook
+from rqueue.tasks.iterable import ITERABLE
 from rqueue.tasks.validation import (
     When,
     check_callable,
@@ -130,6 +131,11 @@ def _retry_until_at(until: RetryUntil, dispatched_at: float) -> float:
 def _check_fail_on_timeout(value: object) -> None:
     if type(value) is not bool:
         raise InvalidTaskOption(f"fail_on_timeout must be True or False, got {value!r}")
+
+
+def _check_iterable(value: object) -> None:
+    if type(value) is not bool:
+        raise InvalidTaskOption(f"iterable must be True or False, got {value!r}")
 
 
 def _check_unique(unique: object) -> None:
@@ -257,6 +263,12 @@ class TaskOptions:
         metadata=_how(check=_check_tags, given=_given_tags, job="tags", of_call=_tags_of_call),
     )
     """Labels each call carries, to find it by (docs/tasks.md, "Tags")."""
+    iterable: bool = field(
+        default=False,
+        metadata=_how(check=_check_iterable, meta=ITERABLE, in_meta=lambda on: 1 if on else None),
+    )
+    """A generator yielding a cursor per item, checkpointed and resumed (docs/tasks.md,
+    "Iterable tasks"): ``@task`` wraps its function (``tasks/iterable.py``)."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -362,6 +374,7 @@ class TaskArguments(TypedDict, total=False):
     unique_for: float | timedelta
     unique_until: UniqueUntil
     tags: Tags
+    iterable: bool
 
 
 class UsingArguments(TypedDict, total=False):

@@ -12,8 +12,15 @@ from __future__ import annotations
 import time
 
 from rqueue.encoding.payload import Job
-from rqueue.errors import BatchCancelled, InvalidPayload, ResultNotStored, TaskNotRegistered
+from rqueue.errors import (
+    BatchCancelled,
+    InvalidCursor,
+    InvalidPayload,
+    ResultNotStored,
+    TaskNotRegistered,
+)
 from rqueue.middleware.base import Release, RetryIn
+from rqueue.tasks.iterable import Suspended
 from rqueue.worker.attempt import Attempt
 from rqueue.workflows import effects
 
@@ -56,14 +63,21 @@ def is_release(exc: BaseException) -> bool:
     return type(exc) is Release
 
 
+def stopped_by_shutdown(exc: BaseException) -> bool:
+    """An iterable task stopped at an item boundary by a warm shutdown, checkpointed:
+    put back at once, its attempt given back (an interruption is not a try)."""
+    return type(exc) is Suspended
+
+
 def release_fails(own: bool, job: Job, tries: int) -> bool:
     """The task released itself on its last try: it fails instead of looping for ever."""
     return own and job.attempts >= tries
 
 
 def never_retried(exc: BaseException) -> bool:
-    """An error a rerun would meet again (what it returned cannot be stored)."""
-    return isinstance(exc, ResultNotStored)
+    """An error a rerun would meet again (what it returned cannot be stored, a cursor
+    that cannot be checkpointed or a checkpoint that cannot be read)."""
+    return isinstance(exc, ResultNotStored | InvalidCursor)
 
 
 def retry_asked(exc: BaseException) -> RetryIn | None:
