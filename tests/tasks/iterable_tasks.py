@@ -87,15 +87,18 @@ def bad_cursor(cursor: object = None) -> Iterator[object]:
 @task(tries=50, iterable=True, timeout=5)
 def chunks(items: int, chunk: int, pace: float, cursor: int | None = None) -> Iterator[object]:
     """The chaos test's task: items in chunks, each chunk recorded in one pipeline
-    before its cursor is yielded (a cursor never covers an unrecorded item)."""
+    before its cursor is yielded (a cursor never covers an unrecorded item), in a hash
+    of its own (:data:`SEEN` + ``:<task id>``)."""
     client = default_queue().client
+    job = current_job()
+    seen = f"{SEEN}:{job.id if job is not None else 'inline'}"
     yield Total(items)
     start = _started(cursor)
     for first in range(start, items, chunk):
         last = min(items, first + chunk)
         pipe = client.pipeline(transaction=False)
         for i in range(first, last):
-            pipe.hincrby(SEEN, str(i), 1)
+            pipe.hincrby(seen, str(i), 1)
         pipe.execute()
         time.sleep(pace)
         yield last
