@@ -31,7 +31,6 @@ import redis
 from rqueue.errors import InvalidCursor
 from rqueue.store import calls
 from rqueue.store.queue import RedisQueue
-from rqueue.text import shown
 
 KEEP_MS = 7 * 24 * 3600 * 1000
 """How long a checkpoint lasts after it was written: a task waiting this long for its
@@ -68,7 +67,7 @@ def encode(checkpoint: Checkpoint) -> bytes:
     raise InvalidCursor(
         f"an iterable task yielded a cursor that cannot be checkpointed ({problem}): yield "
         "None, a bool, an int, a finite float, a str, bytes, or lists and dicts of them "
-        f"(str keys), at most {MAX_BYTES} bytes encoded; got {shown(repr(checkpoint.cursor)[:80])}"
+        f"(str keys), at most {MAX_BYTES} bytes encoded; got {repr(checkpoint.cursor)[:80]}"
     )
 
 
@@ -86,7 +85,7 @@ def decode(raw: bytes, where: str) -> Checkpoint:
         problem = _not_checkpoint(value)
     if problem is not None:
         raise InvalidCursor(
-            f"the checkpoint at {shown(where)} is not one rqueue wrote ({problem}); the "
+            f"the checkpoint at {where!r} is not one rqueue wrote ({problem}); the "
             "task cannot resume from it: delete the key to start the task over"
         )
     assert isinstance(value, list)
@@ -138,7 +137,7 @@ def read(queue: RedisQueue, queue_name: str, task_id: str) -> Checkpoint | None:
         raw = queue.client.get(key)
     except redis.ResponseError:  # not a string: not a checkpoint checkpoint.lua wrote
         raise InvalidCursor(
-            f"the checkpoint at {shown(key)} is not one rqueue wrote (not a string); the "
+            f"the checkpoint at {key!r} is not one rqueue wrote (not a string); the "
             "task cannot resume from it: delete the key to start the task over"
         ) from None
     return None if raw is None else decode(raw, key)  # type: ignore[arg-type]
