@@ -198,7 +198,7 @@ class _Walk:
         if keeper is None:
             return
         if keeper.stopping():
-            self._save(rearm=False)
+            self._save(rearm=True)  # re-armed: no timeout may cut the write short
             raise Suspended
         if time.monotonic() >= self.due:
             self._save(rearm=True)

@@ -118,9 +118,12 @@ class ChildCheckpoints:
 
     def finish(self, run: Run, checkpoint: Checkpoint) -> None:
         """The generator returned: keep the last checkpoint for as long as its
-        reservation could still come back (a lost acknowledgement), then let it expire."""
+        reservation could still come back (a lost acknowledgement), then let it expire.
+        (Forgetting it now would make a run its lost acknowledgement repeats start
+        over from the first item.)"""
         attempt = _attempt(run)
         options = self.options
+        self._restart_clock(attempt)  # no timeout may cut the last write short
         window = options.reservation_margin + attempt.timeout + options.kill_grace
         keep_ms = round((window + max(0.0, attempt.expires_at - time.monotonic())) * 1000)
         encoded = checkpoints.encode(checkpoint)

@@ -12,6 +12,7 @@ import signal
 import time
 from typing import Any
 
+import apptasks
 import iterable_tasks as it
 import msgpack
 import pytest
@@ -53,6 +54,7 @@ def task_of(mode: str) -> Task[..., Any]:
     return MODES[mode][1]
 
 
+@pytest.mark.topology
 @pytest.mark.parametrize("mode", MODES)
 def test_a_killed_child_resumes_from_the_last_checkpoint(
     queue: RedisQueue, workers: Workers, mode: str
@@ -76,6 +78,7 @@ def test_a_killed_child_resumes_from_the_last_checkpoint(
     assert handle.result(timeout=5) == (f"walked {items}" if mode != "async" else None)
 
 
+@pytest.mark.topology
 @pytest.mark.parametrize("mode", MODES)
 def test_a_warm_shutdown_stops_at_an_item_boundary_and_uses_no_attempt(
     queue: RedisQueue, workers: Workers, mode: str
@@ -93,7 +96,7 @@ def test_a_warm_shutdown_stops_at_an_item_boundary_and_uses_no_attempt(
     assert worker.wait(10) == 0
     assert time.monotonic() - stopped_at < 3
     assert "released by a warm shutdown" in worker.output()
-    (payload,) = queue.client.lrange("queues:default", 0, -1)  # back, ready at once
+    (payload,) = queue.client.lrange(queue.keys("default").ready, 0, -1)  # back at once
     assert payload_attempts(payload) == 0  # its attempt given back
     done = len(seen(queue))
     assert 5 <= done < items
@@ -140,6 +143,7 @@ def test_an_item_that_overruns_the_timeout_is_retried_from_the_checkpoint(
     assert all(counts[i] == 1 for i in range(int(resumed)))
 
 
+@pytest.mark.topology
 def test_progress_is_reported_from_the_total(queue: RedisQueue, workers: Workers) -> None:
     handle = it.walk.dispatch(60, 0.05)
     workers.start("-c", "1", *FAST)
@@ -182,6 +186,7 @@ def test_a_hostile_checkpoint_reads_as_a_clear_error(raw: bytes) -> None:
         checkpoints.decode(raw, "queues:default:checkpoint:x")
 
 
+@pytest.mark.topology
 def test_a_hostile_checkpoint_fails_the_task_at_once_naming_its_key(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -233,4 +238,4 @@ def test_only_a_generator_taking_a_cursor_is_iterable() -> None:
 
 def test_only_an_iterable_tasks_calls_carry_its_mark() -> None:
     assert it.walk_once.options.job_meta() == {"keep": 60000, "iterable": 1}
-    assert task(lambda: 1).options.job_meta() == {}  # a plain task's job: no entry
+    assert apptasks.record.options.job_meta() == {}  # a plain task's job: no entry
