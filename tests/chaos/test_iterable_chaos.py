@@ -84,7 +84,7 @@ def test_iterable_tasks_survive_killed_children_and_restarts_with_bounded_reruns
     attempts = len(queue.client.lrange(it.STARTS, 0, -1))
     print(
         f"\niterable chaos: {expected} items in {TASKS} tasks, {kills} children killed, "
-        f"{restarts} warm restarts, {attempts} attempts, {duplicates} items ran twice "
+        f"{restarts} warm restarts, {attempts} attempts, {duplicates} items run again "
         f"(bound {kills} x {WINDOW}), {wall:.1f} s wall time"
     )
     assert kills >= 3 and restarts == RESTARTS
