@@ -223,8 +223,8 @@ class _Walk:
     def _save(self, rearm: bool) -> None:
         keeper, run = self.keeper, self.run
         assert keeper is not None and run is not None
+        self.saved = True  # tried once: a refused or failed write is not tried again
         keeper.save(run, Checkpoint(self.cursor, self.done, self.total), rearm)
-        self.saved = True
         self.due = time.monotonic() + self.every
         self._report()
 
