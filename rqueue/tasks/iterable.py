@@ -68,6 +68,10 @@ class Suspended(Release):
 class Keeper(Protocol):
     """Where a run's checkpoints go (a worker child's: ``worker/iteration.py``)."""
 
+    def drives(self, run: Run, driver: Callable[..., Any]) -> bool:
+        """The run is a call of ``driver`` (not another task calling an iterable
+        task's function directly, whose run it would take for its own)."""
+
     def resume(self, run: Run) -> Checkpoint | None:
         """The run's task's checkpoint, checked (None: none: start as dispatched)."""
 
@@ -118,7 +122,7 @@ def driven(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _driver(fn: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
     def drive(*args: Any, **kwargs: Any) -> Any:
-        walk = _Walk.start(kwargs)
+        walk = _Walk.start(kwargs, drive)
         items = fn(*args, **kwargs)
         try:
             while True:
@@ -139,7 +143,7 @@ def _driver(fn: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
 
 def _async_driver(fn: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..., Any]:
     async def drive(*args: Any, **kwargs: Any) -> None:
-        walk = _Walk.start(kwargs)
+        walk = _Walk.start(kwargs, drive)
         items = fn(*args, **kwargs)
         try:
             while True:
@@ -174,12 +178,15 @@ class _Walk:
         self.due = time.monotonic() + self.every
 
     @classmethod
-    def start(cls, kwargs: dict[str, Any]) -> _Walk:
-        """The walk of this context's run, resumed from its checkpoint if one is kept
-        (``kwargs`` then gets its cursor)."""
+    def start(cls, kwargs: dict[str, Any], driver: Callable[..., Any]) -> _Walk:
+        """The walk of this context's run of ``driver``, resumed from its checkpoint if
+        one is kept (``kwargs`` then gets its cursor)."""
         keeper, run = _keeper.get(), current_run()
-        if keeper is None or run is None:  # not run by a worker: to the end, unkept
-            return cls(None, None, Checkpoint(kwargs.get("cursor"), 0, None))
+        if keeper is None or run is None or not keeper.drives(run, driver):
+            # Not a worker's run of this task: to the end, unkept; its progress is its
+            # run's only where no worker runs it (rqueue.testing keeps it in memory).
+            reported = run if keeper is None else None
+            return cls(None, reported, Checkpoint(kwargs.get("cursor"), 0, None))
         resumed = keeper.resume(run)
         if resumed is None:
             return cls(keeper, run, Checkpoint(kwargs.get("cursor"), 0, None))
@@ -205,7 +212,8 @@ class _Walk:
 
     def finished(self) -> None:
         keeper, run = self.keeper, self.run
-        if keeper is not None and run is not None:
+        if keeper is not None:
+            assert run is not None
             keeper.finish(run, Checkpoint(self.cursor, self.done, self.total))
             self.saved = True
         self._report()
@@ -213,7 +221,7 @@ class _Walk:
     def interrupted(self) -> None:
         """An exception leaves the generator: keep how far it came, unless kept already.
         A failure to keep it is logged, never raised over the exception itself."""
-        if self.saved or self.keeper is None:
+        if self.saved or self.keeper is None:  # unkept: nothing to keep
             return
         try:
             self._save(rearm=False)
@@ -230,7 +238,7 @@ class _Walk:
 
     def _report(self) -> None:
         """Report the progress, if the task said how many items it has."""
-        total, run = self.total, self.run if self.run is not None else current_run()
+        total, run = self.total, self.run
         if total is None or run is None:
             return
         fraction = min(1.0, self.done / total) if total else 1.0

@@ -82,6 +82,10 @@ class ChildCheckpoints:
         self._time_limit = time_limit
         self._concurrent = concurrent
 
+    def drives(self, run: Run, driver: Callable[..., Any]) -> bool:
+        task = run.task if isinstance(run, Attempt) else None
+        return task is not None and task.fn is driver
+
     def resume(self, run: Run) -> Checkpoint | None:
         attempt = _attempt(run)
         return checkpoints.read(self.store, attempt.queue, attempt.job.id)

@@ -102,3 +102,10 @@ def chunks(items: int, chunk: int, pace: float, cursor: int | None = None) -> It
         pipe.execute()
         time.sleep(pace)
         yield last
+
+
+@task(keep_result=60)
+def calls_walk(items: int) -> object:
+    """A plain task calling an iterable task's function directly: it runs to its end
+    and keeps nothing in this task's name."""
+    return walk(items)

@@ -228,6 +228,17 @@ def test_inline_an_iterable_task_runs_to_its_end(queue: RedisQueue) -> None:
     assert seen(queue) == {0: 2, 1: 2, 2: 3, 3: 2}
 
 
+def test_a_task_calling_an_iterable_function_directly_keeps_no_checkpoint(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    handle = it.calls_walk.dispatch(3)
+    code, output = workers.run("--stop-when-empty", *FAST)
+    assert code == 0, output
+    assert handle.result(timeout=5) == "walked 3"
+    assert queue.client.exists(queue.keys("default").checkpoint(handle.id)) == 0
+    assert progress.read(queue, "default", handle.id) is None  # not the caller's progress
+
+
 def test_only_a_generator_taking_a_cursor_is_iterable() -> None:
     with pytest.raises(InvalidTaskOption, match="must be a generator function"):
         task(iterable=True)(lambda cursor=None: 1)
