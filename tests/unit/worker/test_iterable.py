@@ -225,6 +225,8 @@ def test_inline_an_iterable_task_runs_to_its_end(queue: RedisQueue) -> None:
     with sync():
         handle = it.walk.dispatch(3)
     assert handle.result() == "walked 3"
+    said = handle.progress()  # kept in memory, reported once at the end
+    assert said is not None and (said.fraction, said.message) == (1.0, "3 of 3 items")
     assert seen(queue) == {0: 2, 1: 2, 2: 3, 3: 2}
 
 
