@@ -114,7 +114,7 @@ class ChildCheckpoints:
         )
         if not kept:
             raise CheckpointRefused(
-                f"task {attempt.job.id}'s checkpoint was refused: this worker no longer "
+                f"task {attempt.job.id!r}'s checkpoint was refused: this worker no longer "
                 "holds it (its reservation ran out, or it was settled), so it stops here"
             )
         if rearm:
