@@ -8,8 +8,10 @@ from rqueue.encoding.codec import register_type
 from rqueue.encoding.payload import Job
 from rqueue.errors import (
     BatchCancelled,
+    CheckpointRefused,
     DispatchRefused,
     Fail,
+    InvalidCursor,
     InvalidPayload,
     InvalidProgress,
     InvalidQueueName,
@@ -40,6 +42,7 @@ from rqueue.tasks.current import current_job
 from rqueue.tasks.decorator import task
 from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
 from rqueue.tasks.handles import Dispatched, TaskHandle
+from rqueue.tasks.iterable import Total
 from rqueue.worker.options import WorkerOptions
 from rqueue.workflows import (
     Batch,
@@ -57,12 +60,14 @@ __all__ = [
     "BatchCancelled",
     "BatchStatus",
     "CancelOutcome",
+    "CheckpointRefused",
     "Config",
     "ConfigError",
     "Debounced",
     "DispatchRefused",
     "Dispatched",
     "Fail",
+    "InvalidCursor",
     "InvalidPayload",
     "InvalidProgress",
     "InvalidQueueName",
@@ -86,6 +91,7 @@ __all__ = [
     "TaskImportFailed",
     "TaskNotRegistered",
     "TaskTimeout",
+    "Total",
     "UnserializableArgument",
     "WorkerLost",
     "WorkerOptions",

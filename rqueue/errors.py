@@ -55,6 +55,19 @@ class InvalidProgress(RQueueError, ValueError, TypeError):
     to 1, or a message that is not a short string."""
 
 
+class InvalidCursor(RQueueError, ValueError, TypeError):
+    """An iterable task's cursor that cannot be checkpointed (not plain msgpack data),
+    or a checkpoint read back from Redis that rqueue did not write: the task fails
+    without a retry, since a rerun would meet the same value (docs/tasks.md,
+    "Iterable tasks")."""
+
+
+class CheckpointRefused(RQueueError):
+    """An iterable task's checkpoint was refused: its worker no longer holds the task
+    (its reservation ran out, or it was settled, as a thread past its timeout is), so
+    it may run elsewhere now. This run stops at the item boundary."""
+
+
 class InvalidPayload(RQueueError):
     """Bytes in a queue that are not a task rqueue can run; they go to ``:failed``."""
 

@@ -32,6 +32,7 @@ from rqueue.store.signing import InvalidSignature
 from rqueue.tasks import observers, registry
 from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.decorator import registered
+from rqueue.tasks.iterable import ITERABLE
 from rqueue.tasks.options import JOB_ATTRIBUTES
 from rqueue.timing import Timing, seconds, to_ms
 
@@ -115,6 +116,7 @@ def call_options(
         "keep_ms": job.meta.get(KEEP, 0),
         "middleware": tuple(job.meta.get(MIDDLEWARE, ())),
         "retry_within": job.retry_until,
+        "iterable": bool(job.meta.get(ITERABLE)),
     }
 
 

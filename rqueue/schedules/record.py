@@ -19,6 +19,7 @@ from rqueue.encoding.ranges import Backoff, checked_tags
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
 from rqueue.store.schedule_store import MAX_MS
+from rqueue.tasks.iterable import ITERABLE
 from rqueue.timing import Timing, from_ms, iso
 
 OVERDUE_AFTER_MS = 10_000
@@ -68,6 +69,8 @@ class Schedule:
     """``using(middleware=)``'s, each as a payload carries it (``[class, fields]``)."""
     tags: tuple[str, ...] = ()
     """Each run's tags (``@task(tags=...)``, a callable's for the schedule's arguments)."""
+    iterable: bool = False
+    """Its task is iterable (``@task(iterable=True)``): each run carries the mark."""
     retry_within: float | None = None
     """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
     a moment or a callable would be the same for every run)."""
@@ -200,6 +203,8 @@ class Schedule:
             meta[KEEP] = self.keep_ms
         if self.middleware:
             meta[MIDDLEWARE] = list(self.middleware)
+        if self.iterable:
+            meta[ITERABLE] = 1
         dispatched_at = now_ms / 1000
         return Job(
             id=job_id or new_id(),
@@ -325,6 +330,7 @@ _FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
     "keep_ms": ("a whole number of ms", _count, False),
     "middleware": ("a list", lambda v: type(v) is list, True),
     "retry_within": ("seconds", _seconds, True),
+    "iterable": ("true or false", _flag, False),
     "tags": ("a list", lambda v: type(v) is list, True),
 }
 """What each stored field must be. Anything read from Redis is hostile: a field of the

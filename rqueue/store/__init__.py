@@ -20,7 +20,8 @@
   :mod:`rqueue.schedules`, as named operations on bytes, so those modules never name
   a key or a script; likewise ``batch_store`` (a workflow batch's state), ``guards``
   (the built-in middleware's state), ``results`` (reading a kept result),
-  ``progress`` (a running task's latest progress) and ``live_events`` (following the
+  ``progress`` (a running task's latest progress), ``checkpoints`` (an iterable
+  task's checkpoint) and ``live_events`` (following the
   queues' streams of task events; ``lua/events.lua`` adds to them). Each of them calls
   its scripts from one named function per operation.
 - ``browse``: reading a queue's tasks a window at a time (ready, delayed, running,

@@ -228,6 +228,15 @@ def renew(keys: QueueKeys, reserved: bytes, lasting_ms: int) -> Call:
     return [keys.reserved], [reserved, lasting_ms]
 
 
+def checkpoint(
+    keys: QueueKeys, task_id: str, saved: bytes, keep_ms: int, reserved: bytes, lasting_ms: int
+) -> Call:
+    """checkpoint.lua: the task's checkpoint and the reserved set; the checkpoint's
+    bytes ('': forget it), how long it lasts, the reserved payload ('' when forgetting)
+    and how long its reservation lasts once renewed (0: not renewed)."""
+    return [keys.checkpoint(task_id), keys.reserved], [saved, keep_ms, reserved, lasting_ms]
+
+
 def ack(keys: QueueKeys, reserved: Sequence[bytes], kept: Sequence[Kept], events: int) -> Call:
     """ack.lua: the plain acks, then the kept ones with their result keys."""
     script_keys = [keys.reserved, keys.events]

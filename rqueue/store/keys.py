@@ -24,11 +24,21 @@ from rqueue.settings.config import ConfigError
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
-_PER_TASK = ("result", "done", "once", "exceptions", "middleware", "progress", "debounce")
+_PER_TASK = (
+    "result",
+    "done",
+    "once",
+    "exceptions",
+    "middleware",
+    "progress",
+    "checkpoint",
+    "debounce",
+)
 """Parts followed by a task id: its kept result, the list that wakes whoever waits for
 it, the marker that makes a workflow's push of it idempotent, and its count of raised
-exceptions (``max_exceptions``); the state of middleware, by kind and key; and its
-latest progress. And followed by a debounce key: the call pending for it."""
+exceptions (``max_exceptions``); the state of middleware, by kind and key; its latest
+progress; and an iterable task's checkpoint. And followed by a debounce key: the call
+pending for it."""
 _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
@@ -179,6 +189,11 @@ class QueueKeys:
         whose call ran leaves by itself: keys from the arguments (a user's id) are
         unbounded in number."""
         return f"{self.ready}:debounce:{key}"
+
+    def checkpoint(self, task_id: str) -> str:
+        """How far an iterable task has come (checkpoint.lua): its last cursor, read
+        back by its next attempt, in the queue's hash slot as its reservation is."""
+        return f"{self.ready}:checkpoint:{task_id}"
 
     def metrics_minute(self, minute: int) -> str:
         """The same counters for one minute (``minute`` is epoch seconds // 60); each

@@ -114,6 +114,7 @@ class Scripts:
     breaker: LuaScript
     progress: LuaScript
     debounce: LuaScript
+    checkpoint: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:

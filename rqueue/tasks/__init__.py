@@ -15,7 +15,9 @@
 - ``arguments``: checking a call's arguments before they leave the process;
   ``current``: ``current_job()``, the running attempt's job; ``progress``: where
   ``current_job().progress()`` reports go (a worker's Redis, a test's memory);
-  ``awaiting``: running an ``async def`` task, hook or listener from sync code.
+  ``awaiting``: running an ``async def`` task, hook or listener from sync code;
+  ``iterable``: the driver of ``@task(iterable=True)`` (a generator's cursors
+  checkpointed and resumed), which keeps them where the context's keeper says.
 - ``whereabouts``: where a task is now, by its id (``rqueue status``, the dashboard's
   task page); it alone also reads ``failed`` records and the workers' registry
   (``metrics``), modules of its own layer.

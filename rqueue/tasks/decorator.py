@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from rqueue.errors import InvalidTaskOption
 from rqueue.tasks.definition import Task
+from rqueue.tasks.iterable import driven
 from rqueue.tasks.names import check_name
 from rqueue.tasks.options import TaskArguments, declared
 from rqueue.timing import Timing, seconds
@@ -66,6 +67,8 @@ def task(
     one call per key queued, for ``unique_for`` at most (docs/tasks.md, "Unique tasks").
     ``cron=`` or ``every=`` (with ``timezone=``) declares a schedule named after the
     task; worker parents serving its queue create or update it (see docs/schedules.md).
+    ``iterable=True``: a generator yielding a cursor after each item, checkpointed and
+    resumed after an interruption (docs/tasks.md, "Iterable tasks").
     """
     schedule = _declared_schedule(cron, every, timezone)
     if name is not None:
@@ -78,6 +81,8 @@ def task(
         )
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:
+        if checked.iterable:  # its driver is what a worker calls: tasks/iterable.py
+            function = driven(function)
         created = Task(function, checked, name)
         created.schedule = schedule
         _registered[created.name] = created

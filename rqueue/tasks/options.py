@@ -44,6 +44,7 @@ from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack
 from rqueue.settings.config import LIMITS
 from rqueue.store.keys import validate_queue_name
 from rqueue.tasks.hooks import Hook
+from rqueue.tasks.iterable import ITERABLE
 from rqueue.tasks.validation import (
     ExceptionClasses,
     When,
@@ -136,6 +137,11 @@ def _retry_until_at(until: RetryUntil, dispatched_at: float) -> float:
 def _check_fail_on_timeout(value: object) -> None:
     if type(value) is not bool:
         raise InvalidTaskOption(f"fail_on_timeout must be True or False, got {value!r}")
+
+
+def _check_iterable(value: object) -> None:
+    if type(value) is not bool:
+        raise InvalidTaskOption(f"iterable must be True or False, got {value!r}")
 
 
 def _check_unique(unique: object) -> None:
@@ -297,6 +303,12 @@ class TaskOptions:
         ),
     )
     """Seconds after a burst's first call by which its call is due, however many come."""
+    iterable: bool = field(
+        default=False,
+        metadata=_how(check=_check_iterable, meta=ITERABLE, in_meta=lambda on: 1 if on else None),
+    )
+    """A generator yielding a cursor per item, checkpointed and resumed (docs/tasks.md,
+    "Iterable tasks"): ``@task`` wraps its function (``tasks/iterable.py``)."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -409,6 +421,7 @@ class TaskArguments(TypedDict, total=False):
     debounce: float | timedelta | None
     debounce_by: DebounceKey | None
     debounce_max: float | timedelta | None
+    iterable: bool
 
 
 class UsingArguments(TypedDict, total=False):

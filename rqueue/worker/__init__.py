@@ -20,7 +20,9 @@
   event loop (``--slots``) and, with ``--threads``, sync tasks in threads, settling
   each through the lifecycle.
 - ``participants``: which features take part in an attempt (``Roster``), and metrics
-  as one of them; ``unique_locks`` and ``max_exceptions``: two more.
+  as one of them; ``unique_locks`` and ``max_exceptions``: two more;
+  ``iteration``: an iterable task's checkpoints in a child (re-arming its time limit,
+  seeing a warm stop) and the participant that forgets them.
 - ``scoreboard``: shared memory where each child says what it runs, for the parent;
   ``scoreboard_views``: what a slot says (its states, the views the parent reads).
 - ``recovery``: giving back or failing what a dead child held;

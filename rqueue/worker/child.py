@@ -31,12 +31,14 @@ from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.tasks.current import Runner, set_runner
+from rqueue.tasks.iterable import use_keeper
 from rqueue.tasks.progress import use_sink
 from rqueue.text import shown
 from rqueue.worker import parent_failures  # noqa: F401  (registers the internal report task)
 from rqueue.worker.attempt import Attempt
 from rqueue.worker.concurrent import ConcurrentRunner
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
+from rqueue.worker.iteration import ChildCheckpoints
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import counted_name
@@ -125,6 +127,7 @@ class ChildWorker(InterruptibleWaits):
         use(self.store)
         set_runner(Runner(self.store, self.options.timeout, self.options.kill_grace, {}))
         use_sink(functools.partial(progress.write, self.store))  # current_job().progress()
+        use_keeper(self._checkpoints())  # iterable tasks' checkpoints
         signal.signal(signal.SIGTERM, self._on_stop)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)
@@ -302,6 +305,18 @@ class ChildWorker(InterruptibleWaits):
                 time.sleep(self.options.rest)
         if not self.slot.concurrent:
             self.slot.set(State.HOLDING, len(payloads))
+
+    def _checkpoints(self) -> ChildCheckpoints:
+        """Where this child's iterable tasks keep their checkpoints: a warm stop is
+        seen at their next item boundary (``iteration.py``)."""
+        return ChildCheckpoints(
+            self.store,
+            self.options,
+            self.slot,
+            lambda: self.stop_requested,
+            lambda: self.time_limit,
+            lambda: self._concurrent,
+        )
 
     def _concurrent_runner(self) -> ConcurrentRunner:
         if self._concurrent is None:

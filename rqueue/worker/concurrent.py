@@ -57,7 +57,7 @@ from rqueue.worker.attempt import Attempt, call_scopes
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
-from rqueue.worker.scoreboard import Slot
+from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
 
 
@@ -320,6 +320,17 @@ class ConcurrentRunner:
             raise
         finally:
             self.in_threads -= 1
+
+    def extend(self, attempt: Attempt, running: asyncio.Task[Any] | None) -> None:
+        """An iterable task checkpointed (``iteration.py``): its time limit starts again,
+        its kill deadline with it. ``running`` is the asyncio task awaiting it (None: a
+        thread's, called on the loop: its attempt's own). Nothing if it ended meanwhile."""
+        awaiting = running if running is not None else self.tasks.get(attempt.entry)
+        if awaiting not in self._deadlines:
+            return
+        deadline = time.monotonic() + attempt.timeout
+        self._deadlines[awaiting] = deadline
+        self.slot.set(State.RUNNING, attempt.entry, deadline + self.child.options.kill_grace)
 
     def _abandon(self, index: int, running: Future[Any]) -> None:
         """A thread overran: keep its entry's kill deadline until it ends."""

@@ -29,6 +29,7 @@ from rqueue.metrics.collector import Collector, NoMetrics
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.worker.attempt import Participant, Participants
+from rqueue.worker.iteration import ForgetCheckpoint, is_iterable
 from rqueue.worker.max_exceptions import ExceptionCount
 from rqueue.worker.unique_locks import UniqueLock, is_unique
 
@@ -97,6 +98,7 @@ class Roster:
         self.plain = everyone
         """A plain task's: a job with no ``meta`` and no ``max_exceptions``."""
         count, lock = ExceptionCount.in_redis(store, persist), UniqueLock(store, persist)
+        self._forget = ForgetCheckpoint(store, persist)
         self._chosen: dict[tuple[bool, bool], Participants] = {
             (False, False): everyone,
             (True, False): (*everyone, count),
@@ -108,4 +110,5 @@ class Roster:
         """The participants of ``job``'s attempt (None: a payload that could not be read)."""
         if job is None or (not job.meta and job.max_exceptions is None):
             return self.plain
-        return self._chosen[job.max_exceptions is not None, bool(job.meta) and is_unique(job)]
+        chosen = self._chosen[job.max_exceptions is not None, bool(job.meta) and is_unique(job)]
+        return (*chosen, self._forget) if job.meta and is_iterable(job) else chosen

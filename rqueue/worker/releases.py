@@ -22,6 +22,9 @@ from rqueue.errors import MaxAttemptsExceeded
 from rqueue.middleware.base import Middleware, Release
 
 TASK_ITSELF = "the task itself"
+WARM_SHUTDOWN = "a warm shutdown"
+"""Who put back an iterable task stopped at an item boundary (``tasks/iterable.py``'s
+``Suspended``): its attempt is given back, as a middleware's release gives it."""
 
 
 def released_by(exc: Release, fn: Callable[..., Any] | None) -> str:

@@ -15,12 +15,14 @@ from rqueue.encoding.payload import Job
 from rqueue.errors import (
     BatchCancelled,
     Fail,
+    InvalidCursor,
     InvalidPayload,
     ResultNotStored,
     TaskNotRegistered,
     TaskTimeout,
 )
 from rqueue.middleware.base import Release, RetryIn
+from rqueue.tasks.iterable import Suspended
 from rqueue.worker.attempt import Attempt
 from rqueue.workflows import effects
 
@@ -63,14 +65,21 @@ def is_release(exc: BaseException) -> bool:
     return type(exc) is Release
 
 
+def stopped_by_shutdown(exc: BaseException) -> bool:
+    """An iterable task stopped at an item boundary by a warm shutdown, checkpointed:
+    put back at once, its attempt given back (an interruption is not a try)."""
+    return type(exc) is Suspended
+
+
 def release_fails(own: bool, job: Job, tries: int) -> bool:
     """The task released itself on its last try: it fails instead of looping for ever."""
     return own and job.attempts >= tries
 
 
 def never_retried(exc: BaseException) -> bool:
-    """An error a rerun would meet again (what it returned cannot be stored)."""
-    return isinstance(exc, ResultNotStored)
+    """An error a rerun would meet again (what it returned cannot be stored, a cursor
+    that cannot be checkpointed or a checkpoint that cannot be read)."""
+    return isinstance(exc, ResultNotStored | InvalidCursor)
 
 
 def fails_at_once(attempt: Attempt, exc: BaseException) -> bool:

@@ -78,6 +78,9 @@ def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
         return Refused("TaskNotRegistered", str(exc))
     if rules.middleware_unbuildable(attempt, exc):
         return Refused(type(exc).__name__, str(exc))
+    if rules.stopped_by_shutdown(exc):
+        assert isinstance(exc, Release)
+        return Released(exc, releases.WARM_SHUTDOWN)
     if rules.is_release(exc):
         assert isinstance(exc, Release)
         return released(attempt, exc)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).parents[2]
 DOCUMENTS = (
     "README.md",
     "docs/tasks.md",
+    "docs/worker.md",
     "docs/schedules.md",
     "docs/workflows.md",
     "docs/testing.md",

@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.tasks.awaiting",
         "rqueue.tasks.current",
         "rqueue.tasks.progress",
+        "rqueue.tasks.iterable",
         "rqueue.middleware",
         "rqueue.failed",
         "rqueue.metrics",

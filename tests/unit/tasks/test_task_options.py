@@ -6,7 +6,9 @@ option added to TaskOptions but dropped on one of these ways fails this test."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -39,12 +41,14 @@ class Stamp(Middleware):
     retry_until=UNTIL,
     fail_on_timeout=True,
     tags=lambda x: [f"x:{x}", "every"],
+    iterable=True,
 )
-def every_option(x: int) -> int:
+def every_option(x: int, cursor: int | None = None) -> Iterator[int]:
+    yield x
     return x
 
 
-def _with(**options: object) -> Task[[int], int]:
+def _with(**options: object) -> Task[..., Any]:
     return every_option.using(middleware=[Stamp("x")], **options)  # type: ignore[arg-type]
 
 
