@@ -58,7 +58,7 @@ def test_cancel_of_a_running_task_says_it_is_running(queue: RedisQueue, workers:
     handle = apptasks.blocks_until_released.dispatch("busy")
     workers.start("--log-level", "WARNING")
     wait_for(lambda: queue.client.llen("test:started"), 20, "the task to start")
-    assert handle.cancel() is CancelOutcome.RUNNING
+    assert handle.cancel() is CancelOutcome.CANCELLING
     queue.client.rpush("test:release", 1)
     wait_for(lambda: done(queue) == ["busy"], 20, "the task to finish")
     # The worker acknowledges just after the task returns: wait for that, then ask.
