@@ -29,6 +29,7 @@ from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
+from rqueue.worker.cancels import CancelWatch
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
@@ -81,6 +82,9 @@ class Supervisor(InterruptibleWaits):
         options = self.options
         self.metrics = recorder(self.queue, options.metrics, counted_by_parent)
         self.recovery = Recovery(self.queue, options, self._persist, self.metrics)
+        self.cancels = CancelWatch(
+            self.queue, tuple(options.queues), self.board, options.kill_grace, self._persist
+        )
         self.heartbeat = (
             Heartbeat(
                 self.queue,
@@ -139,6 +143,8 @@ class Supervisor(InterruptibleWaits):
     def _tick(self) -> None:
         self._reap()
         self._enforce_deadlines()
+        # Cancels of running tasks: asked of Redis only while a child runs one.
+        cancels = self.cancels.tick((pid, c.number - 1) for pid, c in self.children.items())
         # While stopping, poll children briskly: a SIGCHLD that lands just before the
         # blocking wait starts would otherwise cost a whole tick.
         wait = 0.05 if self.stopping else _TICK / 4 if self.options.stops_when_idle else _TICK
@@ -151,7 +157,7 @@ class Supervisor(InterruptibleWaits):
                 self.heartbeat.beat(self._running)
             self.metrics.flush_if_due()  # of the tasks it settled for dead children
         if self.children or not self.stopping:
-            self._wait(min(wait, self._time_to_next_deadline()))
+            self._wait(min(wait, cancels, self._time_to_next_deadline()))
 
     def _migrate(self) -> float:
         """Move due tasks back to the lists; return seconds until the next is due."""
@@ -309,6 +315,7 @@ class Supervisor(InterruptibleWaits):
                 how,
                 child.killed_for_timeout,
                 self.cold,
+                self.cancels.killed_for(pid),
             )
             self.board.retire(child.number - 1)
             if time.monotonic() - child.started < _RESPAWN_BACKOFF:
