@@ -72,9 +72,7 @@ _ANSWERS = {
 }
 
 
-def cancel(
-    queue: RedisQueue, task_id: str, queue_name: str, fail: bool = False
-) -> CancelOutcome:
+def cancel(queue: RedisQueue, task_id: str, queue_name: str, fail: bool = False) -> CancelOutcome:
     """Cancel ``task_id`` on ``queue_name``: at once if it is still ready or delayed, by
     a request to its worker if it runs. ``fail``: a running task is filed in the failed
     list too once it stops (a pending one never ran: there is no failure to file)."""
