@@ -90,3 +90,17 @@ async def awaits(value: str, seconds: float = 20.0) -> None:
 def quick(value: str) -> str:
     note(ENDED, f"{value} finished")
     return value
+
+
+GAVE_UP: list[str] = []
+"""What ``after_cancelled`` heard of ``gives_up`` runs, in this process (inline runs)."""
+
+
+def _gave_up(exc: BaseException, job: object) -> None:
+    GAVE_UP.append(str(getattr(job, "args", ("?",))[0]))
+
+
+@task(tries=3, after_cancelled=_gave_up)
+def gives_up(value: str) -> None:
+    """Cancels itself: what a cancel delivered to it would raise."""
+    raise TaskCancelled(f"{value}: nothing left to do")
