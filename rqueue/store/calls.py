@@ -257,6 +257,7 @@ def cancel(keys: QueueKeys, task_id: str, raw: bytes, fail: bool) -> Call:
     """cancel.lua: the task's pending and kept-result keys, then the in-flight ones."""
     script_keys = [keys.pending_ids, keys.cancelled, keys.result(task_id), keys.done(task_id)]
     script_keys += (keys.unique, keys.events_on, keys.events, keys.reserved, keys.cancelling)
+    script_keys.append(keys.timer)
     return script_keys, [task_id, raw, _flag(fail)]
 
 

@@ -116,7 +116,7 @@ class Outcomes:
         for participant in attempt.participants:
             participant.after_cancelled(queue, job, duration)
         self.reporting(attempt.entry)
-        log_outcome(log, job, "cancelled", duration, logging.WARNING)
+        log_outcome(log, job, "cancelled", duration)
         reports.cancelled(registered_task(job.task), job, verdict.exc)
 
     def rejected(

@@ -10,6 +10,8 @@
 -- while a worker records events (see push.lua and events.lua)
 -- KEYS[8] the queue's reserved zset (the tasks in flight)   KEYS[9] its cancelling hash:
 -- raw task id -> '1' (file it in the failed list too) or '0'
+-- KEYS[10] its timer list: a token there wakes a worker parent waiting on it (supervisor.py
+-- blocks on it between ticks), so the request is seen at once, not at its next poll
 -- ARGV[1] task id (32 hex characters)   ARGV[2] the same id as stored in the sets: its
 -- 16 raw bytes   ARGV[3] '1' to file the task in the failed list once it stops
 -- Returns 1 if cancelled now, 2 if it was already cancelled, 3 if it is running and its
@@ -40,6 +42,7 @@ end
 for _, payload in ipairs(redis.call('ZRANGE', KEYS[8], 0, -1)) do
   if payload_id(payload) == ARGV[2] then
     redis.call('HSET', KEYS[9], ARGV[2], ARGV[3])
+    if redis.call('LLEN', KEYS[10]) == 0 then redis.call('RPUSH', KEYS[10], 0) end
     return 3
   end
 end
