@@ -143,8 +143,6 @@ class Supervisor(InterruptibleWaits):
     def _tick(self) -> None:
         self._reap()
         self._enforce_deadlines()
-        # Cancels of running tasks: asked of Redis only while a child runs one.
-        cancels = self.cancels.tick((pid, c.number - 1) for pid, c in self.children.items())
         # While stopping, poll children briskly: a SIGCHLD that lands just before the
         # blocking wait starts would otherwise cost a whole tick.
         wait = 0.05 if self.stopping else _TICK / 4 if self.options.stops_when_idle else _TICK
@@ -157,7 +155,7 @@ class Supervisor(InterruptibleWaits):
                 self.heartbeat.beat(self._running)
             self.metrics.flush_if_due()  # of the tasks it settled for dead children
         if self.children or not self.stopping:
-            self._wait(min(wait, cancels, self._time_to_next_deadline()))
+            self._wait_delivering_cancels(min(wait, self._time_to_next_deadline()))
 
     def _migrate(self) -> float:
         """Move due tasks back to the lists; return seconds until the next is due."""
@@ -191,9 +189,23 @@ class Supervisor(InterruptibleWaits):
                 running.append(Running(child.number, held.id, queues[view.queue_index], name))
         return running
 
-    def _wait(self, seconds: float) -> None:
+    def _wait_delivering_cancels(self, seconds: float) -> None:
+        """Wait ``seconds`` (a push to a timer list ends it early), delivering the cancels
+        of running tasks meanwhile (``cancels.py``): while a child runs a task their
+        requests are read every ``cancels.POLL`` seconds, the rest of the tick (moving
+        due tasks, schedules) keeping its pace; while none runs, no Redis call."""
+        deadline = time.monotonic() + seconds
+        while True:
+            running = [(pid, child.number - 1) for pid, child in self.children.items()]
+            poll = self.cancels.tick(running)
+            left = deadline - time.monotonic()
+            if left <= 0 or self._wait(min(left, poll)):
+                return
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait ``seconds``; True if a push to a timer list ended it early."""
         if seconds <= 0:
-            return
+            return False
         deadline = time.monotonic() + seconds
         self._interruptible = True
         try:
@@ -202,10 +214,11 @@ class Supervisor(InterruptibleWaits):
             # sleep the rest here: delayed tasks start within milliseconds of it.
             block = seconds - _REDIS_TIMEOUT_SLACK
             if block > 0.01 and self.queue.wait_for_timer(self.options.queues, block):
-                return  # a push moved the earliest due time: recompute
+                return True  # a push moved the earliest due time (or asked a cancel)
             remaining = deadline - time.monotonic()
             if remaining > 0:
                 time.sleep(remaining)
+            return False
         finally:
             self._interruptible = False
 
