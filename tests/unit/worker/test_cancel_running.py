@@ -80,7 +80,7 @@ def test_a_task_that_ignores_its_cancel_is_killed_after_the_grace(
 def test_rqueue_cancel_exits_0_once_delivered_and_fail_files_it(
     config: Config, queue: RedisQueue, workers: Workers
 ) -> None:
-    workers.start(*FAST)
+    workers.start(*FAST, "--events")
     handle = ct.sleeps.using(keep_result=60).dispatch("cli")
     started(queue, "cli")
     done = cli(config, "cancel", handle.id, "--fail")
@@ -88,6 +88,8 @@ def test_rqueue_cancel_exits_0_once_delivered_and_fail_files_it(
     assert "stops it within a second" in done.stdout
     wait_for(lambda: handle.status() == "cancelled", 5, "it to be cancelled")
     wait_for(lambda: failures(queue) == [f"{ct.sleeps.name} TaskCancelled"], 5, "its record")
+    assert "cancelled" in cli(config, "status", handle.id).stdout
+    assert [e.event for e in handle.events(timeout=5)][-1] == "cancelled"
     finished = cli(config, "cancel", handle.id)
     assert finished.returncode == 1 and "not pending" in finished.stderr
 
