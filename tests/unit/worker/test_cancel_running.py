@@ -41,6 +41,7 @@ def left_behind(queue: RedisQueue) -> tuple[int, int]:
     return queue.client.zcard(keys.reserved), queue.client.hlen(keys.cancelling)
 
 
+@pytest.mark.topology
 @pytest.mark.parametrize("mode", MODES)
 def test_a_running_task_is_cancelled_within_a_second(
     queue: RedisQueue, workers: Workers, mode: str
@@ -105,6 +106,7 @@ def test_a_cancelled_step_stops_its_chain(queue: RedisQueue, workers: Workers) -
     assert "step-2 finished" not in strings(queue.client, ct.ENDED)
 
 
+@pytest.mark.topology
 def test_a_batch_counts_a_cancelled_member_and_batch_cancel_reaches_running_ones(
     queue: RedisQueue, workers: Workers
 ) -> None:
