@@ -60,8 +60,8 @@ _DEFAULTS = WorkerOptions()
 @dataclass
 class Outcome:
     """How one call ended: ``succeeded``, ``failed``, ``cancelled`` (a batch member
-    skipped, or a call cancelled before it ran) or ``delayed`` (released by its
-    middleware, and not run again)."""
+    skipped, a call cancelled before it ran, or one that raised ``TaskCancelled``) or
+    ``delayed`` (released by its middleware, and not run again)."""
 
     id: str
     task: str
@@ -78,7 +78,7 @@ class Outcome:
         if self.failure is not None:
             raise self.failure
         if self.status == "cancelled":
-            raise TaskCancelled(f"task {self.id} was cancelled before it ran")
+            raise TaskCancelled(f"task {self.id} was cancelled")
         raise TimeoutError(
             f"task {self.id} was released by its middleware for {self.released_for:g} s; "
             "run inline, a released call is not run again"
