@@ -26,7 +26,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from rqueue.store import cancel as cancel_requests
 from rqueue.store.queue import RedisQueue
@@ -36,7 +36,8 @@ log = logging.getLogger("rqueue.worker")
 
 POLL = 0.2
 """Seconds between the parent's reads of the cancel requests while a child runs a task:
-what a cancel's delivery may wait, at most (the brief asks for a second in all)."""
+the longest a cancel waits for its delivery when its token (cancel.lua pushes one to
+the queue's timer list) woke another worker's parent, not this one."""
 _PRUNE_EVERY = 1.0
 
 Running = tuple[int, int, int, str, str]
@@ -52,13 +53,11 @@ class CancelWatch:
         queues: tuple[str, ...],
         board: Scoreboard,
         kill_grace: float,
-        persist: Callable[[Callable[[], object]], object],
     ) -> None:
         self.store = store
         self.queues = queues
         self.board = board
         self.kill_grace = kill_grace
-        self.persist = persist
         self._signalled: dict[tuple[int, str], float] = {}
         """(child pid, task id) -> when its first signal went (monotonic)."""
         self._killed: dict[int, set[str]] = {}
@@ -67,7 +66,8 @@ class CancelWatch:
 
     def tick(self, children: Iterable[tuple[int, int]]) -> float:
         """Deliver the cancels asked for the tasks ``children`` (pid, slot index) run;
-        seconds until the next look (``POLL`` while any runs, else a long while)."""
+        seconds until the next look (``POLL`` while any runs, else a long while). A Redis
+        error is the caller's to ride out, as any of its tick's are."""
         running = list(self._running(children))
         if not running:
             self._signalled.clear()
@@ -102,7 +102,7 @@ class CancelWatch:
         undelivered = {t for ids in asked.values() for t in ids} - {r[3] for r in delivering}
         if undelivered and now - self._pruned_at >= _PRUNE_EVERY:
             self._pruned_at = now
-            self.persist(lambda: cancel_requests.prune(self.store, list(asked)))
+            cancel_requests.prune(self.store, list(asked))
         return POLL
 
     def killed_for(self, pid: int) -> frozenset[str]:

@@ -83,7 +83,7 @@ class Supervisor(InterruptibleWaits):
         self.metrics = recorder(self.queue, options.metrics, counted_by_parent)
         self.recovery = Recovery(self.queue, options, self._persist, self.metrics)
         self.cancels = CancelWatch(
-            self.queue, tuple(options.queues), self.board, options.kill_grace, self._persist
+            self.queue, tuple(options.queues), self.board, options.kill_grace
         )
         self.heartbeat = (
             Heartbeat(
