@@ -30,7 +30,14 @@ from rqueue.errors import (
     UnserializableArgument,
     WorkerLost,
 )
-from rqueue.events import TaskEvent, on_exception, on_failed, on_processed, on_processing
+from rqueue.events import (
+    TaskEvent,
+    on_cancelled,
+    on_exception,
+    on_failed,
+    on_processed,
+    on_processing,
+)
 from rqueue.settings.config import Config, ConfigError
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.debounce import Debounced
@@ -101,6 +108,7 @@ __all__ = [
     "current_batch",
     "current_job",
     "dispatch_many",
+    "on_cancelled",
     "on_exception",
     "on_failed",
     "on_processed",

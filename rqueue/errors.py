@@ -191,7 +191,10 @@ class TaskFailed(RQueueError):
 
 
 class TaskCancelled(RQueueError):
-    """``result()`` of a task that was cancelled before it ran."""
+    """A task was cancelled: ``result()`` of one cancelled before or while it ran, and
+    what a running task meets once its cancel reaches it (raised inside it in process
+    mode, as ``TaskTimeout`` is; by ``current_job().check_cancelled()`` in a thread).
+    Raised by a task, it ends the run as ``cancelled``: not retried, not failed."""
 
 
 class ResultNotKept(RQueueError, TimeoutError):

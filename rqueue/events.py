@@ -18,7 +18,7 @@ from rqueue.encoding.payload import Job
 from rqueue.tasks import awaiting
 from rqueue.tasks.validation import check_callable
 
-EventName = Literal["processing", "processed", "exception", "failed"]
+EventName = Literal["processing", "processed", "exception", "failed", "cancelled"]
 
 log = logging.getLogger("rqueue.events")
 _RAISED = "listener %r for %s raised"
@@ -31,6 +31,8 @@ class TaskEvent:
     ``processing``: before the task runs. ``processed``: it returned ``result``.
     ``exception``: an attempt raised ``exception`` and ``will_retry`` says whether it
     is retried. ``failed``: no attempts are left (or it could not run at all).
+    ``cancelled``: it was cancelled while it ran (``exception`` is the
+    ``TaskCancelled`` it stopped with; None if its worker had to be killed).
     """
 
     name: EventName
@@ -47,6 +49,7 @@ _listeners: dict[str, list[Listener]] = {
     "processed": [],
     "exception": [],
     "failed": [],
+    "cancelled": [],
 }
 
 
@@ -70,6 +73,10 @@ def on_exception(listener: Listener) -> Listener:
 
 def on_failed(listener: Listener) -> Listener:
     return listen("failed", listener)
+
+
+def on_cancelled(listener: Listener) -> Listener:
+    return listen("cancelled", listener)
 
 
 def forget(listener: Listener) -> None:

@@ -129,15 +129,22 @@ def restart(config: Config) -> None:
 @click.command()
 @click.argument("task_id")
 @click.option("--queue", "queues", multiple=True, help="Look only in this queue (repeatable).")
+@click.option(
+    "--fail", is_flag=True, help="A running task goes to the failed list too once it stops."
+)
 @connection_options
-def cancel(config: Config, task_id: str, queues: tuple[str, ...]) -> None:
-    """Cancel a ready or delayed task that has not started (exit 1 if it was not cancelled)."""
+def cancel(config: Config, task_id: str, queues: tuple[str, ...], fail: bool) -> None:
+    """Cancel a task: a ready or delayed one at once, a running one by a request its
+    worker delivers within a second (exit 0 once delivered, 1 if not cancelled)."""
     queue = RedisQueue(config)
     warn_of_unknown_queues(queue, [validate_queue_name(name) for name in queues])
-    result = cancel_anywhere(queue, task_id, queues or None)
+    result = cancel_anywhere(queue, task_id, queues or None, fail)
     where = f" on queue {result.queue}" if result.queue else ""
-    message = f"task {task_id}{where} {result.outcome.message}"
+    message = f"task {shown(task_id)}{where} {result.outcome.message}"
     if result.outcome is CancelOutcome.CANCELLED:
-        say(f"Task {task_id}{where} cancelled; it will not run.")
+        say(f"Task {shown(task_id)}{where} cancelled; it will not run.")
+        return
+    if result.outcome is CancelOutcome.CANCELLING:
+        say(f"Task {shown(task_id)}{where} {result.outcome.message}.")
         return
     die(message)

@@ -42,6 +42,7 @@ from rqueue.errors import (
     InvalidPayload,
     InvalidTaskOption,
     PayloadTooLarge,
+    TaskCancelled,
     UnserializableArgument,
     describe,
 )
@@ -96,6 +97,25 @@ class Job:
     """Context its producer passes to its attempts, as tracing carries it: the trace
     it continues (rqueue/contrib/). Strings only, never code; None: none (a worker
     decodes one per task, so no empty map is made for each)."""
+    _cancel_requested: bool = field(init=False, repr=False, compare=False)
+    """Set by the worker once this run's cancel reaches it; never set otherwise, so a
+    job costs nothing more to build (read through :attr:`cancelled`)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """True once this run was asked to stop (``handle.cancel()``, ``rqueue cancel``):
+        a task in a thread (``--threads``) or a long loop looks here between steps."""
+        return getattr(self, "_cancel_requested", False)
+
+    def check_cancelled(self) -> None:
+        """Raise ``TaskCancelled`` if this run was asked to stop: the run then ends as
+        ``cancelled``, not retried (``current_job().check_cancelled()``)."""
+        if getattr(self, "_cancel_requested", False):
+            raise TaskCancelled(f"task {self.id} was cancelled while it ran")
+
+    def request_cancel(self) -> None:
+        """The worker delivers this run's cancel (``worker/cancels.py``)."""
+        self._cancel_requested = True
 
     @property
     def chain(self) -> ChainSteps:

@@ -14,7 +14,8 @@
 - ``header``: the payload's fixed header, the bytes the scripts read and patch.
 - ``signing``: the HMAC every pushed payload carries when a secret is set, applied
   here because every path that queues a task passes through the store.
-- ``cancel``: cancelling a pending task by id; ``retry``: riding out a Redis outage;
+- ``cancel``: cancelling a task by id (a pending one at once, a running one by a
+  request its worker delivers); ``retry``: riding out a Redis outage;
   ``debounce``: what a debounced dispatch did, read from debounce.lua's reply.
 - ``failed_store`` and ``schedule_store``: the Redis side of :mod:`rqueue.failed` and
   :mod:`rqueue.schedules`, as named operations on bytes, so those modules never name

@@ -255,10 +255,10 @@ def release(
     events: int,
     error: str,
 ) -> Call:
-    """release.lua: seven fixed keys, and the child's claims key if given; ``error``
+    """release.lua: nine fixed keys, and the child's claims key if given; ``error``
     (the failed attempt's error type, or '') makes each a ``retried`` event."""
     script_keys = [keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer]
-    script_keys += (keys.pending_ids, keys.events)
+    script_keys += (keys.pending_ids, keys.events, keys.cancelling, keys.cancelled)
     if claims is not None:
         script_keys.append(keys.claims(claims))
     return script_keys, [delay_ms, _flag(unstarted), events, error, *reserved]
@@ -267,13 +267,30 @@ def release(
 def fail(
     keys: QueueKeys, reserved: bytes, record: bytes, force: bool, kept: Kept | None, events: int
 ) -> Call:
-    """fail.lua: the failed list and its lookup, the event stream, and the result keys
-    if ``kept``."""
-    script_keys = [keys.reserved, keys.failed, keys.failed_lookup, keys.events]
+    """fail.lua: the failed list and its lookup, the event stream, the cancel requests,
+    and the result keys if ``kept``."""
+    script_keys = [keys.reserved, keys.failed, keys.failed_lookup, keys.events, keys.cancelling]
     args: list[KeyOrArg] = [reserved, record, _flag(force), events]
     if kept is not None:
         _keep(keys, kept, script_keys, args, with_payload=False)
     return script_keys, args
+
+
+def cancel(keys: QueueKeys, task_id: str, raw: bytes, fail: bool) -> Call:
+    """cancel.lua: the task's pending and kept-result keys, then the in-flight ones."""
+    script_keys = [keys.pending_ids, keys.cancelled, keys.result(task_id), keys.done(task_id)]
+    script_keys += (keys.unique, keys.events_on, keys.events, keys.reserved, keys.cancelling)
+    script_keys.append(keys.timer)
+    return script_keys, [task_id, raw, _flag(fail)]
+
+
+def settle_cancelled(
+    keys: QueueKeys, reserved: bytes, task_id: str, record: bytes, fail: bool, events: int
+) -> Call:
+    """settle_cancelled.lua: the request, the failed list, the kept result, the lock."""
+    script_keys = [keys.reserved, keys.cancelling, keys.failed, keys.failed_lookup]
+    script_keys += (keys.result(task_id), keys.done(task_id), keys.unique, keys.events)
+    return script_keys, [reserved, record, events, _flag(fail), task_id]
 
 
 def count_exception(keys: QueueKeys, task_id: str, keep_ms: int) -> Call:

@@ -48,6 +48,7 @@ _PARTS = {
     "timer": "timer",
     "pending_ids": "pending-ids",
     "cancelled": "cancelled",
+    "cancelling": "cancelling",
     "schedules": "schedules",
     "schedule_defs": "schedule-defs",
     "rate": "rate",
@@ -119,6 +120,11 @@ class QueueKeys:
     """Ids of tasks pushed and not yet reserved: lets ``cancel`` answer in O(1)."""
     cancelled: str
     """Ids cancelled while pending; reserve.lua drops them instead of reserving them."""
+    cancelling: str
+    """Cancels requested for running tasks, a hash: raw task id -> ``'1'`` (file it in
+    the failed list too) or ``'0'`` (cancel.lua). The worker's parent polls it while its
+    children run tasks and signals the child running one (supervisor.py); the task's
+    settle clears it (settle_cancelled.lua, fail.lua), prune_cancelling.lua the rest."""
     schedules: str
     """Schedules firing into this queue: zset of name -> next fire time (ms)."""
     schedule_defs: str

@@ -102,7 +102,7 @@ def outcome(status: TaskStatus) -> Any:
             str(record.get("traceback", "")),
         )
     if status.status == "cancelled":
-        raise TaskCancelled(f"task {status.id} was cancelled before it ran")
+        raise TaskCancelled(f"task {status.id} was cancelled")
     if status.status == "unknown":
         raise TimeoutError(
             f"task {status.id} has no result: it keeps none (see keep_result), it expired, "

@@ -96,6 +96,8 @@ class Scripts:
     clear: LuaScript
     pause: LuaScript
     cancel: LuaScript
+    settle_cancelled: LuaScript
+    prune_cancelling: LuaScript
     fire_schedule: LuaScript
     save_schedule: LuaScript
     remove_schedule: LuaScript

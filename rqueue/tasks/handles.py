@@ -49,9 +49,12 @@ class Dispatched(NamedTuple):
             dedup += f", debounced={self.debounced.value!r}"
         return f"Dispatched(id={self.id!r}, task={self.task!r}, queue={self.queue!r}{dedup})"
 
-    def cancel(self) -> CancelOutcome:
-        """Cancel the task if it has not started; the outcome says what happened."""
-        return cancel(self.connection or default_queue(), self.id, self.queue)
+    def cancel(self, fail: bool = False) -> CancelOutcome:
+        """Cancel the task: a pending one at once (``CANCELLED``), a running one by a
+        request its worker delivers within a second (``CANCELLING``: it stops, is not
+        retried, and its status becomes ``cancelled``); the outcome says which. ``fail``
+        files a running task in the failed list too once it stops."""
+        return cancel(self.connection or default_queue(), self.id, self.queue, fail)
 
     def status(self) -> str:
         """pending, delayed, running, succeeded, failed, cancelled, or unknown (its result

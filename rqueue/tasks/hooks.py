@@ -1,7 +1,8 @@
-"""A task's ``after_succeeded`` and ``after_failed`` hooks: how a worker calls one.
+"""A task's ``after_succeeded``, ``after_failed`` and ``after_cancelled`` hooks: how a
+worker calls one.
 
-Declared with ``@task(after_succeeded=..., after_failed=...)`` (rqueue/tasks/options.py
-checks them); the worker calls them once an attempt has settled.
+Declared with ``@task(after_succeeded=..., after_failed=..., after_cancelled=...)``
+(rqueue/tasks/options.py checks them); the worker calls them once an attempt has settled.
 """
 
 from __future__ import annotations

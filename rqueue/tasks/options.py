@@ -214,6 +214,9 @@ class TaskOptions:
         default=None, metadata=_how(check=_hook("after_succeeded"))
     )
     after_failed: Hook | None = field(default=None, metadata=_how(check=_hook("after_failed")))
+    after_cancelled: Hook | None = field(
+        default=None, metadata=_how(check=_hook("after_cancelled"))
+    )
     connection: RedisQueue | None = field(default=None, compare=False, metadata=_how())
     wait_replicas: int | None = field(
         default=None,
@@ -407,6 +410,7 @@ class TaskArguments(TypedDict, total=False):
     timeout: float | None
     after_succeeded: Hook | None
     after_failed: Hook | None
+    after_cancelled: Hook | None
     keep_result: float | timedelta | None
     max_exceptions: int | None
     retry_until: RetryUntil | None

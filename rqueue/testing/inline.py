@@ -47,7 +47,7 @@ from rqueue.worker.max_exceptions import ExceptionCount
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_in
 from rqueue.worker.reports import HOOKS
-from rqueue.worker.verdicts import Failed, Released, Skipped, Verdict
+from rqueue.worker.verdicts import Cancelled, Failed, Released, Skipped, Verdict
 from rqueue.workflows import effects
 from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch
 from rqueue.workflows.chains import Chain, DispatchedChain
@@ -60,8 +60,8 @@ _DEFAULTS = WorkerOptions()
 @dataclass
 class Outcome:
     """How one call ended: ``succeeded``, ``failed``, ``cancelled`` (a batch member
-    skipped, or a call cancelled before it ran) or ``delayed`` (released by its
-    middleware, and not run again)."""
+    skipped, a call cancelled before it ran, or one that raised ``TaskCancelled``) or
+    ``delayed`` (released by its middleware, and not run again)."""
 
     id: str
     task: str
@@ -78,7 +78,7 @@ class Outcome:
         if self.failure is not None:
             raise self.failure
         if self.status == "cancelled":
-            raise TaskCancelled(f"task {self.id} was cancelled before it ran")
+            raise TaskCancelled(f"task {self.id} was cancelled")
         raise TimeoutError(
             f"task {self.id} was released by its middleware for {self.released_for:g} s; "
             "run inline, a released call is not run again"
@@ -120,8 +120,9 @@ class InlineDispatched(TaskHandle[Any]):
         """None: inline runs record no live events (nor are there workers to)."""
         return iter(())
 
-    def cancel(self) -> CancelOutcome:
-        """Cancel it if it has not run yet (a fake's recorded call)."""
+    def cancel(self, fail: bool = False) -> CancelOutcome:
+        """Cancel it if it has not run yet (a fake's recorded call); run inline, nothing
+        is running meanwhile, so ``fail`` changes nothing."""
         if self.id in self._runner.outcomes:
             if self._runner.outcomes[self.id].status == "cancelled":
                 return CancelOutcome.ALREADY_CANCELLED
@@ -274,6 +275,8 @@ class InlineRunner:
             found.released_for = verdict.release.delay
             self.outcomes[job.id] = found
             return found
+        if isinstance(verdict, Cancelled):  # it raised TaskCancelled: as in a worker
+            return self._cancelled(job, verdict.exc)
         # Never Refused: its task was looked up and its middleware built before it ran.
         assert isinstance(verdict, Skipped), verdict
         return self._skipped(job, payload)
@@ -288,6 +291,15 @@ class InlineRunner:
         if effects.involved(job):
             limit = self.max_bytes()
             self._complete(effects.on_failure(job, payload, kind, message, trace, started, limit))
+        return found
+
+    def _cancelled(self, job: Job, exc: BaseException) -> Outcome:
+        found = Outcome(job.id, job.task, "cancelled", attempts=job.attempts)
+        self.outcomes[job.id] = found
+        HOOKS.report_cancelled(registered_task(job.task), job, exc)
+        completion = effects.on_cancel(job) if job.meta else None
+        if completion is not None:
+            self._complete(completion)
         return found
 
     def _skipped(self, job: Job, payload: bytes) -> Outcome:

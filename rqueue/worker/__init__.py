@@ -9,7 +9,7 @@
   start, look up, call, settle), the same in every mode; ``attempt``: the
   :class:`Attempt` it carries and the ``Participant`` hook surface; ``rules``: the
   failure rules as named predicates; ``verdicts``: what an attempt that raised comes
-  to (skipped, refused, released, failed; retried or not), decided once for every
+  to (skipped, cancelled, refused, released, failed; retried or not), decided once for every
   mode, the inline runner's too; ``outcomes``: whether and when a failure is retried
   (``retry_in``, ``retry_delay``), reporting it or a refusal (retry it, or file it);
   ``reports``: the application's participants (the task's hooks, the app's
@@ -25,6 +25,8 @@
   seeing a warm stop) and the participant that forgets them.
 - ``scoreboard``: shared memory where each child says what it runs, for the parent;
   ``scoreboard_views``: what a slot says (its states, the views the parent reads).
+- ``cancels``: the parent's watch for cancels of running tasks (signals the child
+  running one, kills it past the grace).
 - ``recovery``: giving back or failing what a dead child held;
   ``parent_failures``: the internal task that runs hooks for tasks the parent failed.
 - ``timeouts``: per-task time limits; ``process``: a child's OS-level guards;

@@ -35,14 +35,14 @@ class Participant:
       or raises, seeing what it raised.
     - ``retry_delay``: an attempt raised and would be retried after ``delay`` seconds;
       a participant may say None instead: fail it for good now.
-    - ``after_succeeded``, ``after_retried`` or ``after_failed`` (failed for good, or
+    - ``after_succeeded``, ``after_retried``, ``after_failed`` (failed for good, or
       refused before it ran: ``job`` None if its payload could not be read; ``duration``
-      None if it never ran).
+      None if it never ran) or ``after_cancelled`` (cancelled while it ran).
 
     Then, once the outcome is settled and logged, the application's participants (the
     task's hooks and the app's listeners, ``reports.py``) hear it, and nothing they do
-    can change it: ``report_succeeded``, ``report_raised`` (every failed attempt) and
-    ``report_failed`` (failed for good).
+    can change it: ``report_succeeded``, ``report_raised`` (every failed attempt),
+    ``report_failed`` (failed for good) and ``report_cancelled``.
     """
 
     __slots__ = ()
@@ -69,6 +69,10 @@ class Participant:
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
         """The task failed for good (or could not run at all) and is filed as failed."""
 
+    def after_cancelled(self, queue: str, job: Job, duration: float | None) -> None:
+        """The task was cancelled while it ran and is settled so (``duration`` None: its
+        worker was killed for ignoring the cancel, and the parent settled it)."""
+
     def report_succeeded(
         self, task: Task[..., object], job: Job, result: object, duration: float
     ) -> None:
@@ -84,6 +88,12 @@ class Participant:
     ) -> None:
         """The task failed for good (``exc`` None: refused before it ran; ``task`` None:
         not a registered task)."""
+
+    def report_cancelled(
+        self, task: Task[..., object] | None, job: Job, exc: BaseException
+    ) -> None:
+        """The task was cancelled while it ran (``exc``: the ``TaskCancelled`` it
+        stopped with); settled and logged."""
 
 
 Participants = tuple[Participant, ...]

@@ -30,7 +30,7 @@ from rqueue.store.default import use
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
-from rqueue.tasks.current import Runner, set_runner
+from rqueue.tasks.current import Runner, current_run, set_runner
 from rqueue.tasks.iterable import use_keeper
 from rqueue.tasks.progress import use_sink
 from rqueue.text import shown
@@ -129,6 +129,7 @@ class ChildWorker(InterruptibleWaits):
         use_sink(functools.partial(progress.write, self.store))  # current_job().progress()
         use_keeper(self._checkpoints())  # iterable tasks' checkpoints
         signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGUSR1, self._on_cancel)
         for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(ignored, signal.SIG_IGN)
         # If the parent dies, the kernel sends us SIGTERM at once (a warm stop): no
@@ -395,6 +396,17 @@ class ChildWorker(InterruptibleWaits):
                 self._interruptible = False
         else:
             self._sleep(min(self.options.sleep, longest))
+
+    def _on_cancel(self, signum: int, frame: FrameType | None) -> None:
+        """SIGUSR1: the parent asks a running task to stop (``cancels.py``); the id it
+        wrote for the task's entry says which. Inline (process mode), ``TaskCancelled``
+        is raised in the task, as a timeout is; on the event loop the runner delivers it."""
+        if self._concurrent is not None and self.slot.concurrent:
+            self._concurrent.deliver_cancels()
+        run = current_run()
+        asked = isinstance(run, Attempt) and self.slot.cancel_requested(run.entry) == run.job.id
+        if asked and run is not None and not run.job.cancelled:
+            self.time_limit.interrupt(run.job)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requested = True

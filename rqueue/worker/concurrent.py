@@ -48,7 +48,7 @@ from typing import Any, Protocol, TypeVar
 
 from setproctitle import setproctitle
 
-from rqueue.errors import TaskTimeout
+from rqueue.errors import TaskCancelled, TaskTimeout
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
@@ -126,9 +126,9 @@ class ConcurrentRunner:
         self._wake: asyncio.Future[str | None] | None = None
         """A thread's wait for a push to the queues while slots are free (the loop waits
         for it beside the coroutines), so a free slot takes a new task at once."""
-        self._deadlines: dict[asyncio.Task[Any], float] = {}
-        """The running coroutines' deadlines (monotonic), by the asyncio task awaiting
-        them: the attempt's own, or the one ``call_next()`` started (middleware)."""
+        self._deadlines: dict[asyncio.Task[Any], tuple[float, Attempt]] = {}
+        """The running coroutines' deadlines (monotonic) and attempts, by the asyncio task
+        awaiting them: the attempt's own, or the one ``call_next()`` started (middleware)."""
         self._overdue: set[asyncio.Task[Any]] = set()
         """Those the watchdog cancelled: their ``CancelledError`` is a ``TaskTimeout``."""
         self._watchdog: asyncio.TimerHandle | None = None
@@ -251,13 +251,12 @@ class ConcurrentRunner:
         assert task is not None  # looked up before the attempt came here
         lifecycle = self.lifecycle
         set_current_run(attempt)  # this coroutine's own context: it sees its own job
-        deadline = attempt.started + attempt.timeout  # loop.time() is the monotonic clock
         try:
             try:
                 if task.is_async:
-                    result = await self._coroutine(attempt, deadline)
+                    result = await self._coroutine(attempt)
                 else:
-                    result = await self._in_thread(attempt, deadline)
+                    result = await self._in_thread(attempt)
                 completion = lifecycle.completion(attempt, result)
             except BaseException as exc:  # as in process mode: user code raised it
                 lifecycle.raised(attempt, exc, time.monotonic() - attempt.started)
@@ -272,7 +271,7 @@ class ConcurrentRunner:
             if entry in self.overran:  # its thread runs on: the parent's kill deadline stays
                 self.slot.linger(entry, self.overran[entry])
 
-    async def _coroutine(self, attempt: Attempt, deadline: float) -> Any:
+    async def _coroutine(self, attempt: Attempt) -> Any:
         """Await an ``async def`` task on the loop. Middleware are sync code: a stack
         runs in a thread of its own, whose ``call_next()`` runs the coroutine on the
         loop and waits for it, so it sees its outcome (exceptions, a lock's
@@ -282,7 +281,7 @@ class ConcurrentRunner:
 
         def coroutine() -> Awaitable[Any]:
             call: Awaitable[Any] = task.fn(*attempt.args, **job.kwargs)  # type: ignore[assignment]
-            return self._timed(call, deadline, attempt.timeout)
+            return self._timed(call, attempt)
 
         if not attempt.stack:
             self.lifecycle.before_call(attempt)
@@ -300,7 +299,7 @@ class ConcurrentRunner:
         call = functools.partial(self.lifecycle.call, attempt, on_the_loop)
         return await loop.run_in_executor(self._threads, context.run, call)
 
-    async def _in_thread(self, attempt: Attempt, deadline: float) -> Any:
+    async def _in_thread(self, attempt: Attempt) -> Any:
         """Run a sync task in one of the child's threads (``--threads``), its middleware
         with it. A thread cannot be stopped: past its deadline the attempt is reported
         as ``TaskTimeout`` while the thread runs on, and until it ends the child takes no
@@ -313,7 +312,7 @@ class ConcurrentRunner:
         running = self._pool.submit(context.run, self.lifecycle.call, attempt)
         self.in_threads += 1
         try:
-            return await self._timed(asyncio.wrap_future(running), deadline, attempt.timeout)
+            return await self._timed(asyncio.wrap_future(running), attempt)
         except TaskTimeout:
             if not running.done():
                 self._abandon(attempt.entry, running)
@@ -329,7 +328,7 @@ class ConcurrentRunner:
         if awaiting not in self._deadlines:
             return
         deadline = time.monotonic() + attempt.timeout
-        self._deadlines[awaiting] = deadline
+        self._deadlines[awaiting] = (deadline, attempt)
         self.slot.set(State.RUNNING, attempt.entry, deadline + self.child.options.kill_grace)
 
     def _abandon(self, index: int, running: Future[Any]) -> None:
@@ -353,22 +352,26 @@ class ConcurrentRunner:
         del self.overran[index]  # its entry lingers (no reuse) until this
         self.slot.finished(index)
 
-    async def _timed(self, coroutine: Awaitable[Any], deadline: float, timeout: float) -> Any:
-        """Await ``coroutine``; the watchdog cancels it once ``deadline`` (monotonic)
-        passes, and that cancellation is raised as ``TaskTimeout``.
+    async def _timed(self, coroutine: Awaitable[Any], attempt: Attempt) -> Any:
+        """Await ``coroutine``; the watchdog cancels it once the attempt's deadline
+        (monotonic: loop.time()'s clock) passes, and that cancellation is raised as
+        ``TaskTimeout``; one for the attempt's cancel (:meth:`deliver_cancels`), as
+        ``TaskCancelled``.
 
         A ``TimeoutError`` the task raises itself stays its own.
         """
         running = asyncio.current_task()
         assert running is not None  # a coroutine runs in a task
-        self._deadlines[running] = deadline
+        self._deadlines[running] = (attempt.started + attempt.timeout, attempt)
         if self._watchdog is None:
             self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
         try:
             return await coroutine
         except asyncio.CancelledError:
             if running in self._overdue:
-                raise TaskTimeout(f"task timed out after {timeout:g} s") from None
+                raise TaskTimeout(f"task timed out after {attempt.timeout:g} s") from None
+            if attempt.job.cancelled:
+                raise TaskCancelled(f"task {attempt.job.id} was cancelled while it ran") from None
             raise
         finally:
             del self._deadlines[running]
@@ -378,10 +381,28 @@ class ConcurrentRunner:
         """The watchdog: cancel each coroutine past its deadline, then come again while
         any runs (the loop only calls it while it runs, as it would a timer)."""
         now = self.loop.time()  # the monotonic clock
-        for running, deadline in self._deadlines.items():
+        for running, (deadline, _) in self._deadlines.items():
             if deadline <= now and running not in self._overdue:
                 self._overdue.add(running)
                 running.cancel()
         self._watchdog = None
         if self._deadlines:
             self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
+
+    def deliver_cancels(self) -> None:
+        """The parent asked for cancels (SIGUSR1: the child's handler calls this, so the
+        loop is woken to deliver them). Each running attempt whose entry the parent
+        named with its id is marked cancelled (``current_job().cancelled``); an ``async
+        def`` one's coroutine is cancelled too, and ends as ``TaskCancelled``. A thread
+        cannot be stopped: it stops at its next ``check_cancelled()``, or its child is
+        killed ``--kill-grace`` seconds later (the parent's watch, ``cancels.py``)."""
+        self.loop.call_soon_threadsafe(self._deliver_cancels)
+
+    def _deliver_cancels(self) -> None:
+        for running, (_, attempt) in list(self._deadlines.items()):
+            job = attempt.job
+            if job.cancelled or self.slot.cancel_requested(attempt.entry) != job.id:
+                continue
+            job.request_cancel()
+            if attempt.task is not None and attempt.task.is_async:
+                running.cancel()

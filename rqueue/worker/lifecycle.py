@@ -35,7 +35,7 @@ from setproctitle import setproctitle
 
 from rqueue import events
 from rqueue.encoding.payload import Job, task_name
-from rqueue.errors import InvalidPayload, UnregisteredType
+from rqueue.errors import InvalidPayload, TaskCancelled, UnregisteredType
 from rqueue.events import TaskEvent
 from rqueue.middleware.base import run_through, stack_of
 from rqueue.settings.config import Config
@@ -54,7 +54,7 @@ from rqueue.worker.participants import Roster
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
-from rqueue.worker.verdicts import Failed, Refused, Released
+from rqueue.worker.verdicts import Cancelled, Failed, Refused, Released
 from rqueue.worker.workflow import WorkflowPart
 from rqueue.workflows import effects
 
@@ -245,6 +245,8 @@ class Lifecycle:
             self.released(attempt, verdict, duration)
         elif isinstance(verdict, Refused):
             self.outcomes.refused(attempt, verdict.kind, verdict.message)
+        elif isinstance(verdict, Cancelled):
+            self.outcomes.cancelled(attempt, verdict, duration)
         else:
             self.skipped(attempt)
 
@@ -257,9 +259,13 @@ class Lifecycle:
             self.store.release, attempt.queue, [attempt.payload], delay, unstarted=not own
         )
         try:
-            self.persist(release)
+            moved = self.persist(release)
         except redis.ResponseError as refused:  # a command error: fail it, never loop
             self.outcomes.failed(attempt, Failed(refused, final=True), duration)
+            return
+        if moved < 0:  # its cancel was requested: kept reserved, cancelled instead
+            stopped = TaskCancelled(f"task {job.id} was cancelled while it ran")
+            self.outcomes.cancelled(attempt, Cancelled(stopped), duration)
             return
         self.slot.count_processed()
         used = f", attempt {job.attempts} of {attempt.tries} used" if own else ""

@@ -70,6 +70,9 @@ class ExceptionCount(Participant):
         if job is not None:
             self.forget(queue, job)
 
+    def after_cancelled(self, queue: str, job: Job, duration: float | None) -> None:
+        self.forget(queue, job)
+
 
 def _count_in_redis(store: RedisQueue, persist: Persist, queue: str, job: Job, delay: float) -> int:
     """The task's exceptions so far, this one included (count_exception.lua); 0 if

@@ -23,6 +23,7 @@ from rqueue.encoding.payload import KEEP, Job, decode
 from rqueue.errors import InvalidPayload, RQueueError, TaskTimeout, describe, utf8
 from rqueue.failed import make_record
 from rqueue.metrics.collector import UNREGISTERED
+from rqueue.store import cancel as cancels
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks.decorator import registered_task
@@ -32,7 +33,7 @@ from rqueue.worker.logs import log_outcome
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.participants import Roster
 from rqueue.worker.scoreboard import Slot, State
-from rqueue.worker.verdicts import Failed
+from rqueue.worker.verdicts import Cancelled, Failed
 from rqueue.workflows import effects
 
 log = logging.getLogger("rqueue.worker")
@@ -74,9 +75,13 @@ class Outcomes:
         delay = retry_in(attempt, failed)
         kind, message = describe(exc)
         message = _cut(message, "start")
-        if delay is not None and not release_for_retry(
+        released = delay is not None and release_for_retry(
             self.store, self.persist, queue, payload, job, delay, kind
-        ):
+        )
+        if released is CANCEL_REQUESTED:  # its cancel came first: no retry
+            self.cancelled(attempt, Cancelled(exc), duration)
+            return
+        if delay is not None and not released:
             delay, message = None, f"{message} (and Redis refused its release for a retry)"
         will_retry = delay is not None
         if will_retry:
@@ -101,6 +106,18 @@ class Outcomes:
         reports.raised(job, exc, will_retry, duration)
         if not will_retry:
             reports.failed(registered_task(job.task), job, exc)
+
+    def cancelled(self, attempt: Attempt, verdict: Cancelled, duration: float) -> None:
+        """It stopped for its cancel: settled as cancelled (never retried), its
+        participants told, then its ``after_cancelled`` hook and ``cancelled`` listeners."""
+        queue, job = attempt.queue, attempt.job
+        self.slot.set(State.RUNNING, attempt.entry)  # stopped: no kill deadline meanwhile
+        settle_cancelled(self.store, self.persist, queue, attempt.payload, job, duration)
+        for participant in attempt.participants:
+            participant.after_cancelled(queue, job, duration)
+        self.reporting(attempt.entry)
+        log_outcome(log, job, "cancelled", duration)
+        reports.cancelled(registered_task(job.task), job, verdict.exc)
 
     def rejected(
         self, entry: int, queue: str, payload: bytes, job: Job | None, kind: str, message: str
@@ -232,6 +249,11 @@ def file_failure(
     )
 
 
+CANCEL_REQUESTED = "cancel requested"
+""":func:`release_for_retry`'s answer for a task whose cancel was requested: it stays
+reserved (release.lua refuses it a retry) and the caller settles it as cancelled."""
+
+
 def release_for_retry(
     store: RedisQueue,
     persist: Persist,
@@ -240,16 +262,43 @@ def release_for_retry(
     job: Job,
     delay: float,
     error: str,
-) -> bool:
+) -> bool | str:
     """Put the task back for a retry in ``delay`` seconds after an attempt that raised
     ``error`` (its type's name); False if Redis refused that (a command error: the
-    caller fails the task instead of looping)."""
+    caller fails the task instead of looping), :data:`CANCEL_REQUESTED` if its cancel
+    was requested (the caller settles it as cancelled)."""
     try:
-        persist(lambda: store.release(queue, [payload], delay, error=error))
+        moved = persist(lambda: store.release(queue, [payload], delay, error=error))
     except redis.ResponseError as exc:
         log.error("%s %s: Redis refused its release: %s", queue, job.task, describe(exc)[1])
         return False
-    return True
+    return CANCEL_REQUESTED if moved < 0 else True
+
+
+def settle_cancelled(
+    store: RedisQueue,
+    persist: Persist,
+    queue: str,
+    payload: bytes,
+    job: Job,
+    duration: float | None,
+) -> None:
+    """Settle a task cancelled while it ran (settle_cancelled.lua), its workflow's part
+    first (``effects.on_cancel``: a batch member counted, a chain stopped), as a failure's
+    is. Filed in the failed list too if its cancel asked (``rqueue cancel --fail``). The
+    child and the parent (for a child it killed for ignoring a cancel) both settle so."""
+    completion = effects.on_cancel(job) if job.meta else None
+    if completion is not None:
+        try:
+            persist(lambda: effects.apply(completion, store))
+        except (RQueueError, redis.ResponseError) as exc:  # cancelled all the same
+            log.error("task %s (%s): its batch could not count it: %s", job.task, job.id, exc)
+    message = "cancelled while it ran" + ("" if duration is None else f" ({duration:.3f} s)")
+    record = make_record(queue, payload, "TaskCancelled", message, job=job)
+    try:
+        persist(lambda: cancels.settle(store, queue, payload, job.id, record, False))
+    except redis.ResponseError as exc:  # a command error: its reservation's expiry takes over
+        log.error("%s %s: Redis refused to settle its cancel: %s", queue, job.task, exc)
 
 
 def complete_failure(

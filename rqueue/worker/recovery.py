@@ -34,7 +34,14 @@ from rqueue.store.retry import Persist
 from rqueue.tasks.names import malformed_name
 from rqueue.worker import parent_failures
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outcomes import complete_failure, file_failure, release_for_retry, retry_delay
+from rqueue.worker.outcomes import (
+    CANCEL_REQUESTED,
+    complete_failure,
+    file_failure,
+    release_for_retry,
+    retry_delay,
+    settle_cancelled,
+)
 from rqueue.worker.participants import Metrics, Roster
 from rqueue.worker.scoreboard import Entry, Held, SlotView, State
 
@@ -58,9 +65,17 @@ class Recovery:
         """Told of each outcome settled here, as a child tells them (metrics included)."""
 
     def recover(
-        self, view: SlotView | None, claims: str, how: str, killed_for_timeout: bool, cold: bool
+        self,
+        view: SlotView | None,
+        claims: str,
+        how: str,
+        killed_for_timeout: bool,
+        cold: bool,
+        cancelled: frozenset[str] = frozenset(),
     ) -> None:
         """``view`` is None when the child died halfway through writing its slot.
+        ``cancelled``: the ids of the tasks it was killed for ignoring the cancel of
+        (``cancels.py``), settled as cancelled.
 
         Nothing in the slot can be trusted then, so nothing is acknowledged or retried
         from it: its tasks come back when their reservations expire (a finished one may
@@ -72,7 +87,7 @@ class Recovery:
                 "back when their reservations expire"
             )
         else:
-            self._settle_slot(view, how, killed_for_timeout, cold)
+            self._settle_slot(view, how, killed_for_timeout, cold, cancelled)
         self._give_back_claims(view.held if view is not None else (), claims)
 
     def _give_back_claims(self, held_tasks: tuple[Held, ...], claims: str) -> None:
@@ -96,13 +111,20 @@ class Recovery:
             )
             self.persist(release)
 
-    def _settle_slot(self, view: SlotView, how: str, killed_for_timeout: bool, cold: bool) -> None:
+    def _settle_slot(
+        self,
+        view: SlotView,
+        how: str,
+        killed_for_timeout: bool,
+        cold: bool,
+        cancelled: frozenset[str],
+    ) -> None:
         """Acknowledge what the child finished, give back what it never started, settle
         the task it was running."""
         if not view.held or view.state in (State.WAITING, State.EMPTY, State.STARTING):
             return
         if view.state == State.CONCURRENT:
-            self._settle_entries(view, how, killed_for_timeout, cold)
+            self._settle_entries(view, how, killed_for_timeout, cold, cancelled)
             return
         name = self.options.queues[view.queue_index]
         running = view.held[view.current] if view.state == State.RUNNING else None
@@ -119,10 +141,15 @@ class Recovery:
         if running is not None:
             member = members.get((running.id, running.attempts))
             if member is not None:
-                self._settle_running(name, member, how, killed_for_timeout, cold)
+                self._settle_running(name, member, how, killed_for_timeout, cold, cancelled)
 
     def _settle_entries(
-        self, view: SlotView, how: str, killed_for_timeout: bool, cold: bool
+        self,
+        view: SlotView,
+        how: str,
+        killed_for_timeout: bool,
+        cold: bool,
+        cancelled: frozenset[str],
     ) -> None:
         """A concurrent-mode child: settle each entry by its own state, queue by queue."""
         now = time.monotonic()
@@ -146,12 +173,19 @@ class Recovery:
                 member = members.get(held)
                 if member is not None:
                     overran = killed_for_timeout and 0 < deadline <= now
-                    self._settle_running(name, member, how, overran, cold)
+                    self._settle_running(name, member, how, overran, cold, cancelled)
 
     def _settle_running(
-        self, name: str, member: bytes, how: str, killed_for_timeout: bool, cold: bool
+        self,
+        name: str,
+        member: bytes,
+        how: str,
+        killed_for_timeout: bool,
+        cold: bool,
+        cancelled: frozenset[str] = frozenset(),
     ) -> None:
-        """A child died mid-task: retry or fail the task, as if it had raised."""
+        """A child died mid-task: retry or fail the task, as if it had raised; one it
+        was killed for ignoring the cancel of, or whose cancel was asked, is cancelled."""
         if cold:  # the operator stopped it: give the attempt back, run it again at once
             self.persist(lambda: self.queue.release(name, [member], unstarted=True))
             return
@@ -159,6 +193,9 @@ class Recovery:
             job = decode(member)
         except InvalidPayload:
             job = None
+        if job is not None and job.id in cancelled:
+            self._settle_cancelled(name, member, job)
+            return
         tries = (job.tries if job else None) or self.options.tries
         if killed_for_timeout:
             timeout = (job.timeout if job else None) or self.options.timeout
@@ -173,7 +210,11 @@ class Recovery:
             log.warning(
                 "%s %s %s attempt %d: %s; will retry", name, job.task, job.id, attempts, message
             )
-            if release_for_retry(self.queue, self.persist, name, member, job, delay, kind):
+            released = release_for_retry(self.queue, self.persist, name, member, job, delay, kind)
+            if released is CANCEL_REQUESTED:
+                self._settle_cancelled(name, member, job)
+                return
+            if released:
                 for participant in self.participants.of(job):
                     participant.after_retried(name, job, None)
                 return
@@ -190,6 +231,14 @@ class Recovery:
             participant.after_failed(name, job, None)
         if job is not None:  # after_failed and listeners run in a child
             parent_failures.queue_report(self.queue, name, record)
+
+    def _settle_cancelled(self, name: str, member: bytes, job: Job) -> None:
+        """Its cancel stopped it: settled as cancelled (its hook and listeners ran in
+        no child: the child that would call them is gone)."""
+        log.warning("%s %s %s: cancelled; its worker was killed", name, job.task, job.id)
+        settle_cancelled(self.queue, self.persist, name, member, job, None)
+        for participant in self.participants.of(job):
+            participant.after_cancelled(name, job, None)
 
     def _reserved_by_key(self, name: str) -> dict[tuple[str, int], bytes]:
         members = self.persist(lambda: self.queue.reserved_payloads(name))

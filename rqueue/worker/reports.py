@@ -45,7 +45,7 @@ def run_hook(hook: Hook, value: Any, job: Job) -> None:
 
 
 class TaskHooks(Participant):
-    """The task's own ``after_succeeded`` and ``after_failed`` hooks."""
+    """The task's own ``after_succeeded``, ``after_failed`` and ``after_cancelled`` hooks."""
 
     __slots__ = ()
 
@@ -62,9 +62,16 @@ class TaskHooks(Participant):
         if task is not None and exc is not None and task.options.after_failed is not None:
             run_hook(task.options.after_failed, exc, job)
 
+    def report_cancelled(
+        self, task: Task[..., object] | None, job: Job, exc: BaseException
+    ) -> None:
+        if task is not None and task.options.after_cancelled is not None:
+            run_hook(task.options.after_cancelled, exc, job)
+
 
 class Listeners(Participant):
-    """The app's listeners (``rqueue.events``): ``processed``, ``exception``, ``failed``."""
+    """The app's listeners (``rqueue.events``): ``processed``, ``exception``, ``failed``,
+    ``cancelled``."""
 
     __slots__ = ()
 
@@ -85,6 +92,11 @@ class Listeners(Participant):
         self, task: Task[..., object] | None, job: Job, exc: BaseException | None
     ) -> None:
         events.emit(TaskEvent("failed", job, exception=exc))
+
+    def report_cancelled(
+        self, task: Task[..., object] | None, job: Job, exc: BaseException
+    ) -> None:
+        events.emit(TaskEvent("cancelled", job, exception=exc))
 
 
 HOOKS = TaskHooks()
@@ -113,3 +125,8 @@ def raised(job: Job, exc: BaseException, will_retry: bool, duration: float) -> N
 def failed(task: Task[..., object] | None, job: Job, exc: BaseException | None) -> None:
     for participant in APPLICATION:
         participant.report_failed(task, job, exc)
+
+
+def cancelled(task: Task[..., object] | None, job: Job, exc: BaseException) -> None:
+    for participant in APPLICATION:
+        participant.report_cancelled(task, job, exc)

@@ -18,6 +18,7 @@ from rqueue.errors import (
     InvalidCursor,
     InvalidPayload,
     ResultNotStored,
+    TaskCancelled,
     TaskNotRegistered,
     TaskTimeout,
 )
@@ -47,6 +48,12 @@ def skips_for_cancelled_batch(attempt: Attempt, exc: BaseException) -> bool:
     """A batch member whose batch was cancelled while it ran (``BatchCancelled``, from
     ``SkipIfBatchCancelled`` or the task): skipped, as if it had not run."""
     return type(exc) is BatchCancelled and attempt.workflow and effects.is_member(attempt.job)
+
+
+def stopped_for_cancel(exc: BaseException) -> bool:
+    """It raised ``TaskCancelled``: its cancel reached it (``handle.cancel()``, ``rqueue
+    cancel``), or it said so itself. Cancelled: never retried, failed only if asked."""
+    return type(exc) is TaskCancelled
 
 
 def not_a_task(attempt: Attempt, exc: BaseException) -> bool:

@@ -10,6 +10,12 @@ which tasks are done, running and not started. A child running ``async def`` tas
 (concurrent mode, ``concurrent.py``) has many running at once, from several batches: its slot
 is then ``CONCURRENT``, each entry carries its own state, queue and kill deadline,
 and the header's deadline is the earliest of them.
+
+One region goes the other way: the parent writes there, per entry, the id of a
+running task whose cancel it is delivering (``cancels.py``), then signals the child,
+which compares it with the id of the task it runs in that entry. The parent is that
+region's only writer, as each child is its slot's, so no seqlock is shared: a child
+that reads an id another task's cancel left there sees it differ, and ignores it.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ _NAMES_KEPT = 1000
 _SEQ = struct.Struct("<q")
 _TORN_AFTER = 0.05  # seconds a write may stay unfinished before the slot counts as torn
 _GLOBAL_SIZE = _GLOBAL.size
+_CANCEL = struct.Struct("<32s")
+"""An entry's cancel: the id of the task the parent asks it to stop (cancels.py)."""
 
 
 class Scoreboard:
@@ -54,7 +62,8 @@ class Scoreboard:
         self.slots = slots
         self.max_held = max_held
         self.slot_size = _HEADER.size + _ENTRY.size * max_held
-        self._memory = mmap.mmap(-1, _GLOBAL_SIZE + self.slot_size * slots)
+        self._cancels_at = _GLOBAL_SIZE + self.slot_size * slots
+        self._memory = mmap.mmap(-1, self._cancels_at + _CANCEL.size * max_held * slots)
         # Under --max-jobs, children lock this around "how many may I take" + reserve
         # + hold, so that a limit counted over all children is never overshot. A POSIX
         # record lock, so a child killed while holding it cannot wedge its siblings.
@@ -156,6 +165,27 @@ class Scoreboard:
     def clear(self, index: int) -> None:
         offset = self.offset(index)
         self._memory[offset : offset + self.slot_size] = bytes(self.slot_size)
+        cancels = self._cancel_offset(index, 0)
+        self._memory[cancels : cancels + _CANCEL.size * self.max_held] = bytes(
+            _CANCEL.size * self.max_held
+        )
+
+    def request_cancel(self, index: int, entry: int, task_id: str) -> None:
+        """The parent's side: ask slot ``index``'s entry ``entry`` to stop ``task_id``
+        (the caller then signals the child)."""
+        if 0 <= entry < self.max_held:
+            encoded = task_id.encode("ascii", "replace")
+            _CANCEL.pack_into(self._memory, self._cancel_offset(index, entry), encoded)
+
+    def cancel_requested(self, index: int, entry: int) -> str:
+        """The child's side: the id whose cancel entry ``entry`` was asked for ('' none)."""
+        if not 0 <= entry < self.max_held:
+            return ""
+        raw: bytes = _CANCEL.unpack_from(self._memory, self._cancel_offset(index, entry))[0]
+        return raw.rstrip(b"\0").decode("ascii", "replace")
+
+    def _cancel_offset(self, index: int, entry: int) -> int:
+        return self._cancels_at + (index * self.max_held + entry) * _CANCEL.size
 
     def total_processed(self) -> int:
         processed = sum(self._processed(i) for i in range(self.slots))
@@ -219,6 +249,11 @@ class Slot:
         self._names: dict[str, bytes] = {}
         """Task names as ``start`` writes them, encoded once per name."""
         self._names_at = self._offset + _HEADER.size + _NAME_AT
+        self._index = index
+
+    def cancel_requested(self, entry: int) -> str:
+        """The id of the task the parent asked entry ``entry`` to stop ('' none)."""
+        return self.board.cancel_requested(self._index, entry)
 
     def hold(self, queue_index: int, headers: Sequence[tuple[str, int, int]]) -> Sequence[int]:
         """Record a new batch of reserved tasks, none started; return their entries.

@@ -29,6 +29,7 @@ from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
+from rqueue.worker.cancels import CancelWatch
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
@@ -81,6 +82,9 @@ class Supervisor(InterruptibleWaits):
         options = self.options
         self.metrics = recorder(self.queue, options.metrics, counted_by_parent)
         self.recovery = Recovery(self.queue, options, self._persist, self.metrics)
+        self.cancels = CancelWatch(
+            self.queue, tuple(options.queues), self.board, options.kill_grace
+        )
         self.heartbeat = (
             Heartbeat(
                 self.queue,
@@ -151,7 +155,7 @@ class Supervisor(InterruptibleWaits):
                 self.heartbeat.beat(self._running)
             self.metrics.flush_if_due()  # of the tasks it settled for dead children
         if self.children or not self.stopping:
-            self._wait(min(wait, self._time_to_next_deadline()))
+            self._wait_delivering_cancels(min(wait, self._time_to_next_deadline()))
 
     def _migrate(self) -> float:
         """Move due tasks back to the lists; return seconds until the next is due."""
@@ -185,9 +189,23 @@ class Supervisor(InterruptibleWaits):
                 running.append(Running(child.number, held.id, queues[view.queue_index], name))
         return running
 
-    def _wait(self, seconds: float) -> None:
+    def _wait_delivering_cancels(self, seconds: float) -> None:
+        """Wait ``seconds`` (a push to a timer list ends it early), delivering the cancels
+        of running tasks meanwhile (``cancels.py``): while a child runs a task their
+        requests are read every ``cancels.POLL`` seconds, the rest of the tick (moving
+        due tasks, schedules) keeping its pace; while none runs, no Redis call."""
+        deadline = time.monotonic() + seconds
+        while True:
+            running = [(pid, child.number - 1) for pid, child in self.children.items()]
+            poll = self.cancels.tick(running)
+            left = deadline - time.monotonic()
+            if left <= 0 or self._wait(min(left, poll)):
+                return
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait ``seconds``; True if a push to a timer list ended it early."""
         if seconds <= 0:
-            return
+            return False
         deadline = time.monotonic() + seconds
         self._interruptible = True
         try:
@@ -196,10 +214,11 @@ class Supervisor(InterruptibleWaits):
             # sleep the rest here: delayed tasks start within milliseconds of it.
             block = seconds - _REDIS_TIMEOUT_SLACK
             if block > 0.01 and self.queue.wait_for_timer(self.options.queues, block):
-                return  # a push moved the earliest due time: recompute
+                return True  # a push moved the earliest due time (or asked a cancel)
             remaining = deadline - time.monotonic()
             if remaining > 0:
                 time.sleep(remaining)
+            return False
         finally:
             self._interruptible = False
 
@@ -304,7 +323,10 @@ class Supervisor(InterruptibleWaits):
                     how,
                 )
             view = self.board.read(child.number - 1)
-            self.recovery.recover(view, child.claims, how, child.killed_for_timeout, self.cold)
+            killed_for_cancel = self.cancels.killed_for(pid)
+            self.recovery.recover(
+                view, child.claims, how, child.killed_for_timeout, self.cold, killed_for_cancel
+            )
             self.board.retire(child.number - 1)
             lived = time.monotonic() - child.started
             self._respawn_after[child.number] = time.monotonic() + respawn_delay(lived, view)

@@ -3,6 +3,10 @@
 This is the soft limit: the task can clean up, and it is retried or failed like any
 error. A task that swallows the exception or is stuck in C code is killed by the
 parent (see ``supervisor.py``) once ``kill_grace`` more seconds have passed.
+
+A cancel is delivered the same way (:meth:`TimeLimit.interrupt`, from the child's
+SIGUSR1 handler): ``TaskCancelled`` is raised inside the task while it is armed,
+never once it has returned.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import signal
 import time
 from types import FrameType
 
-from rqueue.errors import TaskTimeout
+from rqueue.encoding.payload import Job
+from rqueue.errors import TaskCancelled, TaskTimeout
 
 _EARLY = 0.0005
 """Seconds before a deadline at which a firing timer counts as on time (clock rounding)."""
@@ -53,6 +58,16 @@ class TimeLimit:
         self._deadline = None
         self._fires_at = math.inf
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def interrupt(self, job: Job) -> None:
+        """Stop ``job``'s run for its cancel: mark it cancelled and raise
+        ``TaskCancelled`` in it, if a task runs under this limit now (between
+        :meth:`arm` and :meth:`disarm`); else nothing, and the parent asks again."""
+        if self._deadline is None:
+            return
+        self._deadline = None  # its timeout no longer fires: it is stopping
+        job.request_cancel()
+        raise TaskCancelled(f"task {job.id} was cancelled while it ran")
 
     def _expired(self, signum: int, frame: FrameType | None) -> None:
         deadline = self._deadline

@@ -3,7 +3,7 @@
 A worker child's lifecycle (``lifecycle.py``, and the concurrent runner through it)
 and the inline runner of ``sync()`` and fakes (``rqueue.testing.inline``) settle an
 attempt by the same two steps: :func:`of_raised` says what its exception means (a
-:data:`Verdict`: skipped, refused, released or failed), and for a failure
+:data:`Verdict`: skipped, cancelled, refused, released or failed), and for a failure
 ``outcomes.retry_in`` says whether it is retried, and when. Only what they then do
 differs: a worker tells Redis, its scoreboard and its log; the inline runner keeps
 the outcome in memory and runs a retry at once. So a release, a cancelled batch, a
@@ -27,6 +27,14 @@ from rqueue.worker.attempt import Attempt
 @dataclass(frozen=True, slots=True)
 class Skipped:
     """A member of a cancelled batch: counted as skipped, acknowledged, not run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """It stopped for its cancel (``exc``, a ``TaskCancelled``): settled as cancelled,
+    never retried; in the failed list only if its cancel asked (``outcomes.py``)."""
+
+    exc: BaseException
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +71,7 @@ class Failed:
     final: bool = False
 
 
-Verdict = Skipped | Refused | Released | Failed
+Verdict = Skipped | Cancelled | Refused | Released | Failed
 """What an attempt's exception means."""
 
 SKIPPED = Skipped()
@@ -74,6 +82,8 @@ def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
     task), means, rule by rule (``rules.py``)."""
     if rules.skips_for_cancelled_batch(attempt, exc):
         return SKIPPED
+    if rules.stopped_for_cancel(exc):
+        return Cancelled(exc)
     if rules.not_a_task(attempt, exc):
         return Refused("TaskNotRegistered", str(exc))
     if rules.middleware_unbuildable(attempt, exc):

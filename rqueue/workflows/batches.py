@@ -22,11 +22,12 @@ import msgpack
 import redis
 
 from rqueue.encoding import codec
-from rqueue.encoding.payload import KEEP, Job, new_id
+from rqueue.encoding.payload import KEEP, Job, decode, new_id
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
 from rqueue.store import progress
 from rqueue.store.batch_store import BatchStore
+from rqueue.store.cancel import cancel
 from rqueue.store.default import default_queue
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
@@ -109,14 +110,31 @@ class Batch:
         return min(1.0, (status.processed + status.skipped + running) / status.total)
 
     def cancel(self) -> bool:
-        """Cancel it: members not started are skipped. False if it was already;
-        RQueueError if it has finished, when nothing is left to skip."""
+        """Cancel it: members not started are skipped, running ones are asked to stop
+        (each then counts as skipped, as ``handle.cancel()`` of a running task does).
+        False if it was already; RQueueError if it has finished, when nothing is left
+        to skip."""
         answer = self._store().cancel(self.id)
         if answer < 0:
             raise RQueueError(f"no batch {self.id} (expired, pruned, or never dispatched)")
         if answer == 2:
             raise RQueueError(f"batch {self.id} has finished: nothing is left to cancel")
+        self._cancel_running()
         return answer == 1
+
+    def _cancel_running(self) -> None:
+        """Ask the workers running its members to stop them: its queues' reserved sets
+        (the tasks in flight, few) are read, and each member there cancelled by id."""
+        status = self.status()
+        queue = self.connection or default_queue()
+        for name in status.queues if status is not None else ():
+            for payload in queue.reserved_payloads(name):
+                try:
+                    job = decode(payload)
+                except InvalidPayload:
+                    continue  # not a task: not a member either
+                if job.meta.get(BATCH) == self.id:
+                    cancel(queue, job.id, name)
 
     def cancelled(self) -> bool:
         return self._store().cancelled(self.id) is True

@@ -232,6 +232,17 @@ def on_skip(job: Job, payload: bytes) -> Completion:
     return Completion(_kept(job, payload, record), None, (job.meta[BATCH], member_index(job), "k"))
 
 
+def on_cancel(job: Job) -> Completion | None:
+    """The completion of a job cancelled while it ran: a batch member counts as
+    skipped, as a member its cancelled batch skipped does (so the batch still
+    finishes: ``finally`` runs, ``then`` does not, nor ``catch``, nothing having
+    failed); a chain stops there (no next step, no catch). Its kept result reads
+    ``cancelled`` (settle_cancelled.lua writes it). None: nothing of the kind."""
+    if BATCH not in job.meta:
+        return None
+    return Completion(None, None, (job.meta[BATCH], member_index(job), "k"))
+
+
 def apply(
     completion: Completion, queue: RedisQueue, completing: tuple[str, bytes] | None = None
 ) -> bool:

@@ -1,4 +1,5 @@
--- cancel.lua: cancel a task that was pushed and has not been reserved yet.
+-- cancel.lua: cancel a task by its id: at once if it is pending (pushed, not reserved
+-- yet), or by a request to its worker if it is running.
 -- KEYS[1] pending-ids set   KEYS[2] cancelled set
 -- KEYS[3] the task's result key   KEYS[4] its done list: if the task keeps its result
 -- (its status record exists), it is marked cancelled and whoever waits for it wakes
@@ -7,36 +8,42 @@
 -- already cancelled)
 -- KEYS[6] the queue's events marker   KEYS[7] its event stream: a "cancelled" event
 -- while a worker records events (see push.lua and events.lua)
+-- KEYS[8] the queue's reserved zset (the tasks in flight)   KEYS[9] its cancelling hash:
+-- raw task id -> '1' (file it in the failed list too) or '0'
+-- KEYS[10] its timer list: a token there wakes a worker parent waiting on it (supervisor.py
+-- blocks on it between ticks), so the request is seen at once, not at its next poll
 -- ARGV[1] task id (32 hex characters)   ARGV[2] the same id as stored in the sets: its
--- 16 raw bytes
--- Returns 1 if cancelled now, 2 if it was already cancelled, 0 if it is not pending
--- (reserved, finished, failed, or never pushed).
--- Invariant: O(1). The payload stays where it is (a list or the delayed zset) and
--- reserve.lua drops it instead of reserving it; cancel and reserve both remove the
--- id from pending-ids atomically, so exactly one of them wins: a cancelled task never
--- runs, and a task reserved first is reported as not pending.
+-- 16 raw bytes   ARGV[3] '1' to file the task in the failed list once it stops
+-- Returns 1 if cancelled now, 2 if it was already cancelled, 3 if it is running and its
+-- cancel was requested (again: the request stands, its flag replaced), 0 if it is
+-- neither pending nor running (finished, failed, or never pushed).
+-- Invariant: a pending task costs O(1): the payload stays where it is (a list or the
+-- delayed zset) and reserve.lua drops it instead of reserving it; cancel and reserve
+-- both remove the id from pending-ids atomically, so exactly one of them wins. A task
+-- not pending costs a read of the reserved set; if it is there, the request waits in
+-- the cancelling hash for the worker's parent, which signals the child running it
+-- (supervisor.py), and the task's settle (settle_cancelled.lua, or release.lua refusing
+-- it a retry) clears it; a request for a task that finished meanwhile is pruned
+-- (prune_cancelling.lua).
 -- @header
 -- @events
+-- @cancelled
 if redis.call('SREM', KEYS[1], ARGV[2]) == 1 then
   redis.call('SADD', KEYS[2], ARGV[2])
   local cap = marked_cap(KEYS[6])
   if cap then add_event(KEYS[7], cap, {'event', 'cancelled', 'id', ARGV[2], 'task', '', 'attempt', 0}) end
-  local ttl = redis.call('PTTL', KEYS[3])
-  if ttl > 0 then
-    redis.call('SET', KEYS[3], cmsgpack.pack({state = 'cancelled'}), 'PX', ttl)
-    redis.call('DEL', KEYS[4])
-    redis.call('RPUSH', KEYS[4], 1)
-    redis.call('PEXPIRE', KEYS[4], ttl)
-  end
-  local key = redis.call('TYPE', KEYS[5])['ok'] == 'hash' and redis.call('HGET', KEYS[5], 'id:' .. ARGV[1])
-  if key then
-    redis.call('HDEL', KEYS[5], 'id:' .. ARGV[1])
-    local held = redis.call('HGET', KEYS[5], 'key:' .. key)
-    if held and string.sub(held, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then redis.call('HDEL', KEYS[5], 'key:' .. key) end
-  end
+  mark_cancelled(KEYS[3], KEYS[4])
+  drop_unique_lock(KEYS[5], ARGV[1])
   return 1
 end
 if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
   return 2
+end
+for _, payload in ipairs(redis.call('ZRANGE', KEYS[8], 0, -1)) do
+  if payload_id(payload) == ARGV[2] then
+    redis.call('HSET', KEYS[9], ARGV[2], ARGV[3])
+    if redis.call('LLEN', KEYS[10]) == 0 then redis.call('RPUSH', KEYS[10], 0) end
+    return 3
+  end
 end
 return 0

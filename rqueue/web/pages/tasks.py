@@ -62,7 +62,9 @@ def task_page(request: Request) -> Response:
         trace=trace_id(where.job),
         progress=where.progress,
         events=recent_events(queue, queue_name, task_id) if queue_name else [],
-        cancellable=where.pending and state in ("ready", "delayed", "queued"),
+        # A running one too: its worker stops it (cancel.lua's request, worker/cancels.py).
+        cancellable=(where.pending and state in ("ready", "delayed", "queued"))
+        or state == "running",
         status=where.status,
         problem=where.status_problem,
         failed=where.failed,

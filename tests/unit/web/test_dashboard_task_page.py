@@ -82,20 +82,21 @@ def test_a_failed_task_is_retried_or_forgotten_from_its_page(
     assert strings(queue.client, apptasks.DONE) == ["again"]  # the retry ran, and passed
 
 
-def test_a_running_task_shows_as_running_and_cannot_be_cancelled(
+def test_a_running_task_shows_as_running_and_is_cancelled_from_its_page(
     client: httpx.Client, queue: RedisQueue, workers: Workers
 ) -> None:
-    napping = apptasks.naps.dispatch(30)
-    worker = workers.start("-c", "1", *FAST)
+    napping = apptasks.naps.using(keep_result=60).dispatch(30)
+    workers.start("-c", "1", *FAST)
 
     def running() -> str:
         page = client.get(f"/tasks/{napping.id}?queue=default").text
         return page if field(page, "state") == "running" else ""
 
     page = wait_for(running, 20, "the task to run")
-    assert "reserved until" in page and "/cancel" not in page
-    worker.signal(9)
-    worker.wait()
+    assert "reserved until" in page and f"/tasks/{napping.id}/cancel" in page
+    done = client.post(f"/tasks/{napping.id}/cancel", data={"csrf": csrf(page), "queue": "default"})
+    assert "stops it within a second" in client.get(done.headers["location"]).text
+    wait_for(lambda: napping.status() == "cancelled", 5, "its worker to stop it")
 
 
 def test_the_trace_id_is_read_from_a_valid_traceparent_only() -> None:
