@@ -60,7 +60,7 @@ _DEFAULTS = WorkerOptions()
 @dataclass
 class Outcome:
     """How one call ended: ``succeeded``, ``failed``, ``cancelled`` (a batch member
-    skipped, a call cancelled before it ran, or one that raised ``TaskCancelled``) or
+    skipped, a call cancelled before it ran, or one whose run was asked to stop) or
     ``delayed`` (released by its middleware, and not run again)."""
 
     id: str
@@ -275,7 +275,7 @@ class InlineRunner:
             found.released_for = verdict.release.delay
             self.outcomes[job.id] = found
             return found
-        if isinstance(verdict, Cancelled):  # it raised TaskCancelled: as in a worker
+        if isinstance(verdict, Cancelled):  # its run was asked to stop: as in a worker
             return self._cancelled(job, verdict.exc)
         # Never Refused: its task was looked up and its middleware built before it ran.
         assert isinstance(verdict, Skipped), verdict

@@ -18,7 +18,6 @@ from rqueue.errors import (
     InvalidCursor,
     InvalidPayload,
     ResultNotStored,
-    TaskCancelled,
     TaskNotRegistered,
     TaskTimeout,
 )
@@ -50,10 +49,13 @@ def skips_for_cancelled_batch(attempt: Attempt, exc: BaseException) -> bool:
     return type(exc) is BatchCancelled and attempt.workflow and effects.is_member(attempt.job)
 
 
-def stopped_for_cancel(exc: BaseException) -> bool:
-    """It raised ``TaskCancelled``: its cancel reached it (``handle.cancel()``, ``rqueue
-    cancel``), or it said so itself. Cancelled: never retried, failed only if asked."""
-    return type(exc) is TaskCancelled
+def stopped_for_cancel(attempt: Attempt) -> bool:
+    """Its cancel reached it (``handle.cancel()``, ``rqueue cancel``): it ends cancelled,
+    never retried, failed only if asked, whatever it raised then: the ``TaskCancelled``
+    it was given, or an error it wrapped that in. Decided by the run's state, not by the
+    exception's type: a ``TaskCancelled`` the task met otherwise (the ``result()`` of
+    another task that was cancelled) is an error like any other."""
+    return attempt.job.cancelled
 
 
 def not_a_task(attempt: Attempt, exc: BaseException) -> bool:

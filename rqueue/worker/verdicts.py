@@ -31,8 +31,10 @@ class Skipped:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """It stopped for its cancel (``exc``, a ``TaskCancelled``): settled as cancelled,
-    never retried; in the failed list only if its cancel asked (``outcomes.py``)."""
+    """It stopped for its cancel (``exc``: what it raised once the cancel reached it,
+    the ``TaskCancelled`` it was given or an error it wrapped that in): settled as
+    cancelled, never retried; in the failed list only if its cancel asked
+    (``outcomes.py``)."""
 
     exc: BaseException
 
@@ -82,7 +84,7 @@ def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
     task), means, rule by rule (``rules.py``)."""
     if rules.skips_for_cancelled_batch(attempt, exc):
         return SKIPPED
-    if rules.stopped_for_cancel(exc):
+    if rules.stopped_for_cancel(attempt):
         return Cancelled(exc)
     if rules.not_a_task(attempt, exc):
         return Refused("TaskNotRegistered", str(exc))

@@ -94,6 +94,8 @@ def quick(value: str) -> str:
 
 GAVE_UP: list[str] = []
 """What ``after_cancelled`` heard of ``gives_up`` runs, in this process (inline runs)."""
+RAN: list[str] = []
+"""Each run of ``gives_up``, in this process (inline runs)."""
 
 
 def _gave_up(exc: BaseException, job: object) -> None:
@@ -102,5 +104,18 @@ def _gave_up(exc: BaseException, job: object) -> None:
 
 @task(tries=3, after_cancelled=_gave_up)
 def gives_up(value: str) -> None:
-    """Cancels itself: what a cancel delivered to it would raise."""
-    raise TaskCancelled(f"{value}: nothing left to do")
+    """Raises TaskCancelled with no cancel asked for it (as ``result()`` of a cancelled
+    task would): an error like any other, not a cancel."""
+    RAN.append(value)
+    raise TaskCancelled(f"{value}: the task it waited for was cancelled")
+
+
+@task(tries=3, dont_retry_for=(RuntimeError,))
+def wraps(value: str, seconds: float = 20.0) -> None:
+    """Wraps its cancel in an error its dont_retry_for lists: still cancelled, not failed."""
+    note(STARTED, value)
+    try:
+        time.sleep(seconds)
+    except TaskCancelled as exc:
+        note(ENDED, f"{value} stopped")
+        raise RuntimeError("wrapped") from exc

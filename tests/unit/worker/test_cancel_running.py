@@ -86,6 +86,20 @@ def test_a_task_that_ignores_its_cancel_is_killed_after_the_grace(
     assert after.result(timeout=10) == "after"  # the new child works
 
 
+def test_a_cancel_the_task_wraps_in_another_error_still_ends_cancelled(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """Decided by the run's state: its dont_retry_for (RuntimeError) does not file it."""
+    workers.start(*FAST)
+    handle = ct.wraps.using(keep_result=60).dispatch("wrapped")
+    started(queue, "wrapped")
+    cancelled(handle)
+    wait_for(lambda: left_behind(queue) == (0, 0), 5, "it to be settled")
+    assert "wrapped stopped" in strings(queue.client, ct.ENDED)
+    assert failures(queue) == []  # cancelled, not failed at once
+    assert nothing_queued(queue)  # nor retried
+
+
 def test_rqueue_cancel_exits_0_once_delivered_and_fail_files_it(
     config: Config, queue: RedisQueue, workers: Workers
 ) -> None:
