@@ -151,7 +151,8 @@ class ChildCheckpoints:
 
 
 class ForgetCheckpoint(Participant):
-    """Deletes an iterable task's checkpoint once it failed for good."""
+    """Deletes an iterable task's checkpoint once it failed for good or was cancelled:
+    no later run may resume from it (a retry from the failed list starts over)."""
 
     __slots__ = ("persist", "store")
 
@@ -161,8 +162,14 @@ class ForgetCheckpoint(Participant):
 
     def after_failed(self, queue: str, job: Job | None, duration: float | None) -> None:
         if job is not None:
-            store = self.store
-            self.persist(lambda: checkpoints.forget(store, queue, job.id))
+            self._forget(queue, job)
+
+    def after_cancelled(self, queue: str, job: Job, duration: float | None) -> None:
+        self._forget(queue, job)
+
+    def _forget(self, queue: str, job: Job) -> None:
+        store = self.store
+        self.persist(lambda: checkpoints.forget(store, queue, job.id))
 
 
 def _attempt(run: Run) -> Attempt:

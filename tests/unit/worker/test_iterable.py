@@ -171,6 +171,19 @@ def test_a_checkpoint_is_forgotten_when_the_task_fails_for_good(
     assert queue.client.exists(queue.keys("default").checkpoint(handle.id)) == 0
 
 
+def test_a_cancelled_iterable_task_forgets_its_checkpoint(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """A cancel ends it for good: no later run (a retry from elsewhere) resumes from it."""
+    workers.start(*FAST)
+    handle = it.walk.dispatch(10_000, 0.01)
+    wait_for(lambda: kept(queue, handle.id) is not None, 20, "a first checkpoint")
+    assert handle.cancel().delivered
+    wait_for(lambda: handle.status() == "cancelled", 10, "it to be cancelled")
+    wait_for(lambda: kept(queue, handle.id) is None, 5, "its checkpoint gone")
+    assert failures(queue) == []
+
+
 HOSTILE: dict[str, bytes] = {
     "garbage": b"\xc1\xff not msgpack",
     "not an array": msgpack.packb({"cursor": 1}),
