@@ -54,11 +54,13 @@ from rqueue.worker.participants import Roster
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
-from rqueue.worker.verdicts import Cancelled, Failed, Refused, Released
+from rqueue.worker.verdicts import Abandoned, Cancelled, Failed, Refused, Released
 from rqueue.worker.workflow import WorkflowPart
 from rqueue.workflows import effects
 
 log = logging.getLogger("rqueue.worker")
+
+_ABANDONED = "stopped: this worker no longer holds it, so another settles it"
 
 Header = tuple[str, int, int]
 """A payload's header as the child read it when it held the batch (store/header.py)."""
@@ -247,6 +249,9 @@ class Lifecycle:
             self.outcomes.refused(attempt, verdict.kind, verdict.message)
         elif isinstance(verdict, Cancelled):
             self.outcomes.cancelled(attempt, verdict, duration)
+        elif isinstance(verdict, Abandoned):
+            self.slot.count_processed()
+            log_outcome(log, attempt.job, _ABANDONED, duration, logging.WARNING)
         else:
             self.skipped(attempt)
 

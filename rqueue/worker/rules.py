@@ -58,6 +58,14 @@ def stopped_for_cancel(attempt: Attempt) -> bool:
     return attempt.job.cancelled
 
 
+def no_longer_held(attempt: Attempt) -> bool:
+    """This worker learnt it no longer holds the task (an iterable task's checkpoint
+    was refused: its reservation ran out, or a thread that overran was settled): nothing
+    of it is this worker's to settle, whatever it raised then. Its retry, its failure
+    and its workflow's next step are for the worker that holds it now."""
+    return attempt.lost
+
+
 def not_a_task(attempt: Attempt, exc: BaseException) -> bool:
     """Its name is no task's (the lookup failed): refused, not an attempt that failed
     (``TaskImportFailed``, a subclass, is one)."""

@@ -40,6 +40,11 @@ class Cancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class Abandoned:
+    """This worker no longer holds it (``rules.no_longer_held``): logged, nothing settled."""
+
+
+@dataclass(frozen=True, slots=True)
 class Refused:
     """It cannot run at all (no such task, middleware that cannot be built): failed
     without a retry, as a payload refused before it started is."""
@@ -73,10 +78,11 @@ class Failed:
     final: bool = False
 
 
-Verdict = Skipped | Cancelled | Refused | Released | Failed
+Verdict = Skipped | Cancelled | Abandoned | Refused | Released | Failed
 """What an attempt's exception means."""
 
 SKIPPED = Skipped()
+ABANDONED = Abandoned()
 
 
 def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
@@ -86,6 +92,8 @@ def of_raised(attempt: Attempt, exc: BaseException) -> Verdict:
         return SKIPPED
     if rules.stopped_for_cancel(attempt):
         return Cancelled(exc)
+    if rules.no_longer_held(attempt):
+        return ABANDONED
     if rules.not_a_task(attempt, exc):
         return Refused("TaskNotRegistered", str(exc))
     if rules.middleware_unbuildable(attempt, exc):

@@ -16,7 +16,7 @@ import apptasks
 import iterable_tasks as it
 import msgpack
 import pytest
-from support import Workers, failures, strings, wait_for
+from support import Workers, failures, follow_log, logged, strings, wait_for
 
 from rqueue.errors import InvalidCursor, InvalidTaskOption
 from rqueue.store import checkpoints, progress
@@ -182,6 +182,24 @@ def test_a_cancelled_iterable_task_forgets_its_checkpoint(
     wait_for(lambda: handle.status() == "cancelled", 10, "it to be cancelled")
     wait_for(lambda: kept(queue, handle.id) is None, 5, "its checkpoint gone")
     assert failures(queue) == []
+
+
+def test_a_task_whose_reservation_was_lost_stops_and_leaves_it_to_its_holder(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """Its checkpoint is refused: it stops there, and settles nothing (no retry, no
+    failure, no hook), whatever its tries: the task is another worker's now."""
+    lines = follow_log(workers.start(*FAST))
+    handle = it.walk.dispatch(10_000, 0.01)
+    wait_for(lambda: kept(queue, handle.id) is not None, 20, "a first checkpoint")
+    reserved = queue.keys("default").reserved
+    (payload,) = queue.client.zrange(reserved, 0, -1)
+    queue.client.zrem(reserved, payload)  # as if it expired and another worker took it
+    wait_for(lambda: logged(lines, "no longer holds it"), 10, "it to stop")
+    assert not logged(lines, "will retry")
+    assert failures(queue) == []
+    keys = queue.keys("default")
+    assert queue.client.llen(keys.ready) == 0 == queue.client.zcard(keys.delayed)
 
 
 HOSTILE: dict[str, bytes] = {
