@@ -19,10 +19,12 @@ have counted them being dead.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 
 from rqueue.encoding.payload import Job, decode
 from rqueue.errors import InvalidPayload
@@ -46,6 +48,20 @@ from rqueue.worker.participants import Metrics, Roster
 from rqueue.worker.scoreboard import Entry, Held, SlotView, State
 
 log = logging.getLogger("rqueue.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class Death:
+    """How a child died, which decides what becomes of the task it was running."""
+
+    how: str
+    """What happened to it, for the ``WorkerLost`` message ("killed by signal 9")."""
+    killed_for_timeout: bool
+    """The parent killed it for overrunning a deadline: its running task timed out."""
+    cold: bool
+    """The operator stopped the worker at once: its running tasks are given back whole."""
+    cancelled: frozenset[str]
+    """The ids of the tasks it was killed for ignoring the cancel of: settled as cancelled."""
 
 
 class Recovery:
@@ -87,7 +103,7 @@ class Recovery:
                 "back when their reservations expire"
             )
         else:
-            self._settle_slot(view, how, killed_for_timeout, cold, cancelled)
+            self._settle_slot(view, Death(how, killed_for_timeout, cold, cancelled))
         self._give_back_claims(view.held if view is not None else (), claims)
 
     def _give_back_claims(self, held_tasks: tuple[Held, ...], claims: str) -> None:
@@ -111,20 +127,13 @@ class Recovery:
             )
             self.persist(release)
 
-    def _settle_slot(
-        self,
-        view: SlotView,
-        how: str,
-        killed_for_timeout: bool,
-        cold: bool,
-        cancelled: frozenset[str],
-    ) -> None:
+    def _settle_slot(self, view: SlotView, death: Death) -> None:
         """Acknowledge what the child finished, give back what it never started, settle
         the task it was running."""
         if not view.held or view.state in (State.WAITING, State.EMPTY, State.STARTING):
             return
         if view.state == State.CONCURRENT:
-            self._settle_entries(view, how, killed_for_timeout, cold, cancelled)
+            self._settle_entries(view, death)
             return
         name = self.options.queues[view.queue_index]
         running = view.held[view.current] if view.state == State.RUNNING else None
@@ -141,16 +150,9 @@ class Recovery:
         if running is not None:
             member = members.get((running.id, running.attempts))
             if member is not None:
-                self._settle_running(name, member, how, killed_for_timeout, cold, cancelled)
+                self._settle_running(name, member, death)
 
-    def _settle_entries(
-        self,
-        view: SlotView,
-        how: str,
-        killed_for_timeout: bool,
-        cold: bool,
-        cancelled: frozenset[str],
-    ) -> None:
+    def _settle_entries(self, view: SlotView, death: Death) -> None:
         """A concurrent-mode child: settle each entry by its own state, queue by queue."""
         now = time.monotonic()
         by_queue: dict[int, dict[Entry, list[tuple[Held, float]]]] = defaultdict(
@@ -172,28 +174,23 @@ class Recovery:
             for held, deadline in states[Entry.RUNNING]:
                 member = members.get(held)
                 if member is not None:
-                    overran = killed_for_timeout and 0 < deadline <= now
-                    self._settle_running(name, member, how, overran, cold, cancelled)
+                    overran = death.killed_for_timeout and 0 < deadline <= now
+                    self._settle_running(
+                        name, member, dataclasses.replace(death, killed_for_timeout=overran)
+                    )
 
-    def _settle_running(
-        self,
-        name: str,
-        member: bytes,
-        how: str,
-        killed_for_timeout: bool,
-        cold: bool,
-        cancelled: frozenset[str] = frozenset(),
-    ) -> None:
+    def _settle_running(self, name: str, member: bytes, death: Death) -> None:
         """A child died mid-task: retry or fail the task, as if it had raised; one it
         was killed for ignoring the cancel of, or whose cancel was asked, is cancelled."""
-        if cold:  # the operator stopped it: give the attempt back, run it again at once
+        killed_for_timeout = death.killed_for_timeout
+        if death.cold:  # the operator stopped it: give the attempt back, run it again at once
             self.persist(lambda: self.queue.release(name, [member], unstarted=True))
             return
         try:
             job = decode(member)
         except InvalidPayload:
             job = None
-        if job is not None and job.id in cancelled:
+        if job is not None and job.id in death.cancelled:
             self._settle_cancelled(name, member, job)
             return
         tries = (job.tries if job else None) or self.options.tries
@@ -202,7 +199,7 @@ class Recovery:
             kind = "TaskTimeout"
             message = f"task timed out after {timeout:g} s and did not stop; its worker was killed"
         else:
-            kind, message = "WorkerLost", f"the worker running the task was {how}"
+            kind, message = "WorkerLost", f"the worker running the task was {death.how}"
         attempts = payload_attempts(member)
         # A lost worker or a timeout is not an exception: max_exceptions does not count it.
         delay = None if job is None else retry_delay(job, attempts, tries, killed_for_timeout)
