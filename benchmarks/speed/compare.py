@@ -14,8 +14,10 @@ call to an HTTP API would, then does the INCR. Every peer runs 2 processes with 
 documented concurrency for I/O-bound work, ``--per-process`` tasks at once in each
 (RQ has processes only); rqueue runs in process mode, then in thread mode
 (``--threads``, the sync task) and async mode (``--slots``, the ``async def`` task) where
-``rqueue work`` has them. No ceiling is measured: the waits, not Redis, bound these
-rates, so each row is set beside what its tasks in flight allow (in flight / 20 ms).
+``rqueue work`` has them. Its ceiling, measured right before each system, is the same
+work with no queue: as many asyncio loops, each running as many coroutines at a time
+that wait 20 ms then INCR through ``redis.asyncio`` (benchmarks/support/ceilings.py);
+each row is also set beside what its tasks in flight allow (in flight / 20 ms).
 
     python benchmarks/speed/compare.py                # 20,000 tasks, concurrency 2
     python benchmarks/speed/compare.py --tasks 2000 --only rqueue,huey
@@ -35,7 +37,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import redis
-from common import SUPPORT_DIR, bare_incr_rate, machine_summary, table
+from ceilings import bare_incr_rate, bare_io_rate
+from common import SUPPORT_DIR, machine_summary, table
 from peer_envs import PEERS, install, peer_pythonpath, python_of
 from peers._runner import IO_WAIT
 
@@ -134,21 +137,17 @@ def main() -> None:
         runs += [(str(python_of(p)), p.name, v) for p in peers for v in p.variants]
         for python, module, variant in runs:
             client.flushall()
-            if not io:
-                # The ceiling is measured again right before each system: this machine's
-                # speed drifts over a run of minutes, and a ratio should not carry that.
-                bare = bare_incr_rate(server.url, args.tasks, args.concurrency)
+            # The ceiling is measured again right before each system: this machine's
+            # speed drifts over a run of minutes, and a ratio should not carry that.
+            bare = _ceiling(server.url, args)
             result = run_one(python, module, variant, server.url, args)
             if result is None:
                 continue
             results.append(result)
-            if io:
-                print(f"  {result['system']}: {result['steady']:,.0f} tasks/s", flush=True)
-                continue
             result["bare"] = bare
             print(
                 f"  {result['system']}: {result['steady']:,.0f} tasks/s "
-                f"({result['done']:,} done; bare INCR just before: {bare:,.0f}/s)",
+                f"({result['done']:,} done; no-queue ceiling just before: {bare:,.0f}/s)",
                 flush=True,
             )
 
@@ -180,6 +179,13 @@ def main() -> None:
     )
 
 
+def _ceiling(url: str, args: argparse.Namespace) -> float:
+    """The same work with no queue, at the same concurrency (benchmarks/support/ceilings.py)."""
+    if args.workload == "io":
+        return bare_io_rate(url, args.tasks, args.concurrency, args.per_process, IO_WAIT)
+    return bare_incr_rate(url, args.tasks, args.concurrency)
+
+
 def _modes_available() -> list[str]:
     """The execution modes of ``rqueue work`` in this checkout, beside process mode:
     ``threads`` (``--threads``) and ``async`` (``--slots``, where ``@task`` takes
@@ -206,8 +212,8 @@ def _rqueue_variants(workload: str, only: set[str]) -> list[str]:
 
 
 def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """The io workload's table: each rate beside the best peer's and beside what its
-    tasks in flight allow, with the largest process's RSS (a worker child's, for
+    """The io workload's table: each rate beside its no-queue ceiling, the best peer's
+    and what its tasks in flight allow, with the largest process's RSS (a worker child's, for
     rqueue; the goal there is under 60 MB with 100 slots)."""
     peers = [r["steady"] for r in results if not r["system"].startswith("rqueue")]
     best = max(peers, default=0.0)
@@ -222,6 +228,8 @@ def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 r["in_flight"],
                 r["steady"],
                 r["from_start"],
+                r["bare"],
+                f"{r['steady'] / r['bare']:.2f}",
                 f"{r['steady'] / best:.2f}" if best else "-",
                 f"{r['steady'] / allowed:.2f}" if allowed else "-",
                 r["enqueue_rate"],
@@ -238,6 +246,8 @@ def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
             "tasks at once",
             "tasks/s",
             "tasks/s incl. startup",
+            "no-queue tasks/s just before",
+            "x no-queue",
             "x best peer",
             "x in flight / 20 ms",
             "enqueue/s",
@@ -249,7 +259,9 @@ def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"{args.tasks:,} tasks each waiting {IO_WAIT * 1000:.0f} ms then doing one Redis INCR, "
         f"{args.concurrency} worker processes per system, up to {args.per_process} tasks at "
         "once in each where the system runs more than one (tasks/s: first task started to "
-        "last done; x best peer: beside the fastest non-rqueue row)",
+        "last done; no-queue: as many asyncio loops running as many such coroutines at a "
+        f"time through redis.asyncio, measured right before each system, {args.per_process} "
+        "coroutines at a time in each; x best peer: beside the fastest non-rqueue row)",
     )
 
 

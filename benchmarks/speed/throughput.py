@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the 
 import bench_tasks
 import redis
 import redis_limit
+from ceilings import bare_incr_rate
 from common import (
     MemorySampler,
-    bare_incr_rate,
     command_calls,
     command_delta,
     machine_summary,

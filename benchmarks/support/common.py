@@ -189,24 +189,7 @@ def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 
         time.sleep(interval)
 
 
-# -- the bare-INCR ceiling ----------------------------------------------------------------
-
-
-def _bare_incr(url: str, count: int, ready: Any, go: Any, done: Any) -> None:
-    client = redis.Redis.from_url(url)
-    client.ping()
-    ready.release()
-    go.wait()
-    incr = client.incr
-    for _ in range(count):
-        incr(COUNTER)
-    done.put(time.perf_counter())
-
-
-def bare_incr_rate(url: str, tasks: int, processes: int) -> float:
-    """Rate of ``processes`` Python processes doing nothing but ``tasks`` INCRs in all."""
-    share = [tasks // processes + (1 if i < tasks % processes else 0) for i in range(processes)]
-    return tasks / run_at_once(_bare_incr, [(url, n) for n in share])
+# -- processes let go at once ---------------------------------------------------------
 
 
 def run_at_once(
@@ -215,6 +198,14 @@ def run_at_once(
     """Run ``target(*args, ready, go, done)`` in a forked process per argset, all let go
     at once when every one has said ``ready``; seconds from then until the last one put
     its ``time.perf_counter()`` end in ``done``. Start-up then counts for none of them."""
+    started, ends = let_go_at_once(target, argsets, timeout)
+    return max(float(end) for end in ends) - started
+
+
+def let_go_at_once(
+    target: Callable[..., None], argsets: Sequence[tuple[Any, ...]], timeout: float = 600
+) -> tuple[float, list[Any]]:
+    """As :func:`run_at_once`: the moment they were let go, and what each put in ``done``."""
     context = multiprocessing.get_context("fork")
     ready, go, done = context.Semaphore(0), context.Event(), context.Queue()
     processes = [context.Process(target=target, args=(*args, ready, go, done)) for args in argsets]
@@ -224,10 +215,10 @@ def run_at_once(
         ready.acquire()
     started = time.perf_counter()
     go.set()
-    finished = max(float(done.get(timeout=timeout)) for _ in processes)
+    puts = [done.get(timeout=timeout) for _ in processes]
     for process in processes:
         process.join()
-    return finished - started
+    return started, puts
 
 
 class Requests:
