@@ -39,6 +39,11 @@ def empty() -> None:
 
 
 @task
+async def empty_async() -> None:
+    """Does nothing, as an ``async def`` task: the queue's own cost under ``--slots``."""
+
+
+@task
 def incr() -> None:
     """One Redis round trip, so completion can be counted (as most published benchmarks do)."""
     client().incr(COUNTER)
