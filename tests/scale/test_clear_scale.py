@@ -11,12 +11,11 @@ on every node of a cluster. Run on every topology (``RQUEUE_TEST_TOPOLOGY``).
 from __future__ import annotations
 
 import pytest
-import redis
+from support import nodes
 
 from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.failed import make_record
 from rqueue.store.cancel import CancelOutcome, cancel
-from rqueue.store.cluster import ClusterClient
 from rqueue.store.queue import Push, RedisQueue, UniqueLock
 
 pytestmark = pytest.mark.topology
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.topology
 Q = "bulk"
 TASKS = 20_000
 PER_PUSH = 1_000
-
-
-def nodes(queue: RedisQueue) -> list[redis.Redis]:
-    """A client for each server holding queues: the primaries of a cluster, else one."""
-    client = queue.client
-    return client.slots.primaries() if isinstance(client, ClusterClient) else [client]
 
 
 def commands_run(queue: RedisQueue, name: str) -> int:
