@@ -19,6 +19,7 @@ import redis
 from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config
+from rqueue.store.cluster import ClusterClient
 from rqueue.store.queue import RedisQueue
 
 T = TypeVar("T")
@@ -189,6 +190,13 @@ def ready(queue: RedisQueue, name: str = "default") -> list[bytes]:
     Sentinel (``pytest -m topology``)."""
     payloads: list[bytes] = queue.client.lrange(queue.keys(name).ready, 0, -1)  # type: ignore[assignment]
     return payloads
+
+
+def nodes(queue: RedisQueue) -> list[redis.Redis]:
+    """A client for each server holding queues: the primaries of a cluster, else one
+    (to read every server's ``INFO`` on any topology)."""
+    client = queue.client
+    return client.slots.primaries() if isinstance(client, ClusterClient) else [client]
 
 
 def settled(queue: RedisQueue, name: str = "default") -> bool:

@@ -6,6 +6,7 @@
     python benchmarks/scale/scale.py queues     # one worker serving up to 10^4 queues
     python benchmarks/scale/scale.py failed     # failed/size with 10^6 records, 10^4 queues
     python benchmarks/scale/scale.py schedules  # the parent's tick with 10^5 schedules
+    python benchmarks/scale/scale.py clear      # rqueue clear of 5 x 10^5 pending tasks
     python benchmarks/scale/scale.py all        # each of the above with its defaults, in turn
 
 Arguments after the part's name go to that part (``scale.py depth --max-depth 1e7``);
@@ -18,6 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
+import scale_clear
 import scale_depth
 import scale_due
 import scale_failed
@@ -40,6 +42,7 @@ PARTS: dict[str, Callable[[list[str]], object]] = {
     "queues": _queues,
     "failed": scale_failed.main,
     "schedules": scale_schedules.main,
+    "clear": scale_clear.main,
 }
 
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the 
 import redis
 from common import machine_summary, table
 
+import rqueue
 from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.failed import make_record
 from rqueue.server import RedisServer
@@ -50,6 +51,10 @@ LOGGED_OVER_US = 100
 logs each command a script runs too, which slows the script it measures)."""
 SLOWLOG_LEN = 100_000
 OURS = (b"SLOWLOG", b"CONFIG", b"INFO")
+RQUEUE_TREE = Path(rqueue.__file__).resolve().parents[1]
+"""Where the CLI runs: ``python -m`` puts its working directory first on the path, so
+from another checkout it would run that one's code, not the rqueue imported here (the
+one ``PYTHONPATH`` chose)."""
 
 
 class Measured(NamedTuple):
@@ -109,6 +114,7 @@ def measure(client: redis.Redis, url: str, label: str, args: Sequence[str]) -> M
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "rqueue", *args],
+        cwd=RQUEUE_TREE,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

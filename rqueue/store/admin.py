@@ -113,7 +113,11 @@ class Admin(QueueBase):
         return {queue for queue, held in zip(queues, pipe.execute(), strict=True) if held}
 
     def clear(self, queue: str) -> int:
-        """Delete every pending task of ``queue`` (clear.lua); how many. Failed stays."""
+        """Delete every pending task of ``queue`` (clear.lua); how many. Failed stays.
+
+        One atomic call for any size: the script unlinks the keys and Redis frees their
+        memory in the background, so it never holds Redis for the time of the freeing.
+        """
         return int(self.scripts.clear(self.client, *calls.clear(self.keys(queue))))
 
     def ping(self) -> None:

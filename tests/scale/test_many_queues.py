@@ -13,11 +13,9 @@ import threading
 
 import apptasks
 import pytest
-import redis
-from support import Workers, strings, title, wait_for
+from support import Workers, nodes, strings, title, wait_for
 
 from rqueue.encoding.payload import encode
-from rqueue.store.cluster import ClusterClient
 from rqueue.store.queue import RedisQueue
 from rqueue.store.waits import BLOCKED_MOST
 from rqueue.worker import queue_order
@@ -31,12 +29,6 @@ QUEUES = [f"tenant-{i}" for i in range(2000)]
 WORKER_CONNECTIONS = 40
 """Most connections one worker (a parent and its one child) may hold, whatever the
 number of its queues: a blocking connection per queue was 2,000 on a cluster."""
-
-
-def nodes(queue: RedisQueue) -> list[redis.Redis]:
-    """A client for each server holding queues: the primaries of a cluster, else one."""
-    client = queue.client
-    return client.slots.primaries() if isinstance(client, ClusterClient) else [client]
 
 
 def scripts_run(queue: RedisQueue) -> int:

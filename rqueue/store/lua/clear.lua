@@ -5,7 +5,11 @@
 -- KEYS[8] unique locks hash: the locks of the tasks deleted go with them (a task that
 -- is running meanwhile then releases nothing: its lock is gone)
 -- Returns how many tasks were deleted.
+-- UNLINK, not DEL: the keys leave the keyspace at once, in this one atomic step, and
+-- Redis frees their memory on its background thread. DEL freed it here, element by
+-- element (500,000 tasks held Redis ~100 ms); UNLINK costs the same for any size, so
+-- the clear needs no chunks and no push or reserve ever sees a queue half cleared.
 local count = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
   + redis.call('ZCARD', KEYS[3])
-redis.call('DEL', unpack(KEYS))
+redis.call('UNLINK', unpack(KEYS))
 return count
