@@ -153,12 +153,19 @@ class MemorySampler:
 
 
 def rqueue_work(
-    redis_url: str, concurrency: int, *extra: str, queue: str = "default"
+    redis_url: str,
+    concurrency: int,
+    *extra: str,
+    queue: str = "default",
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the real ``rqueue work`` CLI, importing tasks from this folder and from the
     running entry point's own (a task defined in the script, such as
-    ``workflows:record_then``, is named after its file: the worker's directory)."""
-    env = {**os.environ, "REDIS_URL": redis_url, "PYTHONPATH": str(SUPPORT_DIR)}
+    ``workflows:record_then``, is named after its file: the worker's directory).
+    ``env`` adds to its environment (a ``PYTHONPATH`` there comes before this folder)."""
+    added = dict(env or {})
+    path = os.pathsep.join(filter(None, (added.pop("PYTHONPATH", ""), str(SUPPORT_DIR))))
+    env = {**os.environ, **added, "REDIS_URL": redis_url, "PYTHONPATH": path}
     return subprocess.Popen(
         [
             sys.executable,
