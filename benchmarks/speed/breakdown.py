@@ -64,8 +64,7 @@ from rqueue.tasks.definition import Task
 WIRE_COUNTS = SUPPORT_DIR / "wire_counts"
 """The folder of the counting ``sitecustomize`` (see its docstring)."""
 FIELDS = ("requests", "writes", "bytes")
-"""Its counters, in file order, as it writes them."""
-ROLES = ("parent", "children")
+"""Its first counters, in file order, as it writes them; one per script follows."""
 HARNESS = ("llen", "zcard", "info")
 """Commands only the harness sends: not counted as the worker's."""
 TIMEOUT = 600.0
@@ -99,8 +98,33 @@ CASES = (
 # -- snapshots -----------------------------------------------------------------------
 
 
-def snapshot(client: redis.Redis, worker: int | None = None, counts: Path | None = None) -> Figures:
-    """Every cumulative figure now: the worker's processes first (psutil, then their
+class Counters:
+    """The worker's own counts (support/wire_counts/sitecustomize.py): where they go, and
+    reading them back, per process, named ``<counter>.parent`` or ``<counter>.children``."""
+
+    def __init__(self, folder: Path, queue: RedisQueue) -> None:
+        self.folder = folder
+        scripts = queue.scripts.all()
+        self.names = (*FIELDS, *(f"script.{script.name}" for script in scripts))
+        self.env = {
+            "PYTHONPATH": str(WIRE_COUNTS),
+            "RQUEUE_BENCH_WIRE_DIR": str(folder),
+            "RQUEUE_BENCH_WIRE_SHAS": ",".join(script.sha for script in scripts),
+        }
+
+    def read(self, worker: int, figures: Counter[str]) -> None:
+        layout = f"{len(self.names)}Q"
+        for path in self.folder.iterdir():
+            values = struct.unpack(layout, path.read_bytes()[: struct.calcsize(layout)])
+            role = _role(int(path.name), worker)
+            for name, value in zip(self.names, values, strict=True):
+                figures[f"{name}.{role}"] += value
+
+
+def snapshot(
+    client: redis.Redis, worker: int | None = None, counts: Counters | None = None
+) -> Figures:
+    """Every cumulative figure now: the worker's processes first (their CPU, then their
     counters), then Redis's (INFO stats, cpu, commandstats)."""
     figures: Counter[str] = Counter(wall=time.perf_counter())
     if worker is not None:
@@ -108,11 +132,7 @@ def snapshot(client: redis.Redis, worker: int | None = None, counts: Path | None
         for process in (root, *root.children(recursive=True)):
             figures[f"cpu.{_role(process.pid, worker)}"] += cpu_seconds(process)
     if worker is not None and counts is not None:
-        for path in counts.iterdir():
-            values = struct.unpack(f"{len(FIELDS)}Q", path.read_bytes()[: 8 * len(FIELDS)])
-            role = _role(int(path.name), worker)
-            for name, value in zip(FIELDS, values, strict=True):
-                figures[f"{name}.{role}"] += value
+        counts.read(worker, figures)
     stats, cpu = client.info("stats"), client.info("cpu")
     figures["redis.in"] = stats["total_net_input_bytes"]
     figures["redis.out"] = stats["total_net_output_bytes"]
@@ -173,11 +193,14 @@ class Poller:
 @dataclass
 class HarnessCost:
     """What the harness adds to the server's figures: once per window (the INFO reads of
-    its two snapshots) and per poll; and its own CPU per poll."""
+    its two snapshots) and per poll; its own CPU per poll; and, shown but not taken off,
+    Redis's CPU idle and per poll that wakes it."""
 
     fixed: Figures
     per_poll: Figures
     cpu_per_poll: float
+    idle_per_second: float
+    woken_per_poll: float
 
     def of(self, polls: int) -> Figures:
         keys = set(self.fixed) | set(self.per_poll)
@@ -185,23 +208,36 @@ class HarnessCost:
 
 
 def calibrate(client: redis.Redis, keys: QueueKeys, interval: float) -> HarnessCost:
-    """Windows with no worker: a few with no poll, a few with CALIBRATION_POLLS polls
-    ``interval`` apart, as a run's are (so Redis's idle cron over that time counts as the
-    harness', a few nanoseconds per task); the medians."""
+    """Windows with no worker, medians of a few each: with no poll (the snapshots alone),
+    with CALIBRATION_POLLS polls back to back, with one second's sleep, and with polls
+    ``interval`` apart as in a run.
+
+    What is taken off a run is the back-to-back cost, a poll's on a Redis already awake,
+    as a busy one is. A poll that finds Redis asleep costs it several times that (its
+    wake-up), and Redis's cron costs it some CPU every second whatever it does: both are
+    shown beside the figures, and stay in them."""
     poller = Poller(client, keys, interval)
 
-    def window(polls: int) -> Figures:
+    def window(polls: int, pause: float = 0.0, sleep: float = 0.0) -> Figures:
         poller.reset()
         before = snapshot(client)
         for _ in range(polls):
             poller.poll()
-            time.sleep(interval)
+            time.sleep(pause)
+        time.sleep(sleep)
         return delta(before, snapshot(client))
 
     fixed = medians([window(0) for _ in range(5)])
     polled = medians([window(CALIBRATION_POLLS) for _ in range(3)])
+    cpu_per_poll = poller.cpu / poller.polls
     per_poll = {k: (v - fixed.get(k, 0.0)) / CALIBRATION_POLLS for k, v in polled.items()}
-    return HarnessCost(fixed, per_poll, poller.cpu / max(poller.polls, 1))
+    idle = medians([window(0, sleep=1.0) for _ in range(3)])
+    idle_per_second = (idle["redis.cpu"] - fixed["redis.cpu"]) / idle["wall"]
+    paced = window(round(0.5 / interval), pause=interval)
+    woken = (paced["redis.cpu"] - fixed["redis.cpu"] - idle_per_second * paced["wall"]) / (
+        round(0.5 / interval)
+    )
+    return HarnessCost(fixed, per_poll, cpu_per_poll, idle_per_second, woken)
 
 
 def medians(runs: Sequence[Figures]) -> Figures:
@@ -223,9 +259,8 @@ def run_case(
     fill(case.task, count)
     poller = Poller(client, keys, interval)
     with tempfile.TemporaryDirectory(prefix="rqueue-wire-") as folder:
-        counts = Path(folder)
-        env = {"PYTHONPATH": str(WIRE_COUNTS), "RQUEUE_BENCH_WIRE_DIR": folder}
-        worker = rqueue_work(url, 1, *case.args, env=env)
+        counts = Counters(Path(folder), queue)
+        worker = rqueue_work(url, 1, *case.args, env=counts.env)
         try:
             ready, reserved = wait_for(poller, worker, lambda r, _: r < count)
             before = snapshot(client, worker.pid, counts)
@@ -289,6 +324,11 @@ def print_case(case: Case, f: Figures) -> None:
         ("bytes into Redis (INFO)", f.get("redis.in", 0.0), "", ""),
         ("bytes out of Redis (INFO)", f.get("redis.out", 0.0), "", ""),
         ("script calls (EVALSHA, EVAL)", scripts(f), "", ""),
+        *(
+            (f"  {name.removeprefix('script.')}.lua (the worker's count)", *split(name))
+            for name in sorted({k.rsplit(".", 1)[0] for k in f if k.startswith("script.")})
+            if sum(split(name)) > 0
+        ),
         ("Redis commands, inside scripts too", sum(worker_commands(f).values()), "", ""),
         ("worker CPU us", *cpu),
         ("Redis CPU us", f.get("redis.cpu", 0.0) * us, "", ""),
@@ -299,7 +339,7 @@ def print_case(case: Case, f: Figures) -> None:
     commands = sorted(seen.items(), key=lambda item: -item[1])
     table(
         ("command", "calls per task", "Redis us per task"),
-        [(name, f"{calls:.3f}", f"{f.get(f'usec.{name}', 0.0):.2f}") for name, calls in commands],
+        [(name, f"{calls:.4f}", f"{f.get(f'usec.{name}', 0.0):.2f}") for name, calls in commands],
         f"{case.label}: Redis commands by name (INFO commandstats; a script's time "
         "includes its commands')",
     )
@@ -350,7 +390,9 @@ def print_summaries(results: Sequence[tuple[Case, Figures]], harness: HarnessCos
         f"{harness.cpu_per_poll * us:.1f} us; Redis CPU {harness.per_poll['redis.cpu'] * us:.1f}"
         f" us, {harness.per_poll['redis.in']:.0f} bytes in, "
         f"{harness.per_poll['redis.out']:.0f} out. Per window (two snapshots' INFO): "
-        f"{harness.fixed['redis.in']:.0f} bytes in, {harness.fixed['redis.out']:,.0f} out."
+        f"{harness.fixed['redis.in']:.0f} bytes in, {harness.fixed['redis.out']:,.0f} out.\n"
+        f"Left in the Redis CPU figures: Redis idle, {harness.idle_per_second * us:,.0f} us per "
+        f"second (its cron); a poll that wakes it, {harness.woken_per_poll * us:.1f} us."
     )
 
 

@@ -1,22 +1,25 @@
 """Counts what each process of a worker sends to Redis, for benchmarks/speed/breakdown.py.
 
 Python imports ``sitecustomize`` at start-up from its path. breakdown.py alone puts this
-folder on the worker's PYTHONPATH, with ``RQUEUE_BENCH_WIRE_DIR`` naming where to count;
-without that variable this module does nothing.
+folder on the worker's PYTHONPATH, with ``RQUEUE_BENCH_WIRE_DIR`` naming where to count
+(and ``RQUEUE_BENCH_WIRE_SHAS`` the scripts to tell apart, comma-separated); without
+that variable this module does nothing.
 
 Each process (the worker's parent, and each child after its fork) keeps its counters in
 a file of its own, named after its pid and mapped into memory, so the harness can read
 them at any moment: a child leaves by ``os._exit``, which runs no exit hook, and a signal
-would be one more thing the worker handles. Per process:
+would be one more thing the worker handles. Per process, unsigned 64-bit integers:
 
 - requests: calls of ``AbstractConnection.send_packed_command``: one per command or
   pipeline, so one per round trip (the child's reserve call, sent before its tasks run
   and read after, is one too). Both of a child's paths to Redis, its wire and
-  redis-py's pool, send through it.
-- writes: the ``sendall`` calls those make (a packed command may be several chunks).
-- bytes: what those writes carried.
+  redis-py's pool, send through it;
+- writes: the ``sendall`` calls those make (a packed command may be several chunks);
+- bytes: what those writes carried;
+- then one per script SHA: the EVALSHA calls of it, pipelined ones included (every
+  command is packed by the serializer's ``pack``, alone or in a pipeline).
 
-An increment costs tens of nanoseconds, about a microsecond per task at most.
+An increment costs tens of nanoseconds; the wrappers, well under a microsecond a task.
 """
 
 from __future__ import annotations
@@ -27,8 +30,15 @@ import os
 from typing import Any
 
 FIELDS = ("requests", "writes", "bytes")
-"""The counters, in file order: unsigned 64-bit native integers."""
+"""The first counters, in file order; the scripts' follow."""
 DIRECTORY = os.environ.get("RQUEUE_BENCH_WIRE_DIR")
+SHAS = {
+    sha: len(FIELDS) + index
+    for index, sha in enumerate(
+        filter(None, os.environ.get("RQUEUE_BENCH_WIRE_SHAS", "").split(","))
+    )
+}
+"""Each script's counter, by SHA."""
 
 _counts: list[Any] = []
 """This process's counters (replaced after a fork: the parent's file is not ours)."""
@@ -36,14 +46,14 @@ _counts: list[Any] = []
 
 def _open() -> None:
     assert DIRECTORY is not None
-    size = 8 * len(FIELDS)
+    fields = len(FIELDS) + len(SHAS)
     with open(os.path.join(DIRECTORY, str(os.getpid())), "w+b") as file:
-        file.truncate(size)
-        mapped = mmap.mmap(file.fileno(), size)
-    _counts[:] = [(ctypes.c_uint64 * len(FIELDS)).from_buffer(mapped)]
+        file.truncate(8 * fields)
+        mapped = mmap.mmap(file.fileno(), 8 * fields)
+    _counts[:] = [(ctypes.c_uint64 * fields).from_buffer(mapped)]
 
 
-def _install() -> None:
+def _count_sends() -> None:
     from redis.connection import AbstractConnection
 
     send = AbstractConnection.send_packed_command
@@ -57,6 +67,29 @@ def _install() -> None:
         send(connection, chunks, check_health)
 
     AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+
+
+def _count_scripts(serializer: Any) -> None:
+    pack = serializer.pack
+
+    def counted(self: Any, *args: Any) -> Any:
+        if args[0] in ("EVALSHA", b"EVALSHA"):
+            sha = args[1].decode() if isinstance(args[1], bytes) else args[1]
+            index = SHAS.get(sha)
+            if index is not None:
+                _counts[0][index] += 1
+        return pack(self, *args)
+
+    serializer.pack = counted
+
+
+def _install() -> None:
+    from redis import connection
+
+    _count_sends()
+    for name in ("PythonRespSerializer", "HiredisRespSerializer"):
+        if hasattr(connection, name):
+            _count_scripts(getattr(connection, name))
     _open()
     os.register_at_fork(after_in_child=_open)
 
