@@ -40,7 +40,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +112,7 @@ class Counters:
             "RQUEUE_BENCH_WIRE_SHAS": ",".join(script.sha for script in scripts),
         }
 
-    def read(self, worker: int, figures: Counter[str]) -> None:
+    def read(self, worker: int, figures: defaultdict[str, float]) -> None:
         layout = f"{len(self.names)}Q"
         for path in self.folder.iterdir():
             values = struct.unpack(layout, path.read_bytes()[: struct.calcsize(layout)])
@@ -126,7 +126,7 @@ def snapshot(
 ) -> Figures:
     """Every cumulative figure now: the worker's processes first (their CPU, then their
     counters), then Redis's (INFO stats, cpu, commandstats)."""
-    figures: Counter[str] = Counter(wall=time.perf_counter())
+    figures: defaultdict[str, float] = defaultdict(float, wall=time.perf_counter())
     if worker is not None:
         root = psutil.Process(worker)
         for process in (root, *root.children(recursive=True)):
@@ -311,28 +311,33 @@ def scripts(figures: Figures) -> float:
 
 
 def print_case(case: Case, f: Figures) -> None:
-    def split(name: str) -> tuple[float, float, float]:
+    def split(name: str, scale: float = 1.0, digits: int = 4) -> tuple[str, str, str]:
         parent, children = f.get(f"{name}.parent", 0.0), f.get(f"{name}.children", 0.0)
-        return parent + children, parent, children
+        all_, parent_, children_ = (
+            f"{v * scale:.{digits}f}" for v in (parent + children, parent, children)
+        )
+        return all_, parent_, children_
 
-    us = 1e6
-    cpu = tuple(v * us for v in split("cpu"))
-    rows: list[tuple[Any, ...]] = [
+    def alone(value: float, digits: int = 4) -> tuple[str, str, str]:
+        return f"{value:.{digits}f}", "", ""
+
+    scripts_called = sorted({k.rsplit(".", 1)[0] for k in f if k.startswith("script.")})
+    rows: list[tuple[str, ...]] = [
         ("round trips the worker sent", *split("requests")),
         ("socket writes", *split("writes")),
-        ("bytes the worker sent", *split("bytes")),
-        ("bytes into Redis (INFO)", f.get("redis.in", 0.0), "", ""),
-        ("bytes out of Redis (INFO)", f.get("redis.out", 0.0), "", ""),
-        ("script calls (EVALSHA, EVAL)", scripts(f), "", ""),
+        ("bytes the worker sent", *split("bytes", digits=1)),
+        ("bytes into Redis (INFO)", *alone(f.get("redis.in", 0.0), 1)),
+        ("bytes out of Redis (INFO)", *alone(f.get("redis.out", 0.0), 1)),
+        ("script calls (EVALSHA, EVAL)", *alone(scripts(f))),
         *(
             (f"  {name.removeprefix('script.')}.lua (the worker's count)", *split(name))
-            for name in sorted({k.rsplit(".", 1)[0] for k in f if k.startswith("script.")})
-            if sum(split(name)) > 0
+            for name in scripts_called
+            if f.get(f"{name}.parent", 0.0) + f.get(f"{name}.children", 0.0) > 0
         ),
-        ("Redis commands, inside scripts too", sum(worker_commands(f).values()), "", ""),
-        ("worker CPU us", *cpu),
-        ("Redis CPU us", f.get("redis.cpu", 0.0) * us, "", ""),
-        ("wall us (1 / tasks per second)", f["wall"] * us, "", ""),
+        ("Redis commands, inside scripts too", *alone(sum(worker_commands(f).values()))),
+        ("worker CPU us", *split("cpu", 1e6, 2)),
+        ("Redis CPU us", *alone(f.get("redis.cpu", 0.0) * 1e6, 2)),
+        ("wall us (1 / tasks per second)", *alone(f["wall"] * 1e6, 2)),
     ]
     table(("per task", "all", "parent", "children"), rows, f"{case.label}: per task")
     seen = {k: v for k, v in worker_commands(f).items() if v * f["tasks"] >= 0.5}
@@ -378,12 +383,31 @@ def print_summaries(results: Sequence[tuple[Case, Figures]], harness: HarnessCos
         child, parent = f.get("cpu.children", 0.0) * us, f.get("cpu.parent", 0.0) * us
         server, poller = f.get("redis.cpu", 0.0) * us, f["harness.cpu"] * us
         rows.append(
-            (case.label, child, parent, server, poller, child + parent + server, f["wall"] * us)
+            (
+                case.label,
+                child,
+                parent,
+                server,
+                poller,
+                child + parent + server,
+                f["wall"] * us,
+                f.get("cpu.parent", 0.0) / f["wall"] * 1e3,
+            )
         )
     table(
-        ("mode, task", "child CPU", "parent CPU", "Redis CPU", "harness poller", "CPU", "wall"),
+        (
+            "mode, task",
+            "child CPU",
+            "parent CPU",
+            "Redis CPU",
+            "harness poller",
+            "CPU",
+            "wall",
+            "parent CPU ms/s",
+        ),
         [tuple(f"{v:.2f}" if isinstance(v, float) else v for v in row) for row in rows],
-        "Where a task's microseconds go (CPU: child + parent + Redis, not the poller)",
+        "Where a task's microseconds go (CPU: child + parent + Redis, not the poller; "
+        "the parent's also per second of the window)",
     )
     print(
         f"\nHarness, per poll (taken off the figures above): its own CPU "
