@@ -45,11 +45,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import struct
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +56,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
-import psutil
 import redis
-from common import SUPPORT_DIR, machine_summary, rqueue_work, table
+from common import machine_summary, rqueue_work, table
 from throughput import fill
+from worker_counts import Counters, worker_cpu
 
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
@@ -70,10 +68,6 @@ from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.definition import Task
 
-WIRE_COUNTS = SUPPORT_DIR / "wire_counts"
-"""The folder of the counting ``sitecustomize`` (see its docstring)."""
-FIELDS = ("requests", "writes", "bytes")
-"""Its first counters, in file order, as it writes them; one per script follows."""
 HARNESS = ("llen", "zcard", "info")
 """Commands only the harness sends: not counted as the worker's."""
 TIMEOUT = 600.0
@@ -107,39 +101,14 @@ CASES = (
 # -- snapshots -----------------------------------------------------------------------
 
 
-class Counters:
-    """The worker's own counts (support/wire_counts/sitecustomize.py): where they go, and
-    reading them back, per process, named ``<counter>.parent`` or ``<counter>.children``."""
-
-    def __init__(self, folder: Path, queue: RedisQueue) -> None:
-        self.folder = folder
-        scripts = queue.scripts.all()
-        self.names = (*FIELDS, *(f"script.{script.name}" for script in scripts))
-        self.env = {
-            "PYTHONPATH": str(WIRE_COUNTS),
-            "RQUEUE_BENCH_WIRE_DIR": str(folder),
-            "RQUEUE_BENCH_WIRE_SHAS": ",".join(script.sha for script in scripts),
-        }
-
-    def read(self, worker: int, figures: defaultdict[str, float]) -> None:
-        layout = f"{len(self.names)}Q"
-        for path in self.folder.iterdir():
-            values = struct.unpack(layout, path.read_bytes()[: struct.calcsize(layout)])
-            role = _role(int(path.name), worker)
-            for name, value in zip(self.names, values, strict=True):
-                figures[f"{name}.{role}"] += value
-
-
 def snapshot(
     client: redis.Redis, worker: int | None = None, counts: Counters | None = None
 ) -> Figures:
     """Every cumulative figure now: the worker's processes first (their CPU, then their
     counters), then Redis's (INFO stats, cpu, commandstats)."""
-    figures: defaultdict[str, float] = defaultdict(float, wall=time.perf_counter())
+    figures: Figures = {"wall": time.perf_counter()}
     if worker is not None:
-        root = psutil.Process(worker)
-        for process in (root, *root.children(recursive=True)):
-            figures[f"cpu.{_role(process.pid, worker)}"] += cpu_seconds(process)
+        worker_cpu(worker, figures)
     if worker is not None and counts is not None:
         counts.read(worker, figures)
     stats, cpu = client.info("stats"), client.info("cpu")
@@ -151,24 +120,6 @@ def snapshot(
         figures[f"calls.{command}"] = values["calls"]
         figures[f"usec.{command}"] = values["usec"]
     return dict(figures)
-
-
-def cpu_seconds(process: psutil.Process) -> float:
-    """The CPU a process has used, to the nanosecond where Linux says (the sum of its
-    threads' ``schedstat``), else psutil's: its ``cpu_times`` come in 10 ms ticks, and a
-    parent using 0.3 us per task of 20,000 reads as 0 or 10 ms in a window."""
-    try:
-        threads = list(Path(f"/proc/{process.pid}/task").glob("*/schedstat"))
-        if threads:
-            return sum(int(path.read_text().split()[0]) for path in threads) / 1e9
-        times = process.cpu_times()
-    except (OSError, psutil.NoSuchProcess):
-        return 0.0
-    return float(times.user + times.system)
-
-
-def _role(pid: int, worker: int) -> str:
-    return "parent" if pid == worker else "children"
 
 
 def delta(before: Figures, after: Figures) -> Figures:
@@ -268,7 +219,7 @@ def run_case(
     fill(case.task, count)
     poller = Poller(client, keys, interval)
     with tempfile.TemporaryDirectory(prefix="rqueue-wire-") as folder:
-        counts = Counters(Path(folder), queue)
+        counts = Counters(Path(folder), queue.scripts.all())
         worker = rqueue_work(url, 1, *case.args, env=counts.env)
         try:
             ready, reserved = wait_for(poller, worker, lambda r, _: r < count)
