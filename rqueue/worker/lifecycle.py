@@ -186,7 +186,9 @@ class Lifecycle:
         job, task = attempt.job, attempt.task
         assert task is not None  # looked up
         if invoke is None:
-            if not (attempt.stack or job.meta):  # the plain hot path
+            if not attempt.stack and attempt.participants is self.roster.plain:
+                # The hot path: a plain task's participants need no before_call (a
+                # batch member's are the same: only a unique lock's or a count's do).
                 return task.fn(*attempt.args, **job.kwargs)
             invoke = functools.partial(task.fn, *attempt.args, **job.kwargs)
 
