@@ -2,7 +2,8 @@
 
 A child reserves tasks in batches (``reserve.lua``) and hands the acknowledgements of
 finished tasks to its next reserve call, so a busy child makes well under one round
-trip per task. Two refinements live here:
+trip per task. Batch members' counts wait with their acks and go just before the call
+that carries them, one call per batch (``member_counts.py``). Two refinements live here:
 
 - Batches start at one task after an idle spell and grow fourfold up to
   ``--prefetch``: the first task of a burst starts at once, and a long first task

@@ -13,7 +13,10 @@ makes every change that lives outside the task's own queue, each idempotent (a
 derived id pushed once, a batch member counted by its bit), *before* the task is
 acknowledged: if the worker dies in between, the task runs again, and its second
 completion changes nothing that the first one made. The result record rides on
-the acknowledgement itself (reserve.lua, ack.lua, fail.lua).
+the acknowledgement itself (reserve.lua, ack.lua, fail.lua). A worker child counts a
+member that succeeded with no step to push later, with the other members of its
+batch just before the call that carries their acks (:func:`count_members`,
+``worker/member_counts.py``): still before its acknowledgement.
 
 With a secret, :func:`apply` pushes a chain's next step or catch only if the step
 itself is signed (steps.py): the worker signs the payload it builds from it, so it
