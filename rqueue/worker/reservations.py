@@ -267,11 +267,15 @@ class Reservations:
             return
         for uncounted in self.owed.settle(self.store):
             queue, payload = uncounted.queue, uncounted.payload
-            acks, kept = self._acks.get(queue, []), self._kept.get(queue, [])
-            acks[:] = [p for p in acks if p != payload]
-            kept[:] = [k for k in kept if k.payload != payload]
+            acks = [p for p in self._acks.pop(queue, []) if p != payload]
+            kept = [k for k in self._kept.pop(queue, []) if k.payload != payload]
+            if acks:
+                self._acks[queue] = acks
+            if kept:
+                self._kept[queue] = kept
             reason = f"Redis refused its batch's count of it: {uncounted.reason}"
             self.refused.append(Refused(queue, payload, reason))
+        self._reset_ack_deadline()
 
     def _reclaim(self) -> None:
         """Give back what a reserve call whose reply was lost may have reserved.
