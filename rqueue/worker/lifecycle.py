@@ -97,7 +97,9 @@ class Lifecycle:
         self.persist = persist
         self.roster = roster
         self.outcomes = Outcomes(store, options, slot, persist, roster)
-        self.workflow = WorkflowPart(store, config, persist, self.outcomes, self.skipped)
+        self.workflow = WorkflowPart(
+            store, config, persist, self.outcomes, self.skipped, counts_wait=not self.scoping
+        )
         self.title = title
         self.threaded = options.threads > 0
         self.start_concurrently = start_concurrently

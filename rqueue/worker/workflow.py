@@ -42,8 +42,13 @@ class WorkflowPart:
         persist: Persist,
         outcomes: Outcomes,
         skipped: Callable[[Attempt], None],
+        counts_wait: bool = True,
     ) -> None:
         self.store = store
+        self.counts_wait = counts_wait
+        """Whether a member's count waits for its ack (member_counts.py). Not in a child
+        an integration joined (tracing): there each member is counted as its attempt
+        completes, so the callbacks it makes due are sent in its attempt's trace."""
         self.skipped = skipped
         """Settles a cancelled batch's member (the lifecycle's step)."""
         self.persist = persist
@@ -91,9 +96,10 @@ class WorkflowPart:
         next reserve call, unless the push took it already); False if Redis refused
         that for good: the task is failed instead, never retried. A batch's member
         with nothing to push is counted with the acks that call carries instead
-        (member_counts.py): one call per batch, not one per member."""
+        (member_counts.py): one call per batch, not one per member (unless
+        ``counts_wait`` is off)."""
         queue, payload = attempt.queue, attempt.payload
-        if completion.follower is None and completion.member is not None:
+        if self.counts_wait and completion.follower is None and completion.member is not None:
             batch_id, index, _ = completion.member
             expires_at, kept = attempt.expires_at, completion.kept
             member = (batch_id, index, attempt.job.id)
