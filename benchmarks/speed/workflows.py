@@ -36,16 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the 
 import bench_tasks
 import redis
 from common import Requests, command_calls, machine_summary, median, rqueue_work, table
+from in_process import in_process_child
 
 from rqueue import Batch, BatchStatus, batch, task
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
-from rqueue.worker.child import ChildWorker
-from rqueue.worker.options import WorkerOptions
-from rqueue.worker.scoreboard import Scoreboard
-from rqueue.worker.timeouts import TimeLimit
 
 KINDS = ("plain", "keep_result", "batch member")
 KEEP_SECONDS = 3600
@@ -82,13 +79,8 @@ def fill(kind: str, count: int) -> None:
 def per_task(tasks: int, rounds: int) -> None:
     with Requests() as requests, RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
-        options = WorkerOptions()
-        board = Scoreboard(1, options.batch_limit)
-        worker = ChildWorker(
-            options, Config.resolve(redis_url=server.url), board.slot(0), 1, os.getppid(), "wf"
-        )
-        use(worker.store)
-        worker.time_limit = TimeLimit()
+        worker = in_process_child(server.url)
+        options = worker.options
         client = redis.Redis.from_url(server.url)
         print(machine_summary(client))
         rows = []

@@ -29,7 +29,8 @@ def in_process_child(url: str, prefetch: int = 100, metrics: bool = True) -> Chi
     )
     use(worker.store)
     worker.time_limit = TimeLimit()
-    set_runner(Runner(worker.store, options.timeout, options.kill_grace))
+    # As ChildWorker.run(): what it hears of batches' cancellation is remembered.
+    set_runner(Runner(worker.store, options.timeout, options.kill_grace, {}))
     return worker
 
 

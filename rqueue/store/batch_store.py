@@ -13,23 +13,35 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import msgpack
+
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
 
 
-class MemberCounted(NamedTuple):
-    """What batch_member.lua said: the counts after it, and the callbacks due now."""
+class Due(NamedTuple):
+    """Callbacks a member made due (or found due again: it ran twice)."""
 
-    counted: bool
-    """False if the member had been counted before (it ran twice) or has no batch."""
+    member_index: int
+    names: tuple[str, ...]
+    """Of ``then``, ``catch``, ``finally`` and ``progress``."""
+    counts: tuple[int, int, int, int]
+    """Total, succeeded, failed and skipped right after this member was counted."""
+
+
+class Counted(NamedTuple):
+    """What batch_member.lua said of the members counted in one call."""
+
     exists: bool
+    """False if there is no such batch (expired, pruned): nothing was counted."""
     cancelled: bool
+    counted: str
+    """One character per member, in order: ``1`` counted now, ``0`` counted before
+    (it ran twice), ``-`` not a member (its index is not one)."""
     callbacks: bytes
     """The batch's callbacks (msgpack), sent only when some are due."""
-    due: tuple[str, ...]
-    counts: tuple[int, int, int, int] = (0, 0, 0, 0)
-    """Total, succeeded, failed and skipped right after this count."""
+    due: tuple[Due, ...]
 
 
 class BatchState(NamedTuple):
@@ -82,24 +94,18 @@ class BatchStore:
             self.queue.client.zadd(self.queue.global_keys.batches, {batch_id: created})
         return created
 
-    def member(self, batch_id: str, index: int, outcome: str, task_id: str) -> MemberCounted:
-        """Count a member's outcome: ``s`` succeeded, ``f`` failed for good, ``k`` skipped."""
+    def count(self, batch_id: str, members: Sequence[tuple[int, str, str]]) -> Counted:
+        """Count members' outcomes, in one call: each (index, outcome, task id), the
+        outcome ``s`` succeeded, ``f`` failed for good, ``k`` skipped."""
         keys = self.keys(batch_id)
-        reply = self.queue.scripts.batch_member(
-            self.queue.side, keys.all(), (index, outcome, task_id)
-        )
-        code = int(reply[0])
-        if code < 0:
-            return MemberCounted(False, code == -2, False, b"", ())
-        due = tuple(d.decode() if isinstance(d, bytes) else str(d) for d in reply[7:])
-        try:
-            succeeded, failed, skipped, total = (int(n) for n in reply[1:5])
-        except (TypeError, ValueError):  # counts written by hand: none to tell
-            succeeded = failed = skipped = total = 0
-        counts = (total, succeeded, failed, skipped)
-        return MemberCounted(
-            code == 1, True, bool(int(reply[5])), bytes(reply[6] or b""), due, counts
-        )
+        packed = msgpack.packb(members)
+        reply = self.queue.scripts.batch_member(self.queue.side, keys.all(), (packed,))
+        if int(reply[0]) < 0:
+            return Counted(False, False, "", b"", ())
+        counted = reply[3].decode() if isinstance(reply[3], bytes) else str(reply[3])
+        found = reply[4:]
+        due = tuple(_due(found[at : at + 6]) for at in range(0, len(found), 6))
+        return Counted(True, bool(int(reply[1])), counted, bytes(reply[2] or b""), due)
 
     def add(self, batch_id: str, token: str, count: int, queues: Sequence[str]) -> int:
         """Room for ``count`` more members; their first index (-1: no such batch)."""
@@ -162,6 +168,13 @@ class BatchStore:
                 continue
         if batch_ids:
             self.queue.client.zrem(self.queue.global_keys.batches, *batch_ids)
+
+
+def _due(found: Sequence[object]) -> Due:
+    index, succeeded, failed, skipped, total, names = found
+    raw = names.decode() if isinstance(names, bytes) else str(names)
+    counts = (int(total), int(succeeded), int(failed), int(skipped))  # type: ignore[call-overload]
+    return Due(int(index), tuple(raw.split(",")), counts)  # type: ignore[call-overload]
 
 
 @functools.lru_cache(maxsize=1024)

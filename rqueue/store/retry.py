@@ -73,6 +73,12 @@ REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, RedisUnavailable)
 """What an outage raises: a lost or refused connection, a timeout, a transient refusal."""
 
 
+def refusal(exc: BaseException) -> bool:
+    """Whether Redis refused a command for good: an error reply that is not one of the
+    transient ones an outage gives (sending it again would meet the same refusal)."""
+    return isinstance(exc, redis.ResponseError) and not isinstance(exc, RedisUnavailable)
+
+
 def unsent(error: redis.TimeoutError) -> bool:
     """Whether a timeout came before the connection opened, so nothing was sent.
 

@@ -4,7 +4,8 @@
   delayed tasks, fires schedules, enforces deadlines, handles signals.
 - ``child``: one child's loop: claim a batch of reserved tasks, hand each to the
   lifecycle, give back what it will not run, wait for work; ``reservations``: those
-  batches (``Reserved``), reading ahead, and the acks carried by the next reserve call.
+  batches (``Reserved``), reading ahead, and the acks carried by the next reserve call;
+  ``member_counts``: batch members' counts, sent just before the call carrying their acks.
 - ``lifecycle``: one attempt from admission to its settled outcome (admit, prepare,
   start, look up, call, settle), the same in every mode; ``attempt``: the
   :class:`Attempt` it carries and the ``Participant`` hook surface; ``rules``: the

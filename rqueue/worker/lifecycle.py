@@ -97,7 +97,9 @@ class Lifecycle:
         self.persist = persist
         self.roster = roster
         self.outcomes = Outcomes(store, options, slot, persist, roster)
-        self.workflow = WorkflowPart(store, config, persist, self.outcomes, self.skipped)
+        self.workflow = WorkflowPart(
+            store, config, persist, self.outcomes, self.skipped, counts_wait=not self.scoping
+        )
         self.title = title
         self.threaded = options.threads > 0
         self.start_concurrently = start_concurrently
@@ -186,7 +188,9 @@ class Lifecycle:
         job, task = attempt.job, attempt.task
         assert task is not None  # looked up
         if invoke is None:
-            if not (attempt.stack or job.meta):  # the plain hot path
+            if not attempt.stack and attempt.participants is self.roster.plain:
+                # The hot path: a plain task's participants need no before_call (a
+                # batch member's are the same: only a unique lock's or a count's do).
                 return task.fn(*attempt.args, **job.kwargs)
             invoke = functools.partial(task.fn, *attempt.args, **job.kwargs)
 

@@ -138,24 +138,25 @@ class Outcomes:
         """Fail an attempt that cannot run at all (see :meth:`rejected`)."""
         self.rejected(attempt.entry, attempt.queue, attempt.payload, attempt.job, kind, message)
 
-    def ack_refused(self, queue: str, done: Kept, reason: str) -> None:
+    def ack_refused(self, queue: str, payload: bytes, message: str) -> None:
         """A success whose acknowledgement Redis refused (a command error, most likely
-        over its result record; see reservations.py): failed alone, with Redis's
-        reason, instead of retried for ever while the tasks behind it wait. Its
-        workflow went on as a success already: only its result record tells of this,
-        and only the metrics hear of it (its lock and its count went with its success)."""
+        over its result record), or its batch's count of it (see reservations.py):
+        failed alone, with Redis's reason (``message``), instead of retried for ever
+        while the tasks behind it wait. Its workflow went on as a success already:
+        only its result record tells of this, and only the metrics hear of it (its
+        lock and its count went with its success)."""
         try:
-            job: Job | None = decode(done.payload)
+            job: Job | None = decode(payload)
         except InvalidPayload:
             job = None
-        kind, message = "ResponseError", f"Redis refused its acknowledgement: {reason}"
-        record = make_record(queue, done.payload, kind, message, job=job)
+        kind = "ResponseError"
+        record = make_record(queue, payload, kind, message, job=job)
         kept = None
         if job is not None:
             kept_only = replace(job, meta={KEEP: job.meta.get(KEEP)})  # no workflow steps
             now = time.time()
-            kept = effects.on_failure(kept_only, done.payload, kind, message, "", now, None).kept
-        file_failure(self.store, self.persist, queue, done.payload, job, record, kept)
+            kept = effects.on_failure(kept_only, payload, kind, message, "", now, None).kept
+        file_failure(self.store, self.persist, queue, payload, job, record, kept)
         for participant in self.roster.plain:
             participant.after_failed(queue, job, None)
         log.error("%s %s %s: %s", queue, job.task if job else "-", kind, message)

@@ -1,6 +1,7 @@
 """Giving back the tasks of a child that died, from what its scoreboard slot says.
 
-The parent runs this once per dead child. Tasks the child finished are acknowledged,
+The parent runs this once per dead child. Tasks the child finished are acknowledged
+(batch members counted first: the child counts them with their acks),
 tasks it never started go back to the front of the queue with their attempt
 returned, and the task it was running is retried or failed as if it had raised:
 a timeout if the parent killed it for overrunning, ``WorkerLost`` otherwise.
@@ -35,6 +36,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks.names import malformed_name
 from rqueue.worker import parent_failures
+from rqueue.worker.member_counts import count_finished
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import (
     CANCEL_REQUESTED,
@@ -143,7 +145,7 @@ class Recovery:
         def exact(held: tuple[Held, ...]) -> list[bytes]:
             return [m for h in held if (m := members.get((h.id, h.attempts))) is not None]
 
-        self.persist(lambda: self.queue.ack(name, exact(view.held[: view.current])))
+        self._acknowledge(name, exact(view.held[: view.current]))
         self.persist(
             lambda: self.queue.release(name, exact(view.held[first_unstarted:]), unstarted=True)
         )
@@ -169,7 +171,7 @@ class Recovery:
                 return [m for h, _ in entries if (m := members.get(h)) is not None]  # noqa: B023
 
             done, unstarted = exact(states[Entry.DONE]), exact(states[Entry.UNSTARTED])
-            self.persist(lambda: self.queue.ack(name, done))  # noqa: B023
+            self._acknowledge(name, done)
             self.persist(lambda: self.queue.release(name, unstarted, unstarted=True))  # noqa: B023
             for held, deadline in states[Entry.RUNNING]:
                 member = members.get(held)
@@ -178,6 +180,12 @@ class Recovery:
                     self._settle_running(
                         name, member, dataclasses.replace(death, killed_for_timeout=overran)
                     )
+
+    def _acknowledge(self, name: str, done: list[bytes]) -> None:
+        """Acknowledge the tasks the child finished: batch members are counted first,
+        their counts having waited for these acks (member_counts.py)."""
+        self.persist(lambda: count_finished(self.queue, name, done))
+        self.persist(lambda: self.queue.ack(name, done))
 
     def _settle_running(self, name: str, member: bytes, death: Death) -> None:
         """A child died mid-task: retry or fail the task, as if it had raised; one it

@@ -2,7 +2,8 @@
 
 A child reserves tasks in batches (``reserve.lua``) and hands the acknowledgements of
 finished tasks to its next reserve call, so a busy child makes well under one round
-trip per task. Two refinements live here:
+trip per task. Batch members' counts wait with their acks and go just before the call
+that carries them, one call per batch (``member_counts.py``). Two refinements live here:
 
 - Batches start at one task after an idle spell and grow fourfold up to
   ``--prefetch``: the first task of a burst starts at once, and a long first task
@@ -39,7 +40,8 @@ import redis
 
 from rqueue.errors import describe
 from rqueue.store.queue import Kept, RedisQueue, Reservation
-from rqueue.store.retry import RedisUnavailable
+from rqueue.store.retry import refusal
+from rqueue.worker.member_counts import OwedCounts
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import queue_order
 
@@ -65,17 +67,13 @@ class _ReadAhead:
 
 
 class Refused(NamedTuple):
-    """A success whose acknowledgement (with its result record) Redis refused."""
+    """A success whose acknowledgement (with its result record), or its batch's count
+    of it, Redis refused."""
 
     queue: str
-    kept: Kept
+    payload: bytes
     reason: str
-
-
-def refusal(exc: BaseException) -> bool:
-    """Whether Redis refused a command for good: an error reply that is not one of the
-    transient ones an outage gives (store/retry.py)."""
-    return isinstance(exc, redis.ResponseError) and not isinstance(exc, RedisUnavailable)
+    """What Redis refused and why, for its failure record."""
 
 
 class Reservations:
@@ -100,6 +98,8 @@ class Reservations:
         tasks, and the seconds until it lets the next one start."""
         self.refused: list[Refused] = []
         """Acknowledgements Redis refused, for the child to fail (see the module doc)."""
+        self.owed = OwedCounts()
+        """Batch members' counts, sent before the call that carries their acks."""
 
     def take(self, allowed: int, first: str | None = None) -> Reserved | None:
         """The next batch: the one read ahead if it has tasks, else reserve now, from the
@@ -108,6 +108,7 @@ class Reservations:
         queue tried before it would be a round trip to another node)."""
         if self._lost:
             self._reclaim()
+        self._count_owed()
         batch = self.settle()
         if batch is not None and batch.reservation.payloads:
             return self._grown(batch)
@@ -151,6 +152,7 @@ class Reservations:
         ):
             return
         name = self.options.queues[0]
+        self._count_owed()
         acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
         self._reset_ack_deadline()
         try:
@@ -190,10 +192,19 @@ class Reservations:
         self._lost.add(name)
 
     def acknowledge(
-        self, queue: str, payload: bytes, expires_at: float, kept: Kept | None = None
+        self,
+        queue: str,
+        payload: bytes,
+        expires_at: float,
+        kept: Kept | None = None,
+        member: tuple[str, int, str] | None = None,
     ) -> None:
         """Remember a success, to go with the next reserve call for its queue; ``kept``
-        is its result record if it keeps one (written by that same call)."""
+        is its result record if it keeps one (written by that same call), ``member``
+        its batch id, index and task id if it is a batch's member (counted just before
+        that call: member_counts.py)."""
+        if member is not None:
+            self.owed.owe(queue, payload, *member)
         if kept is None:
             self._acks.setdefault(queue, []).append(payload)
         else:
@@ -213,6 +224,7 @@ class Reservations:
 
     def flush(self) -> None:
         """Send the pending acks now (``ack.lua``), with no reserve call to carry them."""
+        self._count_owed()
         for name in {*self._acks, *self._kept}:
             try:
                 self.store.ack(name, self._acks.get(name, []), self._kept.get(name, []))
@@ -239,13 +251,31 @@ class Reservations:
                 except redis.ResponseError as exc:
                     if not refusal(exc):
                         raise
-                    self.refused.append(Refused(name, kept[0], describe(exc)[1]))
+                    reason = f"Redis refused its acknowledgement: {describe(exc)[1]}"
+                    self.refused.append(Refused(name, kept[0].payload, reason))
                 del kept[0]
         except BaseException:
             self._restore(name, acks, kept)
             raise
         finally:
             self._reset_ack_deadline()
+
+    def _count_owed(self) -> None:
+        """Count the members whose acks are pending, before any call carries those acks;
+        one whose batch Redis refused to count is not acked but failed (``refused``)."""
+        if not self.owed:
+            return
+        for uncounted in self.owed.settle(self.store):
+            queue, payload = uncounted.queue, uncounted.payload
+            acks = [p for p in self._acks.pop(queue, []) if p != payload]
+            kept = [k for k in self._kept.pop(queue, []) if k.payload != payload]
+            if acks:
+                self._acks[queue] = acks
+            if kept:
+                self._kept[queue] = kept
+            reason = f"Redis refused its batch's count of it: {uncounted.reason}"
+            self.refused.append(Refused(queue, payload, reason))
+        self._reset_ack_deadline()
 
     def _reclaim(self) -> None:
         """Give back what a reserve call whose reply was lost may have reserved.

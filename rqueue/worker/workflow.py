@@ -5,8 +5,9 @@ batch member whose batch was cancelled is skipped, and a batch's callback is giv
 its batch. After a success, what it changes besides leaving its queue (a kept
 result, a chain's next step, a member counted) is computed first, as a pure
 ``effects.Completion`` (``stored.py`` bounds it), and applied idempotently before
-its acknowledgement, which then carries only what is left. A failure's part is
-``outcomes.complete_failure``, shared with the parent.
+its acknowledgement, which then carries only what is left; a member's count waits
+for that acknowledgement and goes just before it (``member_counts.py``). A failure's
+part is ``outcomes.complete_failure``, shared with the parent.
 
 A plain task has none of this: the lifecycle asks only ``job.meta`` first.
 """
@@ -41,8 +42,13 @@ class WorkflowPart:
         persist: Persist,
         outcomes: Outcomes,
         skipped: Callable[[Attempt], None],
+        counts_wait: bool = True,
     ) -> None:
         self.store = store
+        self.counts_wait = counts_wait
+        """Whether a member's count waits for its ack (member_counts.py). Not in a child
+        an integration joined (tracing): there each member is counted as its attempt
+        completes, so the callbacks it makes due are sent in its attempt's trace."""
         self.skipped = skipped
         """Settles a cancelled batch's member (the lifecycle's step)."""
         self.persist = persist
@@ -74,7 +80,7 @@ class WorkflowPart:
         the call: a running task may have started a chain (``job.chain``). A result
         that cannot be kept or passed on raises ResultNotStored (``stored.py``)."""
         job = attempt.job
-        if not effects.involved(job):
+        if not (attempt.workflow or effects.involved(job)):
             return None
         started_at = time.time() - (time.monotonic() - attempt.started)  # wall clock
         return stored.completion(job, attempt.payload, result, started_at, self.limits, self.store)
@@ -88,8 +94,17 @@ class WorkflowPart:
     ) -> bool:
         """Push what follows its success, idempotently, then acknowledge it (with the
         next reserve call, unless the push took it already); False if Redis refused
-        that for good: the task is failed instead, never retried."""
+        that for good: the task is failed instead, never retried. A batch's member
+        with nothing to push is counted with the acks that call carries instead
+        (member_counts.py): one call per batch, not one per member (unless
+        ``counts_wait`` is off)."""
         queue, payload = attempt.queue, attempt.payload
+        if self.counts_wait and completion.follower is None and completion.member is not None:
+            batch_id, index, _ = completion.member
+            expires_at, kept = attempt.expires_at, completion.kept
+            member = (batch_id, index, attempt.job.id)
+            reservations.acknowledge(queue, payload, expires_at, kept, member)
+            return True
         apply = functools.partial(effects.apply, completion, self.store, (queue, payload))
         try:
             acked = self.persist(apply)
@@ -110,6 +125,9 @@ class WorkflowPart:
         """Whether the member's batch was cancelled; None, with the task failed, if the
         batch's state cannot be read (a key of the wrong type): it alone goes to
         ``:failed``, where it can be retried once the state is mended."""
+        heard = effects.heard_cancelled(attempt.job)
+        if heard is not None:  # no call to Redis: nothing to persist
+            return heard
         try:
             return self.persist(functools.partial(effects.batch_cancelled, attempt.job, self.store))
         except redis.ResponseError as exc:

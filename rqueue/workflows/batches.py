@@ -13,6 +13,7 @@ argument, so they fire even if the process that dispatched the batch is gone.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -346,12 +347,19 @@ def skip_if_batch_cancelled() -> None:
 def member_index(job: Job) -> int:
     """The member's index in its batch, read off its id; InvalidPayload if it is not one."""
     batch_id = job.meta.get(BATCH)
-    index = -1
-    if isinstance(batch_id, str) and _HEX_ID.fullmatch(batch_id) and _HEX_ID.fullmatch(job.id):
-        index = ((int(job.id, 16) - int(batch_id, 16)) * _UNSPREAD) % _IDS - 1
+    index = _index(batch_id, job.id) if isinstance(batch_id, str) else -1
     if not 0 <= index < _MAX_MEMBERS:
         raise InvalidPayload(f"task {job.id} is not a member of batch {batch_id!r}")
     return index
+
+
+@functools.lru_cache(maxsize=64)
+def _index(batch_id: str, task_id: str) -> int:
+    """Remembered: a worker asks it of each member twice (checked before it runs,
+    counted after), and its other members come one after another."""
+    if _HEX_ID.fullmatch(batch_id) and _HEX_ID.fullmatch(task_id):
+        return ((int(task_id, 16) - int(batch_id, 16)) * _UNSPREAD) % _IDS - 1
+    return -1
 
 
 def member_job(call: PendingDispatch, batch_id: str, index: int) -> Job:

@@ -13,7 +13,10 @@ makes every change that lives outside the task's own queue, each idempotent (a
 derived id pushed once, a batch member counted by its bit), *before* the task is
 acknowledged: if the worker dies in between, the task runs again, and its second
 completion changes nothing that the first one made. The result record rides on
-the acknowledgement itself (reserve.lua, ack.lua, fail.lua).
+the acknowledgement itself (reserve.lua, ack.lua, fail.lua). A worker child counts a
+member that succeeded with no step to push later, with the other members of its
+batch just before the call that carries their acks (:func:`count_members`,
+``worker/member_counts.py``): still before its acknowledgement.
 
 With a secret, :func:`apply` pushes a chain's next step or catch only if the step
 itself is signed (steps.py): the worker signs the payload it builds from it, so it
@@ -25,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from rqueue.encoding.codec import pack
@@ -254,7 +258,8 @@ def apply(
     the same call that pushes it, and True is returned; else the caller acknowledges.
     """
     if completion.member is not None:
-        _count_member(completion.member, queue)
+        batch_id, index, outcome = completion.member
+        count_members(queue, batch_id, [(index, outcome, member_id(batch_id, index))])
     follower = completion.follower
     if follower is None or not _trusted(follower, queue):
         return False
@@ -283,31 +288,44 @@ def _trusted(follower: Follower, queue: RedisQueue) -> bool:
     return True
 
 
-def _count_member(member: tuple[str, int, str], queue: RedisQueue) -> None:
-    batch_id, index, outcome = member
-    counted = BatchStore(queue).member(batch_id, index, outcome, member_id(batch_id, index))
+def count_members(queue: RedisQueue, batch_id: str, members: Sequence[tuple[int, str, str]]) -> str:
+    """Count members of one batch, each (index, outcome, task id), in one call, and push
+    the callbacks they made due; what was counted (``Counted.counted``). Idempotent: a
+    member counted before changes nothing, and its callbacks are pushed once."""
+    counted = BatchStore(queue).count(batch_id, members)
     _remember(batch_id, counted.cancelled)
     if not counted.exists:
-        log.warning("batch %s is gone (expired or pruned); member %d not counted", batch_id, index)
-    elif counted.due:
-        counts = BatchCounts(*counted.counts)
-        push_callbacks(queue, batch_id, index, counted.callbacks, counted.due, counts)
+        indexes = ", ".join(str(member[0]) for member in members)
+        log.warning(
+            "batch %s is gone (expired or pruned); member %s not counted", batch_id, indexes
+        )
+    for due in counted.due:
+        counts = BatchCounts(*due.counts)
+        push_callbacks(queue, batch_id, due.member_index, counted.callbacks, due.names, counts)
+    return counted.counted
 
 
-def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
-    """True if the job is a member of a batch that was cancelled: skip it.
+def heard_cancelled(job: Job) -> bool | None:
+    """Whether the job's batch was cancelled, as this child last heard; None if it has
+    heard nothing fresh, and :func:`batch_cancelled` must ask Redis.
 
-    What the last count of a member of the same batch said (batch_member.lua answers
+    What the last count of members of the same batch said (batch_member.lua answers
     it) is taken as is for ``_FRESH`` seconds: a child running a batch's members one
-    after another then pays one round trip per member, its count, instead of two.
+    after another then reads it about once per reserve call, with their counts.
     A cancellation is for good, so a cancelled batch is never read again. What was
     heard is kept with the worker child (``Runner.batches_heard``), shared by its runs.
     """
-    batch_id = job.meta[BATCH]
     heard = _heard()
-    known = None if heard is None else heard.get(batch_id)
+    known = None if heard is None else heard.get(job.meta[BATCH])
     if known is not None and (known[0] or time.monotonic() - known[1] < _FRESH):
         return known[0]
+    return None
+
+
+def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
+    """True if the job is a member of a batch that was cancelled: skip it. Read from
+    Redis, and remembered; ask :func:`heard_cancelled` first."""
+    batch_id = job.meta[BATCH]
     cancelled = BatchStore(queue).cancelled(batch_id) is True
     _remember(batch_id, cancelled)
     return cancelled

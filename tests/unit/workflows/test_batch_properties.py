@@ -28,7 +28,7 @@ from support import run_machine
 
 from rqueue.encoding.payload import new_id
 from rqueue.settings.config import Config
-from rqueue.store.batch_store import BatchStore
+from rqueue.store.batch_store import BatchStore, Counted
 from rqueue.store.queue import RedisQueue
 from rqueue.testing.batch_counting import ONCE, MemberCounting
 from rqueue.workflows.batches import Batch, member_id
@@ -84,20 +84,27 @@ class BatchMachine(RuleBasedStateMachine):
     def _pending(self) -> int:
         return self.model.pending()
 
-    def _report(self, index: int, outcome: str) -> None:
-        reply = self.store.member(self.batch_id, index, outcome, member_id(self.batch_id, index))
-        before = self.outcomes.get(index)
-        counted, due = self.model.count(index, outcome)
+    def _report(self, members: list[tuple[int, str]]) -> None:
+        """Count members in one call (a worker counts the successes it finished since
+        its last reserve call so); the model counts them one after another."""
+        calls = [(index, outcome, member_id(self.batch_id, index)) for index, outcome in members]
+        reply = self.store.count(self.batch_id, calls)
         assert reply.exists
-        assert reply.counted == counted, (index, outcome, before)
-        if counted:
-            self.fired.update(name for name in reply.due if name in ONCE)
+        counted, due = "", []
+        for index, outcome in members:
+            changed, names = self.model.count(index, outcome)
+            counted += "1" if changed else "0"
+            if names:
+                due.append((index, tuple(names)))
+            if changed:
+                self.fired.update(name for name in names if name in ONCE)
         if self._pending() == 0:
             self.finished = True
-        assert list(reply.due) == due, (index, outcome, self.due_by)
-        assert reply.callbacks == (CALLBACKS if reply.due else b"")
+        assert reply.counted == counted, (members, self.outcomes)
+        assert [(d.member_index, d.names) for d in reply.due] == due, (members, self.due_by)
+        assert reply.callbacks == (CALLBACKS if due else b"")
         assert reply.cancelled == self.cancelled
-        self.last = (index, outcome)
+        self.last = members[-1]
 
     # -- the rules -------------------------------------------------------------------
     # Members are drawn by a number used modulo the total, so a sequence replays
@@ -115,29 +122,35 @@ class BatchMachine(RuleBasedStateMachine):
 
     @rule(number=st.integers(0, 50))
     def succeed(self, number: int) -> None:
-        self._report(number % self.total, "s")
+        self._report([(number % self.total, "s")])
+
+    @rule(numbers=st.lists(st.integers(0, 50), min_size=2, max_size=6))
+    def succeed_together(self, numbers: list[int]) -> None:
+        """Successes counted in one call, before the call carrying their acks: the
+        same as one call each (a member may come twice: it ran twice meanwhile)."""
+        self._report([(number % self.total, "s") for number in numbers])
 
     @rule(number=st.integers(0, 50))
     def fail(self, number: int) -> None:
-        self._report(number % self.total, "f")
+        self._report([(number % self.total, "f")])
 
     @rule(number=st.integers(0, 50))
     def skip(self, number: int) -> None:
-        self._report(number % self.total, "k")
+        self._report([(number % self.total, "k")])
 
     @precondition(lambda self: self.last is not None)
     @rule()
     def run_again(self) -> None:
         """The last member's worker died before its ack: it runs and reports again."""
         assert self.last is not None
-        self._report(*self.last)
+        self._report([self.last])
 
     @precondition(lambda self: "f" in self.outcomes.values())
     @rule(number=st.integers(0, 50))
     def retry_failed(self, number: int) -> None:
         """A member that failed for good is retried (``rqueue batches retry``) and succeeds."""
         failed = sorted(i for i, o in self.outcomes.items() if o == "f")
-        self._report(failed[number % len(failed)], "s")
+        self._report([(failed[number % len(failed)], "s")])
 
     @precondition(lambda self: self._pending() > 0)
     @rule(count=st.integers(1, 3))
@@ -185,8 +198,8 @@ class BatchMachine(RuleBasedStateMachine):
     @rule(beyond=st.integers(0, 5))
     def not_a_member(self, beyond: int) -> None:
         """An index past the total (a forged payload) is refused and changes nothing."""
-        reply = self.store.member(self.batch_id, self.total + beyond, "s", "x" * 32)
-        assert reply.exists and not reply.counted and not reply.due
+        reply = self.store.count(self.batch_id, [(self.total + beyond, "s", "x" * 32)])
+        assert reply.exists and reply.counted == "-" and not reply.due
 
     # -- the invariants --------------------------------------------------------------
 
@@ -236,6 +249,11 @@ class BatchMachine(RuleBasedStateMachine):
             assert all(ttl == -1 for ttl in ttls.values()), ttls
 
 
+def due_names(reply: Counted) -> tuple[str, ...]:
+    """The callbacks one member's count made due."""
+    return reply.due[0].names if reply.due else ()
+
+
 def test_a_member_retried_after_its_batch_finished_still_expires_with_it(
     queue: RedisQueue,
 ) -> None:
@@ -246,9 +264,9 @@ def test_a_member_retried_after_its_batch_finished_still_expires_with_it(
     store = BatchStore(queue)
     batch_id = new_id()
     store.open(batch_id, 2, "", True, CALLBACKS, KEEP_MS, ["default"])
-    assert store.member(batch_id, 0, "f", member_id(batch_id, 0)).due == ("catch",)
-    assert store.member(batch_id, 1, "f", member_id(batch_id, 1)).due == ("finally",)
-    assert store.member(batch_id, 0, "s", member_id(batch_id, 0)).counted
+    assert due_names(store.count(batch_id, [(0, "f", member_id(batch_id, 0))])) == ("catch",)
+    assert due_names(store.count(batch_id, [(1, "f", member_id(batch_id, 1))])) == ("finally",)
+    assert store.count(batch_id, [(0, "s", member_id(batch_id, 0))]).counted == "1"
     keys = store.keys(batch_id)
     ttls = {key: queue.client.pttl(key) for key in keys.all() if queue.client.exists(key)}
     assert keys.succeeded in ttls
@@ -258,7 +276,7 @@ def test_a_member_retried_after_its_batch_finished_still_expires_with_it(
 def test_a_missing_batch_counts_nothing(queue: RedisQueue) -> None:
     store = BatchStore(queue)
     batch_id = new_id()
-    reply = store.member(batch_id, 0, "s", member_id(batch_id, 0))
+    reply = store.count(batch_id, [(0, "s", member_id(batch_id, 0))])
     assert not reply.exists and not reply.counted and not reply.due
     assert store.add(batch_id, "token", 1, ["default"]) == -1
     assert store.cancel(batch_id) == -1

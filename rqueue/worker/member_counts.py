@@ -1,0 +1,104 @@
+"""Batch members' counts, owed until the call that carries their acknowledgements.
+
+A batch member is counted (batch_member.lua) before it is acknowledged, so that the
+callbacks its count makes due are pushed before it leaves its queue: a worker dying in
+between runs it again, and the second count changes nothing but finds the same
+callbacks due, pushed once (push_once.lua). A success's acknowledgement waits for the
+child's next reserve call (reservations.py), so its count waits with it: the members
+finished since the last call are counted one call per batch, just before the call
+that carries their acks, instead of one call per member as each finishes.
+
+Why not inside the reserve call itself, as a kept result is written: a batch's keys
+share the batch's hash slot (its members may be in any queues), not its members'
+queue's, so on Redis Cluster no queue script may touch them, and a pipeline may not
+mix the two either. One call per batch per reserve call keeps count-before-ack on a
+single Redis and a cluster alike.
+
+A child that dies owes counts: its parent counts the members the child had finished
+before acknowledging them (:func:`count_finished`, recovery.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from rqueue.encoding.payload import decode
+from rqueue.errors import InvalidPayload, describe
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import refusal
+from rqueue.workflows.batches import BATCH, member_index
+from rqueue.workflows.effects import count_members
+
+log = logging.getLogger("rqueue.worker")
+
+
+class Owed(NamedTuple):
+    """A member that succeeded and whose count has not been sent: its ack waits for it."""
+
+    queue: str
+    payload: bytes
+    member_index: int
+    task_id: str
+
+
+class Uncounted(NamedTuple):
+    """A finished member whose batch Redis refused to count (a key of the wrong type)."""
+
+    queue: str
+    payload: bytes
+    reason: str
+
+
+class OwedCounts:
+    """The counts one worker child owes, by batch id."""
+
+    def __init__(self) -> None:
+        self._owed: dict[str, list[Owed]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._owed)
+
+    def owe(self, queue: str, payload: bytes, batch_id: str, index: int, task_id: str) -> None:
+        """Count this member as succeeded before its ack goes. Only successes wait: a
+        failure's or a skip's count goes at once, with the call that settles it (a
+        parent counts a dead child's finished tasks as successes)."""
+        self._owed.setdefault(batch_id, []).append(Owed(queue, payload, index, task_id))
+
+    def settle(self, store: RedisQueue) -> list[Uncounted]:
+        """Count every member owed, one call per batch, pushing the callbacks due; the
+        members Redis refused to count, whose acks must not go (they fail instead).
+        An outage raises, and what is left stays owed: counting is idempotent."""
+        refused: list[Uncounted] = []
+        for batch_id in list(self._owed):
+            owed = self._owed[batch_id]
+            try:
+                count_members(store, batch_id, [(m.member_index, "s", m.task_id) for m in owed])
+            except Exception as exc:
+                if not refusal(exc):
+                    raise
+                reason = describe(exc)[1]
+                refused.extend(Uncounted(m.queue, m.payload, reason) for m in owed)
+            del self._owed[batch_id]
+        return refused
+
+
+def count_finished(store: RedisQueue, queue: str, payloads: Sequence[bytes]) -> None:
+    """Count the members among tasks a dead child finished, before its parent acks them.
+
+    A task the child finished and still reserved is a success whose ack (and count)
+    had not gone yet: failures, skips and releases leave the reserved set at once.
+    Counted as succeeded; one counted before is not counted again. A batch that
+    refuses the count (its state written by hand) is logged, and its members acked
+    all the same: they ran, and the batch cannot take them."""
+    owed = OwedCounts()
+    for payload in payloads:
+        try:
+            job = decode(payload)
+            if BATCH in job.meta:
+                owed.owe(queue, payload, job.meta[BATCH], member_index(job), job.id)
+        except InvalidPayload:
+            continue  # not a member this worker could have counted either
+    for uncounted in owed.settle(store):
+        log.error("%s: a batch refused to count a finished member: %s", queue, uncounted.reason)
