@@ -1,0 +1,49 @@
+-- fire_schedules.lua: enqueue the due triggers of schedules of one queue and move each
+-- to its next fire time.
+-- KEYS[1] schedules zset (name -> next fire ms)   KEYS[2] schedule-defs hash
+-- KEYS[3] ready list   KEYS[4] notify list   KEYS[5] pending-ids set
+-- ARGV[1] onwards: one group per schedule, groups one after another, each holding
+--   the schedule name; the score this worker read (the trigger it fires from); the
+--   definition bytes it read; the next fire time in ms, or -1 if the schedule is
+--   finished (or shelved: a definition that cannot fire leaves the timeline, its new
+--   definition = the one read); the new definition bytes (last run, finished flag);
+--   the count n of payloads to push; then those n payloads, one per trigger (ids
+--   derived from name and trigger).
+-- Returns one 1 or 0 per group, in order: 1 if this call fired that schedule, 0 if
+-- another worker (or a change) got there first.
+-- Invariant: compare-and-set on both the score and the definition of each schedule,
+-- so each trigger is enqueued by exactly one worker, and a schedule updated, paused or
+-- removed after this worker read it is never fired with the old definition. Python
+-- computed every time; Lua only compares and writes. One call carries what one tick
+-- read of one queue (at most scheduler.BATCH schedules): a bounded call.
+-- @header
+local fired, pushed = {}, false
+local i = 1
+while i <= #ARGV do
+  local name, read_ms, read, next_ms, definition = ARGV[i], ARGV[i + 1], ARGV[i + 2],
+    ARGV[i + 3], ARGV[i + 4]
+  local first, last = i + 6, i + 5 + tonumber(ARGV[i + 5])
+  i = last + 1
+  local score = redis.call('ZSCORE', KEYS[1], name)
+  if score and tonumber(score) == tonumber(read_ms)
+      and redis.call('HGET', KEYS[2], name) == read then
+    if last >= first then
+      redis.call('RPUSH', KEYS[3], unpack(ARGV, first, last))
+      local ids = {}
+      for p = first, last do ids[#ids + 1] = payload_id(ARGV[p]) end
+      if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
+      pushed = true
+    end
+    if tonumber(next_ms) < 0 then
+      redis.call('ZREM', KEYS[1], name)
+    else
+      redis.call('ZADD', KEYS[1], next_ms, name)
+    end
+    redis.call('HSET', KEYS[2], name, definition)
+    fired[#fired + 1] = 1
+  else
+    fired[#fired + 1] = 0
+  end
+end
+if pushed and redis.call('LLEN', KEYS[4]) == 0 then redis.call('RPUSH', KEYS[4], 1) end
+return fired
