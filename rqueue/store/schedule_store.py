@@ -125,18 +125,27 @@ class ScheduleStore:
     # -- the name index --------------------------------------------------------------
 
     def claim_names(self, names: Sequence[tuple[str, str]]) -> list[str]:
-        """Enter each ``(name, queue)`` in the index as firing into its queue; the names
-        that are taken already, each left as it was (the others are now claimed).
+        """Enter each ``(name, queue)`` in the index as firing into its queue, all or
+        none: the names taken already (none claimed then), or an empty list.
 
-        One HSETNX each, :data:`PIPELINED` to a round trip; the index is a global key,
-        so never in a pipeline with a queue's script."""
+        Up to :data:`SAVE_CHUNK` names a claim_names.lua call, each call all or none,
+        :data:`PIPELINED` names to a round trip; the index is a global key, so never in
+        a pipeline with a queue's script."""
         index = self.queue.global_keys.schedule_index
+        claimed: list[str] = []
         taken: list[str] = []
-        for chunk in _chunks(names, PIPELINED):
+        for calls in _chunks(_chunks(names, SAVE_CHUNK), PIPELINED // SAVE_CHUNK):
             pipe = self.client.pipeline(transaction=False)
-            for name, queue in chunk:
-                pipe.hsetnx(index, name, queue)
-            taken += [name for (name, _), new in zip(chunk, pipe.execute(), strict=True) if not new]
+            for chunk in calls:
+                args = [part for pair in chunk for part in pair]
+                self.queue.scripts.claim_names.queue(pipe, (index,), args)
+            for chunk, refused in zip(calls, execute(pipe, self.queue.scripts), strict=True):
+                if refused:
+                    taken += [name.decode() for name in refused]
+                else:
+                    claimed += [name for name, _ in chunk]
+        if taken:
+            self.release_names(claimed)
         return taken
 
     def release_names(self, names: Sequence[str]) -> None:

@@ -100,6 +100,7 @@ class Scripts:
     prune_cancelling: LuaScript
     fire_schedules: LuaScript
     save_schedules: LuaScript
+    claim_names: LuaScript
     remove_schedule: LuaScript
     clock: LuaScript
     push_once: LuaScript

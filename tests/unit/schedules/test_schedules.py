@@ -357,7 +357,9 @@ def test_the_schedules_doc_example_runs(queue: RedisQueue, tmp_path: Any) -> Non
     assert schedules.list() == []
 
 
-@pytest.mark.parametrize("name", ["fire_schedules", "save_schedules", "remove_schedule", "cancel"])
+@pytest.mark.parametrize(
+    "name", ["fire_schedules", "save_schedules", "claim_names", "remove_schedule", "cancel"]
+)
 def test_new_scripts_document_themselves_and_take_every_key_in_keys(name: str) -> None:
     from rqueue.store.scripts import Scripts
 

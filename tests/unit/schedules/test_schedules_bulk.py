@@ -120,12 +120,15 @@ def test_a_bad_entry_is_refused_naming_it_and_nothing_is_stored(
     assert stored_names(queue) == set()
 
 
+@pytest.mark.topology
 def test_a_name_taken_or_given_twice_is_refused_and_nothing_is_stored(
-    queue: RedisQueue,
+    queue: RedisQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(schedule_store, "SAVE_CHUNK", 2)  # claims in calls and round
+    monkeypatch.setattr(schedule_store, "PIPELINED", 4)  # trips before and after s3's
     schedules.add("s3", apptasks.scheduled, every=60, args=("kept",))
     with pytest.raises(ScheduleExists, match="a schedule named 's3' exists already; use update"):
-        schedules.add_many([entry(i) for i in range(6)])
+        schedules.add_many([entry(i) for i in range(10)])
     assert stored_names(queue) == {"s3"} and schedules.get("s3").args == ("kept",)
     with pytest.raises(ScheduleExists, match="schedule names given twice: 's1'"):
         schedules.add_many([entry(1), entry(2), entry(1)])
