@@ -224,6 +224,15 @@ class Schedule:
         )
 
     def encode(self) -> bytes:
+        return self._packed({})
+
+    def fired(self, last_ms: int | None, finished: bool) -> bytes:
+        """The definition after a firing: this one with its last run and finished flag.
+        Encoded without a copy of the record, which cost a scheduler firing thousands
+        at one instant a fifth of its time."""
+        return self._packed({"last_ms": last_ms, "finished": finished})
+
+    def _packed(self, changes: dict[str, Any]) -> bytes:
         stored: dict[str, Any] = {}
         for name in _STORED:
             if name == "timing":
@@ -234,6 +243,7 @@ class Schedule:
         stored["backoff"] = list(self.backoff)
         stored["middleware"] = list(self.middleware)
         stored["tags"] = list(self.tags)
+        stored.update(changes)
         try:
             return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
         except (TypeError, ValueError, OverflowError) as exc:

@@ -28,7 +28,6 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from rqueue.errors import InvalidSchedule, RQueueError
@@ -214,18 +213,15 @@ class Scheduler:
     ) -> Firing:
         triggers, next_ms = plan(schedule, score, now)
         payloads = [self._payload(schedule, t, now) for t in triggers]
-        updated = replace(
-            schedule,
-            last_ms=triggers[-1] if triggers else schedule.last_ms,
-            finished=next_ms is None,
-        )
         return Firing(
             queue=queue_name,
             name=member,
             read_ms=score,
             read=data,
             next_ms=next_ms,
-            definition=updated.encode(),
+            definition=schedule.fired(
+                triggers[-1] if triggers else schedule.last_ms, next_ms is None
+            ),
             payloads=payloads,
         )
 

@@ -369,10 +369,9 @@ class ScheduleStore:
                 (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
                 args,
             )
-        won = [False] * len(fires)
-        for places, replies in zip(
-            by_queue.values(), execute(pipe, self.queue.scripts), strict=True
-        ):
-            for i, reply in zip(places, replies, strict=True):
-                won[i] = bool(reply)
+        won = [True] * len(fires)
+        replies = execute(pipe, self.queue.scripts)
+        for places, lost in zip(by_queue.values(), replies, strict=True):
+            for place in lost:
+                won[places[place - 1]] = False
         return won

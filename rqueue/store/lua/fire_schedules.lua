@@ -9,17 +9,19 @@
 --   definition = the one read); the new definition bytes (last run, finished flag);
 --   the count n of payloads to push; then those n payloads, one per trigger (ids
 --   derived from name and trigger).
--- Returns one 1 or 0 per group, in order: 1 if this call fired that schedule, 0 if
--- another worker (or a change) got there first.
+-- Returns the places (1 for the first group) of the schedules this call did not fire,
+-- because another worker (or a change) got there first: usually none, a short reply
+-- (one number per schedule cost the caller more to read than the rest of the reply).
 -- Invariant: compare-and-set on both the score and the definition of each schedule,
 -- so each trigger is enqueued by exactly one worker, and a schedule updated, paused or
 -- removed after this worker read it is never fired with the old definition. Python
 -- computed every time; Lua only compares and writes. One call carries what one tick
 -- read of one queue (at most scheduler.BATCH schedules): a bounded call.
 -- @header
-local fired, pushed = {}, false
-local i = 1
+local lost, pushed = {}, false
+local i, place = 1, 0
 while i <= #ARGV do
+  place = place + 1
   local name, read_ms, read, next_ms, definition = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     ARGV[i + 3], ARGV[i + 4]
   local first, last = i + 6, i + 5 + tonumber(ARGV[i + 5])
@@ -40,10 +42,9 @@ while i <= #ARGV do
       redis.call('ZADD', KEYS[1], next_ms, name)
     end
     redis.call('HSET', KEYS[2], name, definition)
-    fired[#fired + 1] = 1
   else
-    fired[#fired + 1] = 0
+    lost[#lost + 1] = place
   end
 end
 if pushed and redis.call('LLEN', KEYS[4]) == 0 then redis.call('RPUSH', KEYS[4], 1) end
-return fired
+return lost
