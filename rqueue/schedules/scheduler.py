@@ -104,6 +104,8 @@ class Due(NamedTuple):
     score: float
     """As read from the timeline: a time in ms, or hostile (``-inf``), then shelved."""
     now: int
+    definition: bytes | None
+    """Read with the score; None if the schedule was removed meanwhile."""
 
 
 class Scheduler:
@@ -155,9 +157,9 @@ class Scheduler:
         earliest = self.store.earliest(self.queues, counts)
         for name, count, (now, entries) in zip(self.queues, counts, earliest, strict=True):
             before = len(due)
-            for member, score in entries:
+            for member, score, definition in entries:
                 if score <= now:
-                    due.append(Due(name, member, score, now))
+                    due.append(Due(name, member, score, now, definition))
                 else:
                     wait = min(wait, (score - now) / 1000)
                     break
@@ -173,10 +175,9 @@ class Scheduler:
     def _fire(self, due: list[Due]) -> float:
         """Fire each due schedule; return seconds until the soonest next fire time among
         them (each by the clock of its queue's node)."""
-        definitions = self.store.definitions([(d.queue, d.member) for d in due])
         firings: list[Firing] = []
         soonest = IDLE
-        for (queue_name, member, score, now), data in zip(due, definitions, strict=True):
+        for queue_name, member, score, now, data in due:
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:

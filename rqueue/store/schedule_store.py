@@ -20,6 +20,8 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple, TypeVar
 
+import msgpack
+
 from rqueue.errors import InvalidPayload, InvalidQueueName
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
@@ -295,31 +297,25 @@ class ScheduleStore:
 
     def earliest(
         self, queues: Sequence[str], counts: Sequence[int]
-    ) -> list[tuple[int, list[tuple[bytes, float]]]]:
-        """Per queue, Redis's clock and its first ``counts[i]`` ``(name, fire time)`` pairs
-        on the timeline, read together from the queue's node, so "due" means due by the
-        clock of the node that fires it. One round trip per node."""
+    ) -> list[tuple[int, list[tuple[bytes, float, bytes | None]]]]:
+        """Per queue, Redis's clock and its first ``counts[i]`` ``(name, fire time,
+        definition)`` on the timeline, the definition read only for those due (else
+        None), read together from the queue's node, so "due" means due by the clock of
+        the node that fires it (earliest_schedules.lua). One round trip per node."""
         pipe = self.client.pipeline(transaction=False)
         for queue, count in zip(queues, counts, strict=True):
             keys = self.queue.keys(queue)
-            self.queue.scripts.clock.queue(pipe, (keys.schedules,), ())
-            pipe.zrange(keys.schedules, 0, count - 1, withscores=True)
-        replies = execute(pipe, self.queue.scripts)
-        return [(int(replies[i]), replies[i + 1]) for i in range(0, len(replies), 2)]
-
-    def definitions(self, schedules: Sequence[tuple[str, bytes]]) -> list[bytes | None]:
-        """The definitions of ``(queue, name)`` pairs, one HMGET per queue, all in one
-        round trip."""
-        by_queue: dict[str, list[int]] = {}
-        for i, (queue, _) in enumerate(schedules):
-            by_queue.setdefault(queue, []).append(i)
-        pipe = self.client.pipeline(transaction=False)
-        for queue, places in by_queue.items():
-            pipe.hmget(self.queue.keys(queue).schedule_defs, [schedules[i][1] for i in places])
-        found: list[bytes | None] = [None] * len(schedules)
-        for places, replies in zip(by_queue.values(), pipe.execute(), strict=True):
-            for i, definition in zip(places, replies, strict=True):
-                found[i] = definition
+            self.queue.scripts.earliest_schedules.queue(
+                pipe, (keys.schedules, keys.schedule_defs), (count,)
+            )
+        found = []
+        for reply in execute(pipe, self.queue.scripts):
+            now, *read = msgpack.unpackb(reply, raw=True)
+            entries = [
+                (read[i], float(read[i + 1]), None if read[i + 2] is False else read[i + 2])
+                for i in range(0, len(read), 3)
+            ]
+            found.append((int(now), entries))
         return found
 
     def fire(self, firings: Sequence[Firing]) -> list[bool]:
@@ -357,17 +353,18 @@ class ScheduleStore:
         pipe = self.client.pipeline(transaction=False)
         for queue, places in by_queue.items():
             keys = self.queue.keys(queue)
-            args: list[bytes | str | float | int] = []
+            schedules = []
             for i in places:
                 firing, definition, payloads = fires[i]
                 next_ms = -1 if firing.next_ms is None else firing.next_ms
-                args += (firing.name, firing.read_ms, firing.read, next_ms, definition)
-                args.append(len(payloads))
-                args += payloads
+                schedules.append(
+                    (firing.name, firing.read_ms, firing.read, next_ms, definition, payloads)
+                )
             self.queue.scripts.fire_schedules.queue(
                 pipe,
                 (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
-                args,
+                # Lua's msgpack reads no bin type: bytes go as msgpack's older raw strings.
+                (msgpack.packb(schedules, use_bin_type=False),),
             )
         won = [True] * len(fires)
         replies = execute(pipe, self.queue.scripts)

@@ -101,6 +101,7 @@ class Scripts:
     fire_schedules: LuaScript
     save_schedules: LuaScript
     claim_names: LuaScript
+    earliest_schedules: LuaScript
     remove_schedule: LuaScript
     clock: LuaScript
     push_once: LuaScript

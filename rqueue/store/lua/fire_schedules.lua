@@ -2,13 +2,13 @@
 -- to its next fire time.
 -- KEYS[1] schedules zset (name -> next fire ms)   KEYS[2] schedule-defs hash
 -- KEYS[3] ready list   KEYS[4] notify list   KEYS[5] pending-ids set
--- ARGV[1] onwards: one group per schedule, groups one after another, each holding
---   the schedule name; the score this worker read (the trigger it fires from); the
---   definition bytes it read; the next fire time in ms, or -1 if the schedule is
---   finished (or shelved: a definition that cannot fire leaves the timeline, its new
---   definition = the one read); the new definition bytes (last run, finished flag);
---   the count n of payloads to push; then those n payloads, one per trigger (ids
---   derived from name and trigger).
+-- ARGV[1] the schedules, one msgpack array (one argument to parse, not six a schedule:
+--   that cost the caller more than the rest of a firing), each an array of: its name;
+--   the score this worker read (the trigger it fires from); the definition bytes it
+--   read; the next fire time in ms, or -1 if the schedule is finished (or shelved: a
+--   definition that cannot fire leaves the timeline, its new definition = the one
+--   read); the new definition bytes (last run, finished flag); the payloads to push,
+--   an array, one per trigger (ids derived from name and trigger).
 -- Returns the places (1 for the first group) of the schedules this call did not fire,
 -- because another worker (or a change) got there first: usually none, a short reply
 -- (one number per schedule cost the caller more to read than the rest of the reply).
@@ -19,24 +19,18 @@
 -- read of one queue (at most scheduler.BATCH schedules): a bounded call.
 -- @header
 local lost, pushed = {}, false
-local i, place = 1, 0
-while i <= #ARGV do
-  place = place + 1
-  local name, read_ms, read, next_ms, definition = ARGV[i], ARGV[i + 1], ARGV[i + 2],
-    ARGV[i + 3], ARGV[i + 4]
-  local first, last = i + 6, i + 5 + tonumber(ARGV[i + 5])
-  i = last + 1
+for place, schedule in ipairs(cmsgpack.unpack(ARGV[1])) do
+  local name, read_ms, read, next_ms, definition, payloads = unpack(schedule)
   local score = redis.call('ZSCORE', KEYS[1], name)
-  if score and tonumber(score) == tonumber(read_ms)
-      and redis.call('HGET', KEYS[2], name) == read then
-    if last >= first then
-      redis.call('RPUSH', KEYS[3], unpack(ARGV, first, last))
+  if score and tonumber(score) == read_ms and redis.call('HGET', KEYS[2], name) == read then
+    if #payloads > 0 then
+      redis.call('RPUSH', KEYS[3], unpack(payloads))
       local ids = {}
-      for p = first, last do ids[#ids + 1] = payload_id(ARGV[p]) end
+      for _, payload in ipairs(payloads) do ids[#ids + 1] = payload_id(payload) end
       if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
       pushed = true
     end
-    if tonumber(next_ms) < 0 then
+    if next_ms < 0 then
       redis.call('ZREM', KEYS[1], name)
     else
       redis.call('ZADD', KEYS[1], next_ms, name)

@@ -145,11 +145,12 @@ def test_a_tick_fires_a_queue_s_due_schedules_in_one_script_call(queue: RedisQue
     calls = {
         name: stats["calls"]
         for name, stats in queue.client.info("commandstats").items()
-        if name in ("cmdstat_evalsha", "cmdstat_hmget")
+        if name in ("cmdstat_evalsha", "cmdstat_hget", "cmdstat_hmget")
     }
-    # Reads of 1, 8 and 64 entries: one clock.lua each, fires of 1, 8 and 21 schedules:
-    # one fire_schedules.lua and one HMGET each (the clock is read on the queue's node).
-    assert calls == {"cmdstat_evalsha": 6, "cmdstat_hmget": 3}
+    # Three reads (of 1, 8 and 64 entries) and three fires (of 1, 8 and 21 schedules):
+    # one earliest_schedules.lua and one fire_schedules.lua each. The HGETs are the
+    # scripts': each read's of the due definitions, each fire's compare-and-set.
+    assert calls == {"cmdstat_evalsha": 6, "cmdstat_hget": 60}
 
 
 def test_each_schedule_of_a_call_is_its_own_compare_and_set(
