@@ -149,18 +149,19 @@ def add(count: int, queue_count: int = 100) -> tuple[object, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--due", type=int, default=5000, help="schedules due at one instant")
+    parser.add_argument("--due", type=int, default=5000, help="schedules due at once (0: skip)")
     parser.add_argument("--add", type=int, default=100_000, help="schedules added (0: skip)")
-    parser.add_argument("--runs", type=int, default=3, help="bursts, then the median row")
+    parser.add_argument("--runs", type=int, default=3, help="bursts, then their median")
     args = parser.parse_args(argv)
     logging.getLogger("rqueue").setLevel(logging.ERROR)
     print(machine_summary())
     print(f"rqueue from {Path(rqueue.__file__).parent}")
-    rows = [burst(args.due) for _ in range(args.runs)]
-    if len(rows) > 1:
-        columns = list(zip(*rows, strict=True))[2:]
-        rows.append(("median", "", *(statistics.median(c) for c in columns)))
-    table(BURST_HEADERS, rows, f"{args.due:,} schedules due at one instant, one parent")
+    if args.due and args.runs:
+        rows = [burst(args.due) for _ in range(args.runs)]
+        if len(rows) > 1:
+            columns = list(zip(*rows, strict=True))[2:]
+            rows.append(("median", "", *(statistics.median(c) for c in columns)))
+        table(BURST_HEADERS, rows, f"{args.due:,} schedules due at one instant, one parent")
     if args.add:
         table(ADD_HEADERS, [add(args.add)], f"Adding {args.add:,} schedules")
     return 0
