@@ -6,9 +6,9 @@ triggers and next fire time in Python, and sends one fire_schedules.lua per queu
 all its due schedules (up to ``BATCH``): per schedule a compare-and-set on the score
 and definition it read, so when several parents race for a trigger exactly one
 enqueues it. One call per schedule cost a parent firing 5,000 at one instant about
-twice the CPU (docs/benchmarks.md). The tick returns the seconds until the next schedule is due, which the parent
-folds into its blocking wait on the queues' timer lists (a schedule change pushes
-there, so the parent wakes early).
+twice the CPU (docs/benchmarks.md). The tick returns the seconds until the next
+schedule is due, which the parent folds into its blocking wait on the queues' timer
+lists (a schedule change pushes there, so the parent wakes early).
 
 With a secret, a definition is fired only if it is signed for its queue and name
 (:meth:`ScheduleStore.check`): the parent signs the payloads it enqueues, so without
