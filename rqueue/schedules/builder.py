@@ -187,8 +187,7 @@ class Builder:
                 created_ms=now,
                 declared=declared,
                 next_ms=next_ms,
-                **self._options[id(target)],
-                **of_call(target, args, kwargs or {}),
+                **{**self._options[id(target)], **of_call(target, args, kwargs or {})},
             )
         )
 
