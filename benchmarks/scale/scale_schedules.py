@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the 
 import bench_tasks
 from common import Requests, command_calls, command_delta, machine_summary, percentile, table
 from scale_due import in_process_parent, parent_tick
+from scale_schedule_burst import add_all
 
 from rqueue.encoding.payload import decode
 from rqueue.schedules.api import Schedules
@@ -61,19 +62,23 @@ HEADERS = (
 
 def add_schedules(schedules: Schedules, count: int, queues: list[str], every: float) -> int:
     """Add ``count`` schedules round-robin over ``queues``, their first triggers spread
-    over one period from when adding them should be done (2 ms each, and 2 s); the
-    first trigger's time (ms)."""
+    over one period from when adding them should be done (2 ms each, and 2 s: one
+    ``add`` each on a tree without ``add_many``); the first trigger's time (ms)."""
     first = schedules.now_ms() + 2000 + 2 * count
     period_ms = round(every * 1000)
-    for i in range(count):
-        start = first + i * period_ms // count
-        schedules.add(
-            f"scale-{i}",
-            bench_tasks.empty,
-            every=every,
-            queue=queues[i % len(queues)],
-            start=datetime.fromtimestamp(start / 1000, UTC),
-        )
+    add_all(
+        schedules,
+        [
+            {
+                "name": f"scale-{i}",
+                "task": bench_tasks.empty,
+                "every": every,
+                "queue": queues[i % len(queues)],
+                "start": datetime.fromtimestamp((first + i * period_ms // count) / 1000, UTC),
+            }
+            for i in range(count)
+        ],
+    )
     return first
 
 

@@ -2,7 +2,7 @@
 
 ``from rqueue import schedules`` then ``schedules.add("cleanup", cleanup, every=300)``.
 
-- ``api``: :class:`Schedules` (add, update, pause, resume, remove, list) and the
+- ``api``: :class:`Schedules` (add, add_many, update, pause, resume, remove, list) and the
   module-level functions re-exported here, on the default connection.
 - ``record``: one schedule as a plain record, and its msgpack form in Redis.
 - ``scheduler``: the worker parent's part, firing due triggers into their queues.
@@ -19,6 +19,7 @@ from rqueue.schedules.api import (
     ScheduleNotFound,
     Schedules,
     add,
+    add_many,
     get,
     list,
     pause,
@@ -35,6 +36,7 @@ __all__ = [
     "ScheduleNotFound",
     "Schedules",
     "add",
+    "add_many",
     "get",
     "list",
     "pause",

@@ -1,12 +1,14 @@
 """The scheduler tick every ``rqueue work`` parent runs: fire due schedules, once each.
 
-There is no leader. Every parent reads the earliest schedules of its queues and
-Redis's clock in one round trip, computes each due schedule's triggers and next fire
-time in Python, and sends one fire_schedule.lua per schedule: a compare-and-set on
-the score it read, so when several parents race for a trigger exactly one enqueues
-it. The tick returns the seconds until the next schedule is due, which the parent
-folds into its blocking wait on the queues' timer lists (a schedule change pushes
-there, so the parent wakes early).
+There is no leader. Every parent reads the earliest schedules of its queues, the due
+ones' definitions and Redis's clock in one round trip, computes each due schedule's
+triggers and next fire time in Python, and sends one fire_schedules.lua per queue for
+all its due schedules (up to ``BATCH``): per schedule a compare-and-set on the score
+and definition it read, so when several parents race for a trigger exactly one
+enqueues it. One call per schedule cost a parent firing 5,000 at one instant about
+twice the CPU (docs/benchmarks.md). The tick returns the seconds until the next
+schedule is due, which the parent folds into its blocking wait on the queues' timer
+lists (a schedule change pushes there, so the parent wakes early).
 
 With a secret, a definition is fired only if it is signed for its queue and name
 (:meth:`ScheduleStore.check`): the parent signs the payloads it enqueues, so without
@@ -28,7 +30,6 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from rqueue.errors import InvalidSchedule, RQueueError
@@ -105,6 +106,8 @@ class Due(NamedTuple):
     score: float
     """As read from the timeline: a time in ms, or hostile (``-inf``), then shelved."""
     now: int
+    definition: bytes | None
+    """Read with the score; None if the schedule was removed meanwhile."""
 
 
 class Scheduler:
@@ -156,9 +159,9 @@ class Scheduler:
         earliest = self.store.earliest(self.queues, counts)
         for name, count, (now, entries) in zip(self.queues, counts, earliest, strict=True):
             before = len(due)
-            for member, score in entries:
+            for member, score, definition in entries:
                 if score <= now:
-                    due.append(Due(name, member, score, now))
+                    due.append(Due(name, member, score, now, definition))
                 else:
                     wait = min(wait, (score - now) / 1000)
                     break
@@ -174,10 +177,9 @@ class Scheduler:
     def _fire(self, due: list[Due]) -> float:
         """Fire each due schedule; return seconds until the soonest next fire time among
         them (each by the clock of its queue's node)."""
-        definitions = self.store.definitions([(d.queue, d.member) for d in due])
         firings: list[Firing] = []
         soonest = IDLE
-        for (queue_name, member, score, now), data in zip(due, definitions, strict=True):
+        for queue_name, member, score, now, data in due:
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:
@@ -214,18 +216,15 @@ class Scheduler:
     ) -> Firing:
         triggers, next_ms = plan(schedule, score, now)
         payloads = [self._payload(schedule, t, now) for t in triggers]
-        updated = replace(
-            schedule,
-            last_ms=triggers[-1] if triggers else schedule.last_ms,
-            finished=next_ms is None,
-        )
         return Firing(
             queue=queue_name,
             name=member,
             read_ms=score,
             read=data,
             next_ms=next_ms,
-            definition=updated.encode(),
+            definition=schedule.fired(
+                triggers[-1] if triggers else schedule.last_ms, next_ms is None
+            ),
             payloads=payloads,
         )
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeVar
+
+import msgpack
 
 from rqueue.errors import InvalidPayload, InvalidQueueName
 from rqueue.store.keys import validate_queue_name
@@ -46,6 +48,7 @@ class StoredSchedule(NamedTuple):
     timeline is not a time): listings show it as unreadable; None if it reads."""
 
 
+_T = TypeVar("_T")
 _NOT_A_QUEUE = "its queue in the schedule index is not a queue name"
 
 
@@ -66,8 +69,32 @@ def _queue_name(raw: bytes) -> str | None:
         return None
 
 
+PIPELINED = 10_000
+"""Most commands, or schedules in scripts, a bulk change sends in one round trip."""
+SAVE_CHUNK = 500
+"""Most schedules one save_schedules.lua call saves (a bulk add): a bounded call."""
+
+
+def _chunks(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class Saving(NamedTuple):
+    """One schedule's part of a save_schedules.lua call."""
+
+    queue: str
+    name: str
+    read: bytes
+    """The definition bytes the caller read (``b""``: it must not exist yet)."""
+    definition: bytes
+    """The new definition, unsigned: signed here like every definition written."""
+    next_ms: int | None
+    """Its next fire time; None takes it off the timeline (paused, finished)."""
+
+
 class Firing(NamedTuple):
-    """One fire_schedule.lua call: what a worker read, and what it writes if still so."""
+    """One schedule's part of a fire_schedules.lua call: what a worker read, and what
+    it writes if still so."""
 
     queue: str
     name: bytes
@@ -99,12 +126,33 @@ class ScheduleStore:
 
     # -- the name index --------------------------------------------------------------
 
-    def claim_name(self, name: str, queue: str) -> bool:
-        """Enter ``name`` in the index as firing into ``queue``; False if it is taken."""
-        return bool(self.client.hsetnx(self.queue.global_keys.schedule_index, name, queue))
+    def claim_names(self, names: Sequence[tuple[str, str]]) -> list[str]:
+        """Enter each ``(name, queue)`` in the index as firing into its queue, all or
+        none: the names taken already (none claimed then), or an empty list.
 
-    def release_name(self, name: str) -> None:
-        self.client.hdel(self.queue.global_keys.schedule_index, name)
+        Up to :data:`SAVE_CHUNK` names a claim_names.lua call, each call all or none,
+        :data:`PIPELINED` names to a round trip; the index is a global key, so never in
+        a pipeline with a queue's script."""
+        index = self.queue.global_keys.schedule_index
+        claimed: list[str] = []
+        taken: list[str] = []
+        for calls in _chunks(_chunks(names, SAVE_CHUNK), PIPELINED // SAVE_CHUNK):
+            pipe = self.client.pipeline(transaction=False)
+            for chunk in calls:
+                args = [part for pair in chunk for part in pair]
+                self.queue.scripts.claim_names.queue(pipe, (index,), args)
+            for chunk, refused in zip(calls, execute(pipe, self.queue.scripts), strict=True):
+                if refused:
+                    taken += [name.decode() for name in refused]
+                else:
+                    claimed += [name for name, _ in chunk]
+        if taken:
+            self.release_names(claimed)
+        return taken
+
+    def release_names(self, names: Sequence[str]) -> None:
+        for chunk in _chunks(names, PIPELINED):
+            self.client.hdel(self.queue.global_keys.schedule_index, *chunk)
 
     def _indexed(self, name: str) -> bytes | None:
         queue: bytes | None = self.client.hget(self.queue.global_keys.schedule_index, name)  # type: ignore[assignment]
@@ -194,21 +242,38 @@ class ScheduleStore:
 
     # -- changing --------------------------------------------------------------------
 
-    def save(
-        self, queue: str, name: str, read: bytes, definition: bytes, next_ms: int | None
-    ) -> bool:
-        """Store ``definition`` at ``next_ms`` (None: off the timeline) and wake the
-        queue's workers, if the stored definition is still ``read`` (``b""``: none).
+    def save(self, savings: Sequence[Saving]) -> list[bool]:
+        """Store each definition at its next fire time (None: off the timeline) if the
+        stored one is still the one read (``b""``: none), and wake the workers of the
+        queues; False for each that changed since (save_schedules.lua).
 
-        False if it changed since (save_schedule.lua).
-        """
-        keys = self.queue.keys(queue)
-        saved = self.queue.scripts.save_schedule(
-            self.client,
-            (keys.schedules, keys.schedule_defs, keys.timer),
-            (name, read, self._signed(queue, name, definition), -1 if next_ms is None else next_ms),
-        )
-        return bool(saved)
+        One call per queue for up to :data:`SAVE_CHUNK` schedules (each call's keys in
+        its queue's hash slot), :data:`PIPELINED` calls to a round trip."""
+        by_queue: dict[str, list[int]] = {}
+        for i, saving in enumerate(savings):
+            by_queue.setdefault(saving.queue, []).append(i)
+        calls: list[tuple[str, Sequence[int]]] = [
+            (queue, chunk)
+            for queue, places in by_queue.items()
+            for chunk in _chunks(places, SAVE_CHUNK)
+        ]
+        saved = [False] * len(savings)
+        for batch in _chunks(calls, PIPELINED // SAVE_CHUNK):
+            pipe = self.client.pipeline(transaction=False)
+            for queue, places in batch:
+                keys = self.queue.keys(queue)
+                args: list[str | bytes | int] = []
+                for i in places:
+                    name, read, definition, next_ms = savings[i][1:]
+                    signed = self._signed(queue, name, definition)
+                    args += (name, read, signed, -1 if next_ms is None else next_ms)
+                self.queue.scripts.save_schedules.queue(
+                    pipe, (keys.schedules, keys.schedule_defs, keys.timer), args
+                )
+            for (_, places), replies in zip(batch, execute(pipe, self.queue.scripts), strict=True):
+                for i, reply in zip(places, replies, strict=True):
+                    saved[i] = bool(reply)
+        return saved
 
     def remove(self, name: str) -> bool:
         """Delete a schedule, also one half-written by a crashed add, or one whose queue
@@ -219,54 +284,56 @@ class ScheduleStore:
             return False
         queue = _queue_name(raw)
         if queue is None:
-            self.release_name(name)
+            self.release_names([name])
             return True
         keys = self.queue.keys(queue)
         self.queue.scripts.remove_schedule(
             self.client, (keys.schedules, keys.schedule_defs), (name,)
         )
-        self.release_name(name)
+        self.release_names([name])
         return True
 
     # -- firing ----------------------------------------------------------------------
 
     def earliest(
         self, queues: Sequence[str], counts: Sequence[int]
-    ) -> list[tuple[int, list[tuple[bytes, float]]]]:
-        """Per queue, Redis's clock and its first ``counts[i]`` ``(name, fire time)`` pairs
-        on the timeline, read together from the queue's node, so "due" means due by the
-        clock of the node that fires it. One round trip per node."""
+    ) -> list[tuple[int, list[tuple[bytes, float, bytes | None]]]]:
+        """Per queue, Redis's clock and its first ``counts[i]`` ``(name, fire time,
+        definition)`` on the timeline, the definition read only for those due (else
+        None), read together from the queue's node, so "due" means due by the clock of
+        the node that fires it (earliest_schedules.lua). One round trip per node."""
         pipe = self.client.pipeline(transaction=False)
         for queue, count in zip(queues, counts, strict=True):
             keys = self.queue.keys(queue)
-            self.queue.scripts.clock.queue(pipe, (keys.schedules,), ())
-            pipe.zrange(keys.schedules, 0, count - 1, withscores=True)
-        replies = execute(pipe, self.queue.scripts)
-        return [(int(replies[i]), replies[i + 1]) for i in range(0, len(replies), 2)]
-
-    def definitions(self, schedules: Sequence[tuple[str, bytes]]) -> list[bytes | None]:
-        """The definitions of ``(queue, name)`` pairs, in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for queue, name in schedules:
-            pipe.hget(self.queue.keys(queue).schedule_defs, name)
-        found: list[bytes | None] = pipe.execute()
+            self.queue.scripts.earliest_schedules.queue(
+                pipe, (keys.schedules, keys.schedule_defs), (count,)
+            )
+        found = []
+        for reply in execute(pipe, self.queue.scripts):
+            now, *read = msgpack.unpackb(reply, raw=True)
+            entries = [
+                (read[i], float(read[i + 1]), None if read[i + 2] is False else read[i + 2])
+                for i in range(0, len(read), 3)
+            ]
+            found.append((int(now), entries))
         return found
 
     def fire(self, firings: Sequence[Firing]) -> list[bool]:
-        """Send every firing in one round trip; True for each this worker won.
+        """Send every firing, one fire_schedules.lua call per queue, in one round trip;
+        True for each this worker won.
 
         Signs what it writes: the payloads for their queue, the new definition for its
         queue and name. The caller has checked the definition it read (:meth:`check`).
         """
         secret = self.queue.config.secret
-        pipe = self.client.pipeline(transaction=False)
+        signed = []
         for firing in firings:
             payloads = firing.payloads
             if secret:
                 payloads = [sign(p, secret, firing.queue) for p in payloads]
             definition = self._signed(firing.queue, firing.name, firing.definition)
-            self._send_fire(pipe, firing, definition, payloads)
-        return [bool(won) for won in execute(pipe, self.queue.scripts)]
+            signed.append((firing, definition, payloads))
+        return self._send_fires(signed)
 
     def shelve(self, queue: str, name: bytes, read_ms: float, read: bytes) -> bool:
         """Take a schedule that cannot fire off the timeline, its definition untouched
@@ -275,23 +342,33 @@ class ScheduleStore:
         It stays listed, and ``resume`` or ``update`` puts it back once it can fire.
         """
         firing = Firing(queue, name, read_ms, read, None, read, ())
-        pipe = self.client.pipeline(transaction=False)
-        self._send_fire(pipe, firing, read, ())
-        return bool(execute(pipe, self.queue.scripts)[0])
+        return self._send_fires([(firing, read, ())])[0]
 
-    def _send_fire(
-        self, pipe: Any, firing: Firing, definition: bytes, payloads: Sequence[bytes]
-    ) -> None:
-        keys = self.queue.keys(firing.queue)
-        self.queue.scripts.fire_schedule.queue(
-            pipe,
-            (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
-            (
-                firing.name,
-                firing.read_ms,
-                firing.read,
-                -1 if firing.next_ms is None else firing.next_ms,
-                definition,
-                *payloads,
-            ),
-        )
+    def _send_fires(self, fires: Sequence[tuple[Firing, bytes, Sequence[bytes]]]) -> list[bool]:
+        """``(firing, definition to write, payloads to push)``, as signed: one
+        fire_schedules.lua per queue (each call's keys in its queue's hash slot)."""
+        by_queue: dict[str, list[int]] = {}
+        for i, (firing, _, _) in enumerate(fires):
+            by_queue.setdefault(firing.queue, []).append(i)
+        pipe = self.client.pipeline(transaction=False)
+        for queue, places in by_queue.items():
+            keys = self.queue.keys(queue)
+            schedules = []
+            for i in places:
+                firing, definition, payloads = fires[i]
+                next_ms = -1 if firing.next_ms is None else firing.next_ms
+                schedules.append(
+                    (firing.name, firing.read_ms, firing.read, next_ms, definition, payloads)
+                )
+            self.queue.scripts.fire_schedules.queue(
+                pipe,
+                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
+                # Lua's msgpack reads no bin type: bytes go as msgpack's older raw strings.
+                (msgpack.packb(schedules, use_bin_type=False),),
+            )
+        won = [True] * len(fires)
+        replies = execute(pipe, self.queue.scripts)
+        for places, lost in zip(by_queue.values(), replies, strict=True):
+            for place in lost:
+                won[places[place - 1]] = False
+        return won

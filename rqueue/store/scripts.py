@@ -98,8 +98,10 @@ class Scripts:
     cancel: LuaScript
     settle_cancelled: LuaScript
     prune_cancelling: LuaScript
-    fire_schedule: LuaScript
-    save_schedule: LuaScript
+    fire_schedules: LuaScript
+    save_schedules: LuaScript
+    claim_names: LuaScript
+    earliest_schedules: LuaScript
     remove_schedule: LuaScript
     clock: LuaScript
     push_once: LuaScript

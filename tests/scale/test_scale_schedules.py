@@ -45,7 +45,7 @@ def reading(scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
     earliest = scheduler.store.earliest
 
-    def counted(*args: object) -> list[tuple[int, list[tuple[bytes, float]]]]:
+    def counted(*args: object) -> list[tuple[int, list[tuple[bytes, float, bytes | None]]]]:
         replies = earliest(*args)  # type: ignore[arg-type]
         sizes.extend(len(entries) for _, entries in replies)
         return replies

@@ -190,9 +190,10 @@ def test_fire_enqueues_each_trigger_once_with_deterministic_id_and_meta(queue: R
     schedules.add("tick", apptasks.scheduled, every=1, args=("x",))
     trigger = due_now(queue, "tick")
     first, second = Scheduler(queue, ["default"]), Scheduler(queue, ["default"])
-    first._fire([Due("default", b"tick", trigger, redis_now(queue))])
+    definition = queue.client.hget(queue.keys("default").schedule_defs, "tick")
+    first._fire([Due("default", b"tick", trigger, redis_now(queue), definition)])
     # It read the same score: its compare-and-set fails.
-    second._fire([Due("default", b"tick", trigger, redis_now(queue))])
+    second._fire([Due("default", b"tick", trigger, redis_now(queue), definition)])
     jobs = ready_jobs(queue)
     assert len(jobs) == 1
     assert jobs[0].id == trigger_id("tick", trigger)
@@ -357,7 +358,9 @@ def test_the_schedules_doc_example_runs(queue: RedisQueue, tmp_path: Any) -> Non
     assert schedules.list() == []
 
 
-@pytest.mark.parametrize("name", ["fire_schedule", "save_schedule", "remove_schedule", "cancel"])
+@pytest.mark.parametrize(
+    "name", ["fire_schedules", "save_schedules", "claim_names", "remove_schedule", "cancel"]
+)
 def test_new_scripts_document_themselves_and_take_every_key_in_keys(name: str) -> None:
     from rqueue.store.scripts import Scripts
 

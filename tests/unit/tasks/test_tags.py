@@ -57,6 +57,13 @@ def test_a_chain_step_and_a_schedule_s_run_keep_the_call_s_tags(queue: RedisQueu
     assert decode(ready(queue, "tagged")[0]).tags == ("order:1",)
 
 
+def test_schedules_added_in_bulk_each_keep_their_call_s_tags(queue: RedisQueue) -> None:
+    entries = [{"name": f"t{i}", "task": tags_of_order, "every": 60, "args": (i,)} for i in (3, 4)]
+    added = Schedules(queue).add_many(entries)  # the task's options are built once for both
+    assert [s.job(0, 0).tags for s in added] == [("order:3",), ("order:4",)]
+    assert Schedules(queue).get("t4").job(0, 0).tags == ("order:4",)
+
+
 @pytest.mark.parametrize(
     "tags",
     ["billing", [1], [""], ["x" * 257], [f"t{i}" for i in range(MAX_TAGS + 1)], {"a": "b"}],

@@ -16,7 +16,7 @@ from rqueue import task
 from rqueue.encoding.payload import Job
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware import Middleware
-from rqueue.schedules.api import call_options
+from rqueue.schedules.builder import call_options
 from rqueue.schedules.record import Schedule
 from rqueue.tasks.definition import Task
 from rqueue.tasks.options import JOB_ATTRIBUTES, JOB_META, TaskOptions, declared
