@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.schedules.builder import (
     Builder,
+    ScheduleOptions,
     call_options,
     checked,
     next_fire,
@@ -35,6 +36,8 @@ from rqueue.tasks.decorator import registered
 from rqueue.timing import seconds, to_ms
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from rqueue.store.queue import RedisQueue
     from rqueue.tasks.definition import Task
 
@@ -64,7 +67,9 @@ class Schedules:
 
     # -- changing ----------------------------------------------------------------------
 
-    def add(self, name: str, task: Task[Any, Any] | str, **options: Any) -> Schedule:
+    def add(
+        self, name: str, task: Task[Any, Any] | str, **options: Unpack[ScheduleOptions]
+    ) -> Schedule:
         """Create a schedule; ``ScheduleExists`` if the name is taken. ``options`` are
         :meth:`Builder.build`'s (``cron``, ``every``, ``args``, ``queue``, ...).
 
@@ -323,7 +328,7 @@ def _default() -> Schedules:
 # The module-level API, on the default connection (see ``rqueue.use``).
 
 
-def add(name: str, task: Task[Any, Any] | str, **options: Any) -> Schedule:
+def add(name: str, task: Task[Any, Any] | str, **options: Unpack[ScheduleOptions]) -> Schedule:
     return _default().add(name, task, **options)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rqueue.encoding.payload import KEEP, encode
 from rqueue.encoding.ranges import MAX_DELAY_SECONDS
@@ -28,6 +28,25 @@ from rqueue.timing import Timing, seconds, to_ms
 
 if TYPE_CHECKING:
     from rqueue.tasks.definition import Task
+
+
+class ScheduleOptions(TypedDict, total=False):
+    """``add``'s keyword arguments (:meth:`Builder.build`'s, with their defaults there),
+    spelt out so that a type checker checks ``schedules.add(..., every=300)`` as it would
+    a signature (``**options: Unpack[ScheduleOptions]``)."""
+
+    cron: str | None
+    every: float | timedelta | None
+    args: Sequence[Any]
+    kwargs: dict[str, Any] | None
+    queue: str | None
+    timezone: str
+    start: datetime | None
+    end: datetime | None
+    misfire: str
+    misfire_grace: float
+    paused: bool
+    declared: bool
 
 
 def timing_fields(
