@@ -54,6 +54,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_run
 from rqueue.worker.attempt import Attempt, call_scopes
+from rqueue.worker.handoff import Handoff
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
@@ -109,10 +110,16 @@ class ConcurrentRunner:
         self.loop = awaiting.process_loop()  # async hooks in process mode use it too
         self.tasks: dict[int, asyncio.Task[None]] = {}
         """The running attempts by entry: each takes itself out as it ends (no callback)."""
+        self._ended: asyncio.Future[None] | None = None
+        """What ``_run`` waits for: the first attempt to end resolves it. One future, not
+        ``asyncio.wait`` over every running task, which costs a callback added to and
+        removed from each of them per turn (47 us a turn at 100 slots)."""
         self._threads: ThreadPoolExecutor | None = None
         """Threads for async tasks' middleware stacks (``_through``)."""
         self._pool: ThreadPoolExecutor | None = None
         """Threads for sync tasks (``--threads``): thread mode."""
+        self._handoff: Handoff
+        """How ``_pool``'s threads hand their tasks' ends to the loop (handoff.py)."""
         self.in_threads = 0
         """Sync tasks running in ``_pool``, overrunning ones included."""
         self.overran: dict[int, float] = {}
@@ -152,12 +159,7 @@ class ConcurrentRunner:
             self.loop.run_until_complete(asyncio.sleep(_POLL))
             return
         if not self.tasks:
-            child.persist(child.reservations.flush)  # finished entries leave the slot next
-            awaiting.settle(self.loop, options.timeout)  # async hooks, listeners end first
-            if self._wake is not None:  # it waits for a push as process mode would
-                self.loop.run_until_complete(asyncio.wait([self._wake]))
-                self._heard()
-            slot.leave_concurrent()
+            self._leave()
             return
         if child.reservations.acks_due_by(time.monotonic() + options.kill_grace):
             child.persist(child.reservations.flush)
@@ -183,6 +185,16 @@ class ConcurrentRunner:
                 return
         self._run(self._listen() if taking else _FULL_WAIT)
 
+    def _leave(self) -> None:
+        """Nothing runs: send the acks and go back to process mode."""
+        child = self.child
+        child.persist(child.reservations.flush)  # finished entries leave the slot next
+        awaiting.settle(self.loop, child.options.timeout)  # async hooks, listeners end first
+        if self._wake is not None:  # it waits for a push as process mode would
+            self.loop.run_until_complete(asyncio.wait([self._wake]))
+            self._heard()
+        self.slot.leave_concurrent()
+
     def free(self) -> int:
         """How many more tasks may start now: a free slot for a coroutine, and in thread
         mode a free thread too, whatever the next batch holds; none while a thread that
@@ -207,11 +219,15 @@ class ConcurrentRunner:
         if seconds <= 0 or not self.tasks:
             self.loop.run_until_complete(asyncio.sleep(0))
             return
-        awaited: list[asyncio.Future[Any]] = [*self.tasks.values()]
+        self._ended = ended = self.loop.create_future()
+        awaited: list[asyncio.Future[Any]] = [ended]
         if self._wake is not None:
             awaited.append(self._wake)
         waiting = asyncio.wait(awaited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        self.loop.run_until_complete(waiting)
+        try:
+            self.loop.run_until_complete(waiting)
+        finally:
+            self._ended = None
         if self._wake is not None and self._wake.done():
             self._heard()
 
@@ -268,6 +284,8 @@ class ConcurrentRunner:
         finally:
             self.slot.finished(entry)
             del self.tasks[entry]
+            if self._ended is not None and not self._ended.done():
+                self._ended.set_result(None)  # a slot is free: the child's loop goes on
             if entry in self.overran:  # its thread runs on: the parent's kill deadline stays
                 self.slot.linger(entry, self.overran[entry])
 
@@ -307,12 +325,13 @@ class ConcurrentRunner:
         settles whatever else it was running)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.child.options.threads, "rqueue-task")
+            self._handoff = Handoff(self.loop)
         context = contextvars.copy_context()  # current_job() in the thread is this job
         # The call process mode makes (its middleware and participants included).
         running = self._pool.submit(context.run, self.lifecycle.call, attempt)
         self.in_threads += 1
         try:
-            return await self._timed(asyncio.wrap_future(running), attempt)
+            return await self._timed(self._handoff.awaiting(running), attempt)
         except TaskTimeout:
             if not running.done():
                 self._abandon(attempt.entry, running)
