@@ -89,7 +89,8 @@ _POLL = 0.05
 """Seconds between reserve calls while coroutines run and the queues had nothing, when
 no thread can wait for a push instead (``--block-for 0``, rate-limited queues)."""
 _SPREAD = 10
-"""A turn of the loop starts at most this fraction of the slots (see ``ConcurrentRunner.step``)."""
+"""A turn of the loop, or a millisecond of a slower turn, starts at most this fraction of
+the slots (see ``ConcurrentRunner.step``)."""
 _LISTEN_FOR = 0.5
 """Longest blocking wait of the listening thread: a child that leaves the concurrent runner waits
 for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
@@ -98,6 +99,12 @@ _FULL_WAIT = 0.2
 _WATCH_EVERY = 0.05
 """Seconds between the watchdog's rounds: how late past its deadline a coroutine may be
 cancelled. One periodic callback costs far less than a timer per coroutine."""
+
+
+def starts_allowed(tenth: int, since: float) -> int:
+    """How many tasks a turn of the loop may start, ``since`` seconds after the last
+    reserve call: a tenth of the slots, or that many per millisecond if turns are slower."""
+    return max(tenth, int(tenth * since * 1000))
 
 
 class ConcurrentRunner:
@@ -125,7 +132,10 @@ class ConcurrentRunner:
         self.overran: dict[int, float] = {}
         """Entries whose thread overran its timeout and runs on, with the kill deadline
         the slot keeps for each until it ends: while any is here, no new task starts."""
-        self._per_turn = max(1, child.options.slots // _SPREAD)
+        self._tenth = max(1, child.options.slots // _SPREAD)
+        self._claimed_at = 0.0
+        """When the last reserve call was sent (monotonic): the starts allowed now grow
+        with the time since (see ``step``)."""
         self._fresh = False
         """Coroutines were started since the loop last ran: they take a first step before
         the next reserve call, so a task's start waits for no round trip."""
@@ -144,6 +154,7 @@ class ConcurrentRunner:
         """Start an attempt whose entry the slot already marks running (lifecycle.py)."""
         if not self.slot.concurrent:
             self.slot.enter_concurrent()
+            self._claimed_at = time.monotonic()  # the batch that brought it here
         self.slot.live_async.add(attempt.entry)
         task = self.loop.create_task(self._attempt(attempt))
         self.tasks[attempt.entry] = task
@@ -170,11 +181,16 @@ class ConcurrentRunner:
                 child.persist(child.reservations.flush)
             if not child.reservations.acks_pending():
                 slot.recycle_done()
-            # At most a tenth of the slots per turn: coroutines started in one instant
-            # wait and wake in step, and between such waves the loop sits idle. Spread
-            # over turns, their starts stay apart (measured: 1.4x the tasks/s on tasks
-            # that all wait 20 ms) for about 0.1 reserve calls per task.
-            most = min(free, slot.free(), self._per_turn)
+            # At most a tenth of the slots per turn, or per millisecond since the last
+            # reserve call if turns are slower: coroutines started in one instant wait
+            # and wake in step, and between such waves the loop sits idle. Spread over
+            # turns, their starts stay apart (measured: 1.4x the tasks/s on tasks that
+            # all wait 20 ms) for about 0.1 reserve calls per task. Not per turn alone:
+            # on a loaded machine a turn took 3-5 ms, and a tenth of the slots per turn
+            # left a third of them empty with tasks ready.
+            now = time.monotonic()
+            most = min(free, slot.free(), starts_allowed(self._tenth, now - self._claimed_at))
+            self._claimed_at = now
             _, batch, headers, entries = child.claim(most)
             if batch is not None:
                 child.run_batch(batch, headers, entries)
