@@ -11,11 +11,11 @@ switches its scoreboard slot to ``CONCURRENT``: from then on each entry says whe
 its task is unstarted, running or done, and the slot's deadline is the earliest kill
 deadline of the running ones (scoreboard.py). While any coroutine runs, the child
 keeps the loop fed: whenever fewer than ``--slots`` tasks are unfinished it reserves
-another batch (up to a tenth of the slots per turn: see ``step``), starts its async
-tasks as coroutines and runs its sync ones inline as in process mode (the loop waits
-meanwhile) or in threads, then lets the loop run; with slots free and the queues empty,
-a thread waits for a push meanwhile (``_listen``). Once none is left it sends its acks
-and goes back to process mode.
+another batch (up to a tenth of the slots per turn, or per millisecond of a slower
+turn: see ``step``), starts its async tasks as coroutines and runs its sync ones
+inline as in process mode (the loop waits meanwhile) or in threads, then lets the
+loop run; with slots free and the queues empty, a thread waits for a push meanwhile
+(``_listen``). Once none is left it sends its acks and goes back to process mode.
 
 Each coroutine runs in its own context (``current_job()`` is its own job). One
 watchdog per loop, a callback every ``_WATCH_EVERY`` seconds, cancels the coroutines
@@ -27,8 +27,9 @@ stack runs in a thread of its own, whose ``call_next()`` runs the coroutine on t
 loop and waits for it.
 
 With ``--threads N`` (thread mode) the child's sync tasks run here too, each in one of
-N threads, awaited by a coroutine like any other; a thread that overruns is reported as
-``TaskTimeout`` and keeps its entry's kill deadline until it ends (``_in_thread``).
+N threads, awaited by a coroutine like any other (their ends reach the loop in
+bunches: handoff.py); a thread that overruns is reported as ``TaskTimeout`` and keeps
+its entry's kill deadline until it ends (``_in_thread``).
 
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
 through the same lifecycle as process mode; their Redis calls block the loop briefly. An
