@@ -11,11 +11,11 @@ switches its scoreboard slot to ``CONCURRENT``: from then on each entry says whe
 its task is unstarted, running or done, and the slot's deadline is the earliest kill
 deadline of the running ones (scoreboard.py). While any coroutine runs, the child
 keeps the loop fed: whenever fewer than ``--slots`` tasks are unfinished it reserves
-another batch (up to a tenth of the slots per turn: see ``step``), starts its async
-tasks as coroutines and runs its sync ones inline as in process mode (the loop waits
-meanwhile) or in threads, then lets the loop run; with slots free and the queues empty,
-a thread waits for a push meanwhile (``_listen``). Once none is left it sends its acks
-and goes back to process mode.
+another batch (up to a tenth of the slots per turn, or per millisecond of a slower
+turn: see ``step``), starts its async tasks as coroutines and runs its sync ones
+inline as in process mode (the loop waits meanwhile) or in threads, then lets the
+loop run; with slots free and the queues empty, a thread waits for a push meanwhile
+(``_listen``). Once none is left it sends its acks and goes back to process mode.
 
 Each coroutine runs in its own context (``current_job()`` is its own job). One
 watchdog per loop, a callback every ``_WATCH_EVERY`` seconds, cancels the coroutines
@@ -27,8 +27,9 @@ stack runs in a thread of its own, whose ``call_next()`` runs the coroutine on t
 loop and waits for it.
 
 With ``--threads N`` (thread mode) the child's sync tasks run here too, each in one of
-N threads, awaited by a coroutine like any other; a thread that overruns is reported as
-``TaskTimeout`` and keeps its entry's kill deadline until it ends (``_in_thread``).
+N threads, awaited by a coroutine like any other (their ends reach the loop in
+bunches: handoff.py); a thread that overruns is reported as ``TaskTimeout`` and keeps
+its entry's kill deadline until it ends (``_in_thread``).
 
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
 through the same lifecycle as process mode; their Redis calls block the loop briefly. An
@@ -54,6 +55,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_run
 from rqueue.worker.attempt import Attempt, call_scopes
+from rqueue.worker.handoff import Handoff
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
@@ -88,7 +90,8 @@ _POLL = 0.05
 """Seconds between reserve calls while coroutines run and the queues had nothing, when
 no thread can wait for a push instead (``--block-for 0``, rate-limited queues)."""
 _SPREAD = 10
-"""A turn of the loop starts at most this fraction of the slots (see ``ConcurrentRunner.step``)."""
+"""A turn of the loop, or a millisecond of a slower turn, starts at most this fraction of
+the slots (see ``ConcurrentRunner.step``)."""
 _LISTEN_FOR = 0.5
 """Longest blocking wait of the listening thread: a child that leaves the concurrent runner waits
 for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
@@ -97,6 +100,12 @@ _FULL_WAIT = 0.2
 _WATCH_EVERY = 0.05
 """Seconds between the watchdog's rounds: how late past its deadline a coroutine may be
 cancelled. One periodic callback costs far less than a timer per coroutine."""
+
+
+def starts_allowed(tenth: int, since: float) -> int:
+    """How many tasks a turn of the loop may start, ``since`` seconds after the last
+    reserve call: a tenth of the slots, or that many per millisecond if turns are slower."""
+    return max(tenth, int(tenth * since * 1000))
 
 
 class ConcurrentRunner:
@@ -109,16 +118,25 @@ class ConcurrentRunner:
         self.loop = awaiting.process_loop()  # async hooks in process mode use it too
         self.tasks: dict[int, asyncio.Task[None]] = {}
         """The running attempts by entry: each takes itself out as it ends (no callback)."""
+        self._ended: asyncio.Future[None] | None = None
+        """What ``_run`` waits for: the first attempt to end resolves it. One future, not
+        ``asyncio.wait`` over every running task, which costs a callback added to and
+        removed from each of them per turn (47 us a turn at 100 slots)."""
         self._threads: ThreadPoolExecutor | None = None
         """Threads for async tasks' middleware stacks (``_through``)."""
         self._pool: ThreadPoolExecutor | None = None
         """Threads for sync tasks (``--threads``): thread mode."""
+        self._handoff: Handoff
+        """How ``_pool``'s threads hand their tasks' ends to the loop (handoff.py)."""
         self.in_threads = 0
         """Sync tasks running in ``_pool``, overrunning ones included."""
         self.overran: dict[int, float] = {}
         """Entries whose thread overran its timeout and runs on, with the kill deadline
         the slot keeps for each until it ends: while any is here, no new task starts."""
-        self._per_turn = max(1, child.options.slots // _SPREAD)
+        self._tenth = max(1, child.options.slots // _SPREAD)
+        self._claimed_at = 0.0
+        """When the last reserve call was sent (monotonic): the starts allowed now grow
+        with the time since (see ``step``)."""
         self._fresh = False
         """Coroutines were started since the loop last ran: they take a first step before
         the next reserve call, so a task's start waits for no round trip."""
@@ -137,6 +155,7 @@ class ConcurrentRunner:
         """Start an attempt whose entry the slot already marks running (lifecycle.py)."""
         if not self.slot.concurrent:
             self.slot.enter_concurrent()
+            self._claimed_at = time.monotonic()  # the batch that brought it here
         self.slot.live_async.add(attempt.entry)
         task = self.loop.create_task(self._attempt(attempt))
         self.tasks[attempt.entry] = task
@@ -152,12 +171,7 @@ class ConcurrentRunner:
             self.loop.run_until_complete(asyncio.sleep(_POLL))
             return
         if not self.tasks:
-            child.persist(child.reservations.flush)  # finished entries leave the slot next
-            awaiting.settle(self.loop, options.timeout)  # async hooks, listeners end first
-            if self._wake is not None:  # it waits for a push as process mode would
-                self.loop.run_until_complete(asyncio.wait([self._wake]))
-                self._heard()
-            slot.leave_concurrent()
+            self._leave()
             return
         if child.reservations.acks_due_by(time.monotonic() + options.kill_grace):
             child.persist(child.reservations.flush)
@@ -168,11 +182,16 @@ class ConcurrentRunner:
                 child.persist(child.reservations.flush)
             if not child.reservations.acks_pending():
                 slot.recycle_done()
-            # At most a tenth of the slots per turn: coroutines started in one instant
-            # wait and wake in step, and between such waves the loop sits idle. Spread
-            # over turns, their starts stay apart (measured: 1.4x the tasks/s on tasks
-            # that all wait 20 ms) for about 0.1 reserve calls per task.
-            most = min(free, slot.free(), self._per_turn)
+            # At most a tenth of the slots per turn, or per millisecond since the last
+            # reserve call if turns are slower: coroutines started in one instant wait
+            # and wake in step, and between such waves the loop sits idle. Spread over
+            # turns, their starts stay apart (measured: 1.4x the tasks/s on tasks that
+            # all wait 20 ms) for about 0.1 reserve calls per task. Not per turn alone:
+            # on a loaded machine a turn took 3-5 ms, and a tenth of the slots per turn
+            # left a third of them empty with tasks ready.
+            now = time.monotonic()
+            most = min(free, slot.free(), starts_allowed(self._tenth, now - self._claimed_at))
+            self._claimed_at = now
             _, batch, headers, entries = child.claim(most)
             if batch is not None:
                 child.run_batch(batch, headers, entries)
@@ -182,6 +201,16 @@ class ConcurrentRunner:
                 self._run(0.0)  # let the new coroutines take their first step
                 return
         self._run(self._listen() if taking else _FULL_WAIT)
+
+    def _leave(self) -> None:
+        """Nothing runs: send the acks and go back to process mode."""
+        child = self.child
+        child.persist(child.reservations.flush)  # finished entries leave the slot next
+        awaiting.settle(self.loop, child.options.timeout)  # async hooks, listeners end first
+        if self._wake is not None:  # it waits for a push as process mode would
+            self.loop.run_until_complete(asyncio.wait([self._wake]))
+            self._heard()
+        self.slot.leave_concurrent()
 
     def free(self) -> int:
         """How many more tasks may start now: a free slot for a coroutine, and in thread
@@ -207,11 +236,15 @@ class ConcurrentRunner:
         if seconds <= 0 or not self.tasks:
             self.loop.run_until_complete(asyncio.sleep(0))
             return
-        awaited: list[asyncio.Future[Any]] = [*self.tasks.values()]
+        self._ended = ended = self.loop.create_future()
+        awaited: list[asyncio.Future[Any]] = [ended]
         if self._wake is not None:
             awaited.append(self._wake)
         waiting = asyncio.wait(awaited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        self.loop.run_until_complete(waiting)
+        try:
+            self.loop.run_until_complete(waiting)
+        finally:
+            self._ended = None
         if self._wake is not None and self._wake.done():
             self._heard()
 
@@ -268,6 +301,8 @@ class ConcurrentRunner:
         finally:
             self.slot.finished(entry)
             del self.tasks[entry]
+            if self._ended is not None and not self._ended.done():
+                self._ended.set_result(None)  # a slot is free: the child's loop goes on
             if entry in self.overran:  # its thread runs on: the parent's kill deadline stays
                 self.slot.linger(entry, self.overran[entry])
 
@@ -307,12 +342,13 @@ class ConcurrentRunner:
         settles whatever else it was running)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.child.options.threads, "rqueue-task")
+            self._handoff = Handoff(self.loop)
         context = contextvars.copy_context()  # current_job() in the thread is this job
         # The call process mode makes (its middleware and participants included).
         running = self._pool.submit(context.run, self.lifecycle.call, attempt)
         self.in_threads += 1
         try:
-            return await self._timed(asyncio.wrap_future(running), attempt)
+            return await self._timed(self._handoff.awaiting(running), attempt)
         except TaskTimeout:
             if not running.done():
                 self._abandon(attempt.entry, running)
