@@ -23,6 +23,7 @@ from rqueue.store.cluster import ClusterClient
 from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.current import Runner, set_runner
+from rqueue.worker import participants
 from rqueue.worker.child import ChildWorker
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.recovery import Recovery
@@ -33,8 +34,13 @@ MEMBERS = 12
 
 
 @pytest.fixture
-def child(queue: RedisQueue, config: Config) -> Iterator[ChildWorker]:
-    """One worker child in this process, as ``rqueue work`` runs it (no fork)."""
+def child(
+    queue: RedisQueue, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ChildWorker]:
+    """One worker child in this process, as ``rqueue work`` runs it (no fork), with no
+    integration joined: Sentry's stays joined in a process that ever set it up (its
+    ``setup_once``), and a child an integration joined counts each member at once."""
+    monkeypatch.setattr(participants, "_joined", ())
     options = WorkerOptions(prefetch=MEMBERS, metrics=False)
     board = Scoreboard(1, options.held_limit)
     worker = ChildWorker(options, config, board.slot(0), 1, os.getppid(), "test")
