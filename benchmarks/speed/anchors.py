@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
@@ -88,21 +91,33 @@ def drain(
     return tasks / (finished - started), cpu, redis_used
 
 
-def sidekiqload(args: argparse.Namespace) -> None:
-    rows = []
+@contextlib.contextmanager
+def served() -> Iterator[tuple[RedisQueue, str]]:
+    """A redis-server of this run's own, the default queue on it, the machine named."""
     with RedisServer() as server:
         queue = RedisQueue(Config(redis_url=server.url))
         use(queue)
         print(machine_summary(queue.client))
+        yield queue, server.url
+
+
+def mode_of(name: str, at_once: int) -> tuple[tuple[str, ...], Task[..., Any]]:
+    """A mode's ``rqueue work`` options and its no-op task."""
+    option, job = MODES[name]
+    return ((*option, str(at_once)) if option else ()), job
+
+
+def sidekiqload(args: argparse.Namespace) -> None:
+    rows = []
+    with served() as (queue, url):
         for mode in args.modes.split(","):
-            option, job = MODES[mode]
-            extra = (*option, str(args.per_process)) if option else ()
+            extra, job = mode_of(mode, args.per_process)
             queue.client.flushall()
             pushed = time.perf_counter()
             for start in range(0, args.tasks, BULK):
                 job.dispatch_many([()] * min(BULK, args.tasks - start))
             push_rate = args.tasks / (time.perf_counter() - pushed)
-            rate, cpu, redis_used = drain(queue, server.url, args.tasks, extra)
+            rate, cpu, redis_used = drain(queue, url, args.tasks, extra)
             rows.append(
                 (
                     f"rqueue work -c 1 {' '.join(extra)}".strip(),
@@ -131,16 +146,12 @@ async def add_jobs(job: Task[..., object], jobs: int, in_flight: int) -> float:
 
 def bullmq(args: argparse.Namespace) -> None:
     rows = []
-    with RedisServer() as server:
-        queue = RedisQueue(Config(redis_url=server.url))
-        use(queue)
-        print(machine_summary(queue.client))
+    with served() as (queue, url):
         for mode in ("slots", "process"):
-            option, job = MODES[mode]
-            extra = (*option, str(args.in_flight)) if option else ()
+            extra, job = mode_of(mode, args.in_flight)
             queue.client.flushall()
             added = asyncio.run(add_jobs(job, args.jobs, args.in_flight))
-            rate, cpu, _ = drain(queue, server.url, args.jobs, extra)
+            rate, cpu, _ = drain(queue, url, args.jobs, extra)
             rows.append((f"rqueue work -c 1 {' '.join(extra)}".strip(), added, rate, cpu))
     table(
         ("worker", "add jobs /s", "process jobs /s", "worker CPU s"),
