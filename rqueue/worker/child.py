@@ -265,6 +265,8 @@ class ChildWorker(InterruptibleWaits):
         queue, payloads = batch.reservation.queue, batch.reservation.payloads
         margin, grace = self.options.reservation_margin, self.options.kill_grace
         for index, payload in enumerate(payloads):
+            if self._concurrent is not None and self.slot.concurrent:
+                self._concurrent.make_room()
             if self.should_exit():
                 self._give_back_read_ahead()
                 self._give_back(queue, payloads[index:], entries[index:])

@@ -161,6 +161,14 @@ class ConcurrentRunner:
         self.tasks[attempt.entry] = task
         self._fresh = True
 
+    def make_room(self) -> None:
+        """Before a batch's next task: while every slot is taken, run the loop until one
+        frees. A batch reserved in process mode was sized by ``--prefetch`` before any of
+        its tasks was known to be ``async def``; started whole, it ran more coroutines
+        than ``--slots``. (Batches reserved here are sized by the free slots already.)"""
+        while self.tasks and self.free() <= 0:
+            self._run(_FULL_WAIT)
+
     def step(self) -> None:
         """One turn of the child's loop while its tasks run concurrently."""
         child, slot, options = self.child, self.slot, self.child.options

@@ -19,6 +19,10 @@ SEEN = "test:async:seen"
 """``job-id n`` as a task saw them before and after it awaited."""
 LOCKED = "test:async:locked"
 """``enter n`` / ``leave n`` around the awaited part of a locked task."""
+IN_FLIGHT = "test:async:in-flight"
+"""How many ``counted`` runs are in flight now (a counter)."""
+MOST_IN_FLIGHT = "test:async:most-in-flight"
+"""Each ``counted`` run's count of runs in flight, itself included, as it started."""
 
 
 def note(key: str, text: str) -> None:
@@ -37,6 +41,16 @@ async def nap(n: int, seconds: float = 0.5) -> int:
     await asyncio.sleep(seconds)
     note(DONE, f"{n} {attempt()}")
     return n
+
+
+@task
+async def counted(n: int, seconds: float = 0.1) -> None:
+    """Says how many runs of it were in flight as it started (every child's)."""
+    client = default_queue().client
+    note(MOST_IN_FLIGHT, str(client.incr(IN_FLIGHT)))
+    await asyncio.sleep(seconds)
+    client.decr(IN_FLIGHT)
+    note(DONE, f"{n} {attempt()}")
 
 
 _arrived: dict[int, int] = {}

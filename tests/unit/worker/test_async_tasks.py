@@ -34,6 +34,19 @@ def test_500_coroutines_run_at_once_in_one_child(queue: RedisQueue, workers: Wor
     wait_for(lambda: settled(queue), 5, "every ack")
 
 
+def test_no_more_coroutines_than_slots_run_at_once_even_from_one_prefetched_batch(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """The first batch is reserved in process mode, sized by --prefetch before any of its
+    tasks is known to be ``async def``: it must still start no more than --slots."""
+    at.counted.dispatch_many([(n,) for n in range(30)])
+    workers.start("-c", "1", "--slots", "5", "--prefetch", "30", *FAST)
+    wait_for(lambda: len(done(queue)) == 30, 20, "every run")
+    most = max(int(n) for n in strings(queue.client, at.MOST_IN_FLIGHT))
+    assert most <= 5
+    wait_for(lambda: settled(queue), 5, "every ack")
+
+
 def test_a_timeout_cancels_only_the_coroutine_that_overran(
     queue: RedisQueue, workers: Workers
 ) -> None:
