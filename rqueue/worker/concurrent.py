@@ -166,7 +166,7 @@ class ConcurrentRunner:
         frees. A batch reserved in process mode was sized by ``--prefetch`` before any of
         its tasks was known to be ``async def``; started whole, it ran more coroutines
         than ``--slots``. (Batches reserved here are sized by the free slots already.)"""
-        while self.tasks and self.free() <= 0:
+        while len(self.tasks) >= self.child.options.slots:  # started ones, not the batch's
             self._run(_FULL_WAIT)
 
     def step(self) -> None:
