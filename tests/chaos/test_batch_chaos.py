@@ -111,7 +111,10 @@ def assert_counted_exactly(connection: RedisQueue, found: Batch) -> None:
 def test_a_batch_under_worker_kills_counts_exactly_and_calls_back_once(
     queue: RedisQueue, workers: Workers
 ) -> None:
-    found = dispatch(queue, work_ms=1)
+    # 8 ms a member: 4 s of work at the least over 4 children, so the faults below all
+    # fall while it runs (a member costs the worker itself some 20 us: at 1 ms the batch
+    # could finish within the first few kills).
+    found = dispatch(queue, work_ms=8)
     logged = Logged(workers)
     started = [logged.start() for _ in range(2)]
     chooser = random.Random(12)
