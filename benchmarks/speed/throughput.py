@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
@@ -109,6 +110,8 @@ def measure_processing(
     count: int,
     concurrency: int,
     worker_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    stderr: IO[bytes] | None = None,
 ) -> Run:
     client = queue.client
     keys = queue.keys("default")
@@ -118,7 +121,9 @@ def measure_processing(
     before = command_calls(client)
     polls = 0
     started = time.perf_counter()
-    worker = rqueue_work(url, concurrency, "--stop-when-empty", *worker_args)
+    worker = rqueue_work(
+        url, concurrency, "--stop-when-empty", *worker_args, env=env, stderr=stderr
+    )
     sampler = MemorySampler(worker.pid).start()
     first = done = 0.0
     deadline = started + 600

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psutil
 import redis
@@ -162,11 +162,13 @@ def rqueue_work(
     *extra: str,
     queue: str = "default",
     env: dict[str, str] | None = None,
+    stderr: IO[bytes] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the real ``rqueue work`` CLI, importing tasks from this folder and from the
     running entry point's own (a task defined in the script, such as
     ``workflows:record_then``, is named after its file: the worker's directory).
-    ``env`` adds to its environment (a ``PYTHONPATH`` there comes before this folder)."""
+    ``env`` adds to its environment (a ``PYTHONPATH`` there comes before this folder);
+    ``stderr``, a file for its log (by default this process's own)."""
     added = dict(env or {})
     path = os.pathsep.join(filter(None, (added.pop("PYTHONPATH", ""), str(SUPPORT_DIR))))
     env = {**os.environ, **added, "REDIS_URL": redis_url, "PYTHONPATH": path}
@@ -186,6 +188,7 @@ def rqueue_work(
         cwd=Path(sys.argv[0]).resolve().parent,
         env=env,
         stdin=subprocess.DEVNULL,
+        stderr=stderr,
     )
 
 
