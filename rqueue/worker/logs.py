@@ -47,9 +47,11 @@ class TextFormatter(logging.Formatter):
     its own line breaks, escaped within them."""
 
     def __init__(self) -> None:
+        # The line compose() writes; logging reads it to know the line shows a time.
         super().__init__("%(asctime)s %(levelname)s [%(process)d] %(message)s")
-        self._second = -1
-        self._prefix = ""
+        # A second and its text up to the second, in one object: threads logging at
+        # once never pair one second with another's text.
+        self._kept = (-1, "")
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return self.stamp(record.created)
@@ -67,12 +69,14 @@ class TextFormatter(logging.Formatter):
             second, ms = divmod(round(created * 1000), 1000)
         except (TypeError, ValueError, OverflowError):
             return moment(created)
-        if second != self._second:
+        kept, prefix = self._kept
+        if second != kept:
             stamp = moment(second)
             if not stamp.endswith(".000Z"):
                 return moment(created)  # out of range: as moment shows it
-            self._second, self._prefix = second, stamp[:-4]
-        return f"{self._prefix}{ms:03d}Z"
+            prefix = stamp[:-4]
+            self._kept = (second, prefix)
+        return f"{prefix}{ms:03d}Z"
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return self.compose(record.asctime, record.levelname, record.process, record.message)
