@@ -8,18 +8,20 @@ CPU time: its acknowledgements pile up in memory and are dropped between rounds,
 the figure is the Python cost of admitting, running and settling one task. Best of
 ``--rounds`` rounds of ``--tasks`` calls, metrics off and on; and the function calls
 one task makes, which a busy machine does not blur. ``--tree`` runs another
-checkout's code (alternate the two, interleaved, in one sitting):
+checkout's code (alternate the two, interleaved, in one sitting). ``--log-level info``
+adds the line ``rqueue work`` logs per task by default, written to a file:
 
     python benchmarks/speed/per_task.py
     PYTHONPATH=/tmp/before python benchmarks/speed/per_task.py --tree /tmp/before
+    python benchmarks/speed/per_task.py --log-level info
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -87,19 +89,23 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=50_000, help="calls per round")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tree", type=Path, default=BENCH_DIR.parent, help="a checkout")
+    parser.add_argument("--log-level", choices=("warning", "info"), default="warning")
     options = parser.parse_args()
     from rqueue.server import RedisServer
+    from rqueue.worker import logs
 
-    logging.getLogger("rqueue").setLevel(logging.WARNING)
-    with RedisServer() as server:
+    with tempfile.TemporaryFile("w") as log, RedisServer() as server:
+        sys.stderr = log  # the handler writes where the worker's stderr would go
+        logs.configure(options.log_level)
+        sys.stderr = sys.__stderr__
         os.environ["REDIS_URL"] = server.url
         figures = [
             per_task(server.url, metrics, options.tasks, options.rounds, options.tree)
             for metrics in (False, True)
         ]
     print(
-        f"{options.tree}: child CPU per task, best of {options.rounds} x {options.tasks:,}: "
-        f"metrics off {figures[0]}; on {figures[1]}"
+        f"{options.tree} at {options.log_level}: child CPU per task, best of {options.rounds} "
+        f"x {options.tasks:,}: metrics off {figures[0]}; on {figures[1]}"
     )
 
 
