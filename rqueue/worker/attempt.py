@@ -143,17 +143,8 @@ class Attempt(Run):
     """Its task, once looked up (None: the lookup failed)."""
     stack: Sequence[Middleware] | None = None
     """Its middleware, once built (None: building them failed)."""
-    _lost: bool = field(init=False, repr=False)
-    """Set once this worker learns it no longer holds the task (:meth:`lose`); never
-    set otherwise, so building an attempt costs nothing more (read through :attr:`lost`)."""
+    lost: bool = field(default=False, init=False, repr=False)
+    """This worker learnt it no longer holds the task: its reservation ran out or it was
+    settled (an iterable task's checkpoint was refused, ``worker/iteration.py``)."""
     _adds: int = field(default=0, init=False, repr=False)
     """The run's ``Batch.add()`` calls so far (:meth:`Run.next_add`)."""
-
-    @property
-    def lost(self) -> bool:
-        """This worker no longer holds the task: its reservation ran out or it was
-        settled (an iterable task's checkpoint was refused, ``worker/iteration.py``)."""
-        return getattr(self, "_lost", False)
-
-    def lose(self) -> None:
-        self._lost = True

@@ -113,7 +113,7 @@ class ChildCheckpoints:
             round(lasting * 1000) if rearm else 0,
         )
         if not kept:
-            attempt.lose()
+            attempt.lost = True
             raise CheckpointRefused(
                 f"task {attempt.job.id!r}'s checkpoint was refused: this worker no longer "
                 "holds it (its reservation ran out, or it was settled), so it stops here"
