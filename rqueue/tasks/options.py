@@ -22,8 +22,7 @@ a step's and a schedule's fields), and tests/unit/tasks/test_task_options.py fai
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from functools import cached_property, partial
@@ -35,26 +34,38 @@ from rqueue.encoding.ranges import (
     checked_backoff,
     checked_keep,
     checked_max_exceptions,
-    checked_tags,
     checked_timeout,
     checked_tries,
 )
-from rqueue.errors import InvalidTaskOption
-from rqueue.middleware.base import MIDDLEWARE, Middleware, carry, check_stack
+from rqueue.middleware.base import MIDDLEWARE, Middleware, check_stack
 from rqueue.settings.config import LIMITS
 from rqueue.store.keys import validate_queue_name
 from rqueue.tasks.hooks import Hook
 from rqueue.tasks.iterable import ITERABLE
+from rqueue.tasks.option_values import (
+    RetryUntil,
+    Tags,
+    carried_stack,
+    check_debounce_by,
+    check_fail_on_timeout,
+    check_iterable,
+    check_retry_until,
+    check_tags,
+    check_unique,
+    check_unique_until,
+    checked,
+    exception_classes_of,
+    given_tags,
+    hook_check,
+    keep_seconds,
+    retry_until_at_dispatch,
+    tags_of_call,
+)
 from rqueue.tasks.validation import (
     ExceptionClasses,
-    When,
-    check_callable,
     check_debounce,
     checked_duration,
     checked_unique_for,
-    exception_classes,
-    option_checked,
-    retry_until_at,
 )
 from rqueue.timing import seconds
 
@@ -63,17 +74,11 @@ if TYPE_CHECKING:
 
 BackoffOption = float | Sequence[float] | str | tuple[str, float, float]
 """Seconds, a list of them, ``"exponential"`` or ``("exponential", base, cap)``."""
-RetryUntil = When | Callable[[], When]
-"""A datetime, or a timedelta or seconds from dispatch; or a callable returning one,
-called at each dispatch."""
 UniqueKey = bool | Callable[..., object]
 """``True`` (one per task) or a callable of the call's arguments returning its key."""
 UniqueUntil = Literal["processed", "processing"]
 DebounceKey = Callable[..., object]
 """A callable of the call's arguments returning its debounce key (a str or an int)."""
-Tags = Sequence[str] | Callable[..., Iterable[str]]
-"""Strings, or a callable of the call's arguments returning them (Horizon tags a job
-by the models it carries: ``tags=lambda order_id: [f"order:{order_id}"]``)."""
 DEFAULT_UNIQUE_FOR = 3600.0
 """Seconds a unique lock lasts unless released first: a lost worker never leaves one."""
 UNIQUE = "unique"
@@ -115,135 +120,59 @@ def _how(**how: Any) -> dict[str, Option]:
     return {"option": Option(**how)}
 
 
-def _checked(check: Callable[[object], object]) -> Callable[[object], object]:
-    return partial(option_checked, check)
-
-
-def _hook(name: str) -> Callable[[object], None]:
-    return partial(check_callable, what=name, may_be_async=True)  # awaited: see call_hook
-
-
-def _check_retry_until(until: object) -> None:
-    if callable(until):
-        check_callable(until, "retry_until")
-    else:
-        retry_until_at(until, time.time())
-
-
-def _retry_until_at(until: RetryUntil, dispatched_at: float) -> float:
-    return retry_until_at(until() if callable(until) else until, dispatched_at)
-
-
-def _check_fail_on_timeout(value: object) -> None:
-    if type(value) is not bool:
-        raise InvalidTaskOption(f"fail_on_timeout must be True or False, got {value!r}")
-
-
-def _check_iterable(value: object) -> None:
-    if type(value) is not bool:
-        raise InvalidTaskOption(f"iterable must be True or False, got {value!r}")
-
-
-def _check_unique(unique: object) -> None:
-    if unique is not False and unique is not True:
-        check_callable(unique, "unique")
-
-
-def _check_unique_until(until: object) -> None:
-    if until not in ("processed", "processing"):
-        raise InvalidTaskOption(f"unique_until must be 'processed' or 'processing', got {until!r}")
-
-
-def _check_debounce_by(key: object) -> None:
-    check_callable(key, "debounce_by")
-
-
-def _keep_seconds(keep: object) -> float:
-    return option_checked(
-        checked_keep, seconds(keep, "keep_result") if isinstance(keep, timedelta) else keep
-    )
-
-
-def _classes(option: str) -> Callable[[object], ExceptionClasses]:
-    return partial(exception_classes, option=option)
-
-
-def _check_tags(tags: object) -> None:
-    if not callable(tags):
-        option_checked(checked_tags, tags)
-
-
-def _given_tags(tags: Any) -> Any:
-    return tags if callable(tags) else option_checked(checked_tags, tags)
-
-
-def _tags_of_call(tags: Tags, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, ...]:
-    """A call's tags: the declared ones, or what the declared callable returns for its
-    arguments (checked: a wrong return is the caller's error, at dispatch)."""
-    if not callable(tags):
-        return tuple(tags)
-    returned = tags(*args, **kwargs)
-    try:
-        return checked_tags(list(returned) if isinstance(returned, (set, frozenset)) else returned)
-    except ValueError as exc:
-        raise InvalidTaskOption(f"the tags= callable returned {returned!r}: {exc}") from None
-
-
-def _carried_stack(stack: tuple[Middleware, ...]) -> list[Any] | None:
-    return [carry(m) for m in stack] or None
-
-
 @dataclass(frozen=True)
 class TaskOptions:
     """How a task is queued and run; ``None`` means the worker's default applies."""
 
     queue: str = field(default="default", metadata=_how(check=validate_queue_name, job="queue"))
     tries: int | None = field(
-        default=None, metadata=_how(check=_checked(checked_tries), job="tries")
+        default=None, metadata=_how(check=checked(checked_tries), job="tries")
     )
     timeout: float | None = field(
-        default=None, metadata=_how(check=_checked(checked_timeout), job="timeout")
+        default=None, metadata=_how(check=checked(checked_timeout), job="timeout")
     )
     backoff: Backoff = field(
         default=(),
         metadata=_how(
-            check=_checked(checked_backoff), given=_checked(checked_backoff), job="backoff"
+            check=checked(checked_backoff), given=checked(checked_backoff), job="backoff"
         ),
     )
     after_succeeded: Hook | None = field(
-        default=None, metadata=_how(check=_hook("after_succeeded"))
+        default=None, metadata=_how(check=hook_check("after_succeeded"))
     )
-    after_failed: Hook | None = field(default=None, metadata=_how(check=_hook("after_failed")))
+    after_failed: Hook | None = field(default=None, metadata=_how(check=hook_check("after_failed")))
     after_cancelled: Hook | None = field(
-        default=None, metadata=_how(check=_hook("after_cancelled"))
+        default=None, metadata=_how(check=hook_check("after_cancelled"))
     )
     connection: RedisQueue | None = field(default=None, compare=False, metadata=_how())
     wait_replicas: int | None = field(
         default=None,
-        metadata=_how(check=_checked(partial(LIMITS["wait_replicas"][1].check, "wait_replicas"))),
+        metadata=_how(check=checked(partial(LIMITS["wait_replicas"][1].check, "wait_replicas"))),
     )
     """Replicas each dispatch waits for (Redis ``WAIT``); None: the connection's config."""
     keep_result: float | None = field(
         default=None,
         metadata=_how(
-            check=_checked(checked_keep),
-            given=_keep_seconds,
+            check=checked(checked_keep),
+            given=keep_seconds,
             meta=KEEP,
             in_meta=lambda keep: round(keep * 1000),
         ),
     )
     """Seconds to keep each call's status and result (docs/workflows.md); None: none kept."""
     max_exceptions: int | None = field(
-        default=None, metadata=_how(check=_checked(checked_max_exceptions), job="max_exceptions")
+        default=None, metadata=_how(check=checked(checked_max_exceptions), job="max_exceptions")
     )
     """Raised exceptions (timeouts and lost workers aside) after which it fails for good."""
     retry_until: RetryUntil | None = field(
         default=None,
-        metadata=_how(check=_check_retry_until, job="retry_until", at_dispatch=_retry_until_at),
+        metadata=_how(
+            check=check_retry_until, job="retry_until", at_dispatch=retry_until_at_dispatch
+        ),
     )
     """When it stops being retried or started (docs/tasks.md, "Job controls")."""
     fail_on_timeout: bool = field(
-        default=False, metadata=_how(check=_check_fail_on_timeout, job="fail_on_timeout")
+        default=False, metadata=_how(check=check_fail_on_timeout, job="fail_on_timeout")
     )
     """A timeout fails it at once instead of retrying it."""
     middleware: tuple[Middleware, ...] = field(
@@ -257,36 +186,42 @@ class TaskOptions:
             given=tuple,
             argument="middleware",
             meta=MIDDLEWARE,
-            in_meta=_carried_stack,
+            in_meta=carried_stack,
         ),
     )
     """Given to ``using(middleware=)``: they travel in each call's payload and run
     after the declared ones (Laravel's ``through()``)."""
-    unique: UniqueKey = field(default=False, metadata=_how(check=_check_unique))
+    unique: UniqueKey = field(default=False, metadata=_how(check=check_unique))
     """At most one call per key queued or running (docs/tasks.md, "Unique tasks"); each
     call's key travels in its meta (:data:`UNIQUE`)."""
     unique_for: float = field(
         default=DEFAULT_UNIQUE_FOR,
         metadata=_how(
-            check=_checked(checked_unique_for),
+            check=checked(checked_unique_for),
             given=lambda lasts: (
                 seconds(lasts, "unique_for") if isinstance(lasts, timedelta) else lasts
             ),
         ),
     )
-    unique_until: UniqueUntil = field(default="processed", metadata=_how(check=_check_unique_until))
+    unique_until: UniqueUntil = field(default="processed", metadata=_how(check=check_unique_until))
     tags: Tags = field(
         default=(),
-        metadata=_how(check=_check_tags, given=_given_tags, job="tags", of_call=_tags_of_call),
+        metadata=_how(check=check_tags, given=given_tags, job="tags", of_call=tags_of_call),
     )
     """Labels each call carries, to find it by (docs/tasks.md, "Tags")."""
     retry_for: ExceptionClasses | None = field(
-        default=None, metadata=_how(check=_classes("retry_for"), given=_classes("retry_for"))
+        default=None,
+        metadata=_how(
+            check=exception_classes_of("retry_for"), given=exception_classes_of("retry_for")
+        ),
     )
     """Only these exceptions are retried; any other fails it at once (None: all are)."""
     dont_retry_for: ExceptionClasses = field(
         default=(),
-        metadata=_how(check=_classes("dont_retry_for"), given=_classes("dont_retry_for")),
+        metadata=_how(
+            check=exception_classes_of("dont_retry_for"),
+            given=exception_classes_of("dont_retry_for"),
+        ),
     )
     """These exceptions fail it at once, even those ``retry_for`` lists. Neither
     option travels in a payload: a worker asks its registered task's
@@ -297,7 +232,7 @@ class TaskOptions:
     )
     """Seconds a call waits for another with its key, which replaces it and waits
     again; the last one runs (docs/tasks.md, "Debounced tasks"). None: not debounced."""
-    debounce_by: DebounceKey | None = field(default=None, metadata=_how(check=_check_debounce_by))
+    debounce_by: DebounceKey | None = field(default=None, metadata=_how(check=check_debounce_by))
     """The debounce key of a call's arguments; None: one key for the whole task."""
     debounce_max: float | None = field(
         default=None,
@@ -308,7 +243,7 @@ class TaskOptions:
     """Seconds after a burst's first call by which its call is due, however many come."""
     iterable: bool = field(
         default=False,
-        metadata=_how(check=_check_iterable, meta=ITERABLE, in_meta=lambda on: 1 if on else None),
+        metadata=_how(check=check_iterable, meta=ITERABLE, in_meta=lambda on: 1 if on else None),
     )
     """A generator yielding a cursor per item, checkpointed and resumed (docs/tasks.md,
     "Iterable tasks"): ``@task`` wraps its function (``tasks/iterable.py``)."""

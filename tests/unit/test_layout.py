@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.timing",
         "rqueue.tasks.validation",
         "rqueue.tasks.hooks",
+        "rqueue.tasks.option_values",
         "rqueue.tasks.options",
         "rqueue.tasks.handles",
         "rqueue.tasks.interception",
