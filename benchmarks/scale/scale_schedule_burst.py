@@ -77,6 +77,38 @@ def add_all(schedules: Schedules, entries: list[dict[str, Any]]) -> str:
     return "add, one call each"
 
 
+def time_sends(scheduler: Scheduler, note: Any) -> None:
+    """Call ``note(n)`` as each fire call returns, ``n`` the triggers it enqueued: wraps
+    ``store.send`` (#30: firings planned ahead are sent at the trigger), else
+    ``store.fire`` (the tree under test is older)."""
+    store: Any = scheduler.store
+    if hasattr(store, "send"):
+        send = store.send
+
+        def timed_send(batch: Sequence[Any]) -> list[Any]:
+            sent = send(batch)
+            note(
+                sum(
+                    1
+                    for prepared, result in zip(batch, sent, strict=True)
+                    for firing, won in zip(prepared.firings, result.won, strict=True)
+                    if won and firing.payloads
+                )
+            )
+            return sent
+
+        store.send = timed_send
+        return
+    fire = store.fire
+
+    def timed_fire(firings: Sequence[Any]) -> list[bool]:
+        won = fire(firings)
+        note(sum(1 for f, w in zip(firings, won, strict=True) if w and f.payloads))
+        return won
+
+    store.fire = timed_fire
+
+
 def burst(count: int) -> tuple[object, ...]:
     """``count`` schedules due at one instant, fired by one parent: a row of
     ``BURST_HEADERS``."""
@@ -93,16 +125,10 @@ def burst(count: int) -> tuple[object, ...]:
         parent = in_process_parent(server.url, ["default"])
         scheduler = Scheduler(parent.queue, ["default"])
         enqueued: list[float] = []
-        fire = scheduler.store.fire
-
-        def timed_fire(firings: Sequence[Any]) -> list[bool]:
-            won = fire(firings)
-            now = time.time() * 1000
-            fired = [f for f, w in zip(firings, won, strict=True) if w and f.payloads]
-            enqueued.extend(now - trigger for _ in fired)
-            return won
-
-        scheduler.store.fire = timed_fire  # type: ignore[method-assign]
+        time_sends(
+            scheduler,
+            lambda fired: enqueued.extend(time.time() * 1000 - trigger for _ in range(fired)),
+        )
         while schedules.now_ms() < trigger - 1000:
             time.sleep(0.01)
         cpu = 0.0

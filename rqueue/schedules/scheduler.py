@@ -34,10 +34,19 @@ from typing import NamedTuple
 
 from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.schedules.api import Schedules
+from rqueue.schedules.planning import (
+    PLAN_AHEAD,
+    PLAN_LIMIT,
+    PLAN_PAGE,
+    Group,
+    Plan,
+    fire_by,
+    send_due,
+)
 from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
-from rqueue.store.schedule_store import MAX_MS, Firing, ScheduleStore
+from rqueue.store.schedule_store import MAX_MS, Firing, Read, ScheduleStore
 from rqueue.tasks import observers
 from rqueue.tasks.decorator import registered
 from rqueue.timing import iso
@@ -55,6 +64,18 @@ PRECISE_WAIT = 0.2
 """The last seconds before a trigger that the parent sleeps locally instead of in BLPOP."""
 _PRECISE_ROUNDS = 5
 RETRY_AFTER_ERROR = 1.0
+
+
+_CANNOT_FIRE = (RQueueError, ValueError, TypeError, ArithmeticError, OSError)
+"""What building a firing raises for a definition that cannot fire. OverflowError,
+OSError: a time no clock holds, found while walking a cron; shelved like the rest,
+or it would fail every tick for ever."""
+
+
+def _fired(firing: Firing, won: bool) -> None:
+    if won and firing.payloads:
+        name = firing.name.decode(errors="replace")
+        log.debug("schedule %s: enqueued %d trigger(s)", name, len(firing.payloads))
 
 
 def trigger_id(name: str, trigger_ms: int) -> str:
@@ -125,6 +146,7 @@ class Scheduler:
         due last time, eightfold (up to BATCH) while all it read were due. Reading BATCH
         each time cost a parent with 10^5 schedules most of its CPU in parsing entries
         not yet due; now a tick reads what is due and one more (docs/benchmarks.md)."""
+        self._plan = Plan()
 
     def tick(self) -> float:
         """Fire what is due; return seconds until the next schedule is due.
@@ -132,6 +154,7 @@ class Scheduler:
         An outage propagates (the parent backs off and retries): a lost connection, a
         timeout, or a transient refusal such as a failover's ``MASTERDOWN``. Any other
         error is logged and retried a second later, never taking the worker down.
+        Either way the plan is dropped: the next tick reads the timeline afresh.
         """
         if not self.enabled:
             return IDLE
@@ -146,33 +169,49 @@ class Scheduler:
                 time.sleep(wait)
             return 0.0
         except REDIS_ERRORS:
+            self._plan.clear()
             raise
         except Exception:
+            self._plan.clear()
             log.exception("scheduler tick failed; retrying in %g s", RETRY_AFTER_ERROR)
             return RETRY_AFTER_ERROR
 
     def _tick(self) -> float:
+        """Send the planned firings now due, fire what is due unplanned, plan what comes
+        within PLAN_AHEAD; return seconds until the next of these is to be done."""
         self._declare()
-        wait = IDLE
+        for firing, won in send_due(self._plan, self.store):
+            _fired(firing, won)
         due: list[Due] = []
-        counts = [self._reads[name] for name in self.queues]
-        earliest = self.store.earliest(self.queues, counts)
-        for name, count, (now, entries) in zip(self.queues, counts, earliest, strict=True):
+        upcoming = IDLE  # until the next unplanned fire time
+        reads = [Read(q, self._reads[q], high=self._plan.high(q)) for q in self.queues]
+        clocks: list[tuple[int, float]] = []
+        for read, (now, entries) in zip(reads, self.store.earliest(reads), strict=True):
+            name, count = read.queue, read.limit
+            clocks.append((now, time.monotonic()))
             before = len(due)
             for member, score, definition in entries:
                 if score <= now:
                     due.append(Due(name, member, score, now, definition))
                 else:
-                    wait = min(wait, (score - now) / 1000)
+                    upcoming = min(upcoming, (score - now) / 1000)
                     break
             else:
                 if len(entries) >= count:  # every entry read was due: more may be
-                    wait = 0.0
+                    upcoming = 0.0
             found = len(due) - before
             self._reads[name] = min(BATCH, count * _READ_GROWTH if found == count else found + 1)
         if due:
-            wait = min(wait, self._fire(due))
-        return max(0.0, wait)
+            upcoming = min(upcoming, self._fire(due))
+        if upcoming <= 0:
+            return 0.0
+        if not self._plan and upcoming <= PLAN_AHEAD:
+            self._plan_ahead(clocks)
+        if self._plan:
+            return min(upcoming, self._plan.wait())
+        if PLAN_AHEAD < upcoming < IDLE:  # wake in time to plan it
+            return upcoming - PLAN_AHEAD
+        return upcoming
 
     def _fire(self, due: list[Due]) -> float:
         """Fire each due schedule; return seconds until the soonest next fire time among
@@ -183,14 +222,8 @@ class Scheduler:
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:
-                self.store.check(queue_name, member, data)  # before anything reads it
-                if not (math.isfinite(score) and 0 <= score <= MAX_MS):
-                    raise InvalidSchedule(f"its place on the timeline ({score!r}) is not a time")
-                schedule = Schedule.decode(data, int(score))
-                firing = self._firing(queue_name, schedule, member, int(score), data, now)
-            except (RQueueError, ValueError, TypeError, ArithmeticError, OSError) as exc:
-                # OverflowError, OSError: a time no clock holds, found while walking a
-                # cron; shelved like the rest, or it would fail every tick for ever.
+                firing = self._firing(queue_name, member, score, data, now)[0]
+            except _CANNOT_FIRE as exc:
                 if self.store.shelve(queue_name, member, score, data):
                     log.error(
                         "schedule %s on queue %s cannot fire, taken off the timeline until "
@@ -203,23 +236,72 @@ class Scheduler:
             if firing.next_ms is not None:
                 soonest = min(soonest, (firing.next_ms - now) / 1000)
             firings.append(firing)
-        if not firings:
-            return soonest
-        for firing, won in zip(firings, self.store.fire(firings), strict=True):
-            if won and firing.payloads:
-                name = firing.name.decode(errors="replace")
-                log.debug("schedule %s: enqueued %d trigger(s)", name, len(firing.payloads))
+        if firings:
+            for firing, won in zip(firings, self.store.fire(firings), strict=True):
+                _fired(firing, won)
         return soonest
 
+    def _plan_ahead(self, clocks: list[tuple[int, float]]) -> None:
+        """Plan the firings due within PLAN_AHEAD of each queue's clock (``clocks``: as
+        read, and when, on this process's monotonic clock), PLAN_PAGE entries a queue
+        and round trip, until PLAN_LIMIT a queue or the first planned trigger comes.
+        One that cannot fire is not planned: a tick shelves it once due."""
+        ahead = int(PLAN_AHEAD * 1000)
+        clock = dict(zip(self.queues, clocks, strict=True))
+        groups: dict[tuple[str, int], list[Firing]] = {}
+        pending = list(self.queues)
+        first = math.inf  # when the first planned trigger comes, by time.monotonic()
+        for skip in range(0, PLAN_LIMIT, PLAN_PAGE):
+            reads = [
+                Read(q, PLAN_PAGE, f"({clock[q][0]}", str(clock[q][0] + ahead), skip, ahead)
+                for q in pending
+            ]
+            pending = []
+            for read, (_, entries) in zip(reads, self.store.earliest(reads), strict=True):
+                now, read_at = clock[read.queue]
+                for member, score, data in entries:
+                    firing = self._planned(read.queue, member, score, data)
+                    if firing is not None:
+                        instant = int(firing.read_ms)
+                        groups.setdefault((read.queue, instant), []).append(firing)
+                        first = min(first, read_at + (instant - now) / 1000)
+                if len(entries) == PLAN_PAGE:
+                    pending.append(read.queue)
+            if not pending or time.monotonic() >= first:
+                break
+        for (queue, instant), firings in groups.items():
+            now, read_at = clock[queue]
+            at = read_at + (instant - now) / 1000
+            self._plan.add(Group(at, queue, instant, self.store.prepare(firings)))
+
+    def _planned(
+        self, queue: str, member: bytes, score: float, data: bytes | None
+    ) -> Firing | None:
+        """The firing of a timeline entry, as a tick at its trigger would build it, and
+        holding until then; None if it cannot fire (a tick shelves it once due)."""
+        if data is None:
+            return None
+        try:
+            firing, grace = self._firing(queue, member, score, data, int(score))
+        except _CANNOT_FIRE:
+            return None
+        return fire_by(firing, int(score), grace)
+
     def _firing(
-        self, queue_name: str, schedule: Schedule, member: bytes, score: int, data: bytes, now: int
-    ) -> Firing:
-        triggers, next_ms = plan(schedule, score, now)
+        self, queue_name: str, member: bytes, score: float, data: bytes, now: int
+    ) -> tuple[Firing, int]:
+        """The firing of a schedule read at ``score`` with definition ``data``, as due
+        by ``now``; and its misfire grace. Raises one of _CANNOT_FIRE if it cannot."""
+        self.store.check(queue_name, member, data)  # before anything reads it
+        if not (math.isfinite(score) and 0 <= score <= MAX_MS):
+            raise InvalidSchedule(f"its place on the timeline ({score!r}) is not a time")
+        schedule = Schedule.decode(data, int(score))
+        triggers, next_ms = plan(schedule, int(score), now)
         payloads = [self._payload(schedule, t, now) for t in triggers]
-        return Firing(
+        firing = Firing(
             queue=queue_name,
             name=member,
-            read_ms=score,
+            read_ms=int(score),
             read=data,
             next_ms=next_ms,
             definition=schedule.fired(
@@ -227,6 +309,7 @@ class Scheduler:
             ),
             payloads=payloads,
         )
+        return firing, schedule.misfire_grace_ms
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
         job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))
