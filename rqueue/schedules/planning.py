@@ -75,12 +75,14 @@ class Plan:
         """Seconds until the soonest group is due (0 if it is)."""
         return max(0.0, self._groups[0].at - time.monotonic()) if self._groups else 0.0
 
-    def high(self, queue: str) -> str:
-        """The bound, as ZRANGEBYSCORE takes it, of what a tick reads of ``queue``'s
-        timeline while this plan holds: up to the queue's first planned instant,
-        excluded (unplanned entries at it fire once the plan has)."""
-        instants = [g.instant for g in self._groups if g.queue == queue]
-        return f"({min(instants)}" if instants else "+inf"
+    def bounds(self) -> dict[str, str]:
+        """Per queue with firings planned, the bound (as ZRANGEBYSCORE takes it) of
+        what a tick reads of its timeline while this plan holds: up to its first
+        planned trigger, excluded (unplanned entries at it fire once the plan has)."""
+        first: dict[str, int] = {}
+        for group in self._groups:
+            first[group.queue] = min(first.get(group.queue, group.instant), group.instant)
+        return {queue: f"({instant}" for queue, instant in first.items()}
 
     def take_due(self) -> list[Group]:
         """The groups due by this process's clock, taken out of the plan."""

@@ -184,7 +184,8 @@ class Scheduler:
             _fired(firing, won)
         due: list[Due] = []
         upcoming = IDLE  # until the next unplanned fire time
-        reads = [Read(q, self._reads[q], high=self._plan.high(q)) for q in self.queues]
+        bounds = self._plan.bounds()
+        reads = [Read(q, self._reads[q], high=bounds.get(q, "+inf")) for q in self.queues]
         clocks: list[tuple[int, float]] = []
         for read, (now, entries) in zip(reads, self.store.earliest(reads), strict=True):
             name, count = read.queue, read.limit

@@ -138,8 +138,9 @@ class Prepared(NamedTuple):
     planned ahead of a trigger leaves nothing but the round trip for the instant."""
 
     firings: Sequence[Firing]
-    calls: Sequence[tuple[str, Sequence[int], bytes]]
-    """Per call: its queue, the places of its firings, its packed argument."""
+    packed: Sequence[bytes]
+    """Per firing, its part of fire_schedules.lua's argument: the parts of many
+    prepared at different times join into one call per queue when sent together."""
 
 
 class Sent(NamedTuple):
@@ -151,7 +152,7 @@ class Sent(NamedTuple):
     """The places of those not fired because their trigger is still ahead by Redis's
     clock: they hold, and may be sent again."""
     wait: float
-    """Seconds until the soonest of those is due, by the clock of its node."""
+    """Seconds until all of those are due, by the clock of their node."""
 
 
 class ScheduleStore:
@@ -373,59 +374,62 @@ class ScheduleStore:
         return self.send([self.prepare(firings)])[0].won
 
     def prepare(self, firings: Sequence[Firing], signed: bool = True) -> Prepared:
-        """Sign and pack firings: one fire_schedules.lua call per queue and
-        :data:`FIRE_CHUNK` firings (each call's keys in its queue's hash slot).
+        """Sign and pack firings for :meth:`send`.
 
         Signs what it writes (unless ``signed`` is False: a shelving writes back the
         definition it read): the payloads for their queue, the new definition for its
         queue and name. The caller has checked the definition it read (:meth:`check`).
         """
         secret = self.queue.config.secret if signed else None
-        by_queue: dict[str, list[int]] = {}
-        for i, firing in enumerate(firings):
-            by_queue.setdefault(firing.queue, []).append(i)
-        calls = []
-        for queue, places in by_queue.items():
-            for chunk in _chunks(places, FIRE_CHUNK):
-                schedules = []
-                for i in chunk:
-                    firing = firings[i]
-                    payloads = firing.payloads
-                    definition = firing.definition
-                    if secret:
-                        payloads = [sign(p, secret, queue) for p in payloads]
-                        definition = sign_definition(definition, secret, queue, firing.name)
-                    schedules.append(_fire_args(firing, definition, payloads))
-                # Lua's msgpack reads no bin type: bytes go as msgpack's older raw strings.
-                calls.append((queue, chunk, msgpack.packb(schedules, use_bin_type=False)))
-        return Prepared(firings, calls)
+        packed = []
+        for firing in firings:
+            payloads, definition = firing.payloads, firing.definition
+            if secret:
+                payloads = [sign(p, secret, firing.queue) for p in payloads]
+                definition = sign_definition(definition, secret, firing.queue, firing.name)
+            # Lua's msgpack reads no bin type: bytes go as msgpack's older raw strings.
+            packed.append(
+                msgpack.packb(_fire_args(firing, definition, payloads), use_bin_type=False)
+            )
+        return Prepared(firings, packed)
 
     def send(self, batch: Sequence[Prepared]) -> list[Sent]:
-        """Send prepared firings, all in one round trip; what became of each."""
+        """Send prepared firings, all in one round trip: one fire_schedules.lua call per
+        queue and :data:`FIRE_CHUNK` firings (each call's keys in its queue's hash
+        slot). What became of each, per prepared."""
+        by_queue: dict[str, list[tuple[int, int]]] = {}
+        for b, prepared in enumerate(batch):
+            for i, firing in enumerate(prepared.firings):
+                by_queue.setdefault(firing.queue, []).append((b, i))
+        calls = [
+            (queue, chunk)
+            for queue, places in by_queue.items()
+            for chunk in _chunks(places, FIRE_CHUNK)
+        ]
         pipe = self.client.pipeline(transaction=False)
-        for prepared in batch:
-            for queue, _, packed in prepared.calls:
-                keys = self.queue.keys(queue)
-                self.queue.scripts.fire_schedules.queue(
-                    pipe,
-                    (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
-                    (packed,),
-                )
-        replies = execute(pipe, self.queue.scripts)
-        sent = []
-        for prepared in batch:
-            won, early, wait = [True] * len(prepared.firings), [], 0.0
-            calls, replies = replies[: len(prepared.calls)], replies[len(prepared.calls) :]
-            for (_, places, _), (lost, ahead, now) in zip(prepared.calls, calls, strict=True):
-                for place in lost:
-                    won[places[place - 1]] = False
-                for place in ahead:
-                    i = places[place - 1]
-                    won[i] = False
-                    early.append(i)
-                    wait = max(wait, (prepared.firings[i].read_ms - now) / 1000)
-            sent.append(Sent(won, early, wait))
-        return sent
+        for queue, chunk in calls:
+            keys = self.queue.keys(queue)
+            parts = [batch[b].packed[i] for b, i in chunk]
+            self.queue.scripts.fire_schedules.queue(
+                pipe,
+                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
+                (_ARRAY.pack_array_header(len(parts)) + b"".join(parts),),
+            )
+        won = [[True] * len(prepared.firings) for prepared in batch]
+        early: list[list[int]] = [[] for _ in batch]
+        wait = [0.0] * len(batch)
+        for (_, chunk), (lost, ahead, now) in zip(
+            calls, execute(pipe, self.queue.scripts), strict=True
+        ):
+            for place in lost:
+                b, i = chunk[place - 1]
+                won[b][i] = False
+            for place in ahead:
+                b, i = chunk[place - 1]
+                won[b][i] = False
+                early[b].append(i)
+                wait[b] = max(wait[b], (batch[b].firings[i].read_ms - now) / 1000)
+        return [Sent(*sent) for sent in zip(won, early, wait, strict=True)]
 
     def shelve(self, queue: str, name: bytes, read_ms: float, read: bytes) -> bool:
         """Take a schedule that cannot fire off the timeline, its definition untouched
@@ -435,6 +439,10 @@ class ScheduleStore:
         """
         firing = Firing(queue, name, read_ms, read, None, read, ())
         return self.send([self.prepare([firing], signed=False)])[0].won[0]
+
+
+_ARRAY = msgpack.Packer()
+"""Writes the header of the msgpack array the packed firings of one call follow."""
 
 
 def _fire_args(firing: Firing, definition: bytes, payloads: Sequence[bytes]) -> tuple[object, ...]:
