@@ -10,8 +10,9 @@ then ``Scheduler.tick()``, then a sleep for the wait it returned) until every tr
 is enqueued. Lateness, by the machine's clock (the Redis server's too: it runs here),
 minus the trigger time:
 
-- read: when the tick read the schedule off the timeline (the task's
-  ``dispatched_at``, what ``scale_schedules.py`` reports);
+- read: the task's ``dispatched_at``, what ``scale_schedules.py`` reports: when the
+  tick read the schedule off the timeline, or, for a firing planned ahead of its
+  trigger (#30), the trigger itself (0 ms);
 - enqueued: when the script call that pushed the task returned, the later and the
   one that counts (a tick may read many schedules before it fires them).
 

@@ -8,7 +8,9 @@ and definition it read, so when several parents race for a trigger exactly one
 enqueues it. One call per schedule cost a parent firing 5,000 at one instant about
 twice the CPU (docs/benchmarks.md). The tick returns the seconds until the next
 schedule is due, which the parent folds into its blocking wait on the queues' timer
-lists (a schedule change pushes there, so the parent wakes early).
+lists (a schedule change pushes there, so the parent wakes early). Triggers within
+``PLAN_AHEAD`` are planned: their firings built before the trigger and sent at it
+(:mod:`rqueue.schedules.planning`), so a burst is enqueued in one round trip.
 
 With a secret, a definition is fired only if it is signed for its queue and name
 (:meth:`ScheduleStore.check`): the parent signs the payloads it enqueues, so without
