@@ -119,7 +119,6 @@ class Read(NamedTuple):
 
     queue: str
     limit: int
-    """How many entries to read."""
     low: str = "-inf"
     """The fire times to read from and to, as ZRANGEBYSCORE takes them (``(`` excludes)."""
     high: str = "+inf"
@@ -149,8 +148,7 @@ class Sent(NamedTuple):
     won: list[bool]
     """Per firing, whether this worker fired it."""
     early: list[int]
-    """The places of those not fired because their trigger is still ahead by Redis's
-    clock: they hold, and may be sent again."""
+    """Those not fired as their trigger is still ahead by Redis's clock: they hold."""
     wait: float
     """Seconds until all of those are due, by the clock of their node."""
 

@@ -20,7 +20,7 @@
 -- removed after this worker read it is never fired with the old definition. Nothing
 -- fires before its trigger by Redis's TIME, whatever the worker's clock says (it may
 -- have planned the firing ahead). Python computed every time; Lua only compares and
--- writes. One call carries at most scheduler.BATCH schedules: a bounded call.
+-- writes. One call carries at most schedule_store.FIRE_CHUNK schedules: a bounded call.
 -- @header
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
