@@ -35,13 +35,11 @@ PLAN_LIMIT = 10_000
 """Most firings planned per queue; any more due at that time fire once due."""
 
 
-def fire_by(firing: Firing, trigger_ms: int, grace_ms: int) -> Firing:
-    """``firing``, planned for ``trigger_ms``, holding until a tick at that time would
-    still fire just this trigger: inside the misfire grace, before the next trigger."""
+def holds_until(trigger_ms: int, grace_ms: int, next_ms: int | None) -> int:
+    """The last Redis time a firing planned for ``trigger_ms`` holds for: a tick then
+    would still fire just this trigger (inside the misfire grace, before the next)."""
     last = trigger_ms + grace_ms
-    if firing.next_ms is not None:
-        last = min(last, firing.next_ms - 1)
-    return firing._replace(fire_by=last)
+    return last if next_ms is None else min(last, next_ms - 1)
 
 
 class Group(NamedTuple):

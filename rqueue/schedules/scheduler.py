@@ -42,7 +42,7 @@ from rqueue.schedules.planning import (
     PLAN_PAGE,
     Group,
     Plan,
-    fire_by,
+    holds_until,
     send_due,
 )
 from rqueue.schedules.record import Schedule
@@ -225,7 +225,7 @@ class Scheduler:
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:
-                firing = self._firing(queue_name, member, score, data, now)[0]
+                firing = self._firing(queue_name, member, score, data, now)
             except _CANNOT_FIRE as exc:
                 if self.store.shelve(queue_name, member, score, data):
                     log.error(
@@ -285,23 +285,28 @@ class Scheduler:
         if data is None:
             return None
         try:
-            firing, grace = self._firing(queue, member, score, data, int(score))
+            return self._firing(queue, member, score, data, int(score), ahead=True)
         except _CANNOT_FIRE:
             return None
-        return fire_by(firing, int(score), grace)
 
     def _firing(
-        self, queue_name: str, member: bytes, score: float, data: bytes, now: int
-    ) -> tuple[Firing, int]:
+        self,
+        queue_name: str,
+        member: bytes,
+        score: float,
+        data: bytes,
+        now: int,
+        ahead: bool = False,
+    ) -> Firing:
         """The firing of a schedule read at ``score`` with definition ``data``, as due
-        by ``now``; and its misfire grace. Raises one of _CANNOT_FIRE if it cannot."""
+        by ``now`` (``ahead``: planned for its trigger, ``now`` = the trigger). Raises
+        one of _CANNOT_FIRE if it cannot fire."""
         self.store.check(queue_name, member, data)  # before anything reads it
         if not (math.isfinite(score) and 0 <= score <= MAX_MS):
             raise InvalidSchedule(f"its place on the timeline ({score!r}) is not a time")
         schedule = Schedule.decode(data, int(score))
         triggers, next_ms = plan(schedule, int(score), now)
-        payloads = [self._payload(schedule, t, now) for t in triggers]
-        firing = Firing(
+        return Firing(
             queue=queue_name,
             name=member,
             read_ms=int(score),
@@ -310,9 +315,9 @@ class Scheduler:
             definition=schedule.fired(
                 triggers[-1] if triggers else schedule.last_ms, next_ms is None
             ),
-            payloads=payloads,
+            payloads=[self._payload(schedule, t, now) for t in triggers],
+            fire_by=holds_until(now, schedule.misfire_grace_ms, next_ms) if ahead else None,
         )
-        return firing, schedule.misfire_grace_ms
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
         job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))
