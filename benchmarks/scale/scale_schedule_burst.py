@@ -79,9 +79,9 @@ def add_all(schedules: Schedules, entries: list[dict[str, Any]]) -> str:
 
 
 def time_sends(scheduler: Scheduler, note: Any) -> None:
-    """Call ``note(n)`` as each fire call returns, ``n`` the triggers it enqueued: wraps
-    ``store.send`` (#30: firings planned ahead are sent at the trigger), else
-    ``store.fire`` (the tree under test is older)."""
+    """Call ``note(firings)`` as each fire call returns, with the firings it won that
+    enqueued a task: wraps ``store.send`` (#30: firings planned ahead are sent at the
+    trigger), else ``store.fire`` (the tree under test is older)."""
     store: Any = scheduler.store
     if hasattr(store, "send"):
         send = store.send
@@ -89,12 +89,12 @@ def time_sends(scheduler: Scheduler, note: Any) -> None:
         def timed_send(batch: Sequence[Any]) -> list[Any]:
             sent = send(batch)
             note(
-                sum(
-                    1
+                [
+                    firing
                     for prepared, result in zip(batch, sent, strict=True)
                     for firing, won in zip(prepared.firings, result.won, strict=True)
                     if won and firing.payloads
-                )
+                ]
             )
             return sent
 
@@ -104,7 +104,7 @@ def time_sends(scheduler: Scheduler, note: Any) -> None:
 
     def timed_fire(firings: Sequence[Any]) -> list[bool]:
         won = fire(firings)
-        note(sum(1 for f, w in zip(firings, won, strict=True) if w and f.payloads))
+        note([f for f, w in zip(firings, won, strict=True) if w and f.payloads])
         return won
 
     store.fire = timed_fire
@@ -128,7 +128,7 @@ def burst(count: int) -> tuple[object, ...]:
         enqueued: list[float] = []
         time_sends(
             scheduler,
-            lambda fired: enqueued.extend(time.time() * 1000 - trigger for _ in range(fired)),
+            lambda fired: enqueued.extend(time.time() * 1000 - trigger for _ in fired),
         )
         while schedules.now_ms() < trigger - 1000:
             time.sleep(0.01)

@@ -31,6 +31,9 @@ PLAN_AHEAD = 1.0
 thousand on a busy machine. Planned, a parent sleeps to the trigger as before."""
 PLAN_PAGE = 1000
 """Most timeline entries one planning read takes (a bounded call)."""
+PLAN_SLICE = 0.05
+"""Seconds between a tick's planning reads while a plan holds: each plans the
+triggers that came within PLAN_AHEAD since the last."""
 PLAN_LIMIT = 10_000
 """Most firings planned per queue; any more due at that time fire once due."""
 

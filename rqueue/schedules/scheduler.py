@@ -40,6 +40,7 @@ from rqueue.schedules.planning import (
     PLAN_AHEAD,
     PLAN_LIMIT,
     PLAN_PAGE,
+    PLAN_SLICE,
     Group,
     Plan,
     holds_until,
@@ -149,6 +150,9 @@ class Scheduler:
         each time cost a parent with 10^5 schedules most of its CPU in parsing entries
         not yet due; now a tick reads what is due and one more (docs/benchmarks.md)."""
         self._plan = Plan()
+        self._planned_until: dict[str, int] = {}
+        """Per queue, the fire time (ms) up to which the plan holds what is due."""
+        self._replan_at = 0.0
 
     def tick(self) -> float:
         """Fire what is due; return seconds until the next schedule is due.
@@ -208,7 +212,8 @@ class Scheduler:
             upcoming = min(upcoming, self._fire(due))
         if upcoming <= 0:
             return 0.0
-        if not self._plan and upcoming <= PLAN_AHEAD:
+        rolling = bool(self._plan) and time.monotonic() >= self._replan_at
+        if rolling or (not self._plan and upcoming <= PLAN_AHEAD):
             self._plan_ahead(clocks)
         if self._plan:
             return min(upcoming, self._plan.wait())
@@ -246,22 +251,29 @@ class Scheduler:
 
     def _plan_ahead(self, clocks: list[tuple[int, float]]) -> None:
         """Plan the firings due within PLAN_AHEAD of each queue's clock (``clocks``: as
-        read, and when, on this process's monotonic clock), PLAN_PAGE entries a queue
-        and round trip, until PLAN_LIMIT a queue or the first planned trigger comes.
-        One that cannot fire is not planned: a tick shelves it once due."""
+        read, and when, on this process's monotonic clock) and not planned yet,
+        PLAN_PAGE entries a queue and round trip, until PLAN_LIMIT a queue or the first
+        planned trigger comes. One that cannot fire is not planned: a tick shelves it
+        once due. While a plan holds, each tick plans only what came within PLAN_AHEAD
+        since the last (at most every PLAN_SLICE): planning a whole second of triggers
+        at once held up the ones due meanwhile."""
+        if not self._plan:
+            self._planned_until.clear()
         ahead = int(PLAN_AHEAD * 1000)
         clock = dict(zip(self.queues, clocks, strict=True))
+        low = {q: max(now, self._planned_until.get(q, now)) for q, (now, _) in clock.items()}
         groups: dict[tuple[str, int], list[Firing]] = {}
         pending = list(self.queues)
-        first = math.inf  # when the first planned trigger comes, by time.monotonic()
+        first = time.monotonic() + self._plan.wait() if self._plan else math.inf
         for skip in range(0, PLAN_LIMIT, PLAN_PAGE):
             reads = [
-                Read(q, PLAN_PAGE, f"({clock[q][0]}", str(clock[q][0] + ahead), skip, ahead)
+                Read(q, PLAN_PAGE, f"({low[q]}", str(clock[q][0] + ahead), skip, ahead)
                 for q in pending
             ]
             pending = []
             for read, (_, entries) in zip(reads, self.store.earliest(reads), strict=True):
                 now, read_at = clock[read.queue]
+                self._planned_until[read.queue] = now + ahead
                 for member, score, data in entries:
                     firing = self._planned(read.queue, member, score, data)
                     if firing is not None:
@@ -270,12 +282,15 @@ class Scheduler:
                         first = min(first, read_at + (instant - now) / 1000)
                 if len(entries) == PLAN_PAGE:
                     pending.append(read.queue)
+                    # Those after the last read, if not planned on, fire once due.
+                    self._planned_until[read.queue] = int(entries[-1][1])
             if not pending or time.monotonic() >= first:
                 break
         for (queue, instant), firings in groups.items():
             now, read_at = clock[queue]
             at = read_at + (instant - now) / 1000
             self._plan.add(Group(at, queue, instant, self.store.prepare(firings)))
+        self._replan_at = time.monotonic() + PLAN_SLICE
 
     def _planned(
         self, queue: str, member: bytes, score: float, data: bytes | None

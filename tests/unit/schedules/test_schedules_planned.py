@@ -138,3 +138,26 @@ def test_a_planned_firing_sent_past_its_misfire_grace_is_refused(queue: RedisQue
     fired = jobs(queue)
     assert [job.meta["trigger_ms"] for job in fired] == [missed]
     assert fired[0].dispatched_at * 1000 >= now  # fired by a tick, not the plan
+
+
+@pytest.mark.topology
+def test_while_a_plan_holds_each_tick_plans_only_what_came_into_reach(
+    queue: RedisQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_due_soon(queue, ["first"])
+    scheduler = Scheduler(queue, ["default"])
+    scheduler.tick()
+    later = Schedules(queue).now_ms() + 20_000  # out of reach (10 s), then in it (30 s)
+    start = datetime.fromtimestamp(later / 1000, timezone.utc)
+    schedules.add("later", apptasks.scheduled, every=60, start=start)
+    monkeypatch.setattr(scheduler_module, "PLAN_AHEAD", 30.0)
+    scheduler._replan_at = 0.0  # its next tick plans again
+    scheduler._tick()
+
+    def planned() -> list[bytes]:
+        return sorted(f.name for g in scheduler._plan._groups for f in g.prepared.firings)
+
+    assert planned() == [b"first", b"later"]  # each once: "first" is not planned again
+    run_parent(queue, scheduler, lambda: bool(ready(queue)))
+    assert [job.meta["schedule"] for job in jobs(queue)] == ["first"]
+    assert planned() == [b"later"]
