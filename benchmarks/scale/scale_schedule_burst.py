@@ -10,8 +10,9 @@ then ``Scheduler.tick()``, then a sleep for the wait it returned) until every tr
 is enqueued. Lateness, by the machine's clock (the Redis server's too: it runs here),
 minus the trigger time:
 
-- read: when the tick read the schedule off the timeline (the task's
-  ``dispatched_at``, what ``scale_schedules.py`` reports);
+- read: the task's ``dispatched_at``, what ``scale_schedules.py`` reports: when the
+  tick read the schedule off the timeline, or, for a firing planned ahead of its
+  trigger (#30), the trigger itself (0 ms);
 - enqueued: when the script call that pushed the task returned, the later and the
   one that counts (a tick may read many schedules before it fires them).
 
@@ -77,6 +78,38 @@ def add_all(schedules: Schedules, entries: list[dict[str, Any]]) -> str:
     return "add, one call each"
 
 
+def time_sends(scheduler: Scheduler, note: Any) -> None:
+    """Call ``note(firings)`` as each fire call returns, with the firings it won that
+    enqueued a task: wraps ``store.send`` (#30: firings planned ahead are sent at the
+    trigger), else ``store.fire`` (the tree under test is older)."""
+    store: Any = scheduler.store
+    if hasattr(store, "send"):
+        send = store.send
+
+        def timed_send(batch: Sequence[Any]) -> list[Any]:
+            sent = send(batch)
+            note(
+                [
+                    firing
+                    for prepared, result in zip(batch, sent, strict=True)
+                    for firing, won in zip(prepared.firings, result.won, strict=True)
+                    if won and firing.payloads
+                ]
+            )
+            return sent
+
+        store.send = timed_send
+        return
+    fire = store.fire
+
+    def timed_fire(firings: Sequence[Any]) -> list[bool]:
+        won = fire(firings)
+        note([f for f, w in zip(firings, won, strict=True) if w and f.payloads])
+        return won
+
+    store.fire = timed_fire
+
+
 def burst(count: int) -> tuple[object, ...]:
     """``count`` schedules due at one instant, fired by one parent: a row of
     ``BURST_HEADERS``."""
@@ -93,16 +126,10 @@ def burst(count: int) -> tuple[object, ...]:
         parent = in_process_parent(server.url, ["default"])
         scheduler = Scheduler(parent.queue, ["default"])
         enqueued: list[float] = []
-        fire = scheduler.store.fire
-
-        def timed_fire(firings: Sequence[Any]) -> list[bool]:
-            won = fire(firings)
-            now = time.time() * 1000
-            fired = [f for f, w in zip(firings, won, strict=True) if w and f.payloads]
-            enqueued.extend(now - trigger for _ in fired)
-            return won
-
-        scheduler.store.fire = timed_fire  # type: ignore[method-assign]
+        time_sends(
+            scheduler,
+            lambda fired: enqueued.extend(time.time() * 1000 - trigger for _ in fired),
+        )
         while schedules.now_ms() < trigger - 1000:
             time.sleep(0.01)
         cpu = 0.0

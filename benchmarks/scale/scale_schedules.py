@@ -10,14 +10,15 @@ live on one queue, then (a fresh Redis each) spread over ``--queues`` queues.
 The tick runs in this process, exactly as a worker parent's loop runs it
 (``Supervisor._tick``: its migrate calls and registry check-in, then
 ``Scheduler.tick()``), and this loop then sleeps for the wait it returned, as the parent
-blocks for it. No worker child takes the fired tasks, so they stay in the ready lists,
-where they are read back at the end. Per tick: this process's CPU, its round trips
-to Redis (one per command or pipeline) and the Redis commands run (scripts' inner
-commands included, from INFO commandstats). Lateness is the enqueue lateness of
-``schedule_lateness.py``: Redis's clock when the tick read the timeline (the task's
-``dispatched_at``) minus the trigger time, for the triggers due after the
-measurement began (adding 10^5 schedules takes a while: any overdue by then are left
-out).
+blocks for it. No worker child takes the fired tasks, so they stay in the ready lists.
+Per tick: this process's CPU, its round trips to Redis (one per command or pipeline)
+and the Redis commands run (scripts' inner commands included, from INFO
+commandstats). Lateness is when the fire call that enqueued a trigger returned, by
+this machine's clock (the Redis server's too: it runs here), minus the trigger time,
+for the triggers due after the measurement began (adding 10^5 schedules takes a
+while: any overdue by then are left out). Before #30 it was the task's
+``dispatched_at`` (when the tick read the timeline), which for a firing planned ahead
+of its trigger is the trigger itself.
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the 
 import bench_tasks
 from common import Requests, command_calls, command_delta, machine_summary, percentile, table
 from scale_due import in_process_parent, parent_tick
-from scale_schedule_burst import add_all
+from scale_schedule_burst import add_all, time_sends
 
-from rqueue.encoding.payload import decode
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.scheduler import Scheduler
 from rqueue.server import RedisServer
@@ -95,6 +95,13 @@ def run_one(count: int, queue_count: int, every: float, duration: float) -> tupl
         clock = queue.scripts.clock
         while (start_ms := clock(queue.client, (queue.keys(queues[0]).schedules,), ())) < first:
             time.sleep(0.01)
+        late: list[float] = []  # each trigger's, as its fire call returned
+        time_sends(
+            scheduler,
+            lambda fired: late.extend(
+                time.time() * 1000 - f.read_ms for f in fired if f.read_ms >= start_ms
+            ),
+        )
         ticks = 0
         cpu = 0.0
         calls_before = command_calls(queue.client)
@@ -109,13 +116,6 @@ def run_one(count: int, queue_count: int, every: float, duration: float) -> tupl
             sent = requests.sent
         calls = command_delta(calls_before, command_calls(queue.client))
         redis_commands = sum(calls.values()) - calls.get("info", 0)
-        late: list[float] = []
-        for name in queues:
-            for payload in queue.client.lrange(queue.keys(name).ready, 0, -1):
-                job = decode(payload)
-                trigger = int(job.meta["trigger_ms"])
-                if trigger >= start_ms:  # not one the adding ran past
-                    late.append(job.dispatched_at * 1000 - trigger)
     return (
         count,
         queue_count,

@@ -8,7 +8,9 @@ and definition it read, so when several parents race for a trigger exactly one
 enqueues it. One call per schedule cost a parent firing 5,000 at one instant about
 twice the CPU (docs/benchmarks.md). The tick returns the seconds until the next
 schedule is due, which the parent folds into its blocking wait on the queues' timer
-lists (a schedule change pushes there, so the parent wakes early).
+lists (a schedule change pushes there, so the parent wakes early). Triggers within
+``PLAN_AHEAD`` are planned: their firings built before the trigger and sent at it
+(:mod:`rqueue.schedules.planning`), so a burst is enqueued in one round trip.
 
 With a secret, a definition is fired only if it is signed for its queue and name
 (:meth:`ScheduleStore.check`): the parent signs the payloads it enqueues, so without
@@ -34,10 +36,20 @@ from typing import NamedTuple
 
 from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.schedules.api import Schedules
+from rqueue.schedules.planning import (
+    PLAN_AHEAD,
+    PLAN_LIMIT,
+    PLAN_PAGE,
+    PLAN_SLICE,
+    Group,
+    Plan,
+    holds_until,
+    send_due,
+)
 from rqueue.schedules.record import Schedule
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
-from rqueue.store.schedule_store import MAX_MS, Firing, ScheduleStore
+from rqueue.store.schedule_store import MAX_MS, Firing, Read, ScheduleStore
 from rqueue.tasks import observers
 from rqueue.tasks.decorator import registered
 from rqueue.timing import iso
@@ -55,6 +67,18 @@ PRECISE_WAIT = 0.2
 """The last seconds before a trigger that the parent sleeps locally instead of in BLPOP."""
 _PRECISE_ROUNDS = 5
 RETRY_AFTER_ERROR = 1.0
+
+
+_CANNOT_FIRE = (RQueueError, ValueError, TypeError, ArithmeticError, OSError)
+"""What building a firing raises for a definition that cannot fire. OverflowError,
+OSError: a time no clock holds, found while walking a cron; shelved like the rest,
+or it would fail every tick for ever."""
+
+
+def _fired(firing: Firing, won: bool) -> None:
+    if won and firing.payloads:
+        name = firing.name.decode(errors="replace")
+        log.debug("schedule %s: enqueued %d trigger(s)", name, len(firing.payloads))
 
 
 def trigger_id(name: str, trigger_ms: int) -> str:
@@ -125,6 +149,10 @@ class Scheduler:
         due last time, eightfold (up to BATCH) while all it read were due. Reading BATCH
         each time cost a parent with 10^5 schedules most of its CPU in parsing entries
         not yet due; now a tick reads what is due and one more (docs/benchmarks.md)."""
+        self._plan = Plan()
+        self._planned_until: dict[str, int] = {}
+        """Per queue, the fire time (ms) up to which the plan holds what is due."""
+        self._replan_at = 0.0
 
     def tick(self) -> float:
         """Fire what is due; return seconds until the next schedule is due.
@@ -132,6 +160,7 @@ class Scheduler:
         An outage propagates (the parent backs off and retries): a lost connection, a
         timeout, or a transient refusal such as a failover's ``MASTERDOWN``. Any other
         error is logged and retried a second later, never taking the worker down.
+        Either way the plan is dropped: the next tick reads the timeline afresh.
         """
         if not self.enabled:
             return IDLE
@@ -146,33 +175,51 @@ class Scheduler:
                 time.sleep(wait)
             return 0.0
         except REDIS_ERRORS:
+            self._plan.clear()
             raise
         except Exception:
+            self._plan.clear()
             log.exception("scheduler tick failed; retrying in %g s", RETRY_AFTER_ERROR)
             return RETRY_AFTER_ERROR
 
     def _tick(self) -> float:
+        """Send the planned firings now due, fire what is due unplanned, plan what comes
+        within PLAN_AHEAD; return seconds until the next of these is to be done."""
         self._declare()
-        wait = IDLE
+        for firing, won in send_due(self._plan, self.store):
+            _fired(firing, won)
         due: list[Due] = []
-        counts = [self._reads[name] for name in self.queues]
-        earliest = self.store.earliest(self.queues, counts)
-        for name, count, (now, entries) in zip(self.queues, counts, earliest, strict=True):
+        upcoming = IDLE  # until the next unplanned fire time
+        bounds = self._plan.bounds()
+        reads = [Read(q, self._reads[q], high=bounds.get(q, "+inf")) for q in self.queues]
+        clocks: list[tuple[int, float]] = []
+        for read, (now, entries) in zip(reads, self.store.earliest(reads), strict=True):
+            name, count = read.queue, read.limit
+            clocks.append((now, time.monotonic()))
             before = len(due)
             for member, score, definition in entries:
                 if score <= now:
                     due.append(Due(name, member, score, now, definition))
                 else:
-                    wait = min(wait, (score - now) / 1000)
+                    upcoming = min(upcoming, (score - now) / 1000)
                     break
             else:
                 if len(entries) >= count:  # every entry read was due: more may be
-                    wait = 0.0
+                    upcoming = 0.0
             found = len(due) - before
             self._reads[name] = min(BATCH, count * _READ_GROWTH if found == count else found + 1)
         if due:
-            wait = min(wait, self._fire(due))
-        return max(0.0, wait)
+            upcoming = min(upcoming, self._fire(due))
+        if upcoming <= 0:
+            return 0.0
+        rolling = bool(self._plan) and time.monotonic() >= self._replan_at
+        if rolling or (not self._plan and upcoming <= PLAN_AHEAD):
+            self._plan_ahead(clocks)
+        if self._plan:
+            return min(upcoming, self._plan.wait())
+        if PLAN_AHEAD < upcoming < IDLE:  # wake in time to plan it
+            return upcoming - PLAN_AHEAD
+        return upcoming
 
     def _fire(self, due: list[Due]) -> float:
         """Fire each due schedule; return seconds until the soonest next fire time among
@@ -183,14 +230,8 @@ class Scheduler:
             if data is None:
                 continue  # removed since the read; its timeline entry goes with it
             try:
-                self.store.check(queue_name, member, data)  # before anything reads it
-                if not (math.isfinite(score) and 0 <= score <= MAX_MS):
-                    raise InvalidSchedule(f"its place on the timeline ({score!r}) is not a time")
-                schedule = Schedule.decode(data, int(score))
-                firing = self._firing(queue_name, schedule, member, int(score), data, now)
-            except (RQueueError, ValueError, TypeError, ArithmeticError, OSError) as exc:
-                # OverflowError, OSError: a time no clock holds, found while walking a
-                # cron; shelved like the rest, or it would fail every tick for ever.
+                firing = self._firing(queue_name, member, score, data, now)
+            except _CANNOT_FIRE as exc:
                 if self.store.shelve(queue_name, member, score, data):
                     log.error(
                         "schedule %s on queue %s cannot fire, taken off the timeline until "
@@ -203,29 +244,94 @@ class Scheduler:
             if firing.next_ms is not None:
                 soonest = min(soonest, (firing.next_ms - now) / 1000)
             firings.append(firing)
-        if not firings:
-            return soonest
-        for firing, won in zip(firings, self.store.fire(firings), strict=True):
-            if won and firing.payloads:
-                name = firing.name.decode(errors="replace")
-                log.debug("schedule %s: enqueued %d trigger(s)", name, len(firing.payloads))
+        if firings:
+            for firing, won in zip(firings, self.store.fire(firings), strict=True):
+                _fired(firing, won)
         return soonest
 
+    def _plan_ahead(self, clocks: list[tuple[int, float]]) -> None:
+        """Plan the firings due within PLAN_AHEAD of each queue's clock (``clocks``: as
+        read, and when, on this process's monotonic clock) and not planned yet,
+        PLAN_PAGE entries a queue and round trip, until PLAN_LIMIT a queue or the first
+        planned trigger comes. One that cannot fire is not planned: a tick shelves it
+        once due. While a plan holds, each tick plans only what came within PLAN_AHEAD
+        since the last (at most every PLAN_SLICE): planning a whole second of triggers
+        at once held up the ones due meanwhile."""
+        if not self._plan:
+            self._planned_until.clear()
+        ahead = int(PLAN_AHEAD * 1000)
+        clock = dict(zip(self.queues, clocks, strict=True))
+        low = {q: max(now, self._planned_until.get(q, now)) for q, (now, _) in clock.items()}
+        groups: dict[tuple[str, int], list[Firing]] = {}
+        pending = list(self.queues)
+        first = time.monotonic() + self._plan.wait() if self._plan else math.inf
+        for skip in range(0, PLAN_LIMIT, PLAN_PAGE):
+            reads = [
+                Read(q, PLAN_PAGE, f"({low[q]}", str(clock[q][0] + ahead), skip, ahead)
+                for q in pending
+            ]
+            pending = []
+            for read, (_, entries) in zip(reads, self.store.earliest(reads), strict=True):
+                now, read_at = clock[read.queue]
+                self._planned_until[read.queue] = now + ahead
+                for member, score, data in entries:
+                    firing = self._planned(read.queue, member, score, data)
+                    if firing is not None:
+                        instant = int(firing.read_ms)
+                        groups.setdefault((read.queue, instant), []).append(firing)
+                        first = min(first, read_at + (instant - now) / 1000)
+                if len(entries) == PLAN_PAGE:
+                    pending.append(read.queue)
+                    # Those after the last read, if not planned on, fire once due.
+                    self._planned_until[read.queue] = int(entries[-1][1])
+            if not pending or time.monotonic() >= first:
+                break
+        for (queue, instant), firings in groups.items():
+            now, read_at = clock[queue]
+            at = read_at + (instant - now) / 1000
+            self._plan.add(Group(at, queue, instant, self.store.prepare(firings)))
+        self._replan_at = time.monotonic() + PLAN_SLICE
+
+    def _planned(
+        self, queue: str, member: bytes, score: float, data: bytes | None
+    ) -> Firing | None:
+        """The firing of a timeline entry, as a tick at its trigger would build it, and
+        holding until then; None if it cannot fire (a tick shelves it once due)."""
+        if data is None:
+            return None
+        try:
+            return self._firing(queue, member, score, data, int(score), ahead=True)
+        except _CANNOT_FIRE:
+            return None
+
     def _firing(
-        self, queue_name: str, schedule: Schedule, member: bytes, score: int, data: bytes, now: int
+        self,
+        queue_name: str,
+        member: bytes,
+        score: float,
+        data: bytes,
+        now: int,
+        ahead: bool = False,
     ) -> Firing:
-        triggers, next_ms = plan(schedule, score, now)
-        payloads = [self._payload(schedule, t, now) for t in triggers]
+        """The firing of a schedule read at ``score`` with definition ``data``, as due
+        by ``now`` (``ahead``: planned for its trigger, ``now`` = the trigger). Raises
+        one of _CANNOT_FIRE if it cannot fire."""
+        self.store.check(queue_name, member, data)  # before anything reads it
+        if not (math.isfinite(score) and 0 <= score <= MAX_MS):
+            raise InvalidSchedule(f"its place on the timeline ({score!r}) is not a time")
+        schedule = Schedule.decode(data, int(score))
+        triggers, next_ms = plan(schedule, int(score), now)
         return Firing(
             queue=queue_name,
             name=member,
-            read_ms=score,
+            read_ms=int(score),
             read=data,
             next_ms=next_ms,
             definition=schedule.fired(
                 triggers[-1] if triggers else schedule.last_ms, next_ms is None
             ),
-            payloads=payloads,
+            payloads=[self._payload(schedule, t, now) for t in triggers],
+            fire_by=holds_until(now, schedule.misfire_grace_ms, next_ms) if ahead else None,
         )
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:

@@ -109,6 +109,48 @@ class Firing(NamedTuple):
     """The new definition (its last run and finished flag)."""
     payloads: Sequence[bytes]
     """One task per trigger to enqueue, unsigned: signed here like every push."""
+    fire_by: int | None = None
+    """For a firing planned ahead of its trigger, the last Redis time (ms) it holds for;
+    None: it was computed once due, and holds as long as the schedule is unchanged."""
+
+
+class Read(NamedTuple):
+    """What one earliest_schedules.lua call reads of a queue's timeline."""
+
+    queue: str
+    limit: int
+    low: str = "-inf"
+    """The fire times to read from and to, as ZRANGEBYSCORE takes them (``(`` excludes)."""
+    high: str = "+inf"
+    skip: int = 0
+    """How many entries of that range to pass over first."""
+    ahead_ms: int = 0
+    """How far ahead of Redis's clock definitions are read (0: only the due ones')."""
+
+
+FIRE_CHUNK = 200
+"""Most schedules one fire_schedules.lua call fires: a bounded call."""
+
+
+class Prepared(NamedTuple):
+    """Firings signed and packed for fire_schedules.lua, ready to send: what a tick
+    planned ahead of a trigger leaves nothing but the round trip for the instant."""
+
+    firings: Sequence[Firing]
+    packed: Sequence[bytes]
+    """Per firing, its part of fire_schedules.lua's argument: the parts of many
+    prepared at different times join into one call per queue when sent together."""
+
+
+class Sent(NamedTuple):
+    """What became of prepared firings."""
+
+    won: list[bool]
+    """Per firing, whether this worker fired it."""
+    early: list[int]
+    """Those not fired as their trigger is still ahead by Redis's clock: they hold."""
+    wait: float
+    """Seconds until all of those are due, by the clock of their node."""
 
 
 class ScheduleStore:
@@ -296,44 +338,96 @@ class ScheduleStore:
     # -- firing ----------------------------------------------------------------------
 
     def earliest(
-        self, queues: Sequence[str], counts: Sequence[int]
+        self, reads: Sequence[Read]
     ) -> list[tuple[int, list[tuple[bytes, float, bytes | None]]]]:
-        """Per queue, Redis's clock and its first ``counts[i]`` ``(name, fire time,
-        definition)`` on the timeline, the definition read only for those due (else
-        None), read together from the queue's node, so "due" means due by the clock of
-        the node that fires it (earliest_schedules.lua). One round trip per node."""
+        """Per read, Redis's clock and the ``(name, fire time, definition)`` entries of
+        its range of the timeline, the definition read only for those due by then or
+        within the read's ``ahead_ms`` (else None), read together from the queue's
+        node, so "due" means due by the clock of the node that fires it
+        (earliest_schedules.lua). One round trip per node."""
         pipe = self.client.pipeline(transaction=False)
-        for queue, count in zip(queues, counts, strict=True):
-            keys = self.queue.keys(queue)
+        for read in reads:
+            keys = self.queue.keys(read.queue)
+            args = (read.limit, read.low, read.high, read.skip, read.ahead_ms)
             self.queue.scripts.earliest_schedules.queue(
-                pipe, (keys.schedules, keys.schedule_defs), (count,)
+                pipe, (keys.schedules, keys.schedule_defs), args
             )
         found = []
         for reply in execute(pipe, self.queue.scripts):
-            now, *read = msgpack.unpackb(reply, raw=True)
-            entries = [
-                (read[i], float(read[i + 1]), None if read[i + 2] is False else read[i + 2])
-                for i in range(0, len(read), 3)
-            ]
-            found.append((int(now), entries))
+            now, *entries = msgpack.unpackb(reply, raw=True)
+            found.append(
+                (
+                    int(now),
+                    [
+                        (name, float(score), None if data is False else data)
+                        for name, score, data in zip(*[iter(entries)] * 3, strict=True)
+                    ],
+                )
+            )
         return found
 
     def fire(self, firings: Sequence[Firing]) -> list[bool]:
-        """Send every firing, one fire_schedules.lua call per queue, in one round trip;
-        True for each this worker won.
+        """Send every firing at once (:meth:`prepare`, :meth:`send`); True for each this
+        worker won, False for those it lost or whose trigger is still ahead."""
+        return self.send([self.prepare(firings)])[0].won
 
-        Signs what it writes: the payloads for their queue, the new definition for its
+    def prepare(self, firings: Sequence[Firing], signed: bool = True) -> Prepared:
+        """Sign and pack firings for :meth:`send`.
+
+        Signs what it writes (unless ``signed`` is False: a shelving writes back the
+        definition it read): the payloads for their queue, the new definition for its
         queue and name. The caller has checked the definition it read (:meth:`check`).
         """
-        secret = self.queue.config.secret
-        signed = []
+        secret = self.queue.config.secret if signed else None
+        packed = []
         for firing in firings:
-            payloads = firing.payloads
+            payloads, definition = firing.payloads, firing.definition
             if secret:
                 payloads = [sign(p, secret, firing.queue) for p in payloads]
-            definition = self._signed(firing.queue, firing.name, firing.definition)
-            signed.append((firing, definition, payloads))
-        return self._send_fires(signed)
+                definition = sign_definition(definition, secret, firing.queue, firing.name)
+            # Lua's msgpack reads no bin type: bytes go as msgpack's older raw strings.
+            packed.append(
+                msgpack.packb(_fire_args(firing, definition, payloads), use_bin_type=False)
+            )
+        return Prepared(firings, packed)
+
+    def send(self, batch: Sequence[Prepared]) -> list[Sent]:
+        """Send prepared firings, all in one round trip: one fire_schedules.lua call per
+        queue and :data:`FIRE_CHUNK` firings (each call's keys in its queue's hash
+        slot). What became of each, per prepared."""
+        by_queue: dict[str, list[tuple[int, int]]] = {}
+        for b, prepared in enumerate(batch):
+            for i, firing in enumerate(prepared.firings):
+                by_queue.setdefault(firing.queue, []).append((b, i))
+        calls = [
+            (queue, chunk)
+            for queue, places in by_queue.items()
+            for chunk in _chunks(places, FIRE_CHUNK)
+        ]
+        pipe = self.client.pipeline(transaction=False)
+        for queue, chunk in calls:
+            keys = self.queue.keys(queue)
+            parts = [batch[b].packed[i] for b, i in chunk]
+            self.queue.scripts.fire_schedules.queue(
+                pipe,
+                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
+                (_ARRAY.pack_array_header(len(parts)) + b"".join(parts),),
+            )
+        won = [[True] * len(prepared.firings) for prepared in batch]
+        early: list[list[int]] = [[] for _ in batch]
+        wait = [0.0] * len(batch)
+        for (_, chunk), (lost, ahead, now) in zip(
+            calls, execute(pipe, self.queue.scripts), strict=True
+        ):
+            for place in lost:
+                b, i = chunk[place - 1]
+                won[b][i] = False
+            for place in ahead:
+                b, i = chunk[place - 1]
+                won[b][i] = False
+                early[b].append(i)
+                wait[b] = max(wait[b], (batch[b].firings[i].read_ms - now) / 1000)
+        return [Sent(*sent) for sent in zip(won, early, wait, strict=True)]
 
     def shelve(self, queue: str, name: bytes, read_ms: float, read: bytes) -> bool:
         """Take a schedule that cannot fire off the timeline, its definition untouched
@@ -342,33 +436,15 @@ class ScheduleStore:
         It stays listed, and ``resume`` or ``update`` puts it back once it can fire.
         """
         firing = Firing(queue, name, read_ms, read, None, read, ())
-        return self._send_fires([(firing, read, ())])[0]
+        return self.send([self.prepare([firing], signed=False)])[0].won[0]
 
-    def _send_fires(self, fires: Sequence[tuple[Firing, bytes, Sequence[bytes]]]) -> list[bool]:
-        """``(firing, definition to write, payloads to push)``, as signed: one
-        fire_schedules.lua per queue (each call's keys in its queue's hash slot)."""
-        by_queue: dict[str, list[int]] = {}
-        for i, (firing, _, _) in enumerate(fires):
-            by_queue.setdefault(firing.queue, []).append(i)
-        pipe = self.client.pipeline(transaction=False)
-        for queue, places in by_queue.items():
-            keys = self.queue.keys(queue)
-            schedules = []
-            for i in places:
-                firing, definition, payloads = fires[i]
-                next_ms = -1 if firing.next_ms is None else firing.next_ms
-                schedules.append(
-                    (firing.name, firing.read_ms, firing.read, next_ms, definition, payloads)
-                )
-            self.queue.scripts.fire_schedules.queue(
-                pipe,
-                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
-                # Lua's msgpack reads no bin type: bytes go as msgpack's older raw strings.
-                (msgpack.packb(schedules, use_bin_type=False),),
-            )
-        won = [True] * len(fires)
-        replies = execute(pipe, self.queue.scripts)
-        for places, lost in zip(by_queue.values(), replies, strict=True):
-            for place in lost:
-                won[places[place - 1]] = False
-        return won
+
+_ARRAY = msgpack.Packer()
+"""Writes the header of the msgpack array the packed firings of one call follow."""
+
+
+def _fire_args(firing: Firing, definition: bytes, payloads: Sequence[bytes]) -> tuple[object, ...]:
+    """One schedule's part of fire_schedules.lua's argument, as the script reads it."""
+    next_ms = -1 if firing.next_ms is None else firing.next_ms
+    fire_by = -1 if firing.fire_by is None else firing.fire_by
+    return (firing.name, firing.read_ms, firing.read, next_ms, definition, payloads, fire_by)
