@@ -10,6 +10,10 @@ ratio, each process's first and last INCR (start skew, tail), and where ``cpus x
 went, rqueue beside the ceiling: each process's CPU, the time it was runnable but
 waiting for a CPU, the machine's other work and its idle time (``support/cpu_account.py``).
 
+After each run the ceiling is measured once more with the INCRs shared rather than split
+in fixed halves (``bare_incr_spans(shared=True)``): on a busy machine one client of the
+split ceiling often finishes its half long before the other, which then runs alone.
+
 ``--work-us 0,5,10``: the ceiling again with that much Python work per INCR, after the
 rounds: what a queue's per-task cost does to the same clients on this machine.
 
@@ -21,6 +25,7 @@ rounds: what a queue's per-task cost does to the same clients on this machine.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -62,7 +67,9 @@ def spans_table(name: str, spans: list[Span]) -> list[tuple[str, str, str, str, 
     ]
 
 
-def ceiling(url: str, tasks: int, processes: int, work: float = 0.0) -> tuple[list[Span], Window]:
+def ceiling(
+    url: str, tasks: int, processes: int, work: float = 0.0, shared: bool = False
+) -> tuple[list[Span], Window]:
     watched: dict[str, list[int]] = {}
     redis_pid = [redis.Redis.from_url(url).info("server")["process_id"]]
     sampler = cpu_account.CpuSampler(watched)
@@ -73,7 +80,7 @@ def ceiling(url: str, tasks: int, processes: int, work: float = 0.0) -> tuple[li
         time.sleep(0.02)  # a sample before they go
 
     try:
-        spans = bare_incr_spans(url, tasks, processes, work, on_ready=watch)
+        spans = bare_incr_spans(url, tasks, processes, work, on_ready=watch, shared=shared)
     finally:
         sampler.stop()
     return spans, sampler.window(min(s[0] for s in spans), max(s[1] for s in spans))
@@ -126,6 +133,46 @@ def accounting(tasks: int, ours: Window, bare: Window) -> list[tuple[str, ...]]:
     return rows
 
 
+def one_round(
+    queue: RedisQueue, url: str, tree: Path, tasks: int, processes: int, title: str
+) -> tuple[float, float]:
+    """The ceiling, the tree's run and the shared ceiling, printed: the run's rate as a
+    fraction of the ceiling just before it, and of the shared one just after."""
+    load = os.getloadavg()[0]
+    bare_spans, bare = ceiling(url, tasks, processes)
+    spans, ours = rqueue_run(queue, url, tree, tasks, processes)
+    shared_spans = ceiling(url, tasks, processes, shared=True)[0]
+    before, after = rate(spans) / rate(bare_spans), rate(spans) / rate(shared_spans)
+    table(
+        ("process", "first INCR +ms", "last INCR -ms", "INCRs", "own rate /s"),
+        spans_table("ceiling client", bare_spans) + spans_table("rqueue child", spans),
+        f"{title}, {tree}: rqueue {rate(spans):,.0f}/s; ceiling just before "
+        f"{rate(bare_spans):,.0f}/s (x {before:.2f}), shared just after "
+        f"{rate(shared_spans):,.0f}/s (x {after:.2f}); load {load:.1f}; spans "
+        f"{ours.span * 1000:.0f} / {bare.span * 1000:.0f} ms",
+    )
+    headers = ("where", "rqueue ms", "of CPUs x span", "µs/task", "ceiling ms", "of", "µs/op")
+    table(headers, accounting(tasks, ours, bare))
+    return before, after
+
+
+def work_curve(url: str, tasks: int, processes: int, works: list[float]) -> None:
+    """The ceiling with ``works`` µs of Python per INCR, 3 runs each, interleaved."""
+    found: dict[float, list[float]] = {work: [] for work in works}
+    for _ in range(3):
+        for work, rates in found.items():
+            rates.append(rate(ceiling(url, tasks, processes, work / 1e6)[0]))
+    bare = statistics.median(found.get(0.0) or [math.nan])
+    table(
+        ("Python work per INCR, µs", "median /s", "x the ceiling with none"),
+        [
+            (f"{w:g}", statistics.median(r), f"{statistics.median(r) / bare:.2f}")
+            for w, r in found.items()
+        ],
+        "The ceiling's clients with some Python work after each INCR, 3 runs each",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
@@ -135,54 +182,27 @@ def main() -> None:
     parser.add_argument("--work-us", default="", help="ceilings with Python work per INCR")
     options = parser.parse_args()
     trees = [tree.resolve() for tree in options.tree or [Path(__file__).resolve().parents[2]]]
-    ratios: dict[Path, list[float]] = {tree: [] for tree in trees}
-    tasks, processes = options.tasks, options.processes
+    ratios: dict[Path, list[tuple[float, float]]] = {tree: [] for tree in trees}
     with RedisServer() as server:
         queue = RedisQueue(Config(redis_url=server.url))
         use(queue)
         print(machine_summary(queue.client), flush=True)
         for number in range(options.rounds):
             for tree in trees if number % 2 == 0 else trees[::-1]:
-                load = os.getloadavg()[0]
-                bare_spans, bare = ceiling(server.url, tasks, processes)
-                spans, ours = rqueue_run(queue, server.url, tree, tasks, processes)
-                ratios[tree].append(rate(spans) / rate(bare_spans))
-                table(
-                    ("process", "first INCR +ms", "last INCR -ms", "INCRs", "own rate /s"),
-                    spans_table("ceiling client", bare_spans) + spans_table("rqueue child", spans),
-                    f"round {number + 1}, {tree}: rqueue {rate(spans):,.0f}/s, ceiling "
-                    f"{rate(bare_spans):,.0f}/s just before: x {ratios[tree][-1]:.2f} "
-                    f"(load {load:.1f}); spans {ours.span * 1000:.0f} / {bare.span * 1000:.0f} ms",
+                title = f"round {number + 1}"
+                ratios[tree].append(
+                    one_round(queue, server.url, tree, options.tasks, options.processes, title)
                 )
-                table(
-                    (
-                        "where",
-                        "rqueue ms",
-                        "of 2 CPUs x span",
-                        "µs/task",
-                        "ceiling ms",
-                        "of",
-                        "µs/op",
-                    ),
-                    accounting(tasks, ours, bare),
-                )
-        curve: dict[float, list[float]] = {float(w): [] for w in options.work_us.split(",") if w}
-        for _ in range(3 if curve else 0):
-            for work, found in curve.items():
-                found.append(rate(ceiling(server.url, tasks, processes, work / 1e6)[0]))
-        if curve:
-            bare_rate = statistics.median(curve.get(0.0) or [0.0]) or float("nan")
-            table(
-                ("Python work per INCR, µs", "median /s", "x the ceiling with none"),
-                [
-                    (f"{work:g}", statistics.median(v), f"{statistics.median(v) / bare_rate:.2f}")
-                    for work, v in curve.items()
-                ],
-                "The ceiling's clients with some Python work after each INCR, 3 runs each",
-            )
+        works = [float(w) for w in options.work_us.split(",") if w]
+        if works:
+            work_curve(server.url, options.tasks, options.processes, works)
     for tree, found in ratios.items():
-        shown = ", ".join(f"{r:.2f}" for r in found)
-        print(f"{tree}: x bare-INCR ceiling {shown}; median {statistics.median(found):.2f}")
+        before, after = ([pair[i] for pair in found] for i in (0, 1))
+        print(
+            f"{tree}: x bare-INCR ceiling just before {', '.join(f'{r:.2f}' for r in before)}, "
+            f"median {statistics.median(before):.2f}; x shared ceiling just after "
+            f"{', '.join(f'{r:.2f}' for r in after)}, median {statistics.median(after):.2f}"
+        )
 
 
 if __name__ == "__main__":

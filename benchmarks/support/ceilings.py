@@ -8,7 +8,8 @@ run of the same tasks is: from the first INCR to the last.
 - CPU-light: ``processes`` plain redis-py clients doing nothing but INCR, ``tasks`` in
   all: the ceiling of 2 worker processes whose tasks each do one INCR. With ``work``,
   each also spends that many seconds of its CPU on Python work after each INCR: what a
-  queue's cost per task does to the same clients on the same machine (cpu_light.py).
+  queue's cost per task does to the same clients on the same machine (cpu_light.py);
+  shared, they share the INCRs as a queue's workers share its tasks (cpu_light.py).
 - I/O-bound: ``processes`` asyncio loops, each running ``per_process`` coroutines at a
   time that wait ``wait`` seconds and then INCR through ``redis.asyncio``: the ceiling
   of ``rqueue work -c 2 --slots 100`` (or ``--threads 100``) running such tasks.
@@ -41,14 +42,19 @@ def _rate(tasks: int, spans: Sequence[tuple[float, ...]]) -> float:
     return tasks / (max(span[1] for span in spans) - min(span[0] for span in spans))
 
 
-def _incr(url: str, count: int, work: float, ready: Any, go: Any, done: Any) -> None:
+def _incr(url: str, count: int, work: float, shared: bool, ready: Any, go: Any, done: Any) -> None:
     client = redis.Redis.from_url(url)
     client.ping()
     ready.release()
     go.wait()
     incr, turns = client.incr, round(work * _turns_per_second())
     first = time.perf_counter()
-    if turns:
+    if shared:  # until the counter reaches ``count``, whoever takes the last INCR
+        done_here = 1
+        while incr(COUNTER) < count:
+            done_here += 1
+        count = done_here
+    elif turns:
         for _ in range(count):
             incr(COUNTER)
             _busy(turns)
@@ -80,10 +86,20 @@ def bare_incr_spans(
     processes: int,
     work: float = 0.0,
     on_ready: Callable[[list[int]], None] | None = None,
+    shared: bool = False,
 ) -> list[tuple[float, float, int]]:
     """Each process's (first INCR, end, INCRs) of a ``bare_incr_rate`` run, ``work`` seconds
-    of Python work after each INCR; ``on_ready`` is given their pids before they go."""
-    argsets = [(url, n, work) for n in _shares(tasks, processes)]
+    of Python work after each INCR; ``on_ready`` is given their pids before they go.
+
+    ``shared``: the processes share the ``tasks`` INCRs as a queue's workers share its
+    tasks, each going on until the counter reaches ``tasks`` (its reply says), instead of
+    doing a fixed share each: a process slowed by the machine then leaves no other to
+    finish alone (``work`` does not apply)."""
+    if shared:
+        redis.Redis.from_url(url).delete(COUNTER)
+        argsets = [(url, tasks, 0.0, True)] * processes
+    else:
+        argsets = [(url, n, work, False) for n in _shares(tasks, processes)]
     _, spans = let_go_at_once(_incr, argsets, on_ready=on_ready)
     return list(spans)
 
