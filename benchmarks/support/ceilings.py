@@ -6,7 +6,10 @@ let go at once, so start-up counts for none of them, and are counted the way a q
 run of the same tasks is: from the first INCR to the last.
 
 - CPU-light: ``processes`` plain redis-py clients doing nothing but INCR, ``tasks`` in
-  all: the ceiling of 2 worker processes whose tasks each do one INCR.
+  all: the ceiling of 2 worker processes whose tasks each do one INCR. With ``work``,
+  each also spends that many seconds of its CPU on Python work after each INCR: what a
+  queue's cost per task does to the same clients on the same machine (cpu_light.py);
+  shared, they share the INCRs as a queue's workers share its tasks (cpu_light.py).
 - I/O-bound: ``processes`` asyncio loops, each running ``per_process`` coroutines at a
   time that wait ``wait`` seconds and then INCR through ``redis.asyncio``: the ceiling
   of ``rqueue work -c 2 --slots 100`` (or ``--threads 100``) running such tasks.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -33,27 +37,76 @@ def _shares(tasks: int, processes: int) -> list[int]:
     return [tasks // processes + (1 if i < tasks % processes else 0) for i in range(processes)]
 
 
-def _rate(tasks: int, spans: list[tuple[float, float]]) -> float:
+def _rate(tasks: int, spans: Sequence[tuple[float, ...]]) -> float:
     """Tasks per second from the first process's first INCR to the last one's last."""
-    return tasks / (max(last for _, last in spans) - min(first for first, _ in spans))
+    return tasks / (max(span[1] for span in spans) - min(span[0] for span in spans))
 
 
-def _incr(url: str, count: int, ready: Any, go: Any, done: Any) -> None:
+def _incr(url: str, count: int, work: float, shared: bool, ready: Any, go: Any, done: Any) -> None:
     client = redis.Redis.from_url(url)
     client.ping()
     ready.release()
     go.wait()
-    incr = client.incr
+    incr, turns = client.incr, round(work * _turns_per_second())
     first = time.perf_counter()
-    for _ in range(count):
-        incr(COUNTER)
-    done.put((first, time.perf_counter()))
+    if shared:  # until the counter reaches ``count``, whoever takes the last INCR
+        done_here = 1
+        while incr(COUNTER) < count:
+            done_here += 1
+        count = done_here
+    elif turns:
+        for _ in range(count):
+            incr(COUNTER)
+            _busy(turns)
+    else:
+        for _ in range(count):
+            incr(COUNTER)
+    done.put((first, time.perf_counter(), count))
+
+
+_SOME_DATA = {"id": "0" * 32, "args": [1, 2], "kwargs": {}}
+
+
+def _busy(turns: int) -> None:
+    """Python work, a fraction of a microsecond a turn: new dicts, as a task's path makes."""
+    for _ in range(turns):
+        {**_SOME_DATA, "tries": len(_SOME_DATA["args"])}
+
+
+def _turns_per_second() -> float:
+    """How many turns of ``_busy`` this process does in a second of its CPU."""
+    turns, started = 100_000, time.thread_time()
+    _busy(turns)
+    return turns / (time.thread_time() - started)
+
+
+def bare_incr_spans(
+    url: str,
+    tasks: int,
+    processes: int,
+    work: float = 0.0,
+    on_ready: Callable[[list[int]], None] | None = None,
+    shared: bool = False,
+) -> list[tuple[float, float, int]]:
+    """Each process's (first INCR, end, INCRs) of a ``bare_incr_rate`` run, ``work`` seconds
+    of Python work after each INCR; ``on_ready`` is given their pids before they go.
+
+    ``shared``: the processes share the ``tasks`` INCRs as a queue's workers share its
+    tasks, each going on until the counter reaches ``tasks`` (its reply says), instead of
+    doing a fixed share each: a process slowed by the machine then leaves no other to
+    finish alone (``work`` does not apply)."""
+    if shared:
+        redis.Redis.from_url(url).delete(COUNTER)
+        argsets = [(url, tasks, 0.0, True)] * processes
+    else:
+        argsets = [(url, n, work, False) for n in _shares(tasks, processes)]
+    _, spans = let_go_at_once(_incr, argsets, on_ready=on_ready)
+    return list(spans)
 
 
 def bare_incr_rate(url: str, tasks: int, processes: int) -> float:
     """INCRs per second of ``processes`` plain redis-py processes, ``tasks`` in all."""
-    _, spans = let_go_at_once(_incr, [(url, n) for n in _shares(tasks, processes)])
-    return _rate(tasks, spans)
+    return _rate(tasks, bare_incr_spans(url, tasks, processes))
 
 
 async def _waits_then_incrs(url: str, count: int, at_once: int, wait: float) -> tuple[float, float]:

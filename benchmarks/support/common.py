@@ -217,9 +217,13 @@ def run_at_once(
 
 
 def let_go_at_once(
-    target: Callable[..., None], argsets: Sequence[tuple[Any, ...]], timeout: float = 600
+    target: Callable[..., None],
+    argsets: Sequence[tuple[Any, ...]],
+    timeout: float = 600,
+    on_ready: Callable[[list[int]], None] | None = None,
 ) -> tuple[float, list[Any]]:
-    """As :func:`run_at_once`: the moment they were let go, and what each put in ``done``."""
+    """As :func:`run_at_once`: the moment they were let go, and what each put in ``done``.
+    ``on_ready`` is given their pids once all are ready, before they are let go."""
     context = multiprocessing.get_context("fork")
     ready, go, done = context.Semaphore(0), context.Event(), context.Queue()
     processes = [context.Process(target=target, args=(*args, ready, go, done)) for args in argsets]
@@ -227,6 +231,8 @@ def let_go_at_once(
         process.start()
     for _ in processes:
         ready.acquire()
+    if on_ready is not None:
+        on_ready([process.pid for process in processes if process.pid is not None])
     started = time.perf_counter()
     go.set()
     puts = [done.get(timeout=timeout) for _ in processes]

@@ -37,6 +37,7 @@ __all__ = ["Entry", "EntryView", "Held", "Scoreboard", "Slot", "SlotView", "Stat
 
 _UNFINISHED = (Entry.UNSTARTED, Entry.RUNNING)
 _FREE_ENTRY = Entry.FREE
+_WAITING, _EMPTY = State.WAITING, State.EMPTY
 """Module constants for the per-task writes: an enum's attribute costs a lookup."""
 
 _GLOBAL = struct.Struct("<Bxxxxxxxq")  # paused flag, tasks processed by exited children
@@ -281,14 +282,21 @@ class Slot:
         if self.concurrent:
             self._set_entry(state, current, deadline)
             return
-        self._begin()
+        # _begin() and _end() written out: process mode sets its slot twice per task.
+        memory, offset, seq = self._memory, self._offset, self._seq + 1
+        _SEQ.pack_into(memory, offset, seq)
         self.state = state
         if current is not None:
             self.current = current
-        if state in (State.WAITING, State.EMPTY):
+        if state in (_WAITING, _EMPTY):
             self.count = self.current = 0
         self.deadline = deadline
-        self._end()
+        _HEADER.pack_into(
+            memory, offset, seq, state, self.queue_index, self.count, self.current, deadline,
+            self.processed,
+        )  # fmt: skip
+        self._seq = seq + 1
+        _SEQ.pack_into(memory, offset, seq + 1)
 
     def start(self, entry: int, name: str, deadline: float) -> None:
         """``set(RUNNING, entry, deadline)``, and the task's name beside its id: so the
