@@ -59,6 +59,7 @@ from rqueue.tasks.current import Runner, set_runner
 from rqueue.worker.child import ChildWorker
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Scoreboard
+from rqueue.worker.stop_reasons import StopReasons
 from rqueue.worker.supervisor import Supervisor
 from rqueue.worker.timeouts import TimeLimit
 
@@ -239,7 +240,7 @@ def in_process_parent(url: str, queues: Sequence[str]) -> Supervisor:
     """A worker parent in this process with no children, ready for ``parent_tick``."""
     supervisor = Supervisor(WorkerOptions(queues=tuple(queues)), Config.resolve(redis_url=url))
     supervisor.queue = RedisQueue(supervisor.config)
-    supervisor._restart_marker = None
+    supervisor.stop_reasons = StopReasons(supervisor.queue, supervisor.options, Scoreboard(1, 1))
     return supervisor
 
 
@@ -247,7 +248,7 @@ def parent_tick(supervisor: Supervisor) -> float:
     """The Redis work of one turn of ``Supervisor._tick`` but the scheduler's: migrate
     every queue's due tasks, check in to the registry. Returns the wait it computed."""
     wait = supervisor._migrate()
-    supervisor._restart_requested()
+    supervisor.stop_reasons.restart_requested()
     return wait
 
 

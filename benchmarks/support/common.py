@@ -167,10 +167,13 @@ def rqueue_work(
     """Start the real ``rqueue work`` CLI, importing tasks from this folder and from the
     running entry point's own (a task defined in the script, such as
     ``workflows:record_then``, is named after its file: the worker's directory).
-    ``env`` adds to its environment (a ``PYTHONPATH`` there comes before this folder);
-    ``stderr``, a file for its log (by default this process's own)."""
+    ``env`` adds to its environment (a ``PYTHONPATH`` there comes before this process's
+    own, which comes before this folder: ``PYTHONPATH=<tree> python benchmarks/...`` runs
+    that tree's worker, not the installed one); ``stderr``, a file for its log (by
+    default this process's own)."""
     added = dict(env or {})
-    path = os.pathsep.join(filter(None, (added.pop("PYTHONPATH", ""), str(SUPPORT_DIR))))
+    inherited = os.environ.get("PYTHONPATH", "")
+    path = os.pathsep.join(filter(None, (added.pop("PYTHONPATH", ""), inherited, str(SUPPORT_DIR))))
     env = {**os.environ, **added, "REDIS_URL": redis_url, "PYTHONPATH": path}
     return subprocess.Popen(
         [

@@ -36,6 +36,7 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.participants import recorder
 from rqueue.worker.recovery import Recovery, counted_by_parent
 from rqueue.worker.scoreboard import Entry, Scoreboard, SlotView, State
+from rqueue.worker.stop_reasons import StopReasons
 
 log = logging.getLogger("rqueue.worker")
 
@@ -75,10 +76,10 @@ class Supervisor(InterruptibleWaits):
         self.queue = RedisQueue(self.config)
         self.queue.ping()
         self.scheduler = Scheduler(self.queue, self.options.queues, self.options.schedule)
+        self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
         # Registered in the registry by the first tick, which also rides out a Redis that
         # refuses writes for now (a failover): reading works on a replica too.
-        self._restart_marker = self.queue.restart_marker()
-        self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
+        self.stop_reasons = StopReasons(self.queue, self.options, self.board)
         options = self.options
         self.metrics = recorder(self.queue, options.metrics, counted_by_parent)
         self.recovery = Recovery(self.queue, options, self._persist, self.metrics)
@@ -96,7 +97,6 @@ class Supervisor(InterruptibleWaits):
             if options.metrics
             else None
         )
-        self._started = time.monotonic()
         self._install_signals()
         setproctitle(shown(f"rqueue: master {','.join(self.options.queues)}"))
         log.info(
@@ -223,48 +223,11 @@ class Supervisor(InterruptibleWaits):
             self._interruptible = False
 
     def _check_limits(self) -> None:
-        options = self.options
-        reason = ""
-        if options.max_time and time.monotonic() - self._started >= options.max_time:
-            reason = f"ran for --max-time {options.max_time:g} s"
-        elif (
-            options.effective_max_jobs
-            and self.board.total_processed() >= options.effective_max_jobs
-        ):
-            reason = f"processed {self.board.total_processed()} tasks"
-        elif options.stops_when_idle and self._all_empty():
-            reason = "queues are drained" if options.stop_when_drained else "queues are empty"
-        elif self._restart_requested():
-            log.info("restart requested through Redis")
-            self.reload = True
-            reason = "reloading"
-        if reason:
-            log.info("stopping: %s", reason)
+        stop = self.stop_reasons.found(c.number - 1 for c in self.children.values())
+        if stop is not None:
+            self.reload = self.reload or stop.reload
+            log.info("stopping: %s", stop.reason)
             self._begin_stop()
-
-    def _restart_requested(self) -> bool:
-        """True once ``rqueue restart`` wrote a marker other than the one seen at start.
-
-        A missing marker is no request: FLUSHALL, or a Redis restart without
-        persistence, deletes it, and must not reload every worker. The same round trip
-        re-adds this worker's queues to the registry, which those events empty too.
-        """
-        marker = self.queue.check_in(self.options.queues)
-        return marker is not None and marker != self._restart_marker
-
-    def _all_empty(self) -> bool:
-        views = [self.board.read(c.number - 1) for c in self.children.values()]
-        if len(views) < self.options.effective_concurrency:
-            return False
-        if any(v is None or v.state != State.EMPTY for v in views):
-            return False
-        if any(migration.moved for migration in self.queue.migrate_all(self.options.queues)):
-            return False
-        # A paused queue's tasks cannot be worked: it counts as empty (Laravel's too).
-        sizes = [s for s in self.queue.sizes(self.options.queues) if not s.paused]
-        if self.options.stop_when_drained:  # retries in backoff, other workers' tasks in hand
-            return all(s.ready == s.delayed == s.reserved == 0 for s in sizes)
-        return all(s.ready == 0 for s in sizes)
 
     # -- children ---------------------------------------------------------------------
 
