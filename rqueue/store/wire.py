@@ -82,6 +82,12 @@ class Wire:
 
         return finish
 
+    def socket(self, *args: KeyOrArg) -> int:
+        """The file descriptor of the connection ``args`` go to (after a :meth:`send` of
+        them): an event loop can watch it for the reply, then call the ``send``'s reader."""
+        fileno: int = self._connection(args)._sock.fileno()  # type: ignore[attr-defined]
+        return fileno
+
     def _connection(self, args: tuple[KeyOrArg, ...]) -> ConnectionInterface:
         if self._pid != os.getpid():  # forked: the parent's sockets are not ours
             self._connections.clear()
