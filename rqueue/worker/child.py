@@ -396,6 +396,11 @@ class ChildWorker(InterruptibleWaits):
                 )
             finally:
                 self._interruptible = False
+            # Under --max-jobs a claim is counted under the board's lock: not early.
+            if self._woken is not None and not (
+                self.options.effective_max_jobs or self.should_exit()
+            ):
+                self.reservations.reserve_woken(self._woken)
         else:
             self._sleep(min(self.options.sleep, longest))
 
