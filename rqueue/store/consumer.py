@@ -106,7 +106,9 @@ class Consumer(QueueBase):
             rate,
             self.config.events,
         )
-        reply = self.scripts.reserve.send(self.wire, *call)
+        # With no acks, the same call comes again and again (an idle worker's, each time
+        # a push wakes it): packed once.
+        reply = self.scripts.reserve.send(self.wire, *call, reuse=not (ack or kept))
 
         def reservation() -> Reservation:
             raw = reply()
