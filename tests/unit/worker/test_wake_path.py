@@ -106,3 +106,22 @@ def test_a_wake_up_sends_nothing_ahead_of_acks_still_to_go(queue: RedisQueue) ->
     batch = taking.take(10)
     assert batch is not None and len(batch.reservation.payloads) == 1
     assert queue.sizes(["low"])[0].reserved == 1  # the first was acked by that call
+
+
+def test_a_reserve_call_without_acks_is_packed_once_and_sent_again_as_it_is(
+    queue: RedisQueue,
+) -> None:
+    def reserve(acks: list[bytes]) -> list[bytes]:
+        call = queue.send_reserve("low", 1, 60_000, 1_000, 1_000, ack=acks, claims="claims")
+        return call().payloads
+
+    push(queue, "low", "first")
+    (first,) = reserve([])
+    push(queue, "low", "second")
+    (second,) = reserve([])  # the same bytes as the first call: a task of its own
+    assert first != second
+    assert len(queue.wire._packed) == 1
+    push(queue, "low", "third")
+    assert len(reserve([first, second])) == 1  # acks differ each time: not kept
+    assert len(queue.wire._packed) == 1
+    assert queue.sizes(["low"])[0].reserved == 1
