@@ -14,7 +14,7 @@ keeps the loop fed: whenever fewer than ``--slots`` tasks are unfinished it rese
 another batch (up to a tenth of the slots per turn, or per millisecond of a slower
 turn: see ``step``), starts its async tasks as coroutines and runs its sync ones
 inline as in process mode (the loop waits meanwhile) or in threads, then lets the
-loop run; with slots free and the queues empty, a thread waits for a push meanwhile
+loop run; with slots free and the queues empty, the loop waits for a push meanwhile
 (``_listen``, ``listener.py``). Once none is left it sends its acks and goes back to
 process mode.
 

@@ -111,8 +111,10 @@ class Reservations:
             self._reclaim()
         self._count_owed()
         batch = self.settle()
-        if batch is not None and batch.reservation.payloads:
-            return self._grown(batch)
+        if batch is not None:
+            self._order.tried(batch.queue_index, batch.reservation)
+            if batch.reservation.payloads:
+                return self._grown(batch)
         count = min(allowed, self._size)
         self.limited = {}
         for index in self._order.indices(first, self._owed):
@@ -176,13 +178,13 @@ class Reservations:
         """
         if self._ahead is not None or self._lost or self.acks_pending() or self.owed:
             return
-        index = self.options.queues.index(queue)
+        index, sent_at = self.options.queues.index(queue), time.monotonic()
         try:
             reply = self._reserve(queue, 1, [], [])
         except BaseException:
             self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
             raise
-        self._ahead = _ReadAhead(index, time.monotonic(), reply, [], [])
+        self._ahead = _ReadAhead(index, sent_at, reply, [], [])
 
     def settle(self) -> Reserved | None:
         """Read the reply of a call read ahead, if one is on its way.
