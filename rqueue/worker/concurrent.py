@@ -80,7 +80,7 @@ class ChildLoop(Protocol):
     def should_exit(self) -> bool: ...
     def claim(self, most: int) -> tuple[int, Reserved | None, list[Header], Sequence[int]]: ...
     def run_batch(self, batch: Reserved, headers: list[Header], entries: Sequence[int]) -> None: ...
-    def heard(self, queue: str | None) -> None: ...
+    def heard(self, queue: str | None, idle: bool = False) -> None: ...
 
 
 log = logging.getLogger("rqueue.worker")
@@ -219,7 +219,7 @@ class ConcurrentRunner:
         if self._wake is not None:  # it waits for a push as process mode would
             assert self._listener is not None
             self._listener.finish(self._wake)
-            self._heard()
+            self._heard(idle=True)
         self.slot.leave_concurrent()
 
     def free(self) -> int:
@@ -278,13 +278,14 @@ class ConcurrentRunner:
             self._wake = self._listener.listen(queues, min(options.block_for, _LISTEN_FOR))
         return longest
 
-    def _heard(self) -> None:
-        """The wait for a push ended: a push names the queue to reserve from first.
-        If it failed (Redis gone), the next reserve call meets the same error."""
+    def _heard(self, idle: bool = False) -> None:
+        """The wait for a push ended: a push names the queue to reserve from first (at
+        once if ``idle``: nothing runs). If it failed (Redis gone), the next reserve call
+        meets the same error."""
         wake, self._wake = self._wake, None
         assert wake is not None and wake.done()
         if not wake.cancelled() and wake.exception() is None:
-            self.child.heard(wake.result())
+            self.child.heard(wake.result(), idle)
 
     async def _attempt(self, attempt: Attempt) -> None:
         """Run an attempt to its end and settle it, as process mode does (lifecycle.py)."""
