@@ -10,7 +10,8 @@ each step over the samples, in µs: the dispatching side's up to its push's repl
 the worker's from the wake-up (its wait's reply read) to the task's first line.
 
 The worker's first step, from the dispatch to its wait's reply read, spans processes
-(no CPU time) and includes reading that reply. A step whose wall time is far above its
+and includes reading that reply; a step from one thread to another (a wake-up handed
+on) has no CPU time either. A step whose wall time is far above its
 CPU time waited: for Redis, or for a processor
 (on 2 CPUs, the worker, Redis and this process take turns). Each mark costs about a
 microsecond, so the steps read a little slower than latency.py's untraced run.
@@ -43,8 +44,8 @@ from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 
 TRACING = SUPPORT_DIR / "wake_trace"
-Mark = tuple[int, int, str, int]
-"""When (ns), the thread's CPU time then (ns), the label, the process."""
+Mark = tuple[int, int, str, int, int]
+"""When (ns), the thread's CPU time then (ns), the label, the process, the thread."""
 
 
 def tracer(directory: str) -> object:
@@ -62,8 +63,8 @@ def read_marks(directory: str) -> list[Mark]:
     marks = []
     for path in Path(directory).iterdir():
         for line in path.read_text().splitlines():
-            at, cpu, label = line.split(" ", 2)
-            marks.append((int(at), int(cpu), label, int(path.name)))
+            at, cpu, thread, label = line.split(" ", 3)
+            marks.append((int(at), int(cpu), label, int(path.name), int(thread)))
     return sorted(marks)
 
 
@@ -87,7 +88,7 @@ def steps(windows: list[list[Mark]], me: int) -> list[tuple[str, float, float | 
     """The median wall and CPU µs of each step seen in nine samples in ten, in the order
     they come: this process's up to its push's reply, then the worker's from the
     dispatch to its wake-up (its wait's reply read) and on to the task's start."""
-    timed: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    timed: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
     offsets: dict[str, list[int]] = defaultdict(list)
     for window in windows:
         start = window[0]
@@ -104,7 +105,8 @@ def steps(windows: list[list[Mark]], me: int) -> list[tuple[str, float, float | 
                 name = f"{side}: {before[2]} -> {after[2]}"
                 if seen[after[2]] > 1:
                     name += f" ({seen[after[2]]})"
-                timed[name].append((after[0] - before[0], after[1] - before[1]))
+                cpu = after[1] - before[1] if after[4] == before[4] else None  # one thread
+                timed[name].append((after[0] - before[0], cpu))
                 offsets[name].append(after[0] - start[0])
     rows: list[tuple[str, float, float | str]] = []
     for name in sorted(timed, key=lambda step: statistics.median(offsets[step])):
@@ -112,9 +114,8 @@ def steps(windows: list[list[Mark]], me: int) -> list[tuple[str, float, float | 
         if len(values) < 0.9 * len(windows):
             continue
         wall = statistics.median(w for w, _ in values) / 1000
-        cpu = statistics.median(c for _, c in values) / 1000
-        across = name.startswith("worker: dispatch ")  # two processes: no one CPU time
-        rows.append((name, wall, "" if across else cpu))
+        cpus = [c for _, c in values if c is not None]
+        rows.append((name, wall, statistics.median(cpus) / 1000 if cpus else ""))
     whole = [window[-1][0] - window[0][0] for window in windows]
     rows.append(("whole: dispatch -> task started", statistics.median(whole) / 1000, ""))
     return rows

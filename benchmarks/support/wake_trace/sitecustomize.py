@@ -5,7 +5,7 @@ folder on the worker's PYTHONPATH, with ``RQUEUE_BENCH_TRACE_DIR`` naming where 
 process writes its marks; without that variable this module does nothing.
 
 A mark is a label, the monotonic clock (the same in every process) and the thread's CPU
-time, both in ns. Marked: every command sent (before and after the write) and every
+time, both in ns, and the thread. Marked: every command sent (before and after the write) and every
 reply read, on redis-py's connections (the child's wire and pool alike); the child's
 wait for a push (``_block``), its ``claim`` and ``take``, a reserve call built and sent
 (``send_reserve``), the scoreboard's ``hold`` and ``start``, the lifecycle's ``admit``
@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from typing import Any
 
 DIRECTORY = os.environ.get("RQUEUE_BENCH_TRACE_DIR")
 WRITE_AT_WAITS = True
 """Write the marks as a BLPOP is sent (the dispatching process writes only at its end)."""
-_marks: list[tuple[int, int, str]] = []
+_marks: list[tuple[int, int, int, str]] = []
 _clock = time.monotonic_ns
 _cpu = time.thread_time_ns
+_thread = threading.get_native_id
 
 
 def mark(label: str) -> None:
-    _marks.append((_clock(), _cpu(), label))
+    _marks.append((_clock(), _cpu(), _thread(), label))
 
 
 def write() -> None:
@@ -41,7 +43,7 @@ def write() -> None:
     if not _marks or DIRECTORY is None:
         return
     with open(os.path.join(DIRECTORY, str(os.getpid())), "a") as file:
-        file.write("".join(f"{at} {cpu} {label}\n" for at, cpu, label in _marks))
+        file.write("".join(f"{at} {cpu} {thread} {label}\n" for at, cpu, thread, label in _marks))
     _marks.clear()
 
 
