@@ -199,6 +199,12 @@ def nodes(queue: RedisQueue) -> list[redis.Redis]:
     return client.slots.primaries() if isinstance(client, ClusterClient) else [client]
 
 
+def scripts_run(queue: RedisQueue) -> int:
+    """EVALSHA calls (reserve.lua, ...) since the last ``CONFIG RESETSTAT``, all nodes."""
+    stats = [node.info("commandstats").get("cmdstat_evalsha", {}) for node in nodes(queue)]
+    return sum(int(stat.get("calls", 0)) for stat in stats)
+
+
 def settled(queue: RedisQueue, name: str = "default") -> bool:
     """Nothing of queue ``name`` ready, delayed or reserved."""
     size = queue.sizes([name])[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 
 import redis
@@ -66,6 +67,20 @@ def wait_start(redis_client: redis.Redis, timeout: float = 10.0) -> tuple[float,
         raise TimeoutError("no task started in time")
     started, due = popped[1].split()
     return float(started), float(due)
+
+
+def _trace(label: str) -> None:
+    """A mark in wake_trace.py's trace, in a process that keeps one (support/wake_trace)."""
+    tracing = sys.modules.get("sitecustomize")
+    if getattr(tracing, "DIRECTORY", None):
+        tracing.mark(label)  # type: ignore[union-attr]
+
+
+@task
+def traced_start() -> None:
+    """``record_start`` for wake_trace.py: marks its start in the trace first."""
+    _trace("task started")
+    client().rpush(STARTS, f"{time.time()!r} 0.0")
 
 
 _start_log: list[int] = []
@@ -151,6 +166,12 @@ async def record_start_async(due: float = 0.0) -> None:
     await async_client().rpush(STARTS, f"{time.time()!r} {due!r}")
 
 
+async def traced_start_async() -> None:
+    """``traced_start``'s twin for async mode (wake_trace.py)."""
+    _trace("task started")
+    await async_client().rpush(STARTS, f"{time.time()!r} 0.0")
+
+
 def _stuck_event(event: str, label: str) -> str:
     """One line of stuck_loop.py's record: what happened, to which task, on which
     attempt, in which child, when."""
@@ -189,6 +210,7 @@ async def hold_slot() -> None:
 
 with contextlib.suppress(InvalidTaskOption):  # as for wait_then_incr_async above
     record_start_async = task(record_start_async)  # type: ignore[assignment]
+    traced_start_async = task(traced_start_async)  # type: ignore[assignment]
     # Only the blocker's own timeout counts, and it fails at once: the others outlast
     # it and may be retried after the kill, so what recovery does with each shows.
     block_loop = task(tries=1)(block_loop)  # type: ignore[assignment]

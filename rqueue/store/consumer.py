@@ -17,6 +17,7 @@ from rqueue.store import calls, probe
 from rqueue.store.base import QueueBase
 from rqueue.store.calls import Kept
 from rqueue.store.scripts import execute
+from rqueue.store.wire import KeyOrArg
 
 _MIGRATE_LIMIT = 500
 """Most tasks one migrate.lua call moves per set: at 10^6 delayed tasks a call of 1,000
@@ -105,7 +106,9 @@ class Consumer(QueueBase):
             rate,
             self.config.events,
         )
-        reply = self.scripts.reserve.send(self.wire, *call)
+        # With no acks, the same call comes again and again (an idle worker's, each time
+        # a push wakes it): packed once.
+        reply = self.scripts.reserve.send(self.wire, *call, reuse=not (ack or kept))
 
         def reservation() -> Reservation:
             raw = reply()
@@ -199,6 +202,29 @@ class Consumer(QueueBase):
         """Block until a push signals one of ``queues`` (returned: the child looks there
         first) or ``timeout`` passes (None)."""
         return self._block({self.keys(q).notify: q for q in queues}, timeout)
+
+    def send_wait_for_ready(
+        self, queues: Sequence[str], timeout: float
+    ) -> tuple[int, Callable[[], str | None]] | None:
+        """:meth:`wait_for_ready` sent now and read later: the socket its reply comes on,
+        and the call that reads it (blocking until then); None where the wait is not one
+        command on one connection (a cluster's queues in several slots: call
+        :meth:`wait_for_ready`). A worker child's event loop watches the socket while its
+        coroutines run, and reads the reply itself: a push wakes the thread that takes
+        the task, with no other thread in between (``worker/listener.py``)."""
+        keys = {self.keys(q).notify: q for q in queues}
+        if self._waits is not None and len(keys) > 1:
+            return None
+        command: tuple[KeyOrArg, ...] = ("BLPOP", *keys, max(0.01, round(timeout, 3)))
+        read = self.wire.send(*command)
+        if read is None:  # its connection is busy: never for a queue of its own
+            return None
+
+        def woken() -> str | None:
+            reply = read()
+            return None if reply is None else keys[reply[0].decode()]
+
+        return self.wire.socket(*command), woken
 
     def wait_for_timer(self, queues: Sequence[str], timeout: float) -> str | None:
         """Block until a delayed push moves a due time earlier (its queue is returned),

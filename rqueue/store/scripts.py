@@ -60,9 +60,12 @@ class LuaScript:
             client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
 
-    def send(self, wire: Wire, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Callable[[], Any]:
-        """Run the script now and return the call that reads its reply."""
-        finish = wire.send("EVALSHA", self.sha, len(keys), *keys, *args)
+    def send(
+        self, wire: Wire, keys: Sequence[str], args: Sequence[KeyOrArg], reuse: bool = False
+    ) -> Callable[[], Any]:
+        """Run the script now and return the call that reads its reply (``reuse``: see
+        ``Wire.send``)."""
+        finish = wire.send("EVALSHA", self.sha, len(keys), *keys, *args, reuse=reuse)
         if finish is None:  # the connection is busy in another thread: run it in full now
             done = self(wire.client, keys, args)
             return lambda: done

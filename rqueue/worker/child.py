@@ -370,9 +370,18 @@ class ChildWorker(InterruptibleWaits):
             )
         self._sleep(backoff_delay(failures))
 
-    def heard(self, queue: str | None) -> None:
-        """A push to ``queue`` ended a wait for work: its batch is reserved first."""
+    def heard(self, queue: str | None, idle: bool = False) -> None:
+        """A push to ``queue`` ended a wait for work: its batch is reserved first. A child
+        left ``idle`` by it (no task of its own running) sends that reserve call at once
+        (``Reservations.reserve_woken``), before its own bookkeeping."""
         self._woken = queue
+        # Under --max-jobs a claim is counted under the board's lock: not early.
+        if (
+            idle
+            and queue is not None
+            and not (self.options.effective_max_jobs or self.should_exit())
+        ):
+            self.reservations.reserve_woken(queue)
 
     def _wait_for_work(self) -> None:
         """Wait for a push, or for a queue's rate limit to free a task (whichever first).
@@ -391,11 +400,10 @@ class ChildWorker(InterruptibleWaits):
         if self.options.block_for > 0:
             self._interruptible = True
             try:
-                self._woken = self.store.wait_for_ready(
-                    queues, min(self.options.block_for, longest)
-                )
+                woken = self.store.wait_for_ready(queues, min(self.options.block_for, longest))
             finally:
                 self._interruptible = False
+            self.heard(woken, idle=True)
         else:
             self._sleep(min(self.options.sleep, longest))
 

@@ -14,8 +14,9 @@ keeps the loop fed: whenever fewer than ``--slots`` tasks are unfinished it rese
 another batch (up to a tenth of the slots per turn, or per millisecond of a slower
 turn: see ``step``), starts its async tasks as coroutines and runs its sync ones
 inline as in process mode (the loop waits meanwhile) or in threads, then lets the
-loop run; with slots free and the queues empty, a thread waits for a push meanwhile
-(``_listen``). Once none is left it sends its acks and goes back to process mode.
+loop run; with slots free and the queues empty, the loop waits for a push meanwhile
+(``_listen``, ``listener.py``). Once none is left it sends its acks and goes back to
+process mode.
 
 Each coroutine runs in its own context (``current_job()`` is its own job). One
 watchdog per loop, a callback every ``_WATCH_EVERY`` seconds, cancels the coroutines
@@ -51,12 +52,12 @@ from setproctitle import setproctitle
 
 from rqueue.errors import TaskCancelled, TaskTimeout
 from rqueue.settings.config import Config
-from rqueue.store.queue import RedisQueue
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_run
 from rqueue.worker.attempt import Attempt, call_scopes
 from rqueue.worker.handoff import Handoff
 from rqueue.worker.lifecycle import Header, Lifecycle
+from rqueue.worker.listener import Listener, Woken
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoreboard import Slot, State
@@ -79,7 +80,7 @@ class ChildLoop(Protocol):
     def should_exit(self) -> bool: ...
     def claim(self, most: int) -> tuple[int, Reserved | None, list[Header], Sequence[int]]: ...
     def run_batch(self, batch: Reserved, headers: list[Header], entries: Sequence[int]) -> None: ...
-    def heard(self, queue: str | None) -> None: ...
+    def heard(self, queue: str | None, idle: bool = False) -> None: ...
 
 
 log = logging.getLogger("rqueue.worker")
@@ -93,8 +94,8 @@ _SPREAD = 10
 """A turn of the loop, or a millisecond of a slower turn, starts at most this fraction of
 the slots (see ``ConcurrentRunner.step``)."""
 _LISTEN_FOR = 0.5
-"""Longest blocking wait of the listening thread: a child that leaves the concurrent runner waits
-for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
+"""Longest wait for a push while coroutines run: a child that leaves the concurrent runner
+waits for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
 _FULL_WAIT = 0.2
 """Longest the loop runs, with every slot taken, before the child looks at signals."""
 _WATCH_EVERY = 0.05
@@ -140,10 +141,10 @@ class ConcurrentRunner:
         self._fresh = False
         """Coroutines were started since the loop last ran: they take a first step before
         the next reserve call, so a task's start waits for no round trip."""
-        self._listener: tuple[RedisQueue, ThreadPoolExecutor] | None = None
-        self._wake: asyncio.Future[str | None] | None = None
-        """A thread's wait for a push to the queues while slots are free (the loop waits
-        for it beside the coroutines), so a free slot takes a new task at once."""
+        self._listener: Listener | None = None
+        self._wake: Woken | None = None
+        """A wait for a push to the queues while slots are free (the loop waits for it
+        beside the coroutines), so a free slot takes a new task at once."""
         self._deadlines: dict[asyncio.Task[Any], tuple[float, Attempt]] = {}
         """The running coroutines' deadlines (monotonic) and attempts, by the asyncio task
         awaiting them: the attempt's own, or the one ``call_next()`` started (middleware)."""
@@ -216,8 +217,9 @@ class ConcurrentRunner:
         child.persist(child.reservations.flush)  # finished entries leave the slot next
         awaiting.settle(self.loop, child.options.timeout)  # async hooks, listeners end first
         if self._wake is not None:  # it waits for a push as process mode would
-            self.loop.run_until_complete(asyncio.wait([self._wake]))
-            self._heard()
+            assert self._listener is not None
+            self._listener.finish(self._wake)
+            self._heard(idle=True)
         self.slot.leave_concurrent()
 
     def free(self) -> int:
@@ -257,12 +259,12 @@ class ConcurrentRunner:
             self._heard()
 
     def _listen(self) -> float:
-        """With slots free and the queues found empty: have a thread wait for a push (if
-        none does yet); return how long the loop may run before the next reserve call.
+        """With slots free and the queues found empty: start a wait for a push (if none
+        is on yet: ``listener.py``); return how long the loop may run before the next
+        reserve call.
 
-        The thread has a connection of its own, so the loop's calls never queue behind
-        its blocking one. Rate-limited queues are not waited on (a push there may not be
-        taken yet): they are asked again when their limit frees the next task.
+        Rate-limited queues are not waited on (a push there may not be taken yet): they
+        are asked again when their limit frees the next task.
         """
         child, options = self.child, self.child.options
         limited = child.reservations.limited
@@ -272,19 +274,18 @@ class ConcurrentRunner:
             return min(_POLL, longest)
         if self._wake is None:
             if self._listener is None:
-                self._listener = RedisQueue(child.config), ThreadPoolExecutor(1, "rqueue-listen")
-            connection, thread = self._listener
-            wait = min(options.block_for, _LISTEN_FOR)
-            self._wake = self.loop.run_in_executor(thread, connection.wait_for_ready, queues, wait)
+                self._listener = Listener(child.config, self.loop)
+            self._wake = self._listener.listen(queues, min(options.block_for, _LISTEN_FOR))
         return longest
 
-    def _heard(self) -> None:
-        """The listening thread's wait ended: a push names the queue to reserve from first.
-        If it failed (Redis gone), the next reserve call meets the same error."""
+    def _heard(self, idle: bool = False) -> None:
+        """The wait for a push ended: a push names the queue to reserve from first (at
+        once if ``idle``: nothing runs). If it failed (Redis gone), the next reserve call
+        meets the same error."""
         wake, self._wake = self._wake, None
         assert wake is not None and wake.done()
         if not wake.cancelled() and wake.exception() is None:
-            self.child.heard(wake.result())
+            self.child.heard(wake.result(), idle)
 
     async def _attempt(self, attempt: Attempt) -> None:
         """Run an attempt to its end and settle it, as process mode does (lifecycle.py)."""

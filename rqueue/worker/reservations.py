@@ -60,6 +60,7 @@ class Reserved:
 
 @dataclass(frozen=True)
 class _ReadAhead:
+    queue_index: int
     sent_at: float
     reply: Callable[[], Reservation]
     acks: list[bytes]
@@ -110,8 +111,10 @@ class Reservations:
             self._reclaim()
         self._count_owed()
         batch = self.settle()
-        if batch is not None and batch.reservation.payloads:
-            return self._grown(batch)
+        if batch is not None:
+            self._order.tried(batch.queue_index, batch.reservation)
+            if batch.reservation.payloads:
+                return self._grown(batch)
         count = min(allowed, self._size)
         self.limited = {}
         for index in self._order.indices(first, self._owed):
@@ -162,7 +165,26 @@ class Reservations:
             # acks go with the next call, and whatever it may have reserved is reclaimed.
             self._restore(name, acks, kept)
             raise
-        self._ahead = _ReadAhead(time.monotonic(), reply, acks, kept)
+        self._ahead = _ReadAhead(0, time.monotonic(), reply, acks, kept)
+
+    def reserve_woken(self, queue: str) -> None:
+        """A push to ``queue`` just woke this idle child: send the reserve call its next
+        ``take`` would make (one task, no acks: an idle child sent them before it
+        waited), read there like a call read ahead. It leaves at once, before the loop
+        comes round to it, and the child's bookkeeping until ``take`` runs while Redis
+        answers: how soon the task starts is the wake-up and this one round trip.
+
+        Nothing is sent if anything else would go first (acks, counts, a lost reply).
+        """
+        if self._ahead is not None or self._lost or self.acks_pending() or self.owed:
+            return
+        index, sent_at = self.options.queues.index(queue), time.monotonic()
+        try:
+            reply = self._reserve(queue, 1, [], [])
+        except BaseException:
+            self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
+            raise
+        self._ahead = _ReadAhead(index, sent_at, reply, [], [])
 
     def settle(self) -> Reserved | None:
         """Read the reply of a call read ahead, if one is on its way.
@@ -177,11 +199,11 @@ class Reservations:
         except BaseException as exc:
             # Whether the acks landed is unknown: send them again (ZREM is idempotent),
             # before the next task starts.
-            self._restore(self.options.queues[0], ahead.acks, ahead.kept)
+            self._restore(self.options.queues[ahead.queue_index], ahead.acks, ahead.kept)
             if refusal(exc) and (ahead.acks or ahead.kept):
                 return None  # the next call carries them, and meets the refusal (take)
             raise
-        return Reserved(0, reservation, ahead.sent_at)
+        return Reserved(ahead.queue_index, reservation, ahead.sent_at)
 
     def _restore(self, name: str, acks: list[bytes], kept: list[Kept]) -> None:
         """Put back acks a reserve call may not have delivered, due at once, and mark

@@ -13,7 +13,7 @@ import threading
 
 import apptasks
 import pytest
-from support import Workers, nodes, strings, title, wait_for
+from support import Workers, nodes, scripts_run, strings, title, wait_for
 
 from rqueue.encoding.payload import encode
 from rqueue.store.queue import RedisQueue
@@ -29,12 +29,6 @@ QUEUES = [f"tenant-{i}" for i in range(2000)]
 WORKER_CONNECTIONS = 40
 """Most connections one worker (a parent and its one child) may hold, whatever the
 number of its queues: a blocking connection per queue was 2,000 on a cluster."""
-
-
-def scripts_run(queue: RedisQueue) -> int:
-    """EVALSHA calls (reserve.lua, ...) since the last ``CONFIG RESETSTAT``, all nodes."""
-    stats = [node.info("commandstats").get("cmdstat_evalsha", {}) for node in nodes(queue)]
-    return sum(int(stat.get("calls", 0)) for stat in stats)
 
 
 def connections(queue: RedisQueue) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 
 from rqueue import current_job, task
@@ -123,3 +124,13 @@ async def locked(n: int) -> None:
 async def rate_limited(n: int) -> None:
     await asyncio.sleep(0.01)
     note(DONE, f"{n} {attempt()}")
+
+
+THREADS = "test:async:threads"
+"""The names of the threads of the child that ran ``threads_seen``, comma-separated."""
+
+
+@task
+def threads_seen() -> None:
+    """Report the threads of this child (test_wake_path.py: none waits for pushes)."""
+    note(THREADS, ",".join(sorted(thread.name for thread in threading.enumerate())))

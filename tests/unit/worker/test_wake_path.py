@@ -1,0 +1,122 @@
+"""The path from a push to an idle worker's task starting: the thread that waits for the
+push is the one that starts the task, and the reserve call leaves as the push wakes it.
+
+A child's event loop watches its wait for a push (``worker/listener.py``), and reads it
+itself, also as it goes back to process mode; a push to an idle child sends the reserve
+call at once (``Reservations.reserve_woken``), read by the next ``take``. Real Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import apptasks
+import async_tasks as at
+import pytest
+from support import Workers, nodes, scripts_run, settled, strings, wait_for
+
+from rqueue.encoding.payload import encode
+from rqueue.settings.config import Config
+from rqueue.store.queue import RedisQueue
+from rqueue.worker.listener import Listener
+from rqueue.worker.options import WorkerOptions
+from rqueue.worker.reservations import Reservations
+
+pytestmark = pytest.mark.topology  # one queue per wait: one command on every topology
+
+
+def push(queue: RedisQueue, name: str, value: str) -> None:
+    queue.push(name, [encode(apptasks.record.make_job((value,), {}))])
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    made = asyncio.new_event_loop()
+    yield made
+    made.close()
+
+
+@pytest.mark.parametrize("on_the_loop", [True, False], ids=["on the loop", "finished"])
+def test_a_push_wakes_the_thread_that_reads_the_wait_with_no_thread_between(
+    queue: RedisQueue, config: Config, loop: asyncio.AbstractEventLoop, on_the_loop: bool
+) -> None:
+    """Read on the loop (coroutines run), or by ``finish`` (the child leaves async mode,
+    the loop not running): either way the thread that waits is the one woken."""
+    listener = Listener(config, loop)
+    threads = threading.active_count()
+    woken = listener.listen(["mail"], 5.0)
+    push(queue, "mail", "hello")
+    if on_the_loop:
+        loop.run_until_complete(asyncio.wait_for(woken, 5.0))
+    else:
+        listener.finish(woken)
+    assert woken.result() == "mail"
+    quiet = listener.listen(["mail"], 0.05)  # nothing pushed: it times out
+    listener.finish(quiet)
+    assert quiet.result() is None
+    assert threading.active_count() == threads
+
+
+def test_an_idle_child_that_ran_coroutines_waits_for_pushes_on_no_thread_of_its_own(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """Its wait went on a thread, which handed each wake-up to the loop's thread: one more
+    thread woken, and one more hop, between a push and the task's start."""
+    workers.start("-c", "1", "--slots", "10", "--log-level", "warning")
+    at.nap.dispatch(1, 0.3)  # while it runs, the child waits for pushes beside it
+    wait_for(lambda: strings(queue.client, at.DONE), 10, "the coroutine")
+    at.threads_seen.dispatch()
+    (seen,) = wait_for(lambda: strings(queue.client, at.THREADS), 10, "the sync task")
+    assert "rqueue-listen" not in seen, seen
+    wait_for(lambda: settled(queue), 5, "every ack")
+
+
+def test_the_reserve_call_sent_as_a_push_wakes_a_child_is_the_one_take_reads(
+    queue: RedisQueue,
+) -> None:
+    taking = Reservations(queue, WorkerOptions(queues=("high", "low"), prefetch=10), "claims")
+    push(queue, "low", "first")
+    for script in queue.scripts.all():  # loaded: no NOSCRIPT reply to count
+        queue.client.script_load(script.source)
+    for node in nodes(queue):
+        node.config_resetstat()
+    taking.reserve_woken("low")  # a push to "low" woke the child
+    batch = taking.take(10)
+    assert batch is not None
+    assert (batch.queue_index, batch.reservation.queue) == (1, "low")
+    assert len(batch.reservation.payloads) == 1
+    assert scripts_run(queue) == 1  # take read the call sent at the wake-up
+
+
+def test_a_wake_up_sends_nothing_ahead_of_acks_still_to_go(queue: RedisQueue) -> None:
+    taking = Reservations(queue, WorkerOptions(queues=("low",), prefetch=10), "claims")
+    push(queue, "low", "first")
+    first = taking.take(10)
+    assert first is not None
+    taking.acknowledge("low", first.reservation.payloads[0], float("inf"))
+    push(queue, "low", "second")
+    taking.reserve_woken("low")  # the acks go first, with the next take's call
+    batch = taking.take(10)
+    assert batch is not None and len(batch.reservation.payloads) == 1
+    assert queue.sizes(["low"])[0].reserved == 1  # the first was acked by that call
+
+
+def test_a_reserve_call_without_acks_is_packed_once_and_sent_again_as_it_is(
+    queue: RedisQueue,
+) -> None:
+    def reserve(acks: list[bytes]) -> list[bytes]:
+        call = queue.send_reserve("low", 1, 60_000, 1_000, 1_000, ack=acks, claims="claims")
+        return call().payloads
+
+    push(queue, "low", "first")
+    (first,) = reserve([])
+    push(queue, "low", "second")
+    (second,) = reserve([])  # the same bytes as the first call: a task of its own
+    assert first != second
+    assert len(queue.wire._packed) == 1
+    push(queue, "low", "third")
+    assert len(reserve([first, second])) == 1  # acks differ each time: not kept
+    assert len(queue.wire._packed) == 1
+    assert queue.sizes(["low"])[0].reserved == 1
