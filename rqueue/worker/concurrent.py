@@ -29,7 +29,7 @@ loop and waits for it.
 
 With ``--threads N`` (thread mode) the child's sync tasks run here too, each in one of
 N threads, awaited by a coroutine like any other (their ends reach the loop in
-bunches: handoff.py); a thread that overruns is reported as ``TaskTimeout`` and keeps
+bunches: threads.py); a thread that overruns is reported as ``TaskTimeout`` and keeps
 its entry's kill deadline until it ends (``_in_thread``).
 
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
@@ -45,7 +45,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from setproctitle import setproctitle
@@ -55,12 +55,12 @@ from rqueue.settings.config import Config
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_run
 from rqueue.worker.attempt import Attempt, call_scopes
-from rqueue.worker.handoff import Handoff
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.listener import Listener, Woken
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoreboard import Slot, State
+from rqueue.worker.threads import TaskThreads
 from rqueue.worker.timeouts import TimeLimit
 
 
@@ -125,10 +125,8 @@ class ConcurrentRunner:
         removed from each of them per turn (47 us a turn at 100 slots)."""
         self._threads: ThreadPoolExecutor | None = None
         """Threads for async tasks' middleware stacks (``_through``)."""
-        self._pool: ThreadPoolExecutor | None = None
-        """Threads for sync tasks (``--threads``): thread mode."""
-        self._handoff: Handoff
-        """How ``_pool``'s threads hand their tasks' ends to the loop (handoff.py)."""
+        self._pool: TaskThreads | None = None
+        """Threads for sync tasks (``--threads``): thread mode (threads.py)."""
         self.in_threads = 0
         """Sync tasks running in ``_pool``, overrunning ones included."""
         self.overran: dict[int, float] = {}
@@ -350,17 +348,16 @@ class ConcurrentRunner:
         new task and the parent kills it ``--kill-grace`` seconds later (recovery then
         settles whatever else it was running)."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.child.options.threads, "rqueue-task")
-            self._handoff = Handoff(self.loop)
-        context = contextvars.copy_context()  # current_job() in the thread is this job
+            self._pool = TaskThreads(self.loop, self.child.options.threads, "rqueue-task")
         # The call process mode makes (its middleware and participants included).
-        running = self._pool.submit(context.run, self.lifecycle.call, attempt)
+        call = self._pool.run(self.lifecycle.call, attempt)
         self.in_threads += 1
         try:
-            return await self._timed(self._handoff.awaiting(running), attempt)
+            return await self._timed(call.waiter, attempt)
         except TaskTimeout:
-            if not running.done():
-                self._abandon(attempt.entry, running)
+            entry = attempt.entry
+            if self._pool.abandon(call, functools.partial(self._thread_ended, entry)):
+                self._abandon(entry)
             raise
         finally:
             self.in_threads -= 1
@@ -376,7 +373,7 @@ class ConcurrentRunner:
         self._deadlines[awaiting] = (deadline, attempt)
         self.slot.set(State.RUNNING, attempt.entry, deadline + self.child.options.kill_grace)
 
-    def _abandon(self, index: int, running: Future[Any]) -> None:
+    def _abandon(self, index: int) -> None:
         """A thread overran: keep its entry's kill deadline until it ends."""
         self.overran[index] = time.monotonic() + self.child.options.kill_grace
         log.error(
@@ -385,12 +382,6 @@ class ConcurrentRunner:
             self.child.number,
             self.child.options.kill_grace,
         )
-        loop = self.loop
-
-        def ended(_: Future[Any]) -> None:
-            loop.call_soon_threadsafe(self._thread_ended, index)
-
-        running.add_done_callback(ended)
 
     def _thread_ended(self, index: int) -> None:
         """An overrunning thread ended after all: its entry needs no kill deadline now."""
