@@ -3,8 +3,10 @@ of every process it costs (the worker's parent and child, Redis, this harness' p
 
 Starts its own redis-server, pre-loads ``--tasks`` tasks in ``default`` and runs the
 real ``rqueue work default -c 1`` on them in each mode: process (sync ``empty`` and
-``incr`` tasks, one at a time), ``--threads 10`` (the same tasks in ten threads), and
-``--slots 10`` / ``--slots 100`` (``empty_async`` on the child's event loop). Each run
+``incr`` tasks, one at a time), ``--threads 10`` (the same tasks in ten threads),
+``--slots 10`` / ``--slots 100`` (``empty_async`` on the child's event loop), and
+compare.py's io workload in one child (``wait_then_incr`` under ``--threads 100``, its
+``async def`` twin under ``--slots 100``: a task waits 20 ms, then INCRs). Each run
 is measured over a window, from the first task taken (imports, forking and the first
 connections left out) to the queue being empty with nothing reserved; its tasks are
 those ready or reserved when it opened. Per task:
@@ -95,6 +97,8 @@ CASES = (
     Case("threads 10", bench_tasks.incr, ("--threads", "10")),
     Case("slots 10", bench_tasks.empty_async, ("--slots", "10")),
     Case("slots 100", bench_tasks.empty_async, ("--slots", "100")),
+    Case("threads 100", bench_tasks.wait_then_incr, ("--threads", "100")),
+    Case("slots 100", bench_tasks.wait_then_incr_async, ("--slots", "100")),
 )
 
 
