@@ -35,6 +35,11 @@ that dispatch plain tasks: not ``soak`` or ``batch``)::
 
     python benchmarks/reliability/chaos.py --scenario kill-children --slots 20 --work-ms 50
 
+With ``--threads N`` the plain tasks run in thread mode instead, up to N at once in
+each child's threads::
+
+    python benchmarks/reliability/chaos.py --scenario kill-children --threads 20 --work-ms 50
+
 After a loss the run prints the lost task numbers and every key that still mentions
 one, and keeps Redis's data folder and the worker logs; with ``--keep-history`` the
 AOF is never rewritten, so it holds every write of the run for a post-mortem.
@@ -188,6 +193,9 @@ class Params:
     slots: int = 0
     """Above 0: the workers get ``--slots`` this, and the tasks ``_dispatch_all`` sends
     are ``chaos_async_task`` (async mode); ``soak`` and ``batch`` are left as they are."""
+    threads: int = 0
+    """Above 0: the workers get ``--threads`` this (thread mode: the plain tasks run in
+    each child's threads)."""
     quiet: bool = False
     keep_history: bool = False
     """Never rewrite the AOF, so after a loss it holds every write since the start."""
@@ -351,6 +359,7 @@ class Worker:
             "--log-level",
             "WARNING",
             *(("--slots", str(params.slots)) if params.slots else ()),
+            *(("--threads", str(params.threads)) if params.threads else ()),
         ]
         self.process = subprocess.Popen(
             args,
@@ -857,6 +866,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run async def tasks in async mode, this many at once per child (default 0: off)",
     )
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="run the sync tasks in thread mode, this many at once per child (default 0: off)",
+    )
+    parser.add_argument(
         "--restart-every", type=float, default=4.0, help="seconds between Redis restarts/freezes"
     )
     parser.add_argument(
@@ -872,8 +887,10 @@ def main(argv: list[str] | None = None) -> int:
         help="never rewrite Redis's AOF, so a loss can be traced through every write",
     )
     args = parser.parse_args(argv)
-    if args.tasks < 1 or args.duration <= 0 or args.kill_rate <= 0 or args.slots < 0:
-        parser.error("--tasks, --duration and --kill-rate must be positive, --slots not negative")
+    if args.tasks < 1 or args.duration <= 0 or args.kill_rate <= 0:
+        parser.error("--tasks, --duration and --kill-rate must be positive")
+    if args.slots < 0 or args.threads < 0:
+        parser.error("--slots and --threads must not be negative")
     params = Params(
         scenario=args.scenario,
         tasks=args.tasks,
@@ -884,6 +901,7 @@ def main(argv: list[str] | None = None) -> int:
         concurrency=args.concurrency,
         work_ms=args.work_ms,
         slots=args.slots,
+        threads=args.threads,
         restart_every=args.restart_every,
         keep_history=args.keep_history,
         redis_faults=args.redis_faults

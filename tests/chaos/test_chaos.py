@@ -67,6 +67,16 @@ def test_children_killed_at_random_in_async_mode_lose_nothing() -> None:
     assert result.failed == 0
 
 
+def test_children_killed_at_random_in_thread_mode_lose_nothing() -> None:
+    # As in async mode: each kill cuts short up to 20 threads' tasks, each retried.
+    result = _run(
+        scenario="kill-children", tasks=8000, work_ms=50, duration=90, prefetch=20, threads=20
+    )
+    assert result.kills >= 3
+    assert result.completed_twice <= result.kills * (20 + 2 * 20)
+    assert result.failed == 0
+
+
 def test_a_killed_parents_children_exit_and_a_new_worker_finishes_everything() -> None:
     result = _run(scenario="kill-parent", tasks=5000, work_ms=2, duration=60)
     assert result.parent_kills >= 1
