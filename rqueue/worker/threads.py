@@ -130,6 +130,17 @@ class TaskThreads:
                 if call.on_end is not None:
                     call.on_end()
             elif call.failed:
-                waiter.set_exception(call.value)
+                waiter.set_exception(_raisable(call.value))
             else:
                 waiter.set_result(call.value)
+
+
+def _raisable(exc: BaseException) -> BaseException:
+    """What a future can hold of ``exc``: a ``StopIteration`` cannot be set on one (a
+    ``TypeError`` then, and every call settled after it in the bunch would wait for
+    ever), so it becomes the ``RuntimeError`` an ``async def`` task raising it ends with."""
+    if isinstance(exc, StopIteration):
+        error = RuntimeError("task raised StopIteration")
+        error.__cause__ = exc
+        return error
+    return exc

@@ -41,6 +41,24 @@ def test_a_calls_result_and_exception_reach_the_loop(loop: asyncio.AbstractEvent
         raised.result()
 
 
+def _stop(_: None) -> None:
+    raise StopIteration("from the thread")
+
+
+def test_a_call_raising_stop_iteration_ends_as_a_runtime_error(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """A future cannot hold a ``StopIteration``: setting one raised in the loop's
+    settling callback, so neither that call nor any settled after it in the bunch ended."""
+    threads = TaskThreads(loop, 2, "test")
+    stopped, after = threads.run(_stop, None), threads.run(lambda n: n, 7)
+    _settle(loop, [stopped.waiter, after.waiter])
+    raised = stopped.waiter.exception()
+    assert isinstance(raised, RuntimeError)
+    assert isinstance(raised.__cause__, StopIteration)
+    assert after.waiter.result() == 7
+
+
 def test_a_call_runs_in_the_callers_context(loop: asyncio.AbstractEventLoop) -> None:
     import contextvars
 
