@@ -71,10 +71,10 @@ class TaskThreads:
         self._queued.add(call)
         self._work.put(call)
         if self._threads < min(self._busy, self.size):
+            name = f"{self.name}_{self._threads}"  # as a ThreadPoolExecutor's: name_0 on
             self._threads += 1
-            thread = threading.Thread(target=self._serve, name=f"{self.name}_{self._threads}")
-            thread.daemon = True  # a child ends with os._exit: nothing waits for these
-            thread.start()
+            thread = threading.Thread(target=self._serve, name=name, daemon=True)
+            thread.start()  # daemon: a child ends with os._exit, nothing waits for them
         return call
 
     def abandon(self, call: Call, on_end: Callable[[], None]) -> bool:

@@ -55,22 +55,15 @@ def test_children_killed_at_random_lose_nothing() -> None:
     assert result.failed == 0
 
 
-def test_children_killed_at_random_in_async_mode_lose_nothing() -> None:
-    # Each kill cuts short up to 20 coroutines: each is retried (WorkerLost uses one of
-    # its 50 tries). One whose completion landed before its ack runs twice; a child's
-    # slot holds at most 20 running and 2 x 20 finished or read ahead (held_limit).
+@pytest.mark.parametrize("mode", ["slots", "threads"])
+def test_children_killed_at_random_with_tasks_running_at_once_lose_nothing(mode: str) -> None:
+    # Each kill cuts short up to 20 coroutines (async mode) or threads' tasks (thread
+    # mode): each is retried (WorkerLost uses one of its 50 tries). One whose completion
+    # landed before its ack runs twice; a child's slot holds at most 20 running and
+    # 2 x 20 finished or read ahead (held_limit).
+    overrides: dict[str, Any] = {mode: 20}
     result = _run(
-        scenario="kill-children", tasks=8000, work_ms=50, duration=90, prefetch=20, slots=20
-    )
-    assert result.kills >= 3
-    assert result.completed_twice <= result.kills * (20 + 2 * 20)
-    assert result.failed == 0
-
-
-def test_children_killed_at_random_in_thread_mode_lose_nothing() -> None:
-    # As in async mode: each kill cuts short up to 20 threads' tasks, each retried.
-    result = _run(
-        scenario="kill-children", tasks=8000, work_ms=50, duration=90, prefetch=20, threads=20
+        scenario="kill-children", tasks=8000, work_ms=50, duration=90, prefetch=20, **overrides
     )
     assert result.kills >= 3
     assert result.completed_twice <= result.kills * (20 + 2 * 20)
