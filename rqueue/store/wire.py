@@ -59,7 +59,9 @@ class Wire:
 
         Between the two the connection stays this caller's: a worker child sends its
         next reserve call, runs its current tasks, then reads the reply. It must read
-        it, even to throw it away, before anything else can use the connection.
+        it, even to throw it away, before anything else can use the connection; an
+        exception before the reply is read, or the reader dropped unread, closes the
+        connection instead (``_Reply``).
 
         ``reuse``: keep the packed bytes and send them as they are the next time, for a
         command made again and again with the same arguments: an idle worker's first
@@ -69,6 +71,7 @@ class Wire:
         """
         if not self._lock.acquire(blocking=False):
             return None
+        connection = None
         try:
             connection = self._connection(args)
             packed = self._packed.get(args) if reuse else None
@@ -78,23 +81,10 @@ class Wire:
                     self._packed[args] = packed
             connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
         except BaseException:
-            self._lock.release()
+            self._drop(connection)
             self._lost()
             raise
-
-        def finish() -> Any:
-            try:
-                return connection.read_response()
-            except AskError as redirect:
-                answer = redirect
-            except REDIS_ERRORS:
-                self._lost()
-                raise
-            finally:
-                self._lock.release()
-            return self._redirected(answer, args)
-
-        return finish
+        return _Reply(self, connection, args)
 
     def socket(self, *args: KeyOrArg) -> int:
         """The file descriptor of the connection ``args`` go to (after a :meth:`send` of
@@ -126,8 +116,64 @@ class Wire:
         if self._slots is not None:
             self._slots.lost()
 
+    def _drop(self, connection: ConnectionInterface | None) -> None:
+        """Give the wire back after a send whose reply will not be read: its connection
+        closed (the next call reconnects), so that reply is never read as another's."""
+        try:
+            if connection is not None:
+                connection.disconnect()  # type: ignore[no-untyped-call]
+        finally:
+            self._lock.release()
+
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any:
         return self.call("EVALSHA", sha, numkeys, *keys_and_args)
 
     def script_load(self, source: str) -> Any:
         return self.client.script_load(source)
+
+
+class _Reply:
+    """The reader of one sent command's reply, which holds the wire until it has read it.
+
+    Whatever stops it first (a signal handler raising ``Interrupted`` in a worker
+    parent's wait, which Python runs between any two steps: before the read, inside
+    redis-py's read before its own guard, or once the reader is dropped unread) closes
+    the connection. Left open, its reply would be the next caller's: a worker parent
+    once read a BLPOP's nil as a release.lua count.
+    """
+
+    __slots__ = ("_args", "_connection", "_wire")
+
+    def __init__(
+        self, wire: Wire, connection: ConnectionInterface, args: tuple[KeyOrArg, ...]
+    ) -> None:
+        self._wire = wire
+        self._connection: ConnectionInterface | None = connection
+        self._args = args
+
+    def __call__(self) -> Any:
+        connection, self._connection = self._connection, None
+        if connection is None:
+            raise RuntimeError("a reply is read once")
+        try:
+            reply = connection.read_response()
+        except AskError as redirect:  # a ResponseError: the reply was read
+            self._wire._lock.release()
+            return self._wire._redirected(redirect, self._args)
+        except redis.ResponseError:
+            self._wire._lock.release()
+            raise
+        except BaseException as exc:
+            self._wire._drop(connection)
+            if isinstance(exc, REDIS_ERRORS):
+                self._wire._lost()
+            raise
+        self._wire._lock.release()
+        return reply
+
+    def __del__(self) -> None:
+        # getattr: a signal may have cut __init__ short (the wire then stays busy, and
+        # its calls go through the client's pool).
+        connection = getattr(self, "_connection", None)
+        if connection is not None:  # sent, never read
+            self._wire._drop(connection)
