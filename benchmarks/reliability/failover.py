@@ -358,9 +358,11 @@ def run(scenario: Scenario, params: Params) -> Outcome:
             w.log_path.read_text(errors="replace").count("Traceback (most recent call")
             for w in workers
         )
-        # More repeats than tasks in flight at the fault is more than a failover explains.
+        # More repeats than tasks in flight at the fault is more than a failover explains;
+        # tasks left waiting say a worker stopped running them (its log says why).
         in_flight = params.workers * params.concurrency * PREFETCH
-        if outcome.lost or outcome.duplicated > in_flight or outcome.tracebacks:
+        surprising = outcome.lost or outcome.pending or outcome.duplicated > in_flight
+        if surprising or outcome.tracebacks:
             outcome.evidence = keep_evidence(nodes, logs)
     shutil.rmtree(logs)
     outcome.load = os.getloadavg()[0]

@@ -21,6 +21,7 @@ from rqueue.cli.common import F, connection_options, declared_queues, queue_list
 from rqueue.errors import describe
 from rqueue.settings.config import MAX_EVENTS, Config, ConfigError, Limit, env_flag
 from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import REDIS_ERRORS
 from rqueue.text import shown
 from rqueue.worker import logs
 from rqueue.worker.options import LIMITS, WorkerOptions, parse_rates
@@ -259,11 +260,16 @@ def _warn_of_unknown_queues(config: Config, names: tuple[str, ...]) -> None:
     wait in silence for ever. Unknown: no task of the ``-A`` modules (imported by now)
     is declared on it, it is not in the set of queues producers and workers have named,
     and no data in Redis names it. Only a warning: starting workers before the first
-    dispatch to a new queue is legitimate.
+    dispatch to a new queue is legitimate. Not said while Redis is unavailable (a
+    cluster's failover under way): a warning must not stop the worker, whose parent
+    says at once if Redis cannot be reached at all, and rides out an outage after.
     """
     queue = RedisQueue(config)
     try:
         unknown, known = unknown_queues(queue, names, declared_queues())
+    except REDIS_ERRORS as exc:
+        logging.getLogger("rqueue.worker").info("queues not checked (%s)", exc)
+        return
     finally:
         queue.client.close()
     if unknown:

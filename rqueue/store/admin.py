@@ -8,13 +8,16 @@ restart marker. Reads are pipelined, one round trip for any number of queues.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rqueue.errors import InvalidQueueName
 from rqueue.store import calls
 from rqueue.store.base import QueueBase
+from rqueue.store.cluster import ClusterClient
 from rqueue.store.keys import validate_queue_name
+from rqueue.store.retry import REDIS_ERRORS
 
 _SCAN_COUNT = 500
 """Registry members per SSCAN step."""
@@ -121,8 +124,21 @@ class Admin(QueueBase):
         return int(self.scripts.clear(self.client, *calls.clear(self.keys(queue))))
 
     def ping(self) -> None:
-        """Raise redis-py's error now if Redis cannot be reached or refuses us."""
-        self.client.ping()
+        """Raise redis-py's error now if Redis cannot be reached or refuses us.
+
+        On a cluster, reached means some primary answers, asked in turn: a PING goes to
+        any primary, and one that is down (its failover under way) must not stop a
+        worker from starting, whose loop rides that out; it once did, at random.
+        """
+        if not isinstance(self.client, ClusterClient):
+            self.client.ping()
+            return
+        primaries = self.client.slots.primaries()  # read from any node that answers
+        for primary in primaries[:-1]:
+            with contextlib.suppress(*REDIS_ERRORS):
+                primary.ping()
+                return
+        primaries[-1].ping()
 
     def delete_everything(self) -> int:
         """Delete every key under this config's prefix, by SCAN (never KEYS); how many.
