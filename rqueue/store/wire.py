@@ -160,10 +160,12 @@ class _Reply:
         except AskError as redirect:  # a ResponseError: the reply was read
             self._wire._lock.release()
             return self._wire._redirected(redirect, self._args)
-        except redis.ResponseError:
+        except redis.ResponseError as exc:  # an error reply, read in full
             self._wire._lock.release()
+            if isinstance(exc, REDIS_ERRORS):  # a transient one (CLUSTERDOWN, TRYAGAIN...)
+                self._wire._lost()
             raise
-        except BaseException as exc:
+        except BaseException as exc:  # its reply may be still to come: never another's
             self._wire._drop(connection)
             if isinstance(exc, REDIS_ERRORS):
                 self._wire._lost()
