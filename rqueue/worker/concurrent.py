@@ -103,6 +103,12 @@ _WATCH_EVERY = 0.05
 cancelled. One periodic callback costs far less than a timer per coroutine."""
 
 
+def _resolve(future: asyncio.Future[None], *_: object) -> None:
+    """End ``future`` unless it ended (a timer's, a push's or an attempt's end, first)."""
+    if not future.done():
+        future.set_result(None)
+
+
 def starts_allowed(tenth: int, since: float) -> int:
     """How many tasks a turn of the loop may start, ``since`` seconds after the last
     reserve call: a tenth of the slots, or that many per millisecond if turns are slower."""
@@ -257,16 +263,23 @@ class ConcurrentRunner:
         if seconds <= 0 or not self.running():
             self.loop.run_until_complete(asyncio.sleep(0))
             return
+        # The loop runs until one future ends, which a timer, an attempt's end or a push
+        # resolves: ``asyncio.wait`` over them cost a coroutine, an asyncio task and a
+        # callback per future at every turn.
         self._ended = ended = self.loop.create_future()
-        awaited: list[asyncio.Future[Any]] = [ended]
-        if self._wake is not None:
-            awaited.append(self._wake)
-        waiting = asyncio.wait(awaited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        resolve = functools.partial(_resolve, ended)
+        timer = self.loop.call_later(seconds, resolve)
+        wake = self._wake
+        if wake is not None:
+            wake.add_done_callback(resolve)
         try:
-            self.loop.run_until_complete(waiting)
+            self.loop.run_until_complete(ended)
         finally:
             self._ended = None
-        if self._wake is not None and self._wake.done():
+            timer.cancel()
+            if wake is not None:
+                wake.remove_done_callback(resolve)
+        if wake is not None and wake.done():
             self._heard()
 
     def _listen(self) -> float:
@@ -332,8 +345,8 @@ class ConcurrentRunner:
             )
         finally:
             self.slot.finished(attempt.entry)
-            if self._ended is not None and not self._ended.done():
-                self._ended.set_result(None)  # a slot is free: the child's loop goes on
+            if self._ended is not None:
+                _resolve(self._ended)  # a slot is free: the child's loop goes on
 
     async def _coroutine(self, attempt: Attempt) -> Any:
         """Await an ``async def`` task on the loop. Middleware are sync code: a stack
