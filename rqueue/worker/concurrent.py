@@ -383,11 +383,10 @@ class ConcurrentRunner:
         if running is None:
             self.threaded.extend(attempt)
             return
-        awaiting = running
-        if awaiting not in self._deadlines:
+        if running not in self._deadlines:
             return
         deadline = time.monotonic() + attempt.timeout
-        self._deadlines[awaiting] = (deadline, attempt)
+        self._deadlines[running] = (deadline, attempt)
         self.slot.set(State.RUNNING, attempt.entry, deadline + self.child.options.kill_grace)
 
     async def _timed(self, coroutine: Awaitable[Any], attempt: Attempt) -> Any:
