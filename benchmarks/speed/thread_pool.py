@@ -48,8 +48,16 @@ def _stdlib(loop: asyncio.AbstractEventLoop, at_once: int, call: Callable[[Any],
 
 
 def _rqueue(loop: asyncio.AbstractEventLoop, at_once: int, call: Callable[[Any], Any]) -> Start:
-    threads = TaskThreads(loop, at_once, "rqueue")
-    return lambda: threads.run(call, None).waiter
+    """Each call's end resolves its own future here: the coroutines above await one
+    (thread mode settles the call itself, with no future: worker/threaded.py)."""
+    threads = TaskThreads(loop, at_once, "rqueue", lambda ended: ended.arg.set_result(None))
+
+    def start() -> Awaitable[Any]:
+        waiter = loop.create_future()
+        threads.run(call, waiter, contextvars.copy_context())
+        return waiter
+
+    return start
 
 
 def measure(name: str, args: argparse.Namespace) -> None:

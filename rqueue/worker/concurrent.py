@@ -28,9 +28,9 @@ stack runs in a thread of its own, whose ``call_next()`` runs the coroutine on t
 loop and waits for it.
 
 With ``--threads N`` (thread mode) the child's sync tasks run here too, each in one of
-N threads, awaited by a coroutine like any other (their ends reach the loop in
-bunches: threads.py); a thread that overruns is reported as ``TaskTimeout`` and keeps
-its entry's kill deadline until it ends (``_in_thread``).
+N threads, and are settled as their ends reach the loop, in bunches, with no coroutine
+each (threaded.py, threads.py); a thread that overruns is reported as ``TaskTimeout``
+and keeps its entry's kill deadline until it ends.
 
 Outcomes (acks, retries, failures), hooks and listeners run on the loop's thread,
 through the same lifecycle as process mode; their Redis calls block the loop briefly. An
@@ -60,7 +60,7 @@ from rqueue.worker.listener import Listener, Woken
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoreboard import Slot, State
-from rqueue.worker.threads import TaskThreads
+from rqueue.worker.threaded import ThreadedAttempts
 from rqueue.worker.timeouts import TimeLimit
 
 
@@ -103,6 +103,12 @@ _WATCH_EVERY = 0.05
 cancelled. One periodic callback costs far less than a timer per coroutine."""
 
 
+def _resolve(future: asyncio.Future[None], *_: object) -> None:
+    """End ``future`` unless it ended (a timer's, a push's or an attempt's end, first)."""
+    if not future.done():
+        future.set_result(None)
+
+
 def starts_allowed(tenth: int, since: float) -> int:
     """How many tasks a turn of the loop may start, ``since`` seconds after the last
     reserve call: a tenth of the slots, or that many per millisecond if turns are slower."""
@@ -118,20 +124,23 @@ class ConcurrentRunner:
         self.slot = child.slot
         self.loop = awaiting.process_loop()  # async hooks in process mode use it too
         self.tasks: dict[int, asyncio.Task[None]] = {}
-        """The running attempts by entry: each takes itself out as it ends (no callback)."""
+        """The running coroutines by entry: each takes itself out as it ends (no callback)."""
         self._ended: asyncio.Future[None] | None = None
         """What ``_run`` waits for: the first attempt to end resolves it. One future, not
         ``asyncio.wait`` over every running task, which costs a callback added to and
         removed from each of them per turn (47 us a turn at 100 slots)."""
         self._threads: ThreadPoolExecutor | None = None
         """Threads for async tasks' middleware stacks (``_through``)."""
-        self._pool: TaskThreads | None = None
-        """Threads for sync tasks (``--threads``): thread mode (threads.py)."""
-        self.in_threads = 0
-        """Sync tasks running in ``_pool``, overrunning ones included."""
-        self.overran: dict[int, float] = {}
-        """Entries whose thread overran its timeout and runs on, with the kill deadline
-        the slot keeps for each until it ends: while any is here, no new task starts."""
+        self.threaded = ThreadedAttempts(
+            self.loop,
+            child.options.threads,
+            self.lifecycle.call,
+            self.slot,
+            child.options.kill_grace,
+            self._settle,
+            child.number,
+        )
+        """Sync tasks running in threads (``--threads``): thread mode (threaded.py)."""
         self._tenth = max(1, child.options.slots // _SPREAD)
         self._claimed_at = 0.0
         """When the last reserve call was sent (monotonic): the starts allowed now grow
@@ -156,16 +165,24 @@ class ConcurrentRunner:
             self.slot.enter_concurrent()
             self._claimed_at = time.monotonic()  # the batch that brought it here
         self.slot.live_async.add(attempt.entry)
-        task = self.loop.create_task(self._attempt(attempt))
-        self.tasks[attempt.entry] = task
-        self._fresh = True
+        assert attempt.task is not None  # looked up before it came here
+        if attempt.task.is_async:
+            self.tasks[attempt.entry] = self.loop.create_task(self._attempt(attempt))
+            self._fresh = True
+        else:
+            self.threaded.start(attempt)
+            self._arm_watchdog()
+
+    def running(self) -> int:
+        """Attempts running here: coroutines, and sync tasks in threads."""
+        return len(self.tasks) + len(self.threaded.running)
 
     def make_room(self) -> None:
         """Before a batch's next task: while every slot is taken, run the loop until one
         frees. A batch reserved in process mode was sized by ``--prefetch`` before any of
         its tasks was known to be ``async def``; started whole, it ran more coroutines
         than ``--slots``. (Batches reserved here are sized by the free slots already.)"""
-        while len(self.tasks) >= self.child.options.slots:  # started ones, not the batch's
+        while self.running() >= self.child.options.slots:  # started ones, not the batch's
             self._run(_FULL_WAIT)
 
     def step(self) -> None:
@@ -174,10 +191,11 @@ class ConcurrentRunner:
         if self._fresh:
             self._run(0.0)
             return
-        if not self.tasks and self.overran:  # wait for its end, or for the parent's kill
+        running = self.running()
+        if not running and self.threaded.overran:  # wait for its end, or the parent's kill
             self.loop.run_until_complete(asyncio.sleep(_POLL))
             return
-        if not self.tasks:
+        if not running:
             self._leave()
             return
         if child.reservations.acks_due_by(time.monotonic() + options.kill_grace):
@@ -204,7 +222,7 @@ class ConcurrentRunner:
                 child.run_batch(batch, headers, entries)
                 child.time_limit.stop()
                 # One title per batch: setting it is a system call, too dear per coroutine.
-                setproctitle(f"{child.title}: running {len(self.tasks)} tasks")
+                setproctitle(f"{child.title}: running {self.running()} tasks")
                 self._run(0.0)  # let the new coroutines take their first step
                 return
         self._run(self._listen() if taking else _FULL_WAIT)
@@ -227,12 +245,13 @@ class ConcurrentRunner:
         options = self.child.options
         free = options.slots - self.slot.running()
         if options.threads:
-            free = 0 if self.overran else min(free, options.threads - self.in_threads)
+            threaded = self.threaded
+            free = 0 if threaded.overran else min(free, options.threads - len(threaded.running))
         return free
 
     def drain(self) -> None:
         """A warm stop: let every running coroutine finish, then go back to process mode."""
-        while self.tasks:
+        while self.running():
             self._run(_FULL_WAIT)
         if self.slot.concurrent:
             self.step()
@@ -241,19 +260,26 @@ class ConcurrentRunner:
         """Run the loop until a coroutine finishes, a push comes or ``seconds`` pass (0:
         one turn)."""
         self._fresh = False
-        if seconds <= 0 or not self.tasks:
+        if seconds <= 0 or not self.running():
             self.loop.run_until_complete(asyncio.sleep(0))
             return
+        # The loop runs until one future ends, which a timer, an attempt's end or a push
+        # resolves: ``asyncio.wait`` over them cost a coroutine, an asyncio task and a
+        # callback per future at every turn.
         self._ended = ended = self.loop.create_future()
-        awaited: list[asyncio.Future[Any]] = [ended]
-        if self._wake is not None:
-            awaited.append(self._wake)
-        waiting = asyncio.wait(awaited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        resolve = functools.partial(_resolve, ended)
+        timer = self.loop.call_later(seconds, resolve)
+        wake = self._wake
+        if wake is not None:
+            wake.add_done_callback(resolve)
         try:
-            self.loop.run_until_complete(waiting)
+            self.loop.run_until_complete(ended)
         finally:
             self._ended = None
-        if self._wake is not None and self._wake.done():
+            timer.cancel()
+            if wake is not None:
+                wake.remove_done_callback(resolve)
+        if wake is not None and wake.done():
             self._heard()
 
     def _listen(self) -> float:
@@ -286,32 +312,41 @@ class ConcurrentRunner:
             self.child.heard(wake.result(), idle)
 
     async def _attempt(self, attempt: Attempt) -> None:
-        """Run an attempt to its end and settle it, as process mode does (lifecycle.py)."""
-        task, job, entry = attempt.task, attempt.job, attempt.entry
-        assert task is not None  # looked up before the attempt came here
-        lifecycle = self.lifecycle
+        """Run an ``async def`` attempt to its end and settle it."""
         set_current_run(attempt)  # this coroutine's own context: it sees its own job
         try:
-            try:
-                if task.is_async:
-                    result = await self._coroutine(attempt)
-                else:
-                    result = await self._in_thread(attempt)
-                completion = lifecycle.completion(attempt, result)
-            except BaseException as exc:  # as in process mode: user code raised it
-                lifecycle.raised(attempt, exc, time.monotonic() - attempt.started)
-                return
-            duration = time.monotonic() - attempt.started
-            lifecycle.succeeded(attempt, result, completion, duration)
-        except Exception:  # reporting the outcome failed: the entry is done all the same
-            log.exception("worker %d: unexpected error settling %s", self.child.number, job.id)
+            result = await self._coroutine(attempt)
+        except BaseException as exc:  # as in process mode: user code raised it
+            self._settle(attempt, None, exc)
+        else:
+            self._settle(attempt, result, None)
         finally:
-            self.slot.finished(entry)
-            del self.tasks[entry]
-            if self._ended is not None and not self._ended.done():
-                self._ended.set_result(None)  # a slot is free: the child's loop goes on
-            if entry in self.overran:  # its thread runs on: the parent's kill deadline stays
-                self.slot.linger(entry, self.overran[entry])
+            del self.tasks[attempt.entry]
+
+    def _settle(self, attempt: Attempt, result: Any, raised: BaseException | None) -> None:
+        """Settle an attempt that returned ``result`` or ``raised``, as process mode does
+        (lifecycle.py); its entry is done then, and the child's loop goes on."""
+        lifecycle = self.lifecycle
+        try:
+            completion = None
+            if raised is None:
+                try:
+                    completion = lifecycle.completion(attempt, result)
+                except BaseException as exc:  # its result cannot be kept: it raised
+                    raised = exc
+            duration = time.monotonic() - attempt.started
+            if raised is not None:
+                lifecycle.raised(attempt, raised, duration)
+            else:
+                lifecycle.succeeded(attempt, result, completion, duration)
+        except Exception:  # reporting the outcome failed: the entry is done all the same
+            log.exception(
+                "worker %d: unexpected error settling %s", self.child.number, attempt.job.id
+            )
+        finally:
+            self.slot.finished(attempt.entry)
+            if self._ended is not None:
+                _resolve(self._ended)  # a slot is free: the child's loop goes on
 
     async def _coroutine(self, attempt: Attempt) -> Any:
         """Await an ``async def`` task on the loop. Middleware are sync code: a stack
@@ -341,52 +376,18 @@ class ConcurrentRunner:
         call = functools.partial(self.lifecycle.call, attempt, on_the_loop)
         return await loop.run_in_executor(self._threads, context.run, call)
 
-    async def _in_thread(self, attempt: Attempt) -> Any:
-        """Run a sync task in one of the child's threads (``--threads``), its middleware
-        with it. A thread cannot be stopped: past its deadline the attempt is reported
-        as ``TaskTimeout`` while the thread runs on, and until it ends the child takes no
-        new task and the parent kills it ``--kill-grace`` seconds later (recovery then
-        settles whatever else it was running)."""
-        if self._pool is None:
-            self._pool = TaskThreads(self.loop, self.child.options.threads, "rqueue-task")
-        # The call process mode makes (its middleware and participants included).
-        call = self._pool.run(self.lifecycle.call, attempt)
-        self.in_threads += 1
-        try:
-            return await self._timed(call.waiter, attempt)
-        except TaskTimeout:
-            entry = attempt.entry
-            if self._pool.abandon(call, functools.partial(self._thread_ended, entry)):
-                self._abandon(entry)
-            raise
-        finally:
-            self.in_threads -= 1
-
     def extend(self, attempt: Attempt, running: asyncio.Task[Any] | None) -> None:
         """An iterable task checkpointed (``iteration.py``): its time limit starts again,
         its kill deadline with it. ``running`` is the asyncio task awaiting it (None: a
-        thread's, called on the loop: its attempt's own). Nothing if it ended meanwhile."""
-        awaiting = running if running is not None else self.tasks.get(attempt.entry)
-        if awaiting not in self._deadlines:
+        thread's, called on the loop). Nothing if it ended meanwhile."""
+        if running is None:
+            self.threaded.extend(attempt)
+            return
+        if running not in self._deadlines:
             return
         deadline = time.monotonic() + attempt.timeout
-        self._deadlines[awaiting] = (deadline, attempt)
+        self._deadlines[running] = (deadline, attempt)
         self.slot.set(State.RUNNING, attempt.entry, deadline + self.child.options.kill_grace)
-
-    def _abandon(self, index: int) -> None:
-        """A thread overran: keep its entry's kill deadline until it ends."""
-        self.overran[index] = time.monotonic() + self.child.options.kill_grace
-        log.error(
-            "worker %d: a task's thread overran its timeout and cannot be stopped; this "
-            "child takes no new task until it ends, and is replaced in %g s if it does not",
-            self.child.number,
-            self.child.options.kill_grace,
-        )
-
-    def _thread_ended(self, index: int) -> None:
-        """An overrunning thread ended after all: its entry needs no kill deadline now."""
-        del self.overran[index]  # its entry lingers (no reuse) until this
-        self.slot.finished(index)
 
     async def _timed(self, coroutine: Awaitable[Any], attempt: Attempt) -> Any:
         """Await ``coroutine``; the watchdog cancels it once the attempt's deadline
@@ -399,8 +400,7 @@ class ConcurrentRunner:
         running = asyncio.current_task()
         assert running is not None  # a coroutine runs in a task
         self._deadlines[running] = (attempt.started + attempt.timeout, attempt)
-        if self._watchdog is None:
-            self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
+        self._arm_watchdog()
         try:
             return await coroutine
         except asyncio.CancelledError:
@@ -413,17 +413,23 @@ class ConcurrentRunner:
             del self._deadlines[running]
             self._overdue.discard(running)
 
+    def _arm_watchdog(self) -> None:
+        if self._watchdog is None:
+            self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
+
     def _watch(self) -> None:
-        """The watchdog: cancel each coroutine past its deadline, then come again while
-        any runs (the loop only calls it while it runs, as it would a timer)."""
+        """The watchdog: cancel each coroutine past its deadline, time out each thread's
+        attempt past its own, then come again while any runs (the loop only calls it while
+        it runs, as it would a timer)."""
         now = self.loop.time()  # the monotonic clock
         for running, (deadline, _) in self._deadlines.items():
             if deadline <= now and running not in self._overdue:
                 self._overdue.add(running)
                 running.cancel()
+        self.threaded.watch(now)
         self._watchdog = None
-        if self._deadlines:
-            self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
+        if self._deadlines or self.threaded.running:
+            self._arm_watchdog()
 
     def deliver_cancels(self) -> None:
         """The parent asked for cancels (SIGUSR1: the child's handler calls this, so the
@@ -440,5 +446,5 @@ class ConcurrentRunner:
             if job.cancelled or self.slot.cancel_requested(attempt.entry) != job.id:
                 continue
             job.request_cancel()
-            if attempt.task is not None and attempt.task.is_async:
-                running.cancel()
+            running.cancel()
+        self.threaded.deliver_cancels()

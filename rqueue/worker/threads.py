@@ -11,8 +11,9 @@ loop's thread let the GIL go it waited behind a hundred threads to take it back.
 
 Here a task's run is one small object (``Call``) on a ``SimpleQueue``, which wakes one
 waiting thread. A thread that ends a call appends it to a list, and only the first to
-do so since the loop last looked wakes the loop, which then settles every call on the
-list in one turn. Nothing else is shared between the threads.
+do so since the loop last looked wakes the loop, which then hands every call on the
+list to the owner's ``ended`` callback in one turn: no future, and no asyncio task
+awaiting one, per call. Nothing else is shared between the threads.
 """
 
 from __future__ import annotations
@@ -22,31 +23,41 @@ import contextvars
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
 @dataclass(eq=False, slots=True)
 class Call:
-    """One task's run in a thread: what it calls, the future the loop awaits, and how
-    it ended (written by its thread before it is handed back)."""
+    """One task's run in a thread: what it calls, in which context, and how it ended
+    (written by its thread before it is handed back)."""
 
     fn: Callable[[Any], Any]
     arg: Any
-    waiter: asyncio.Future[Any]
-    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+    context: contextvars.Context
     failed: bool = False
     value: Any = None
+    """Its result, or the exception it raised (``failed``)."""
     ended: bool = False
+    given_up: bool = False
+    """``TaskThreads.abandon`` gave up on it: its end is not handed to ``ended``."""
     on_end: Callable[[], None] | None = None
-    """Called on the loop when a call given up on (``TaskThreads.abandon``) ends."""
+    """Called on the loop when a call given up on ends."""
 
 
 class TaskThreads:
-    """Up to ``size`` threads of one event loop, started as calls need them."""
+    """Up to ``size`` threads of one event loop, started as calls need them; ``ended``
+    is called on the loop with each call that ends (unless given up on)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int, name: str) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        size: int,
+        name: str,
+        ended: Callable[[Call], None],
+    ) -> None:
         self.loop = loop
+        self.ended = ended
         self.size = size
         self.name = name
         self._work: queue.SimpleQueue[Call] = queue.SimpleQueue()
@@ -62,11 +73,10 @@ class TaskThreads:
         self._woken = False
         """The loop was asked to look at ``_ended`` and has not yet."""
 
-    def run(self, fn: Callable[[Any], Any], arg: Any) -> Call:
-        """Call ``fn(arg)`` in a thread, in a copy of the current context (there,
-        ``current_job()`` is the caller's); ``Call.waiter`` ends as it does, with its
-        result or exception."""
-        call = Call(fn, arg, self.loop.create_future())
+    def run(self, fn: Callable[[Any], Any], arg: Any, context: contextvars.Context) -> Call:
+        """Call ``fn(arg)`` in a thread, in ``context`` (there, ``current_job()`` is the
+        one it holds); once it ends, ``ended`` is called with it on the loop."""
+        call = Call(fn, arg, context)
         self._busy += 1
         self._queued.add(call)
         self._work.put(call)
@@ -78,9 +88,10 @@ class TaskThreads:
         return call
 
     def abandon(self, call: Call, on_end: Callable[[], None]) -> bool:
-        """On the loop: ``call`` was given up on (its waiter cancelled). False if it no
-        longer runs (withdrawn before a thread took it, or ended); True if its thread
-        runs on, and then ``on_end`` is called on the loop once it ends."""
+        """On the loop: give up on ``call`` (its end is not handed to ``ended``). False
+        if it no longer runs (withdrawn before a thread took it, or ended); True if its
+        thread runs on, and then ``on_end`` is called on the loop once it ends."""
+        call.given_up = True
         try:
             self._queued.remove(call)
         except KeyError:  # a thread took it
@@ -102,8 +113,8 @@ class TaskThreads:
                 continue
             try:
                 call.value = call.context.run(call.fn, call.arg)
-            except BaseException as exc:  # as a Future's would: the loop's to judge
-                call.failed, call.value = True, exc
+            except BaseException as exc:  # the loop's to judge, as an exception's
+                call.failed, call.value = True, _raisable(exc)
             call.ended = True
             self._hand_back(call)
             del call  # holds no task's result while it waits for the next
@@ -119,26 +130,23 @@ class TaskThreads:
             self.loop.call_soon_threadsafe(self._settle)
 
     def _settle(self) -> None:
-        """On the loop: end the waiter of every call that ended since the last look."""
+        """On the loop: hand over every call that ended since the last look."""
         with self._lock:
             ended, self._ended = self._ended, []
             self._woken = False
         self._busy -= len(ended)
+        settle = self.ended
         for call in ended:
-            waiter = call.waiter
-            if waiter.done():  # given up on (a timeout): its thread ran on until now
-                if call.on_end is not None:
-                    call.on_end()
-            elif call.failed:
-                waiter.set_exception(_raisable(call.value))
-            else:
-                waiter.set_result(call.value)
+            if not call.given_up:
+                settle(call)
+            elif call.on_end is not None:  # a timeout: its thread ran on until now
+                call.on_end()
 
 
 def _raisable(exc: BaseException) -> BaseException:
-    """What a future can hold of ``exc``: a ``StopIteration`` cannot be set on one (a
-    ``TypeError`` then, and every call settled after it in the bunch would wait for
-    ever), so it becomes the ``RuntimeError`` an ``async def`` task raising it ends with."""
+    """What a call raising ``exc`` ends with: a ``StopIteration`` becomes the
+    ``RuntimeError`` an ``async def`` task raising it ends with (the task's verdict then
+    reads the same in either mode)."""
     if isinstance(exc, StopIteration):
         error = RuntimeError("task raised StopIteration")
         error.__cause__ = exc

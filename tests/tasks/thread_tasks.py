@@ -3,6 +3,8 @@ import this module from tests/tasks/. Each records what it saw in Redis lists th
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import threading
 import time
@@ -10,6 +12,7 @@ import time
 from rqueue import current_job, task
 from rqueue.middleware import WithoutOverlapping
 from rqueue.store.default import default_queue
+from rqueue.tasks import awaiting
 
 ARRIVED = "test:threads:arrived"
 """A counter of ``gather`` runs that have started."""
@@ -19,6 +22,8 @@ SEEN = "test:threads:seen"
 """``job-id n`` as a task saw them before and after it waited."""
 LOCKED = "test:threads:locked"
 """``enter n`` / ``leave n`` around the locked part of a locked task."""
+AWAITED = "test:threads:awaited"
+"""How many of its child's asyncio tasks awaited an attempt, as each ``awaited`` saw it."""
 
 
 def note(key: str, text: str) -> None:
@@ -72,3 +77,16 @@ def locked(n: int) -> None:
     note(LOCKED, f"enter {n}")
     time.sleep(0.05)
     note(LOCKED, f"leave {n}")
+
+
+@task
+def awaited() -> None:
+    """Notes how many asyncio tasks on its child's loop run an attempt (counted there)."""
+    loop, counted = awaiting.process_loop(), concurrent.futures.Future[int]()
+
+    def count() -> None:
+        attempts = [t for t in asyncio.all_tasks(loop) if "_attempt" in repr(t.get_coro())]
+        counted.set_result(len(attempts))
+
+    loop.call_soon_threadsafe(count)
+    note(AWAITED, str(counted.result(timeout=10)))

@@ -93,6 +93,16 @@ def test_sigterm_lets_running_threads_finish(queue: RedisQueue, workers: Workers
     assert not failures(queue)
 
 
+def test_sync_tasks_in_threads_take_no_asyncio_task(queue: RedisQueue, workers: Workers) -> None:
+    """Thread mode settles a call as its thread's end reaches the loop: before, each
+    sync task was awaited by an asyncio task of its own (one per running task here)."""
+    tt.awaited.dispatch_many([()] * 3)
+    workers.start("-c", "1", "--threads", "3", *FAST)
+    wait_for(lambda: queue.client.llen(tt.AWAITED) == 3, 15, "every count")
+    assert strings(queue.client, tt.AWAITED) == ["0", "0", "0"]
+    wait_for(lambda: settled(queue), 5, "every ack")
+
+
 def test_each_thread_sees_its_own_current_job(queue: RedisQueue, workers: Workers) -> None:
     dispatched = [tt.whoami.dispatch(n, (n % 7) / 100) for n in range(30)]
     workers.start("--threads", "10", *FAST)
