@@ -182,10 +182,11 @@ class PayloadTemplate:
     ``dispatch_many`` encodes thousands of calls of the same task, and only each call's
     id, args and kwargs differ. So the header (but its id), the task, queue and time,
     and the options are encoded once here, and :meth:`encode` packs just the args and
-    kwargs between them.
+    kwargs between them. A plain task keeps one for all its dispatches
+    (``Task.dispatch``), each giving its own time.
     """
 
-    __slots__ = ("_options", "_prefix", "_shared", "job")
+    __slots__ = ("_at", "_named", "_options", "_prefix", "job")
 
     def __init__(self, job: Job) -> None:
         _check_fields(job)
@@ -208,7 +209,8 @@ class PayloadTemplate:
         if job.headers:
             options["headers"] = job.headers
         try:
-            self._shared = pack(job.task) + pack(job.queue) + pack(float(job.dispatched_at))
+            self._named = pack(job.task) + pack(job.queue)
+            self._at = pack(float(job.dispatched_at))
             self._options = pack(options)
         except (TypeError, ValueError, OverflowError) as exc:
             raise UnserializableArgument(
@@ -231,15 +233,26 @@ class PayloadTemplate:
         args: Sequence[Any],
         kwargs: dict[str, Any],
         max_bytes: int | None = None,
+        dispatched_at: float | None = None,
     ) -> bytes:
-        """One call's payload, naming the argument at fault if msgpack cannot encode it."""
+        """One call's payload, naming the argument at fault if msgpack cannot encode it;
+        ``dispatched_at`` (epoch seconds) if not the template's job's."""
         stored_id = raw_id(task_id)
         check_arguments(self.job.task, args, kwargs)
         try:
+            at = self._at if dispatched_at is None else pack(dispatched_at)
             packed_args = pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = pack(kwargs) if kwargs else _EMPTY_MAP
             data = b"".join(
-                (self._prefix, stored_id, self._shared, packed_args, packed_kwargs, self._options)
+                (
+                    self._prefix,
+                    stored_id,
+                    self._named,
+                    at,
+                    packed_args,
+                    packed_kwargs,
+                    self._options,
+                )
             )
         except (TypeError, ValueError, OverflowError) as exc:
             job = replace(self.job, id=task_id, args=tuple(args), kwargs=kwargs)

@@ -14,17 +14,18 @@ import inspect
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from copy import copy
-from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
 
 from rqueue.encoding.payload import Job, PayloadTemplate, encode, new_id, new_ids
 from rqueue.errors import InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import dispatching
-from rqueue.store.calls import Push, UniqueLock
+from rqueue.store.calls import UniqueLock
 from rqueue.store.default import default_queue
 from rqueue.tasks import observers
 from rqueue.tasks.arguments import CallShape
-from rqueue.tasks.debouncing import Hints, push_debounced, refuse_debounced
+from rqueue.tasks.bulk import push_calls
+from rqueue.tasks.debouncing import Hints, push_debounced
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
 from rqueue.tasks.names import INTERNAL_PREFIX, derived_name, is_internal, unimportable_module
@@ -114,6 +115,7 @@ class Task(Generic[P, R]):
         derived.options = options
         derived.schedule = None
         derived.dispatch_hooks = dispatching(options.middleware + options.dispatch_middleware)
+        derived.__dict__.pop("_plain", None)  # worked out again for its own options
         return derived
 
     def on_queue(self, queue: str) -> Task[P, R]:
@@ -281,6 +283,26 @@ class Task(Generic[P, R]):
     def connection(self) -> RedisQueue:
         return self.options.connection or default_queue()
 
+    @cached_property
+    def _plain(self) -> PayloadTemplate | None:
+        """The payload template of every call of a plain task, made at its first
+        dispatch: its calls' jobs differ only in their id, arguments and time, so each
+        dispatch packs just those (no ``Job`` built, no option checked again: ``@task``
+        checked them). None if a call's job is its own: a unique key, middleware acting
+        at dispatch or carried in the payload, attributes of its arguments or its time,
+        a debounced call."""
+        options = self.options
+        if (
+            self.dispatch_hooks
+            or options.dispatch_middleware
+            or options.unique is not False
+            or options.debounce is not None
+            or options.depends_on_call
+            or options.depends_on_time
+        ):
+            return None
+        return PayloadTemplate(self.make_job((), {}, template=True))
+
     def _send(self, delay: float, args: Sequence[Any], kwargs: dict[str, Any]) -> TaskHandle[Any]:
         self.check_call(args, kwargs)
         interceptor = current_interceptor()
@@ -289,6 +311,11 @@ class Task(Generic[P, R]):
             return cast(TaskHandle[Any], interceptor(call, None, None))
         self.check_dispatchable()
         queue = self.connection()
+        template = self._plain
+        if template is not None and not observers.watching:  # the hot path
+            task_id, limit = new_id(), queue.config.max_payload_bytes
+            payload = template.encode(task_id, args, kwargs, limit, time.time())
+            return self._push_payload(queue, template.job, task_id, payload, delay)
         job = self.make_job(args, kwargs)
         if observers.watching:  # tracing: its span around the push, its context carried
             sending = observers.Sending.of([job])
@@ -301,13 +328,26 @@ class Task(Generic[P, R]):
         """Encode one call's job and push it: the handle of the call, or of the one
         holding its unique lock."""
         payload = encode(job, queue.config.max_payload_bytes)
-        kept = frozenset([job.id] if self.keep_ms else [])
-        wait = self.options.wait_replicas
         locks = [self.unique_lock(job)] if self.options.unique is not False else []
-        owner = queue.push(job.queue, [payload], int(delay * 1000), wait, kept, self.keep_ms, locks)
+        return self._push_payload(queue, job, job.id, payload, delay, locks)
+
+    def _push_payload(
+        self,
+        queue: RedisQueue,
+        job: Job,
+        task_id: str,
+        payload: bytes,
+        delay: float,
+        locks: Sequence[UniqueLock] = (),
+    ) -> TaskHandle[Any]:
+        """Push the payload of call ``task_id`` (of ``job``'s task, to its queue): the
+        handle of the call, or of the one holding its unique lock (``locks``)."""
+        keep_ms, wait = self.keep_ms, self.options.wait_replicas
+        kept = frozenset([task_id] if keep_ms else [])
+        owner = queue.push(job.queue, [payload], int(delay * 1000), wait, kept, keep_ms, locks)
         if owner:  # deduplicated: the handle is the call that holds the lock
-            return TaskHandle(owner[job.id], job.task, job.queue, queue, deduplicated=True)
-        return TaskHandle(job.id, job.task, job.queue, queue, keeps_result=bool(self.keep_ms))
+            return TaskHandle(owner[task_id], job.task, job.queue, queue, deduplicated=True)
+        return TaskHandle(task_id, job.task, job.queue, queue, keeps_result=bool(keep_ms))
 
     def _push_debounced(
         self, queue: RedisQueue, job: Job, delay: float
@@ -344,80 +384,8 @@ def dispatch_many(
     if observers.watching and calls:  # tracing: one span around the push of them all
         queues = (call.task.options.queue for call in calls)
         sending = observers.Sending(queues, (call.task.name for call in calls), ids)
-        return observers.sent(sending, lambda: _push_calls(calls, ids, meta, unique, sending))
-    return _push_calls(calls, ids, meta, unique, None)
-
-
-def _push_calls(
-    calls: list[PendingDispatch],
-    ids: list[str],
-    meta: dict[str, Any] | None,
-    unique: bool,
-    sending: observers.Sending | None,
-) -> list[Dispatched]:
-    """Encode the calls of ``dispatch_many`` (each carrying what ``sending``'s observers
-    added) and push them, one round trip per connection."""
-    groups: dict[tuple[int, str, int], _Group] = {}
-    """Per connection, queue and delay (ms): the payloads pushed together."""
-    replicas: dict[int, int] = {}
-    """Per connection, the most replicas any of its tasks waits for (its own, or the
-    connection's ``wait_replicas``)."""
-    # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
-    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate]] = {}
-    now = time.time()
-    handles: list[Dispatched] = []
-    for call, task_id in zip(calls, ids, strict=True):
-        entry = templates.get(id(call.task))
-        if entry is None:
-            task = call.task
-            task.check_dispatchable()
-            refuse_debounced(task.name, task.options, "dispatch_many")
-            queue = task.connection()
-            wanted = task.options.wait_replicas
-            wanted = queue.config.wait_replicas if wanted is None else wanted
-            replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
-            shared = task.make_job((), {}, meta, now, template=True)
-            template = PayloadTemplate(shared if sending is None else sending.onto(shared))
-            entry = templates[id(task)] = (task, queue, template)
-        task, queue, template = entry
-        key = (id(queue), task.options.queue, round(call.delay * 1000))
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Group(queue, [], set(), 0, [])
-        limit = queue.config.max_payload_bytes
-        if task.dispatch_hooks or task.options.unique is not False or task.options.depends_on_call:
-            # each call's own job
-            job = task.make_job(call.args, call.kwargs, meta, now, task_id)
-            if sending is not None:
-                sending.onto(job)
-            if unique and task.options.unique is not False:
-                group.locks.append(task.unique_lock(job, len(group.payloads)))
-            group.payloads.append(encode(job, limit))
-        else:
-            group.payloads.append(template.encode(task_id, call.args, call.kwargs, limit))
-        if task.keep_ms:
-            group.kept.add(task_id)
-            group.keep_ms = max(group.keep_ms, task.keep_ms)
-        keeps = bool(task.keep_ms)
-        handles.append(
-            TaskHandle(task_id, task.name, task.options.queue, queue, keeps_result=keeps)
-        )
-    by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
-    for (connection, name, delay_ms), group in groups.items():
-        kept = frozenset(group.kept)
-        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks)
-        by_connection.setdefault(connection, (group.queue, []))[1].append(push)
-    owners: dict[str, str] = {}
-    for connection, (queue, pushes) in by_connection.items():
-        owners.update(queue.push_many(pushes, replicas.get(connection)))
-    if owners:  # deduplicated: each handle is the call that holds its lock
-        handles = [
-            h._replace(id=owners[h.id], deduplicated=True, keeps_result=None)
-            if h.id in owners
-            else h
-            for h in handles
-        ]
-    return handles
+        return observers.sent(sending, lambda: push_calls(calls, ids, meta, unique, sending))
+    return push_calls(calls, ids, meta, unique, None)
 
 
 def pending_call(call: object, where: str) -> PendingDispatch:
@@ -435,14 +403,3 @@ def pending_call(call: object, where: str) -> PendingDispatch:
     else:
         got = f"{type(call).__name__} {call!r}"
     raise TypeError(f"{where} takes pending() calls (task.pending(args...)), got {got}")
-
-
-@dataclass
-class _Group:
-    """Payloads of one connection, queue and delay, gathered by ``dispatch_many``."""
-
-    queue: RedisQueue
-    payloads: list[bytes]
-    kept: set[str]
-    keep_ms: int
-    locks: list[UniqueLock]

@@ -310,6 +310,12 @@ class TaskOptions:
         callable): ``dispatch_many`` cannot share one template's options for it."""
         return any(callable(value) for _, _, value in self._carried[3])
 
+    @cached_property
+    def depends_on_time(self) -> bool:
+        """Some attribute of each call's job depends on when it is dispatched
+        (``retry_until=`` a duration): a template made earlier would carry a stale one."""
+        return bool(self._carried[1])
+
 
 _OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(TaskOptions)}
 _UNSET_BY_NONE = frozenset(f.name for f in fields(TaskOptions) if f.default is None)

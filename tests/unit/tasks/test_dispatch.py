@@ -202,6 +202,33 @@ def test_using_overrides_options_for_its_dispatches_only(queue: RedisQueue) -> N
     assert queue.known_queues() == ["default", "emails", "high", "low"]
 
 
+def test_each_dispatch_of_a_plain_task_carries_its_own_time(queue: RedisQueue) -> None:
+    """A plain task packs its calls from one template (made at its first dispatch):
+    each call's time is its own, not the template's."""
+    apptasks.record.dispatch(1)
+    between = time.time()
+    second = apptasks.record.dispatch(2)
+    jobs = {job.id: job for job in map(decode, queue.client.lrange("queues:default", 0, -1))}
+    assert jobs[second.id].dispatched_at >= between
+    assert (jobs[second.id].args, jobs[second.id].queue) == ((2,), "default")
+
+
+def test_using_after_a_dispatch_has_its_own_options(queue: RedisQueue) -> None:
+    """A task's template is worked out again for a ``using()`` copy, even one made
+    after the task's own dispatches made it."""
+    apptasks.record.dispatch(1)
+    handle = apptasks.record.using(queue="high", tries=5, timeout=2.5).dispatch(2)
+    job = only_job(queue, queue.keys("high").ready)
+    assert (job.id, job.queue, job.tries, job.timeout) == (handle.id, "high", 5, 2.5)
+    moving = apptasks.record.using(retry_until=timedelta(seconds=30))
+    moving.dispatch(3)
+    between = time.time()
+    moving.dispatch(4)
+    last = decode(queue.client.lrange("queues:default", -1, -1)[0])
+    assert last.args == (4,)
+    assert last.retry_until is not None and last.retry_until >= between + 30  # its own time's
+
+
 @pytest.mark.parametrize(
     ("change", "error"),
     [

@@ -1,0 +1,102 @@
+"""The push of ``dispatch_many``'s calls: encoded per task from one template, grouped
+per connection, queue and delay, one round trip per connection (``Task`` and
+``dispatch_many`` are in definition.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rqueue.encoding.payload import PayloadTemplate, encode
+from rqueue.store.calls import Push, UniqueLock
+from rqueue.tasks import observers
+from rqueue.tasks.debouncing import refuse_debounced
+from rqueue.tasks.handles import Dispatched, TaskHandle
+
+if TYPE_CHECKING:
+    from rqueue.store.queue import RedisQueue
+    from rqueue.tasks.definition import PendingDispatch, Task
+
+
+def push_calls(
+    calls: list[PendingDispatch],
+    ids: list[str],
+    meta: dict[str, Any] | None,
+    unique: bool,
+    sending: observers.Sending | None,
+) -> list[Dispatched]:
+    """Encode the calls of ``dispatch_many`` (each carrying what ``sending``'s observers
+    added) and push them, one round trip per connection."""
+    groups: dict[tuple[int, str, int], _Group] = {}
+    """Per connection, queue and delay (ms): the payloads pushed together."""
+    replicas: dict[int, int] = {}
+    """Per connection, the most replicas any of its tasks waits for (its own, or the
+    connection's ``wait_replicas``)."""
+    # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
+    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate]] = {}
+    now = time.time()
+    handles: list[Dispatched] = []
+    for call, task_id in zip(calls, ids, strict=True):
+        entry = templates.get(id(call.task))
+        if entry is None:
+            task = call.task
+            task.check_dispatchable()
+            refuse_debounced(task.name, task.options, "dispatch_many")
+            queue = task.connection()
+            wanted = task.options.wait_replicas
+            wanted = queue.config.wait_replicas if wanted is None else wanted
+            replicas[id(queue)] = max(replicas.get(id(queue), 0), wanted)
+            shared = task.make_job((), {}, meta, now, template=True)
+            template = PayloadTemplate(shared if sending is None else sending.onto(shared))
+            entry = templates[id(task)] = (task, queue, template)
+        task, queue, template = entry
+        key = (id(queue), task.options.queue, round(call.delay * 1000))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(queue, [], set(), 0, [])
+        limit = queue.config.max_payload_bytes
+        if task.dispatch_hooks or task.options.unique is not False or task.options.depends_on_call:
+            # each call's own job
+            job = task.make_job(call.args, call.kwargs, meta, now, task_id)
+            if sending is not None:
+                sending.onto(job)
+            if unique and task.options.unique is not False:
+                group.locks.append(task.unique_lock(job, len(group.payloads)))
+            group.payloads.append(encode(job, limit))
+        else:
+            group.payloads.append(template.encode(task_id, call.args, call.kwargs, limit))
+        if task.keep_ms:
+            group.kept.add(task_id)
+            group.keep_ms = max(group.keep_ms, task.keep_ms)
+        keeps = bool(task.keep_ms)
+        handles.append(
+            TaskHandle(task_id, task.name, task.options.queue, queue, keeps_result=keeps)
+        )
+    by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
+    for (connection, name, delay_ms), group in groups.items():
+        kept = frozenset(group.kept)
+        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks)
+        by_connection.setdefault(connection, (group.queue, []))[1].append(push)
+    owners: dict[str, str] = {}
+    for connection, (queue, pushes) in by_connection.items():
+        owners.update(queue.push_many(pushes, replicas.get(connection)))
+    if owners:  # deduplicated: each handle is the call that holds its lock
+        handles = [
+            h._replace(id=owners[h.id], deduplicated=True, keeps_result=None)
+            if h.id in owners
+            else h
+            for h in handles
+        ]
+    return handles
+
+
+@dataclass
+class _Group:
+    """Payloads of one connection, queue and delay, gathered by ``dispatch_many``."""
+
+    queue: RedisQueue
+    payloads: list[bytes]
+    kept: set[str]
+    keep_ms: int
+    locks: list[UniqueLock]
