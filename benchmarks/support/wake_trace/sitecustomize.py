@@ -84,6 +84,16 @@ def _trace_redis() -> None:
 
     AbstractConnection.send_packed_command = sent  # type: ignore[method-assign]
     _around(AbstractConnection, "read_response", "read reply")
+    _around(AbstractConnection, "pack_command", "pack")
+
+
+def _trace_dispatch() -> None:
+    from rqueue.store import producer
+    from rqueue.tasks import definition
+
+    _around(definition.Task, "make_job", "make_job")
+    _around(definition, "encode", "encode")
+    _around(producer.Producer, "push", "push")
 
 
 def _trace_worker() -> None:
@@ -104,6 +114,7 @@ def _trace_worker() -> None:
 
 def install() -> None:
     _trace_redis()
+    _trace_dispatch()
     _trace_worker()
     import atexit
 
