@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TypeVar
 
@@ -225,16 +225,22 @@ class ChildWorker(InterruptibleWaits):
 
     def claim(self, most: int) -> tuple[int, Reserved | None, list[Header], Sequence[int]]:
         """Reserve and hold a batch of at most ``most`` tasks: how many this child was
-        allowed, the batch (None: none ready), its headers and its scoreboard entries."""
-        with self._claiming():
-            allowed = min(most, self._allowed())
-            woken, self._woken = self._woken, None
-            batch = self.reservations.take(allowed, woken) if allowed > 0 else None
-            if batch is None:
-                return allowed, None, [], ()
-            # Recorded inside the claim: under --max-jobs the other children count it.
-            headers = [header(payload) or _NO_HEADER for payload in batch.reservation.payloads]
-            return allowed, batch, headers, self.slot.hold(batch.queue_index, headers)
+        allowed, the batch (None: none ready), its headers and its scoreboard entries.
+        While ``--max-jobs`` counts every child's tasks, children take turns."""
+        if self.options.effective_max_jobs and self.options.effective_concurrency > 1:
+            with self.slot.board.claiming():
+                return self._claim(most)
+        return self._claim(most)
+
+    def _claim(self, most: int) -> tuple[int, Reserved | None, list[Header], Sequence[int]]:
+        allowed = min(most, self._allowed())
+        woken, self._woken = self._woken, None
+        batch = self.reservations.take(allowed, woken) if allowed > 0 else None
+        if batch is None:
+            return allowed, None, [], ()
+        # Recorded inside the claim: under --max-jobs the other children count it.
+        headers = [header(payload) or _NO_HEADER for payload in batch.reservation.payloads]
+        return allowed, batch, headers, self.slot.hold(batch.queue_index, headers)
 
     def _allowed(self) -> int:
         """How many more tasks this child may take (``--max-jobs``, ``--once``)."""
@@ -249,15 +255,6 @@ class ChildWorker(InterruptibleWaits):
             self.recycle = True
         else:
             self._sleep(0.05)  # the rest of the limit is in other children's hands
-
-    @contextlib.contextmanager
-    def _claiming(self) -> Iterator[None]:
-        """Serialise taking tasks among children while ``--max-jobs`` counts them all."""
-        if not self.options.effective_max_jobs or self.options.effective_concurrency == 1:
-            yield
-            return
-        with self.slot.board.claiming():
-            yield
 
     def run_batch(self, batch: Reserved, headers: list[Header], entries: Sequence[int]) -> None:
         """Run (or, for ``async def`` tasks, start) a batch's tasks in order; ``entries``

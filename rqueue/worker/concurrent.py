@@ -261,7 +261,11 @@ class ConcurrentRunner:
         one turn)."""
         self._fresh = False
         if seconds <= 0 or not self.running():
-            self.loop.run_until_complete(asyncio.sleep(0))
+            # One turn: each callback ready now runs once (a new coroutine takes its
+            # first step). run_until_complete(asyncio.sleep(0)) took two or three, each
+            # polling the selector, and a task and a future for the sleep.
+            self.loop.call_soon(self.loop.stop)
+            self.loop.run_forever()
             return
         # The loop runs until one future ends, which a timer, an attempt's end or a push
         # resolves: ``asyncio.wait`` over them cost a coroutine, an asyncio task and a
