@@ -52,11 +52,12 @@ class Producer(QueueBase):
         config's) return only once that many replicas have them (see push_many).
         ``kept`` are the ids among them that keep their result for ``keep_ms``.
         Returns the deduplicated ones, as for push_many."""
-        push = Push(queue, delay_ms, payloads, kept, keep_ms, locks)
         if len(payloads) > _PUSH_CHUNK or self._replicas(wait_replicas):
+            push = Push(queue, delay_ms, payloads, kept, keep_ms, locks)
             return self.push_many([push], wait_replicas)
         self._register_if_due([queue])
-        call = calls.push(self.keys(queue), push._replace(payloads=self._signed(queue, payloads)))
+        signed = Push(queue, delay_ms, self._signed(queue, payloads), kept, keep_ms, locks)
+        call = calls.push(self.keys(queue), signed)
         replies: list[object] = []
         self._dispatching(lambda: replies.append(self.scripts.push(self.wire, *call)), [queue])
         return _deduplicated(replies[0]) if locks else {}

@@ -18,7 +18,7 @@ from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from rqueue.store.cluster import command_name
-from rqueue.store.wire import KeyOrArg, Wire
+from rqueue.store.wire import KeyOrArg, Wire, script_call
 
 
 class ScriptRunner(Protocol):
@@ -65,7 +65,7 @@ class LuaScript:
     ) -> Callable[[], Any]:
         """Run the script now and return the call that reads its reply (``reuse``: see
         ``Wire.send``)."""
-        finish = wire.send("EVALSHA", self.sha, len(keys), *keys, *args, reuse=reuse)
+        finish = wire.send(*script_call(self.sha, len(keys)), *keys, *args, reuse=reuse)
         if finish is None:  # the connection is busy in another thread: run it in full now
             done = self(wire.client, keys, args)
             return lambda: done

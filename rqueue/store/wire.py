@@ -32,6 +32,11 @@ from rqueue.store.retry import REDIS_ERRORS
 KeyOrArg = str | bytes | int | float
 _REUSED_MOST = 16
 """Packed commands a wire keeps for ``send(reuse=True)``: a few per queue (see there)."""
+_EVALSHA = b"EVALSHA"
+"""A script call's name, and below each script's sha, as bytes: redis-py packs bytes as
+they are, and splits a str first argument on spaces into a copy of the whole argument
+tuple (the push, reserve and ack calls have 12 to 20 arguments)."""
+_SHAS: dict[str, bytes] = {}
 
 
 class Wire:
@@ -126,7 +131,7 @@ class Wire:
             self._lock.release()
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any:
-        return self.call("EVALSHA", sha, numkeys, *keys_and_args)
+        return self.call(*script_call(sha, numkeys), *keys_and_args)
 
     def script_load(self, source: str) -> Any:
         return self.client.script_load(source)
@@ -179,3 +184,11 @@ class _Reply:
         connection = getattr(self, "_connection", None)
         if connection is not None:  # sent, never read
             self._wire._drop(connection)
+
+
+def script_call(sha: str, numkeys: int) -> tuple[bytes, bytes, int]:
+    """The start of an ``EVALSHA`` command, packed as cheaply as redis-py can."""
+    packed = _SHAS.get(sha)
+    if packed is None:
+        packed = _SHAS[sha] = sha.encode()
+    return _EVALSHA, packed, numkeys
