@@ -4,7 +4,10 @@
   push), dispatch one task, wait until it reports its start, pause so the child is
   idle again, repeat. Reports p50/p99/max over the samples, for a plain task (process
   mode) and for its ``async def`` twin (async mode, ``--slots``), taking turns sample
-  by sample so that the machine's drift falls on both alike.
+  by sample so that the machine's drift falls on both alike. A process-mode sample
+  then comes 5 ms after an async task ended, while the child still waits for a push
+  as its event loop left it (``worker/listener.py``); ``--modes process`` (or
+  ``async``) measures one alone, a child that waits as an idle child of its mode does.
 - Dispatch-to-start beside a running coroutine: the same ``async def`` task while one
   other holds a slot of the child (blocked in a Redis call), so the child is already
   in async mode when the task arrives.
@@ -137,6 +140,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000, help="dispatch-to-start samples")
     parser.add_argument("--delayed", type=int, default=200, help="delayed tasks due together")
     parser.add_argument("--ahead", type=float, default=2.0, help="seconds until they are due")
+    parser.add_argument(
+        "--modes", default="process,async", help="process, async or both (taking turns)"
+    )
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--slots", type=int, default=100, help="rqueue work --slots")
     parser.add_argument(
@@ -165,21 +171,29 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         print(machine_summary(client))
         worker = rqueue_work(server.url, args.concurrency, "--slots", str(args.slots))
-        tasks = [bench_tasks.record_start, bench_tasks.record_start_async]
+        both = {"process": bench_tasks.record_start, "async": bench_tasks.record_start_async}
+        modes = args.modes.split(",")
         try:
-            for task in tasks:  # warm up: children forked and connected, event loop made
+            for task in both.values():  # warm up: children forked and connected, loop made
                 task.dispatch()
                 bench_tasks.wait_start(client, timeout=30)
             time.sleep(0.5)
-            idle, idle_async = dispatch_to_start(client, args.samples, tasks)
+            measured = dispatch_to_start(client, args.samples, [both[m] for m in modes])
+            idle = dict(zip(modes, measured, strict=True))
             late = delayed_lateness(client, log, args.delayed, args.ahead)
             busy = beside_running_coroutine(client, args.busy_samples)
         finally:
             stop_process(worker)
         floor = wake_floor(server.url, args.samples)
+    alone = "" if len(modes) > 1 else ", alone"
     rows = [
-        summary(f"dispatch to start, idle worker, process mode ({args.samples} samples)", idle),
-        summary(f"dispatch to start, idle worker, async mode ({args.samples} samples)", idle_async),
+        summary(
+            f"dispatch to start, idle worker, {mode} mode{alone} ({args.samples} samples)",
+            idle[mode],
+        )
+        for mode in modes
+    ]
+    rows += [
         summary(f"floor: BLPOP wake-up + 1 round trip, no queue ({args.samples} samples)", floor),
         summary(f"async mode beside a running coroutine ({args.busy_samples} samples)", busy),
         summary(f"delayed task start after due time ({args.delayed} due together)", late),
