@@ -1,26 +1,66 @@
 """The push of ``dispatch_many``'s calls: encoded per task from one template, grouped
 per connection, queue and delay, one round trip per connection (``Task`` and
-``dispatch_many`` are in definition.py)."""
+``dispatch_many`` are in definition.py, which imports this module: what a call and its
+task must offer here is written as the protocols below, so imports go one way)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from rqueue.encoding.payload import PayloadTemplate, encode
+from rqueue.encoding.payload import Job, PayloadTemplate, encode
 from rqueue.store.calls import Push, UniqueLock
 from rqueue.tasks import observers
 from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.handles import Dispatched, TaskHandle
+from rqueue.tasks.options import TaskOptions
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
-    from rqueue.tasks.definition import PendingDispatch, Task
+
+
+class BulkTask(Protocol):
+    """What ``push_calls`` asks of a ``Task``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def options(self) -> TaskOptions: ...
+    @property
+    def dispatch_hooks(self) -> Sequence[object]: ...
+    @property
+    def keep_ms(self) -> int: ...
+    def check_dispatchable(self) -> None: ...
+    def connection(self) -> RedisQueue: ...
+    def unique_lock(self, job: Job, position: int = 0) -> UniqueLock: ...
+    def make_job(
+        self,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+        dispatched_at: float | None = None,
+        task_id: str | None = None,
+        template: bool = False,
+    ) -> Job: ...
+
+
+class BulkCall(Protocol):
+    """What ``push_calls`` asks of a ``PendingDispatch``."""
+
+    @property
+    def task(self) -> BulkTask: ...
+    @property
+    def args(self) -> tuple[Any, ...]: ...
+    @property
+    def kwargs(self) -> dict[str, Any]: ...
+    @property
+    def delay(self) -> float: ...
 
 
 def push_calls(
-    calls: list[PendingDispatch],
+    calls: Sequence[BulkCall],
     ids: list[str],
     meta: dict[str, Any] | None,
     unique: bool,
@@ -34,7 +74,7 @@ def push_calls(
     """Per connection, the most replicas any of its tasks waits for (its own, or the
     connection's ``wait_replicas``)."""
     # Keyed by id(task); holding the task keeps that id from being reused meanwhile.
-    templates: dict[int, tuple[Task[Any, Any], RedisQueue, PayloadTemplate]] = {}
+    templates: dict[int, tuple[BulkTask, RedisQueue, PayloadTemplate]] = {}
     now = time.time()
     handles: list[Dispatched] = []
     for call, task_id in zip(calls, ids, strict=True):

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.tasks.handles",
         "rqueue.tasks.interception",
         "rqueue.tasks.observers",
+        "rqueue.tasks.bulk",
         "rqueue.tasks.definition",
         "rqueue.tasks.debouncing",
         "rqueue.tasks.decorator",
