@@ -101,12 +101,12 @@ class Wire:
         Redis runs ``then`` as soon as ``first`` is done, a blocking command's wait
         included: an idle worker child sends its reserve call behind its BLPOP, and the
         push that ends the wait has the task reserved before the child even wakes. The
-        connection stays the caller's until the second reply is read; whatever keeps
-        either reply from being read in turn closes it (``_Pair``).
+        connection stays the caller's until the second reply is read. If reading the
+        first fails, the connection is dropped, and with it the second command or its
+        reply: reading that raises ConnectionError at once.
         """
         if not self._lock.acquire(blocking=False):
             return None
-        connection = None
         try:
             connection = self._connection(first)
             if self._connection(then) is not connection:
@@ -115,11 +115,39 @@ class Wire:
             packed = connection.pack_commands([first, then])  # type: ignore[no-untyped-call]
             connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
         except BaseException:
-            self._drop(connection)
+            self._lock.release()
             self._lost()
             raise
-        pair = _Pair(self, connection)
-        return pair.first, pair.then
+        dropped: list[BaseException] = []
+
+        def read_first() -> Any:
+            try:
+                return connection.read_response()
+            except BaseException as exc:  # an error reply too: the second is not read
+                dropped.append(exc)
+                connection.disconnect()  # type: ignore[no-untyped-call]
+                self._lock.release()
+                self._lost()
+                raise
+
+        def read_then() -> Any:
+            if dropped:
+                raise redis.ConnectionError(
+                    f"the connection was dropped before this reply was read: {dropped[0]!r}"
+                )
+            try:
+                return connection.read_response()
+            except AskError as redirect:  # it did not run: the next call goes where it says
+                if isinstance(redirect, MovedError) and self._slots is not None:
+                    self._slots.moved(redirect)
+                raise redis.ConnectionError(f"redirected by Redis Cluster: {redirect}") from None
+            except REDIS_ERRORS:
+                self._lost()
+                raise
+            finally:
+                self._lock.release()
+
+        return read_first, read_then
 
     def socket(self, *args: KeyOrArg) -> int:
         """The file descriptor of the connection ``args`` go to (after a :meth:`send` of
@@ -222,68 +250,3 @@ def script_call(sha: str, numkeys: int) -> tuple[bytes, bytes, int]:
     if packed is None:
         packed = _SHAS[sha] = sha.encode()
     return _EVALSHA, packed, numkeys
-
-
-class _Pair:
-    """The readers of two commands sent in one write (``Wire.send_both``), which hold
-    the wire until the second reply is read.
-
-    Read in turn, or not at all: the second read before the first, either one failing
-    or cut short (a signal's ``Interrupted``), or both dropped unread, closes the
-    connection, so that no reply is ever read as another's; a reply then lost raises
-    ConnectionError (Redis dropped the second command with the connection, or ran it:
-    its caller reclaims what it may have done).
-    """
-
-    __slots__ = ("_connection", "_read", "_wire")
-
-    def __init__(self, wire: Wire, connection: ConnectionInterface) -> None:
-        self._wire = wire
-        self._connection: ConnectionInterface | None = connection
-        self._read = 0
-        """Replies read so far."""
-
-    def first(self) -> Any:
-        return self._next(0)
-
-    def then(self) -> Any:
-        return self._next(1)
-
-    def _next(self, which: int) -> Any:
-        connection = self._connection
-        if connection is None or self._read != which:
-            self._close()
-            raise redis.ConnectionError("the connection was closed before this reply was read")
-        try:
-            reply = connection.read_response()
-        except AskError as redirect:  # it did not run: the next call goes where it says
-            if isinstance(redirect, MovedError) and self._wire._slots is not None:
-                self._wire._slots.moved(redirect)
-            self._close()
-            raise redis.ConnectionError(f"redirected by Redis Cluster: {redirect}") from None
-        except redis.ResponseError:  # an error reply, read in full
-            if which == 0:
-                self._close()  # the second's would come next: not read, closed
-            else:
-                self._connection = None
-                self._wire._lock.release()
-            raise
-        except BaseException as exc:
-            self._close()
-            if isinstance(exc, REDIS_ERRORS):
-                self._wire._lost()
-            raise
-        self._read += 1
-        if self._read == 2:
-            self._connection = None
-            self._wire._lock.release()
-        return reply
-
-    def _close(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            self._wire._drop(connection)
-
-    def __del__(self) -> None:
-        if getattr(self, "_connection", None) is not None:  # sent, not read in full
-            self._close()

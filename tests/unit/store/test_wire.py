@@ -15,7 +15,6 @@ from types import FrameType
 from typing import Any
 
 import pytest
-import redis
 
 from rqueue.store.queue import RedisQueue
 from rqueue.store.wire import Wire
@@ -88,33 +87,4 @@ def test_a_reader_dropped_unread_leaves_no_reply_for_the_next_call(queue: RedisQ
     read = queue.wire.send(*BLPOP)
     assert read is not None
     del read
-    assert_free(queue.wire)
-
-
-def test_two_commands_sent_in_one_write_are_read_in_turn(queue: RedisQueue) -> None:
-    """An idle worker child's wait and the reserve call behind it (``send_both``)."""
-    sent = queue.wire.send_both(("BLPOP", "wire:test", 0.05), ("PING",))
-    assert sent is not None
-    first, then = sent
-    assert queue.wire.send("PING") is None  # the wire is the pair's until both are read
-    assert first() is None  # the wait timed out
-    assert then() in (True, b"PONG")
-    assert_free(queue.wire)
-
-
-def test_a_second_reply_read_before_the_first_is_never_the_first_one(queue: RedisQueue) -> None:
-    """A signal between a child's send and its wait's read leaves the reserve call's
-    reader to be read alone (a stop settles it): it must not take the wait's reply."""
-    sent = queue.wire.send_both(("BLPOP", "wire:test", 0.05), ("PING",))
-    assert sent is not None
-    _, then = sent
-    with pytest.raises(redis.ConnectionError):
-        then()
-    assert_free(queue.wire)
-
-
-def test_a_pair_dropped_unread_leaves_no_reply_for_the_next_call(queue: RedisQueue) -> None:
-    sent = queue.wire.send_both(("BLPOP", "wire:test", 0.05), ("PING",))
-    assert sent is not None
-    del sent
     assert_free(queue.wire)
