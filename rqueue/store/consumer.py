@@ -41,14 +41,6 @@ class Reservation(NamedTuple):
     """With a rate limit: ms until it lets the next task start (0: now, or no limit)."""
 
 
-def _reservation(raw: list[bytes], queue: str, rate: tuple[int, int] | None) -> Reservation:
-    """reserve.lua's reply: Redis's clock, how many are left, (the rate limit's wait,)
-    then the reserved payloads."""
-    if rate is None:
-        return Reservation(int(raw[0]), queue, raw[2:], int(raw[1]))
-    return Reservation(int(raw[0]), queue, raw[3:], int(raw[1]), int(raw[2]))
-
-
 class Migration(NamedTuple):
     """What one migrate call did, and when the next delayed task is due (Redis's clock)."""
 
@@ -117,49 +109,14 @@ class Consumer(QueueBase):
         # With no acks, the same call comes again and again (an idle worker's, each time
         # a push wakes it): packed once.
         reply = self.scripts.reserve.send(self.wire, *call, reuse=not (ack or kept))
-        return lambda: _reservation(reply(), queue, rate)
 
-    def wait_then_reserve(
-        self,
-        queue: str,
-        timeout: float,
-        count: int,
-        default_timeout_ms: int,
-        grace_ms: int,
-        margin_ms: int,
-        share: int,
-        claims: str,
-        rate: tuple[int, int] | None,
-    ) -> tuple[Callable[[], str | None], Callable[[], Reservation]] | None:
-        """An idle child's wait for a push to ``queue`` (at most ``timeout`` seconds) and
-        its next reserve call (as :meth:`send_reserve`, without acks), sent in one write
-        (``Wire.send_both``): Redis reserves as the wait ends, a push or the timeout, with
-        no round trip between. The calls that read the wait's end (``queue``, or None
-        if it timed out) and then the reservation; None if not sent."""
-        keys = self.keys(queue)
-        call = calls.reserve(
-            keys,
-            count,
-            default_timeout_ms,
-            grace_ms,
-            margin_ms,
-            share,
-            (),
-            claims,
-            (),
-            rate,
-            self.config.events,
-        )
-        wait: tuple[KeyOrArg, ...] = ("BLPOP", keys.notify, max(0.01, round(timeout, 3)))
-        sent = self.scripts.reserve.send_after(self.wire, wait, *call)
-        if sent is None:
-            return None
-        read_wait, read_reserve = sent
+        def reservation() -> Reservation:
+            raw = reply()
+            if rate is None:
+                return Reservation(int(raw[0]), queue, raw[2:], int(raw[1]))
+            return Reservation(int(raw[0]), queue, raw[3:], int(raw[1]), int(raw[2]))
 
-        def woken() -> str | None:
-            return None if read_wait() is None else queue
-
-        return woken, lambda: _reservation(read_reserve(), queue, rate)
+        return reservation
 
     def claimed(self, queue: str, claims: str) -> list[bytes]:
         """The tasks a worker child's last reserve call took (none once it expired)."""

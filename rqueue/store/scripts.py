@@ -69,27 +69,7 @@ class LuaScript:
         if finish is None:  # the connection is busy in another thread: run it in full now
             done = self(wire.client, keys, args)
             return lambda: done
-        return self._reading(finish, wire, keys, args)
 
-    def send_after(
-        self, wire: Wire, first: tuple[KeyOrArg, ...], keys: Sequence[str], args: Sequence[KeyOrArg]
-    ) -> tuple[Callable[[], Any], Callable[[], Any]] | None:
-        """Send ``first`` and then this script in one write (``Wire.send_both``): the
-        calls that read the first's reply, then the script's; None if not sent."""
-        call = (*script_call(self.sha, len(keys)), *keys, *args)
-        sent = wire.send_both(first, call)
-        if sent is None:
-            return None
-        read_first, finish = sent
-        return read_first, self._reading(finish, wire, keys, args)
-
-    def _reading(
-        self,
-        finish: Callable[[], Any],
-        wire: Wire,
-        keys: Sequence[str],
-        args: Sequence[KeyOrArg],
-    ) -> Callable[[], Any]:
         def read() -> Any:
             try:
                 return finish()

@@ -91,64 +91,6 @@ class Wire:
             raise
         return _Reply(self, connection, args)
 
-    def send_both(
-        self, first: tuple[KeyOrArg, ...], then: tuple[KeyOrArg, ...]
-    ) -> tuple[Callable[[], Any], Callable[[], Any]] | None:
-        """Send two commands in one write, to the node ``first`` goes to; the two calls
-        read their replies, in that order (None: busy, or ``then`` belongs to another
-        node: nothing sent).
-
-        Redis runs ``then`` as soon as ``first`` is done, a blocking command's wait
-        included: an idle worker child sends its reserve call behind its BLPOP, and the
-        push that ends the wait has the task reserved before the child even wakes. The
-        connection stays the caller's until the second reply is read. If reading the
-        first fails, the connection is dropped, and with it the second command or its
-        reply: reading that raises ConnectionError at once.
-        """
-        if not self._lock.acquire(blocking=False):
-            return None
-        try:
-            connection = self._connection(first)
-            if self._connection(then) is not connection:
-                self._lock.release()
-                return None
-            packed = connection.pack_commands([first, then])  # type: ignore[no-untyped-call]
-            connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
-        except BaseException:
-            self._lock.release()
-            self._lost()
-            raise
-        dropped: list[BaseException] = []
-
-        def read_first() -> Any:
-            try:
-                return connection.read_response()
-            except BaseException as exc:  # an error reply too: the second is not read
-                dropped.append(exc)
-                connection.disconnect()  # type: ignore[no-untyped-call]
-                self._lock.release()
-                self._lost()
-                raise
-
-        def read_then() -> Any:
-            if dropped:
-                raise redis.ConnectionError(
-                    f"the connection was dropped before this reply was read: {dropped[0]!r}"
-                )
-            try:
-                return connection.read_response()
-            except AskError as redirect:  # it did not run: the next call goes where it says
-                if isinstance(redirect, MovedError) and self._slots is not None:
-                    self._slots.moved(redirect)
-                raise redis.ConnectionError(f"redirected by Redis Cluster: {redirect}") from None
-            except REDIS_ERRORS:
-                self._lost()
-                raise
-            finally:
-                self._lock.release()
-
-        return read_first, read_then
-
     def socket(self, *args: KeyOrArg) -> int:
         """The file descriptor of the connection ``args`` go to (after a :meth:`send` of
         them): an event loop can watch it for the reply, then call the ``send``'s reader."""

@@ -395,15 +395,9 @@ class ChildWorker(InterruptibleWaits):
                 self._sleep(longest)
                 return
         if self.options.block_for > 0:
-            timeout = min(self.options.block_for, longest)
-            # One queue: the reserve call goes behind the wait, in the same write (not
-            # under --max-jobs, whose claims are counted under the board's lock).
-            wait = None
-            if len(queues) == 1 and not self.options.effective_max_jobs:
-                wait = self.reservations.wait_then_reserve(queues[0], timeout)
             self._interruptible = True
             try:
-                woken = wait() if wait is not None else self.store.wait_for_ready(queues, timeout)
+                woken = self.store.wait_for_ready(queues, min(self.options.block_for, longest))
             finally:
                 self._interruptible = False
             self.heard(woken, idle=True)

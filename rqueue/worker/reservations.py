@@ -15,10 +15,6 @@ that carries them, one call per batch (``member_counts.py``). Two refinements li
   Every reserve call also records its batch under the child's claims key, so if the
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).
-- Behind an idle wait: a child of one queue sends its reserve call in the same write
-  as its wait for a push (``wait_then_reserve``), so Redis reserves the task as the
-  push ends the wait; read as a call read ahead. Otherwise the call leaves as the push
-  wakes the child (``reserve_woken``).
 
 Which queues a batch is tried from, and in what order, is ``queue_order.py``'s: with
 many queues a probe of their lengths picks the few worth a reserve call.
@@ -69,9 +65,6 @@ class _ReadAhead:
     reply: Callable[[], Reservation]
     acks: list[bytes]
     kept: list[Kept]
-    at_wake: bool = False
-    """Sent behind an idle wait (``wait_then_reserve``): it ran as the wait ended, so if
-    it found nothing, its queue is not asked again right away."""
 
 
 class Refused(NamedTuple):
@@ -117,7 +110,6 @@ class Reservations:
         if self._lost:
             self._reclaim()
         self._count_owed()
-        asked = self._ahead.queue_index if self._ahead is not None and self._ahead.at_wake else -1
         batch = self.settle()
         if batch is not None:
             self._order.tried(batch.queue_index, batch.reservation)
@@ -126,8 +118,6 @@ class Reservations:
         count = min(allowed, self._size)
         self.limited = {}
         for index in self._order.indices(first, self._owed):
-            if index == asked and batch is not None:
-                continue  # it found nothing as the wait ended, a moment ago
             name = self.options.queues[index]
             acks, kept = self._acks.get(name, []), self._kept.get(name, [])
             sent_at = time.monotonic()
@@ -195,45 +185,6 @@ class Reservations:
             self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
             raise
         self._ahead = _ReadAhead(index, sent_at, reply, [], [])
-
-    def wait_then_reserve(self, queue: str, timeout: float) -> Callable[[], str | None] | None:
-        """An idle child's wait for a push to ``queue``, with the reserve call its next
-        ``take`` would make sent behind it in the same write: Redis runs it as the wait
-        ends, so a push finds its task reserved by the time the child wakes, with no
-        round trip in between. The call returned reads the wait's end (``queue``, or
-        None once ``timeout`` seconds passed); ``take`` reads the reservation, as one
-        read ahead. None if nothing was sent: something else goes first (acks, counts, a
-        lost reply), or the connection is busy; wait as usual then.
-
-        If the wait's reply is never read (a stop's signal cuts it short, Redis goes),
-        its connection is dropped: Redis drops the reserve call with it, or if it ran,
-        its batch is under the child's claims key and given back (``_reclaim``; the
-        parent's recovery if the child stops).
-        """
-        if self._ahead is not None or self._lost or self.acks_pending() or self.owed:
-            return None
-        index, sent_at = self.options.queues.index(queue), time.monotonic()
-        try:
-            rate = self._rates.get(queue)
-            sent = self.store.wait_then_reserve(queue, timeout, 1, *self._terms, self.claims, rate)
-        except BaseException:
-            self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
-            raise
-        if sent is None:
-            return None
-        read_wait, reply = sent
-        self._ahead = _ReadAhead(index, sent_at, reply, [], [], at_wake=True)
-
-        def woken() -> str | None:
-            try:
-                return read_wait()
-            except BaseException:
-                if self._ahead is not None and self._ahead.reply is reply:
-                    self._ahead = None  # its reply is gone with the connection
-                self._lost.add(queue)
-                raise
-
-        return woken
 
     def settle(self) -> Reserved | None:
         """Read the reply of a call read ahead, if one is on its way.
@@ -366,29 +317,18 @@ class Reservations:
     def _reserve(
         self, name: str, count: int, acks: list[bytes], kept: list[Kept]
     ) -> Callable[[], Reservation]:
-        timeout_ms, grace_ms, margin_ms, share = self._terms
+        options = self.options
         return self.store.send_reserve(
             name,
             count,
-            timeout_ms,
-            grace_ms,
-            margin_ms,
-            share=share,
+            int(options.timeout * 1000),
+            int(options.kill_grace * 1000),
+            int(options.reservation_margin * 1000),
+            share=options.effective_concurrency,
             ack=acks,
             claims=self.claims,
             kept=kept,
             rate=self._rates.get(name),
-        )
-
-    @property
-    def _terms(self) -> tuple[int, int, int, int]:
-        """Every reserve call's default timeout, grace and margin (ms), and its share."""
-        options = self.options
-        return (
-            int(options.timeout * 1000),
-            int(options.kill_grace * 1000),
-            int(options.reservation_margin * 1000),
-            options.effective_concurrency,
         )
 
     def _grown(self, batch: Reserved) -> Reserved:

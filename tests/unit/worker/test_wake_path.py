@@ -3,8 +3,7 @@ push is the one that starts the task, and the reserve call leaves as the push wa
 
 A child's event loop watches its wait for a push (``worker/listener.py``), and reads it
 itself, also as it goes back to process mode; a push to an idle child sends the reserve
-call at once (``Reservations.reserve_woken``), read by the next ``take``, or an idle child
-of one queue sent it behind its wait already (``Reservations.wait_then_reserve``). Real Redis.
+call at once (``Reservations.reserve_woken``), read by the next ``take``. Real Redis.
 """
 
 from __future__ import annotations
@@ -121,56 +120,3 @@ def test_a_reserve_call_without_acks_is_packed_once_and_sent_again_as_it_is(
     assert len(reserve([first, second])) == 1  # acks differ each time: not kept
     assert len(queue.wire._packed) == 1
     assert queue.sizes(["low"])[0].reserved == 1
-
-
-def test_an_idle_wait_has_redis_reserve_the_task_of_the_push_that_ends_it(
-    queue: RedisQueue,
-) -> None:
-    """The reserve call goes behind the wait, in the same write: Redis runs it as the
-    push ends the wait, and the child reads both replies with no call in between."""
-    taking = Reservations(queue, WorkerOptions(queues=("low",), prefetch=10), "claims")
-    for script in queue.scripts.all():  # loaded: no NOSCRIPT reply to count
-        queue.client.script_load(script.source)
-    wait = taking.wait_then_reserve("low", 10)
-    assert wait is not None
-    push(RedisQueue(queue.config), "low", "first")
-    # Reserved before the child has read a byte of either reply.
-    wait_for(lambda: queue.sizes(["low"])[0].reserved == 1, message="the task reserved")
-    for node in nodes(queue):
-        node.config_resetstat()
-    assert wait() == "low"
-    batch = taking.take(10)
-    assert batch is not None and len(batch.reservation.payloads) == 1
-    assert batch.reservation.queue == "low"
-    assert scripts_run(queue) == 0
-
-
-def test_an_idle_wait_that_times_out_has_asked_its_queue_already(queue: RedisQueue) -> None:
-    taking = Reservations(queue, WorkerOptions(queues=("low",), prefetch=10), "claims")
-    for script in queue.scripts.all():
-        queue.client.script_load(script.source)
-    wait = taking.wait_then_reserve("low", 0.05)
-    assert wait is not None and wait() is None
-    for node in nodes(queue):
-        node.config_resetstat()
-    assert taking.take(10) is None
-    assert scripts_run(queue) == 0  # the call behind the wait found it empty: not again
-
-
-def test_a_wait_cut_short_gives_back_what_the_call_behind_it_reserved(queue: RedisQueue) -> None:
-    """A signal cutting the wait short drops its connection (redis-py does, on any error
-    while reading) and the reserve call's reply with it: its task is given back and
-    reserved again, not left reserved until it expires."""
-    taking = Reservations(queue, WorkerOptions(queues=("low",), prefetch=10), "claims")
-    wait = taking.wait_then_reserve("low", 10)
-    assert wait is not None
-    push(RedisQueue(queue.config), "low", "first")
-    wait_for(lambda: queue.sizes(["low"])[0].reserved == 1, message="the task reserved")
-    for connection in queue.wire._connections.values():
-        connection.disconnect()  # as an interrupted read does
-    with pytest.raises(Exception):  # noqa: B017  (whatever reading a closed socket raises)
-        wait()
-    batch = taking.take(10)
-    assert batch is not None and len(batch.reservation.payloads) == 1
-    assert queue.sizes(["low"])[0].reserved == 1  # given back, then taken again: once
-    assert queue.sizes(["low"])[0].ready == 0
