@@ -16,6 +16,8 @@ from rqueue.tasks import awaiting
 
 ARRIVED = "test:threads:arrived"
 """A counter of ``gather`` runs that have started."""
+STARTED = "test:threads:started"
+"""A counter of ``slow`` runs that have started."""
 DONE = "test:threads:done"
 """``n attempt pid thread`` of each run that finished."""
 SEEN = "test:threads:seen"
@@ -59,6 +61,7 @@ def overrun(seconds: float) -> None:
 
 @task(timeout=30, tries=3, backoff=0)
 def slow(n: int, seconds: float) -> None:
+    default_queue().client.incr(STARTED)
     time.sleep(seconds)
     finished(n)
 

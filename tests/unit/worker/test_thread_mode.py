@@ -82,9 +82,11 @@ def test_a_thread_that_never_ends_gets_its_child_replaced_and_every_task_settled
 
 
 def test_sigterm_lets_running_threads_finish(queue: RedisQueue, workers: Workers) -> None:
-    tt.slow.dispatch_many([(n, 1.0) for n in range(8)])
+    tt.slow.dispatch_many([(n, 3.0) for n in range(8)])
     worker = workers.start("-c", "1", "--threads", "8", *FAST)
-    wait_for(lambda: queue.client.zcard(queue.keys("default").reserved) == 8, 10, "8 running")
+    # Reserved is not yet running: a reserved task not started when the stop comes
+    # is given back, not run. Wait for all eight to have started.
+    wait_for(lambda: int(queue.client.get(tt.STARTED) or 0) == 8, 10, "8 running")
     assert not done(queue)  # still running when the stop comes
     worker.signal(signal.SIGTERM)
     assert worker.wait(20) == 0
