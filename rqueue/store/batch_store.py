@@ -83,16 +83,21 @@ class BatchStore:
         queues: Sequence[str],
         progress: bool = False,
     ) -> int:
-        """Create the batch; Redis's clock (ms) at creation, 0 if it existed already."""
+        """Create the batch; Redis's clock (ms) at creation, 0 if it existed already,
+        -1 if it existed and its members were pushed (:meth:`pushed`)."""
         keys = self.keys(batch_id)
         flags = ["1" if allow_failures else "0", callbacks, keep_ms, "1" if progress else "0"]
         args = [total, name, *flags, *queues]
         created = int(
             self.queue.scripts.batch_open(self.queue.client, (keys.state, keys.queues), args)
         )
-        if created:
+        if created > 0:
             self.queue.client.zadd(self.queue.global_keys.batches, {batch_id: created})
         return created
+
+    def pushed(self, batch_id: str) -> None:
+        """Mark the batch's members as all pushed (batch_pushed.lua)."""
+        self.queue.scripts.batch_pushed(self.queue.client, (self.keys(batch_id).state,), ())
 
     def count(self, batch_id: str, members: Sequence[tuple[int, str, str]]) -> Counted:
         """Count members' outcomes, in one call: each (index, outcome, task id), the

@@ -110,6 +110,7 @@ class Scripts:
     push_once: LuaScript
     count_exception: LuaScript
     batch_open: LuaScript
+    batch_pushed: LuaScript
     batch_member: LuaScript
     batch_add: LuaScript
     batch_cancel: LuaScript

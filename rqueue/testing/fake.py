@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,11 +24,16 @@ from rqueue.tasks.decorator import registered
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.interception import intercept
 from rqueue.testing.inline import InlineRunner, Interception, Outcome
-from rqueue.workflows.batches import Batch, PendingBatch
+from rqueue.workflows.batches import Batch
 from rqueue.workflows.chains import Chain, DispatchedChain
+from rqueue.workflows.pending_batch import PendingBatch
 
 TaskRef = Task[Any, Any] | str
 """A task, or its name (``module:function``)."""
+Shape = TaskRef | PendingDispatch | list[Any] | tuple[Any, ...]
+"""What a chain's step or a batch's member is expected to be: a task (any arguments), a
+``pending()`` call (these arguments), a list (a batch of members of these shapes) or
+a tuple (a chain of steps of these shapes)."""
 Where = Callable[[PendingDispatch], object]
 """Called with each recorded call (``call.args``, ``call.kwargs``, ``call.delay``,
 ``call.task.options.queue``): keep those for which it returns a true value."""
@@ -128,20 +133,18 @@ class Fake(Interception):
         if self.calls or self.batches:
             raise AssertionError("expected nothing dispatched; " + self._listing())
 
-    def assert_chained(self, steps: list[TaskRef | PendingDispatch]) -> None:
+    def assert_chained(self, steps: list[Shape]) -> None:
         """A chain was dispatched with these steps, in order: each a task (any
-        arguments) or a ``pending()`` call (these arguments)."""
+        arguments), a ``pending()`` call (these arguments), or a list for a batch, whose
+        members are shapes too (a tuple for a chain):
+        ``assert_chained([fetch, [resize, (crop, upload)], store])``."""
         for step in steps:
-            if not isinstance(step, PendingDispatch):
-                _name(step)
+            _check_shape(step)
         for chain in self.chains:
-            if len(chain.steps) == len(steps) and all(map(_same, chain.steps, steps)):
+            if _all_same(chain.steps, steps):
                 return
         shown = ", ".join(_shown_step(step) for step in steps)
-        chains = "\n".join(
-            "  - chain(" + ", ".join(_call(step) for step in chain.steps) + ")"
-            for chain in self.chains
-        )
+        chains = "\n".join("  - " + _call(chain) for chain in self.chains)
         raise AssertionError(
             f"expected a chain of [{shown}]; "
             + (f"chains dispatched:\n{chains}" if chains else "no chain was dispatched")
@@ -153,8 +156,7 @@ class Fake(Interception):
         callbacks as :class:`PendingBatch` holds them."""
         if not any(where(pending) for pending in self.batches):
             batches = "\n".join(
-                f"  - batch {pending._name!r} of "
-                + ", ".join(_call(call) for call in pending.calls)
+                f"  - batch {pending._name!r} of " + ", ".join(map(_call, pending.calls))
                 for pending in self.batches
             )
             raise AssertionError(
@@ -195,7 +197,24 @@ def _name(task: TaskRef) -> str:
     return task
 
 
-def _same(step: PendingDispatch, wanted: TaskRef | PendingDispatch) -> bool:
+def _check_shape(wanted: Shape) -> None:
+    """TaskNotRegistered for a task name in ``wanted`` no task of this process has."""
+    if isinstance(wanted, PendingDispatch):  # a named tuple: before tuples
+        return
+    if isinstance(wanted, (list, tuple)):
+        for inner in wanted:
+            _check_shape(inner)
+    else:
+        _name(wanted)
+
+
+def _same(step: object, wanted: Shape) -> bool:
+    if isinstance(wanted, list):
+        return isinstance(step, PendingBatch) and _all_same(step.calls, wanted)
+    if isinstance(wanted, tuple) and not isinstance(wanted, PendingDispatch):
+        return isinstance(step, Chain) and _all_same(step.steps, wanted)
+    if not isinstance(step, PendingDispatch):
+        return False
     if isinstance(wanted, PendingDispatch):
         return (step.task.name, step.args, step.kwargs) == (
             wanted.task.name,
@@ -205,10 +224,25 @@ def _same(step: PendingDispatch, wanted: TaskRef | PendingDispatch) -> bool:
     return step.task.name == _name(wanted)
 
 
-def _call(call: PendingDispatch) -> str:
+def _all_same(steps: Sequence[object], wanted: Sequence[Shape]) -> bool:
+    return len(steps) == len(wanted) and all(map(_same, steps, wanted))
+
+
+def _call(call: object) -> str:
+    """A call, chain or batch as a test failure shows it."""
+    if isinstance(call, Chain):
+        return "chain(" + ", ".join(map(_call, call.steps)) + ")"
+    if isinstance(call, PendingBatch):
+        return "batch([" + ", ".join(map(_call, call.calls)) + "])"
+    if not isinstance(call, PendingDispatch):
+        return repr(call)
     arguments = [repr(a) for a in call.args] + [f"{k}={v!r}" for k, v in call.kwargs.items()]
     return f"{call.task.name}({', '.join(arguments)})"
 
 
-def _shown_step(step: TaskRef | PendingDispatch) -> str:
+def _shown_step(step: Shape) -> str:
+    if isinstance(step, list):
+        return "[" + ", ".join(map(_shown_step, step)) + "]"
+    if isinstance(step, tuple) and not isinstance(step, PendingDispatch):
+        return "(" + ", ".join(map(_shown_step, step)) + ")"
     return _call(step) if isinstance(step, PendingDispatch) else _name(step)

@@ -49,9 +49,13 @@ from rqueue.worker.outcomes import retry_in
 from rqueue.worker.reports import HOOKS
 from rqueue.worker.verdicts import Cancelled, Failed, Released, Skipped, Verdict
 from rqueue.workflows import effects
-from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch
+from rqueue.workflows.batch_status import BatchStatus
+from rqueue.workflows.batches import BATCH, GETS, Batch
 from rqueue.workflows.chains import Chain, DispatchedChain
-from rqueue.workflows.steps import derived_id
+from rqueue.workflows.nesting import continuation
+from rqueue.workflows.pending_batch import PendingBatch
+from rqueue.workflows.shapes import batch_spec
+from rqueue.workflows.steps import Step, derived_id
 
 _DEFAULTS = WorkerOptions()
 """A worker's defaults (``tries``, ``timeout``, ``kill_grace``) for calls that set none."""
@@ -172,11 +176,22 @@ class InlineRunner:
         self.waiting[job.id] = "delayed" if delay > 0 else "pending"
         return payload, InlineDispatched.of(self, job.id, job.task, job.queue)
 
-    def open_batch(self, pending: PendingBatch) -> tuple[MemoryBatch, list[bytes]]:
-        """A batch in memory and its members' payloads, made as ``dispatch`` makes them."""
-        opened = MemoryBatch(new_id(), pending, self)
+    def open_batch(
+        self, batch_id: str, spec: dict[str, Any], follows: Step | None = None
+    ) -> tuple[MemoryBatch, list[bytes]]:
+        """A batch in memory and its members' payloads, made as a dispatch or a worker
+        makes them."""
+        opened = MemoryBatch(batch_id, spec, self, follows)
         self.batches[opened.id] = opened
-        return opened, opened.member_payloads(pending.calls, 0)
+        return opened, opened.opened()
+
+    def open_nested(self, batch_id: str, spec: dict[str, Any], follows: Step | None) -> list[bytes]:
+        if batch_id in self.batches:  # opened before, as a worker's second open
+            return []
+        return self.open_batch(batch_id, spec, follows)[1]
+
+    def count_member(self, batch_id: str, index: int, outcome: str) -> list[bytes]:
+        return self.batches[batch_id].count(index, outcome)
 
     def max_bytes(self) -> int | None:
         """The payload size limit of the configuration (read once, from the environment)."""
@@ -311,11 +326,17 @@ class InlineRunner:
     def _complete(self, completion: effects.Completion) -> None:
         """Run what a completion makes due, as a worker would push it."""
         due = []
-        if completion.member is not None:
-            batch_id, index, outcome = completion.member
-            due += self.batches[batch_id].count(index, outcome)
+        member = completion.member
+        if member is not None:
+            counted = self.batches[member.batch_id]
+            due += counted.count(member.member_index, member.outcome, member.failure)
         if completion.follower is not None:
             due.append(completion.follower.payload)
+        opening = completion.opening
+        if opening is not None:
+            spec = batch_spec(opening.link)
+            follows = continuation(opening.meta, spec["allow_failures"])
+            due += self.open_nested(opening.batch_id, spec, follows)
         for payload in due:
             if self.followed is not None:
                 self.followed(decode(payload))
@@ -344,13 +365,26 @@ class Interception:
 
     def take_chain(self, chain: Chain) -> DispatchedChain:
         first = chain.steps[0]
-        payload, handle = self.runner.chain_payload(chain.first_job(), first.delay)
-        handles: list[Dispatched] = [handle]
+        handles: list[Dispatched | Batch] = []
+        if isinstance(first, PendingDispatch):
+            payload, handle = self.runner.chain_payload(chain.first_job(), first.delay)
+            handles.append(handle)
+            payloads = [payload]
+        else:
+            spec = batch_spec(first.composed(None))
+            follows = continuation(chain.carried(None), spec["allow_failures"])
+            opened, payloads = self.runner.open_batch(new_id(), spec, follows)
+            handles.append(opened)
         for step in chain.steps[1:]:  # their ids are derived as a worker derives them
             step_id = derived_id(handles[-1].id, "next")
-            task = step.task
-            handles.append(InlineDispatched.of(self.runner, step_id, task.name, task.options.queue))
-        self.taken(payload, first)
+            if isinstance(step, PendingDispatch):
+                task = step.task
+                queue = task.options.queue
+                handles.append(InlineDispatched.of(self.runner, step_id, task.name, queue))
+            else:  # a batch opened when its turn comes
+                handles.append(_LaterBatch(self.runner, step_id))
+        for payload in payloads:
+            self.taken(payload, first if isinstance(first, PendingDispatch) else None)
         return DispatchedChain(handles)
 
     def find_batch(self, batch_id: str) -> MemoryBatch | None:
@@ -359,11 +393,27 @@ class Interception:
         return self.runner.batches.get(batch_id)
 
     def take_batch(self, pending: PendingBatch) -> Batch:
-        opened, payloads = self.runner.open_batch(pending)
+        opened, payloads = self.runner.open_batch(new_id(), batch_spec(pending.composed(None)))
         calls = pending.calls
+        plain = all(isinstance(call, PendingDispatch) for call in calls)
         for index, payload in enumerate(payloads):
-            self.taken(payload, calls[index] if index < len(calls) else None)
+            call = calls[index] if plain and index < len(calls) else None
+            self.taken(payload, call if isinstance(call, PendingDispatch) else None)
         return opened
+
+
+class _LaterBatch(Batch):
+    """A chain's batch step run inline, before its turn: it is opened (in memory) when
+    the step before it completes; until then its status is None."""
+
+    def __init__(self, runner: InlineRunner, batch_id: str) -> None:
+        self.id = batch_id
+        self.connection = None
+        self._runner = runner
+
+    def status(self) -> BatchStatus | None:
+        opened = self._runner.batches.get(self.id)
+        return None if opened is None else opened.status()
 
 
 def _counted_in_memory(job: Job) -> Participants:

@@ -9,7 +9,7 @@ Redis, and counts its members by ``batch_counting.py``, the Python model of
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from rqueue.encoding.payload import Job, encode
@@ -18,9 +18,11 @@ from rqueue.store.batch_store import BatchState
 from rqueue.tasks.definition import PendingDispatch
 from rqueue.tasks.handles import TaskHandle
 from rqueue.testing.batch_counting import MemberCounting
-from rqueue.workflows.batch_status import BatchStatus, status_of
-from rqueue.workflows.batches import BATCH, GETS, Batch, PendingBatch, member_id, member_job
-from rqueue.workflows.steps import derived_id, step_job
+from rqueue.workflows.batch_status import BatchCounts, BatchStatus, status_of
+from rqueue.workflows.batches import BATCH, GETS, Batch, member_id, member_job
+from rqueue.workflows.nesting import after, continuation, members_of
+from rqueue.workflows.shapes import batch_spec, is_batch_step
+from rqueue.workflows.steps import Step, derived_id, step_job
 
 
 class BatchRunner(Protocol):
@@ -38,6 +40,14 @@ class BatchRunner(Protocol):
         """Members added to an open batch: run now, or when their turn comes."""
         ...
 
+    def open_nested(self, batch_id: str, spec: dict[str, Any], follows: Step | None) -> list[bytes]:
+        """Open a batch in memory (a member, or a chain's step); its members' payloads."""
+        ...
+
+    def count_member(self, batch_id: str, index: int, outcome: str) -> list[bytes]:
+        """Count a member of a batch this runner opened; the payloads now due."""
+        ...
+
 
 class MemoryBatch(Batch):
     """A stand-in for :class:`Batch` that answers from memory what a worker's batch
@@ -45,14 +55,20 @@ class MemoryBatch(Batch):
     what a fake's or ``sync()``'s ``batch(...).dispatch()`` returns, and what its
     callbacks get first. ``retry()`` needs the failed list in Redis: not here."""
 
-    def __init__(self, batch_id: str, pending: PendingBatch, runner: BatchRunner) -> None:
+    def __init__(
+        self, batch_id: str, spec: dict[str, Any], runner: BatchRunner, follows: Step | None
+    ) -> None:
         self.id = batch_id
         self.connection = None
-        self.pending = pending
+        self.spec = spec
+        """Its batch step's content (workflows/shapes.py), as a worker would open it."""
+        self.follows = follows
+        """What follows it, if it is a chain's step or a batch's member (nesting.py)."""
         self.counting = MemberCounting(
-            len(pending.calls), pending._allow_failures, "progress" in pending._callbacks
+            len(spec["members"]), spec["allow_failures"], "progress" in spec["callbacks"]
         )
         """Its members' outcomes, counted as batch_member.lua counts them."""
+        self.queues: set[str] = set()
         self.created_at = time.time()
         self.cancelled_at: float | None = None
         self.finished_at: float | None = None
@@ -75,18 +91,18 @@ class MemoryBatch(Batch):
         outcomes = self.counting.outcomes.items()
         state = BatchState(
             id=self.id,
-            name=self.pending._name,
+            name=self.spec["name"],
             total=self.total,
             succeeded=succeeded,
             failed=failed,
             skipped=skipped,
-            allow_failures=self.pending._allow_failures,
+            allow_failures=self.spec["allow_failures"],
             created_at=self.created_at,
             finished_at=self.finished_at,
             cancelled_at=self.cancelled_at,
             failed_ids=tuple(member_id(self.id, i) for i, outcome in outcomes if outcome == "f"),
-            queues=tuple(sorted({call.task.options.queue for call in self.pending.calls})),
-            callbacks=b"",  # its callbacks stay with its PendingBatch, never encoded
+            queues=tuple(sorted(self.queues)),
+            callbacks=b"",  # its callbacks stay with its spec, never encoded
         )
         return status_of(state)
 
@@ -123,28 +139,65 @@ class MemoryBatch(Batch):
         raise RQueueError("a batch run inline keeps no failed list to retry from")
 
     def member_payloads(self, calls: list[PendingDispatch], first: int) -> list[bytes]:
+        """The payloads of members added (``add``)."""
         payloads = []
         for offset, call in enumerate(calls):
             job = member_job(call, self.id, first + offset)
+            self.queues.add(job.queue)
             payloads.append(self._runner.encoded(job, call.delay)[0])
-        if not self.total:  # nothing will complete: then and finally are due now
-            payloads.extend(self._callbacks(0, ("then", "finally")))
         return payloads
 
-    def count(self, index: int, outcome: str) -> list[bytes]:
+    def opened(self) -> list[bytes]:
+        """Its members' payloads as it opens, those of the batches among them first (as
+        a worker opens them); for a batch of none, what its end makes due."""
+        jobs, nested = members_of(self.id, self.spec)
+        payloads = []
+        for inner in nested:
+            payloads += self._runner.open_nested(inner.batch_id, inner.spec, inner.follows)
+        for job, step in jobs:
+            self.queues.add(job.queue)
+            payloads.append(self._runner.encoded(job, float(step.get("delay") or 0))[0])
+        if not self.total:  # nothing will complete: then and finally are due now
+            payloads += self._due(0, ("then", "finally"), None)
+        return payloads
+
+    def count(self, index: int, outcome: str, failure: dict[str, str] | None = None) -> list[bytes]:
         """Count a member (``rqueue.testing.batch_counting``, the rule of
-        store/lua/batch_member.lua) and return the callbacks now due."""
+        store/lua/batch_member.lua) and return the payloads now due: callbacks, and
+        what follows the batch if it is nested."""
         _, due = self.counting.count(index, outcome)
         if self.counting.cancelled and self.cancelled_at is None:
             self.cancelled_at = time.time()  # its first failure cancelled it
         if "finally" in due:
             self.finished_at = time.time()
-        return self._callbacks(index, due)
+        return self._due(index, due, failure)
+
+    def _due(self, index: int, due: Sequence[str], failure: dict[str, str] | None) -> list[bytes]:
+        payloads = self._callbacks(index, due)
+        if self.follows is None:
+            return payloads
+        counts = BatchCounts(self.total, *self._counts())
+        then = after(self.id, self.follows, due, counts, self.cancelled(), failure)
+        if then.catch is not None:
+            payloads.append(encode(then.catch[1], self._runner.max_bytes()))
+        if then.next is not None:
+            link, meta = then.next
+            next_id = derived_id(self.id, "next")
+            if is_batch_step(link):
+                spec = batch_spec(link)
+                follows = continuation(meta, spec["allow_failures"])
+                payloads += self._runner.open_nested(next_id, spec, follows)
+            else:
+                payloads.append(encode(step_job(link, next_id, meta), self._runner.max_bytes()))
+        if then.outer is not None:
+            outer_id, outer_index, outcome, _ = then.outer
+            payloads += self._runner.count_member(outer_id, outer_index, outcome)
+        return payloads
 
     def _callbacks(self, index: int, due: Iterable[str]) -> list[bytes]:
         payloads = []
         for name in due:
-            step = self.pending._callbacks.get(name)
+            step = self.spec["callbacks"].get(name)
             if step is None:
                 continue
             what = f"progress:{index}" if name == "progress" else name

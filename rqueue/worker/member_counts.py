@@ -24,12 +24,12 @@ import logging
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from rqueue.encoding.payload import decode
+from rqueue.encoding.payload import CHAIN, decode
 from rqueue.errors import InvalidPayload, describe
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import refusal
 from rqueue.workflows.batches import BATCH, member_index
-from rqueue.workflows.effects import count_members
+from rqueue.workflows.nesting import count_members
 
 log = logging.getLogger("rqueue.worker")
 
@@ -96,7 +96,7 @@ def count_finished(store: RedisQueue, queue: str, payloads: Sequence[bytes]) -> 
     for payload in payloads:
         try:
             job = decode(payload)
-            if BATCH in job.meta:
+            if BATCH in job.meta and not job.meta.get(CHAIN):  # a chain counts at its end
                 owed.owe(queue, payload, job.meta[BATCH], member_index(job), job.id)
         except InvalidPayload:
             continue  # not a member this worker could have counted either

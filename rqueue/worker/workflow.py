@@ -29,7 +29,7 @@ from rqueue.worker.attempt import Attempt
 from rqueue.worker.outcomes import Outcomes
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.verdicts import Failed
-from rqueue.workflows import effects
+from rqueue.workflows import effects, heard
 
 
 class WorkflowPart:
@@ -100,7 +100,7 @@ class WorkflowPart:
         ``counts_wait`` is off)."""
         queue, payload = attempt.queue, attempt.payload
         if self.counts_wait and completion.follower is None and completion.member is not None:
-            batch_id, index, _ = completion.member
+            batch_id, index = completion.member.batch_id, completion.member.member_index
             expires_at, kept = attempt.expires_at, completion.kept
             member = (batch_id, index, attempt.job.id)
             reservations.acknowledge(queue, payload, expires_at, kept, member)
@@ -125,11 +125,11 @@ class WorkflowPart:
         """Whether the member's batch was cancelled; None, with the task failed, if the
         batch's state cannot be read (a key of the wrong type): it alone goes to
         ``:failed``, where it can be retried once the state is mended."""
-        heard = effects.heard_cancelled(attempt.job)
-        if heard is not None:  # no call to Redis: nothing to persist
-            return heard
+        known = heard.heard_cancelled(attempt.job)
+        if known is not None:  # no call to Redis: nothing to persist
+            return known
         try:
-            return self.persist(functools.partial(effects.batch_cancelled, attempt.job, self.store))
+            return self.persist(functools.partial(heard.batch_cancelled, attempt.job, self.store))
         except redis.ResponseError as exc:
             self.outcomes.refused(attempt, "ResponseError", str(exc))
             return None

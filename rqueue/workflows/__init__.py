@@ -7,8 +7,6 @@ it (``effects.py``), counted in Redis by scripts that make every change idempote
 from rqueue.workflows.batch_status import BatchCounts, BatchStatus
 from rqueue.workflows.batches import (
     Batch,
-    PendingBatch,
-    batch,
     batch_of,
     current_batch,
     listed_batches,
@@ -16,6 +14,7 @@ from rqueue.workflows.batches import (
 )
 from rqueue.workflows.chains import Chain, DispatchedChain, chain
 from rqueue.workflows.lookup import result_of
+from rqueue.workflows.pending_batch import PendingBatch, batch
 
 __all__ = [
     "Batch",

@@ -17,12 +17,10 @@ import functools
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
 
 import msgpack
 import redis
 
-from rqueue.encoding import codec
 from rqueue.encoding.payload import KEEP, Job, decode, new_id
 from rqueue.errors import BatchCancelled, InvalidPayload, InvalidQueueName, RQueueError
 from rqueue.failed import FailedTasks
@@ -35,26 +33,24 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.signing import verify
 from rqueue.tasks import observers
 from rqueue.tasks.current import current_job, current_run
-from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
+from rqueue.tasks.definition import PendingDispatch
 from rqueue.tasks.interception import current_interceptor
 from rqueue.workflows.batch_status import BatchCounts, BatchStatus, status_of, unreadable_status
 from rqueue.workflows.steps import (
     ONCE_MS,
-    Step,
-    callback_call,
     callback_place,
     delay_ms,
     derived_id,
     pending_calls,
-    signed,
     step_job,
-    step_of,
     trusted,
 )
 
 log = logging.getLogger("rqueue.worker")
 
-BATCH, GETS = "batch", "gets"
+BATCH, GETS, INDEX = "batch", "gets", "index"
+"""Meta entries: the batch a task counts for; what a callback is called with first;
+and the member index of a chain's later task in a member (the first one's is its id)."""
 KEEP_FINISHED_MS = 7 * 24 * 3600 * 1000
 """How long a finished batch stays readable (``rqueue batches prune`` removes sooner)."""
 _IDS = 2**128
@@ -212,94 +208,6 @@ class Batch:
         return failed.retry_many(record for _, record in records)
 
 
-class PendingBatch:
-    """A batch being built; nothing is sent until :meth:`dispatch`."""
-
-    def __init__(self, calls: Iterable[PendingDispatch]) -> None:
-        self.calls = pending_calls(calls, "batch()")
-        self._callbacks: dict[str, Step] = {}
-        self._name = ""
-        self._allow_failures = False
-
-    def then(
-        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
-    ) -> PendingBatch:
-        """Run once every member succeeded."""
-        return self._on("then", callback_call("then", callback, args, kwargs))
-
-    def catch(
-        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
-    ) -> PendingBatch:
-        """Run once, on the first member to fail for good."""
-        return self._on("catch", callback_call("catch", callback, args, kwargs))
-
-    def finally_(
-        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
-    ) -> PendingBatch:
-        """Run once every member finished, succeeded, failed or skipped."""
-        return self._on("finally", callback_call("finally_", callback, args, kwargs))
-
-    def progress(
-        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
-    ) -> PendingBatch:
-        """Run after each member that succeeds; ``Batch.counted`` of the batch it gets
-        says how far the batch was then."""
-        return self._on("progress", callback_call("progress", callback, args, kwargs))
-
-    def allow_failures(self, allow: bool = True) -> PendingBatch:
-        """Keep going after a failure (otherwise the first failure cancels the batch)."""
-        self._allow_failures = allow
-        return self
-
-    def name(self, name: str) -> PendingBatch:
-        self._name = name
-        return self
-
-    def _on(self, what: str, call: PendingDispatch) -> PendingBatch:
-        """Callbacks are tasks, called with the Batch first and then ``call``'s args."""
-        self._callbacks[what] = step_of(call)
-        return self
-
-    def dispatch(self, connection: RedisQueue | None = None) -> Batch:
-        """Create the batch, then push its members; returns its handle."""
-        interceptor = current_interceptor()
-        if interceptor is not None:  # rqueue.testing: it takes the whole batch
-            taken: Batch = interceptor.take_batch(self)
-            return taken
-        queue = connection or (self.calls[0].task.connection() if self.calls else default_queue())
-        batch_id = new_id()
-        secret = queue.config.secret
-        callbacks = codec.pack(
-            {
-                name: signed(step, secret, callback_place(batch_id, name))
-                for name, step in self._callbacks.items()
-            }
-        )
-        queues = sorted({call.task.options.queue for call in self.calls})
-        store = BatchStore(queue)
-        store.open(
-            batch_id,
-            len(self.calls),
-            self._name,
-            self._allow_failures,
-            callbacks,
-            KEEP_FINISHED_MS,
-            queues,
-            "progress" in self._callbacks,
-        )
-        ids = [member_id(batch_id, index) for index in range(len(self.calls))]
-        dispatch_many(self.calls, ids, {BATCH: batch_id})
-        if not self.calls:  # nothing will ever complete: then and finally are due now
-            none = BatchCounts(0, 0, 0, 0)
-            push_callbacks(queue, batch_id, 0, callbacks, ("then", "finally"), none)
-        return Batch(batch_id, queue)
-
-
-def batch(calls: Iterable[PendingDispatch]) -> PendingBatch:
-    """Start building a batch of ``pending()`` calls; see :class:`PendingBatch`."""
-    return PendingBatch(calls)
-
-
 def batch_of(batch_id: str, connection: RedisQueue | None = None) -> Batch:
     """A handle on an existing batch, by id."""
     return Batch(batch_id, connection)
@@ -345,9 +253,14 @@ def skip_if_batch_cancelled() -> None:
 
 
 def member_index(job: Job) -> int:
-    """The member's index in its batch, read off its id; InvalidPayload if it is not one."""
+    """The member's index in its batch, read off its id, or off its meta for a chain's
+    later task in a member; InvalidPayload if it is not one."""
     batch_id = job.meta.get(BATCH)
-    index = _index(batch_id, job.id) if isinstance(batch_id, str) else -1
+    index = job.meta.get(INDEX, -1)
+    if INDEX not in job.meta:
+        index = _index(batch_id, job.id) if isinstance(batch_id, str) else -1
+    elif type(index) is not int:
+        index = -1
     if not 0 <= index < _MAX_MEMBERS:
         raise InvalidPayload(f"task {job.id} is not a member of batch {batch_id!r}")
     return index

@@ -7,21 +7,33 @@ each step, once it succeeded, dispatches the next (effects.py), whose id is deri
 from its own, so a step that runs twice dispatches its successor once. A step that
 fails for good stops the chain and dispatches the ``catch`` task with the failure.
 With ``pipe=True`` each step's return value is the next step's first argument.
+
+A step may be a batch (``chain(a.pending(), batch([...]), c.pending())``): the worker
+that completes the step before opens it, and the chain goes on once it finished
+(nesting.py). A chain may be a batch's member (pending_batch.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rqueue.encoding.payload import CHAIN, KEEP, Job, encode
+from rqueue.encoding.payload import CHAIN, KEEP, Job, encode, new_id
+from rqueue.store.default import default_queue
+from rqueue.store.queue import RedisQueue
 from rqueue.tasks import observers
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched
 from rqueue.tasks.interception import current_interceptor
-from rqueue.workflows.effects import CATCH, PIPE
+from rqueue.workflows.batches import Batch
+from rqueue.workflows.nesting import continuation, open_batch
+from rqueue.workflows.shapes import CHAIN_MEMBER, batch_spec
 from rqueue.workflows.steps import (
+    CATCH,
     CHAIN_CATCH,
     CHAIN_STEP,
+    PIPE,
+    Composite,
+    Step,
     callback_call,
     check_pending,
     derived_id,
@@ -32,24 +44,52 @@ from rqueue.workflows.steps import (
 
 class DispatchedChain(NamedTuple):
     """The handles of a chain's steps, as dispatched (steps added while it runs are not
-    among them); ``result()`` waits for the last one, which must keep its result."""
+    among them): a ``Dispatched`` per task, a ``Batch`` per batch. ``result()`` waits
+    for the last one, which must be a task that keeps its result."""
 
-    steps: list[Dispatched]
+    steps: list[Dispatched | Batch]
 
     def status(self) -> list[str]:
-        return [step.status() for step in self.steps]
+        """Each step's status; a batch's reads ``unknown`` until it is opened, then
+        ``running``, ``succeeded``, ``failed`` (a member failed) or ``cancelled``."""
+        return [_status(step) for step in self.steps]
 
     def result(self, timeout: float | None = None) -> Any:
-        return self.steps[-1].result(timeout)
+        last = self.steps[-1]
+        if isinstance(last, Batch):
+            raise TypeError("the chain ends with a batch: read its status() instead")
+        return last.result(timeout)
+
+
+def _status(step: Dispatched | Batch) -> str:
+    if isinstance(step, Dispatched):
+        return step.status()
+    status = step.status()
+    if status is None or status.unreadable is not None:
+        return "unknown"
+    if status.finished_at is None:
+        return "running"
+    if status.cancelled_at is not None:
+        return "failed" if status.failed else "cancelled"
+    return "failed" if status.failed else "succeeded"
 
 
 class Chain:
     """A chain being built; nothing is sent until :meth:`dispatch`."""
 
-    def __init__(self, steps: tuple[PendingDispatch, ...], pipe: bool) -> None:
+    def __init__(self, steps: tuple[PendingDispatch | Composite, ...], pipe: bool) -> None:
         if not steps:
             raise ValueError("a chain needs at least one step")
         for index, step in enumerate(steps):
+            if isinstance(step, Chain):
+                raise TypeError("a chain's step cannot be a chain: list its steps in this one")
+            if isinstance(step, Composite):  # a batch: its members were checked
+                if pipe:
+                    raise TypeError(
+                        "chain(pipe=True) cannot have a batch as a step: a batch takes no "
+                        "value and gives none; read results inside the steps instead"
+                    )
+                continue
             check_pending(step, "chain()")
             # The first step runs as it is; with pipe=True each later one gets the
             # return value of the step before it first.
@@ -67,24 +107,41 @@ class Chain:
     def first_job(self, secret: str | None = None) -> Job:
         """The first step's job: it carries the rest of the chain in its ``meta``, each
         step signed with ``secret`` (``RQUEUE_SECRET``) for the worker that will
-        dispatch it (run inline, by ``rqueue.testing``, nothing needs signing)."""
-        first, rest = self.steps[0], self.steps[1:]
+        dispatch it (run inline, by ``rqueue.testing``, nothing needs signing).
+        TypeError if the first step is a batch (see :meth:`dispatch`)."""
+        first = self.steps[0]
+        if not isinstance(first, PendingDispatch):
+            raise TypeError("this chain starts with a batch: it has no first job")
+        first.task.check_dispatchable()
+        return first.task.make_job(first.args, first.kwargs, self.carried(secret))
+
+    def carried(self, secret: str | None) -> dict[str, Any]:
+        """The meta the first step carries: the other steps, the catch, pipe."""
         meta: dict[str, Any] = {}
-        if rest:
-            meta[CHAIN] = [signed(step_of(step), secret, CHAIN_STEP) for step in rest]
+        if len(self.steps) > 1:
+            meta[CHAIN] = [_link(step, secret) for step in self.steps[1:]]
         if self._catch is not None:
             meta[CATCH] = signed(step_of(self._catch), secret, CHAIN_CATCH)
         if self.pipe:
             meta[PIPE] = True
-        first.task.check_dispatchable()
-        return first.task.make_job(first.args, first.kwargs, meta)
+        return meta
+
+    def composed(self, secret: str | None) -> Step:
+        """The chain as a batch's member (shapes.py), its steps signed with ``secret``."""
+        catch = None
+        if self._catch is not None:
+            catch = signed(step_of(self._catch), secret, CHAIN_CATCH)
+        links = [_link(step, secret) for step in self.steps]
+        return {CHAIN_MEMBER: links, "catch": catch, "pipe": self.pipe}
 
     def dispatch(self) -> DispatchedChain:
         interceptor = current_interceptor()
         if interceptor is not None:  # rqueue.testing: it takes the whole chain
             taken: DispatchedChain = interceptor.take_chain(self)
             return taken
-        first, rest = self.steps[0], self.steps[1:]
+        first = self.steps[0]
+        if not isinstance(first, PendingDispatch):
+            return self._open_first(first)
         task = first.task
         queue = task.connection()
         job = self.first_job(queue.config.secret)
@@ -104,15 +161,41 @@ class Chain:
             observers.sent(sending, lambda: push(sending.onto(job)))
         else:
             push(job)
-        handles = [Dispatched(job.id, job.task, job.queue, queue)]
-        for step in rest:
+        return self._handles(Dispatched(job.id, job.task, job.queue, queue), queue)
+
+    def _open_first(self, first: Composite) -> DispatchedChain:
+        """Dispatch a chain whose first step is a batch: open it now, with the rest of
+        the chain as what follows it."""
+        queue = default_queue()
+        link = first.composed(queue.config.secret)
+        spec = batch_spec(link)
+        batch_id = new_id()
+        follows = continuation(self.carried(queue.config.secret), spec["allow_failures"])
+        open_batch(queue, batch_id, spec, follows)
+        return self._handles(Batch(batch_id, queue), queue)
+
+    def _handles(self, first: Dispatched | Batch, queue: RedisQueue) -> DispatchedChain:
+        """Every step's handle, each id derived from the one before (as a worker does)."""
+        handles = [first]
+        for step in self.steps[1:]:
             step_id = derived_id(handles[-1].id, "next")
-            handles.append(
-                Dispatched(step_id, step.task.name, step.task.options.queue, step.task.connection())
-            )
+            if isinstance(step, PendingDispatch):
+                task = step.task
+                handles.append(
+                    Dispatched(step_id, task.name, task.options.queue, task.connection())
+                )
+            else:
+                handles.append(Batch(step_id, queue))
         return DispatchedChain(handles)
 
 
-def chain(*steps: PendingDispatch, pipe: bool = False) -> Chain:
-    """Build a chain of ``pending()`` calls; see :class:`Chain`."""
+def _link(step: PendingDispatch | Composite, secret: str | None) -> Step:
+    """A step after the first, as the chain carries it: signed, as a worker that pushes
+    or opens it will check."""
+    body = step_of(step) if isinstance(step, PendingDispatch) else step.composed(secret)
+    return signed(body, secret, CHAIN_STEP)
+
+
+def chain(*steps: PendingDispatch | Composite, pipe: bool = False) -> Chain:
+    """Build a chain of ``pending()`` calls and batches; see :class:`Chain`."""
     return Chain(steps, pipe)

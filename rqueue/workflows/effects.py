@@ -28,13 +28,11 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from rqueue.encoding.codec import pack
 from rqueue.encoding.payload import CHAIN, KEEP, Job
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
-from rqueue.store.batch_store import BatchStore
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.tasks import observers
@@ -42,18 +40,15 @@ from rqueue.tasks.arguments import check_arguments, describe_unencodable
 from rqueue.tasks.current import current_runner
 from rqueue.tasks.definition import PendingDispatch
 from rqueue.workflows.batch_status import BatchCounts
-from rqueue.workflows.batches import (
-    BATCH,
-    GETS,
-    Batch,
-    member_id,
-    member_index,
-    push_callbacks,
-)
+from rqueue.workflows.batches import BATCH, GETS, INDEX, Batch, member_index
+from rqueue.workflows.nesting import Opening, continuation, count_members, open_batch
+from rqueue.workflows.shapes import batch_spec, checked_link, is_batch_step
 from rqueue.workflows.steps import (
+    CATCH,
     CHAIN_CATCH,
     CHAIN_STEP,
     ONCE_MS,
+    PIPE,
     Step,
     checked_step,
     delay_ms,
@@ -66,15 +61,10 @@ from rqueue.workflows.steps import (
 
 log = logging.getLogger("rqueue.worker")
 
-CATCH, PIPE = "catch", "pipe"
 _CATCH_TRACEBACK = 8_000
 """Characters of the traceback a catch step is given (its end, where the error is):
 the failure travels in the catch's payload, which has a size limit."""
 _KEYS = frozenset({KEEP, CHAIN, CATCH, PIPE, BATCH, GETS})
-_FRESH = 0.5
-"""Seconds a child goes by what it last heard of a batch's cancellation (see
-:func:`batch_cancelled`): a member starting that soon after a cancel may still run."""
-_REMEMBERED = 1000
 
 
 class Follower(NamedTuple):
@@ -90,13 +80,26 @@ class Follower(NamedTuple):
     """Where that step belongs, as its signature says: ``chain step`` or ``chain catch``."""
 
 
+class Member(NamedTuple):
+    """A batch member to count as its task completes: the last task of its chain."""
+
+    batch_id: str
+    member_index: int
+    outcome: str
+    """``s`` succeeded, ``f`` failed for good or ``k`` skipped."""
+    task_id: str
+    failure: dict[str, str] | None = None
+    """A failed member's failure, for the catch of a chain its batch is a link of."""
+
+
 class Completion(NamedTuple):
     """Everything a completed task changes besides leaving its queue."""
 
     kept: Kept | None
     follower: Follower | None
-    member: tuple[str, int, str] | None
-    """(batch id, member index, outcome): ``s``, ``f`` or ``k``."""
+    member: Member | None
+    opening: Opening | None = None
+    """The batch that is the chain's next link, to open."""
 
 
 def involved(job: Job) -> bool:
@@ -136,7 +139,7 @@ def _check(meta: dict[str, Any], job: Job) -> None:
         if not isinstance(steps, list):
             raise InvalidPayload("meta 'chain' must be a list of steps")
         for step in steps:
-            checked_step(step)
+            checked_link(step)
     if meta.get(CATCH) is not None:
         checked_step(meta[CATCH])
     if BATCH in meta:
@@ -187,14 +190,14 @@ def on_success(
     record = None
     if job.meta.get(KEEP):
         record = _record(job, "succeeded", started_at, result=_encodable_result(job, result))
-    follower = None
+    kept = _kept(job, payload, record)
     steps = job.meta.get(CHAIN)
-    if steps:
-        follower = _next_step(job, list(steps), result, max_bytes)
+    if steps:  # a member whose chain goes on is counted by the chain's last task
+        return _next_step(job, list(steps), result, max_bytes, kept)
     member = None
     if BATCH in job.meta:
-        member = (job.meta[BATCH], member_index(job), "s")
-    return Completion(_kept(job, payload, record), follower, member)
+        member = Member(job.meta[BATCH], member_index(job), "s", job.id)
+    return Completion(kept, None, member)
 
 
 def on_failure(
@@ -212,28 +215,29 @@ def on_failure(
         fields = {"exception": exception, "message": message, "traceback": traceback}
         record = _record(job, "failed", started_at, **fields)
     follower = None
+    failure = {
+        "id": job.id,
+        "task": job.task,
+        "exception": exception,
+        "message": message,
+        "traceback": traceback[-_CATCH_TRACEBACK:],
+    }
     catch = job.meta.get(CATCH)
     if catch is not None:
-        failure = {
-            "id": job.id,
-            "task": job.task,
-            "exception": exception,
-            "message": message,
-            "traceback": traceback[-_CATCH_TRACEBACK:],
-        }
         step = checked_step(catch)
         catch_job = step_job(step, derived_id(job.id, "catch"), {GETS: ["failure", failure]})
         follower = _follower(step, catch_job, max_bytes, CHAIN_CATCH)
     member = None
     if BATCH in job.meta:
-        member = (job.meta[BATCH], member_index(job), "f")
+        member = Member(job.meta[BATCH], member_index(job), "f", job.id, failure)
     return Completion(_kept(job, payload, record), follower, member)
 
 
 def on_skip(job: Job, payload: bytes) -> Completion:
     """The completion of a batch member not run because its batch was cancelled."""
     record = _record(job, "cancelled", time.time()) if job.meta.get(KEEP) else None
-    return Completion(_kept(job, payload, record), None, (job.meta[BATCH], member_index(job), "k"))
+    member = Member(job.meta[BATCH], member_index(job), "k", job.id)
+    return Completion(_kept(job, payload, record), None, member)
 
 
 def on_cancel(job: Job) -> Completion | None:
@@ -244,7 +248,7 @@ def on_cancel(job: Job) -> Completion | None:
     ``cancelled`` (settle_cancelled.lua writes it). None: nothing of the kind."""
     if BATCH not in job.meta:
         return None
-    return Completion(None, None, (job.meta[BATCH], member_index(job), "k"))
+    return Completion(None, None, Member(job.meta[BATCH], member_index(job), "k", job.id))
 
 
 def apply(
@@ -257,9 +261,12 @@ def apply(
     step may share its script (``RedisQueue.same_slot``), the task is acknowledged in
     the same call that pushes it, and True is returned; else the caller acknowledges.
     """
-    if completion.member is not None:
-        batch_id, index, outcome = completion.member
-        count_members(queue, batch_id, [(index, outcome, member_id(batch_id, index))])
+    member = completion.member
+    if member is not None:
+        counted = [(member.member_index, member.outcome, member.task_id)]
+        count_members(queue, member.batch_id, counted, member.failure)
+    if completion.opening is not None:
+        _open(completion.opening, queue)
     follower = completion.follower
     if follower is None or not _trusted(follower, queue):
         return False
@@ -270,6 +277,19 @@ def apply(
         follower.queue, follower.payload, follower.delay_ms, ONCE_MS, follower.kept, ack
     )
     return ack is not None
+
+
+def _open(opening: Opening, queue: RedisQueue) -> None:
+    """Open the batch that is the chain's next link: with a secret, only if the link is
+    signed (as a step is, :func:`_trusted`); one that is not is logged and not opened."""
+    try:
+        link = trusted(opening.link, queue.config.secret, CHAIN_STEP, checked_link)
+    except InvalidPayload as exc:  # InvalidSignature included
+        log.error("refused the chain's batch %s: %s", opening.batch_id, exc)
+        return
+    spec = batch_spec(link)
+    follows = continuation(opening.meta, spec.get("allow_failures", False))
+    open_batch(queue, opening.batch_id, spec, follows)
 
 
 def _trusted(follower: Follower, queue: RedisQueue) -> bool:
@@ -288,63 +308,6 @@ def _trusted(follower: Follower, queue: RedisQueue) -> bool:
     return True
 
 
-def count_members(queue: RedisQueue, batch_id: str, members: Sequence[tuple[int, str, str]]) -> str:
-    """Count members of one batch, each (index, outcome, task id), in one call, and push
-    the callbacks they made due; what was counted (``Counted.counted``). Idempotent: a
-    member counted before changes nothing, and its callbacks are pushed once."""
-    counted = BatchStore(queue).count(batch_id, members)
-    _remember(batch_id, counted.cancelled)
-    if not counted.exists:
-        indexes = ", ".join(str(member[0]) for member in members)
-        log.warning(
-            "batch %s is gone (expired or pruned); member %s not counted", batch_id, indexes
-        )
-    for due in counted.due:
-        counts = BatchCounts(*due.counts)
-        push_callbacks(queue, batch_id, due.member_index, counted.callbacks, due.names, counts)
-    return counted.counted
-
-
-def heard_cancelled(job: Job) -> bool | None:
-    """Whether the job's batch was cancelled, as this child last heard; None if it has
-    heard nothing fresh, and :func:`batch_cancelled` must ask Redis.
-
-    What the last count of members of the same batch said (batch_member.lua answers
-    it) is taken as is for ``_FRESH`` seconds: a child running a batch's members one
-    after another then reads it about once per reserve call, with their counts.
-    A cancellation is for good, so a cancelled batch is never read again. What was
-    heard is kept with the worker child (``Runner.batches_heard``), shared by its runs.
-    """
-    heard = _heard()
-    known = None if heard is None else heard.get(job.meta[BATCH])
-    if known is not None and (known[0] or time.monotonic() - known[1] < _FRESH):
-        return known[0]
-    return None
-
-
-def batch_cancelled(job: Job, queue: RedisQueue) -> bool:
-    """True if the job is a member of a batch that was cancelled: skip it. Read from
-    Redis, and remembered; ask :func:`heard_cancelled` first."""
-    batch_id = job.meta[BATCH]
-    cancelled = BatchStore(queue).cancelled(batch_id) is True
-    _remember(batch_id, cancelled)
-    return cancelled
-
-
-def _heard() -> dict[str, tuple[bool, float]] | None:
-    runner = current_runner()
-    return None if runner is None else runner.batches_heard
-
-
-def _remember(batch_id: str, cancelled: bool) -> None:
-    heard = _heard()
-    if heard is None:
-        return
-    if len(heard) >= _REMEMBERED:
-        heard.clear()
-    heard[batch_id] = (cancelled, time.monotonic())
-
-
 def _own_secret() -> str | None:
     """The secret of the worker running this task: steps a running task added to its
     chain (``job.chain``) are its own, signed here, not read from Redis."""
@@ -352,19 +315,28 @@ def _own_secret() -> str | None:
     return None if runner is None else runner.connection.config.secret
 
 
-def _next_step(job: Job, steps: list[Any], result: Any, max_bytes: int | None) -> Follower:
+def _next_step(
+    job: Job, steps: list[Any], result: Any, max_bytes: int | None, kept: Kept | None
+) -> Completion:
+    """What follows a chain's task: its next link, a task to push or a batch to open,
+    carrying the rest of the chain and, in a batch's member, the member it counts for."""
     first, rest = steps[0], steps[1:]
-    step = _step(first) if isinstance(first, PendingDispatch) else checked_step(first)
+    step = _step(first) if isinstance(first, PendingDispatch) else checked_link(first)
     meta: dict[str, Any] = {}
     if rest:
         meta[CHAIN] = [_step(s) if isinstance(s, PendingDispatch) else s for s in rest]
-    for name in (CATCH, PIPE):
+    for name in (CATCH, PIPE, BATCH):
         if job.meta.get(name) is not None:
             meta[name] = job.meta[name]
+    if BATCH in job.meta:
+        meta[INDEX] = member_index(job)
+    next_id = derived_id(job.id, "next")
+    if is_batch_step(step):
+        return Completion(kept, None, None, Opening(next_id, step, meta))
     piped = (result,) if job.meta.get(PIPE) else ()
-    next_job = step_job(step, derived_id(job.id, "next"), meta, piped)
+    next_job = step_job(step, next_id, meta, piped)
     try:
-        return _follower(step, next_job, max_bytes, CHAIN_STEP)
+        return Completion(kept, _follower(step, next_job, max_bytes, CHAIN_STEP), None)
     except UnserializableArgument as exc:
         raise _unstorable(job, "could not be passed to the next step", str(exc)) from None
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from typing import Any, TypeGuard
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeGuard, cast, runtime_checkable
 
 from rqueue.encoding import codec
 from rqueue.encoding.payload import KEEP, Job
@@ -47,10 +48,24 @@ from rqueue.tasks.options import UNIQUE
 
 Step = dict[str, Any]
 
+
+@runtime_checkable
+class Composite(Protocol):
+    """A chain or a batch being built, which can be a batch's member or a chain's link
+    (shapes.py)."""
+
+    def composed(self, secret: str | None) -> Step:
+        """Its step (a chain member or a batch step), links signed with ``secret``."""
+        ...
+
+
 SIG = "sig"
 """A step's signature entry (absent without a secret)."""
 CHAIN_STEP, CHAIN_CATCH = "chain step", "chain catch"
 """Where a chain's steps and its catch belong, for their signatures."""
+CATCH, PIPE = "catch", "pipe"
+"""Meta entries of a chain's task: the step to run if it fails, and whether each step's
+return value is the next one's first argument."""
 
 
 def callback_place(batch_id: str, name: str) -> str:
@@ -130,18 +145,32 @@ def callback_call(
 def pending_calls(calls: object, what: str) -> list[PendingDispatch]:
     """``calls`` as a list of pending calls, checked now, when the workflow is built,
     rather than when it is dispatched or run; TypeError saying what was expected.
-    ``what`` names the function (``batch()``, ``Batch.add()``)."""
-    if isinstance(calls, (Task, PendingDispatch, Dispatched)) or not _iterable(calls):
+    ``what`` names the function (``Batch.add()``)."""
+    return [_member_call(call, what) for call in _listed(calls, what)]
+
+
+def pending_members(calls: object, what: str) -> list[PendingDispatch | Composite]:
+    """As :func:`pending_calls`, where a chain or a batch may be a member too."""
+    return [
+        call if isinstance(call, Composite) else _member_call(call, what)
+        for call in _listed(calls, what)
+    ]
+
+
+def _listed(calls: object, what: str) -> list[object]:
+    if isinstance(calls, (Task, PendingDispatch, Dispatched, Composite)) or not _iterable(calls):
         raise TypeError(
             f"{what} takes a list of pending calls like [send_welcome.pending(42)]; "
             f"got {_described(calls)}"
         )
-    found: list[PendingDispatch] = []
-    for call in calls:  # type: ignore[attr-defined]
-        check_pending(call, what)
-        call.task.check_call(call.args, call.kwargs)  # a member runs as it is
-        found.append(call)
-    return found
+    return list(cast(Iterable[object], calls))
+
+
+def _member_call(call: object, what: str) -> PendingDispatch:
+    check_pending(call, what)
+    pending = cast(PendingDispatch, call)
+    pending.task.check_call(pending.args, pending.kwargs)  # a member runs as it is
+    return pending
 
 
 def check_pending(call: object, what: str) -> TypeGuard[PendingDispatch]:
@@ -216,10 +245,12 @@ def signed(step: Step, secret: str | None, place: str) -> Step:
     return {**body, SIG: step_mac(secret, place, _packed(codec.unpack(_packed(body))))}
 
 
-def trusted(step: object, secret: str | None, place: str) -> Step:
-    """``step`` checked (:func:`checked_step`) and, with a secret, verified as signed for
-    ``place``; InvalidPayload (InvalidSignature) if not."""
-    checked = checked_step(step)
+def trusted(
+    step: object, secret: str | None, place: str, check: Callable[[object], Step] | None = None
+) -> Step:
+    """``step`` checked (by ``check``; :func:`checked_step` if None) and, with a
+    secret, verified as signed for ``place``; InvalidPayload (InvalidSignature) if not."""
+    checked = (check or checked_step)(step)
     if secret:
         body = {key: value for key, value in checked.items() if key != SIG}
         verify_step_mac(secret, place, _packed(body), checked.get(SIG))

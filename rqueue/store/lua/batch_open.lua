@@ -4,11 +4,16 @@
 -- ARGV[4] callbacks (msgpack, see workflows/batches.py)   ARGV[5] ms to keep the
 -- batch once it finished   ARGV[6] '1' if it has a progress callback
 -- ARGV[7..] the queues its members go to
--- Returns Redis's clock in ms (the batch's creation time), or 0 if it existed already.
+-- Returns Redis's clock in ms (the batch's creation time), or 0 if it existed already,
+-- or -1 if it existed and its members were all pushed (batch_pushed.lua): a worker
+-- opening a nested batch again (it died before its ack) pushes them only if not.
 -- Invariant: the counts start at 0 and the total is known before any member can run,
 -- so a member that finishes at once cannot finish the batch early. A batch of no
 -- members is finished at once (its caller pushes then and finally itself).
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HEXISTS', KEYS[1], 'pushed') == 1 then return -1 end
+  return 0
+end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('HSET', KEYS[1], 'total', ARGV[1], 'name', ARGV[2], 'allow_failures', ARGV[3],

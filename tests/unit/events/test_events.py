@@ -21,7 +21,7 @@ from support import RQUEUE, TASKS_DIR, Workers, cli, wait_for
 from rqueue.settings.config import Config
 from rqueue.store.live_events import LiveEvent
 from rqueue.store.queue import RedisQueue
-from rqueue.workflows.batches import batch
+from rqueue.workflows.pending_batch import batch
 
 FAST = ("--block-for", "0.5", "--log-level", "warning")
 

@@ -114,7 +114,7 @@ def test_sync_mode_keeps_progress_in_memory(config: Config) -> None:
 
 def test_a_fake_batch_adds_up_its_members_in_memory(config: Config) -> None:
     from rqueue import testing
-    from rqueue.workflows.batches import batch
+    from rqueue.workflows.pending_batch import batch
 
     with testing.fake() as fake:
         handle = batch([pt.quick.pending(0.5), pt.quick.pending(0.25)]).dispatch()
