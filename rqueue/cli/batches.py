@@ -106,10 +106,19 @@ def batches_show(config: Config, batch_id: str) -> None:
         ("queues", ", ".join(status.queues) or "-"),
         ("failed ids", len(status.failed_ids)),
     ]
+    if status.parent is not None:
+        outer, index = status.parent
+        fields.append(("part of", f"batch {outer}, member {index}"))
+    if status.after is not None:
+        fields.append(("after", status.after))
+    if status.nested:
+        fields.append(("nested", len(status.nested)))
     for label, value in fields:  # one line each: a newline in a value cannot fake a field
         say(f"{label + ':':<11} {value}")
     for failed_id in status.failed_ids:
         say(f"  {failed_id}")
+    for index, nested_id in status.nested:
+        say(f"  member {index}: batch {nested_id}")
 
 
 @batches.command("cancel")

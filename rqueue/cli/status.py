@@ -17,7 +17,8 @@ from typing import Any
 import click
 
 from rqueue.cli.common import connection_options, die, moment, say
-from rqueue.errors import InvalidQueueName
+from rqueue.encoding.payload import CHAIN, Job
+from rqueue.errors import InvalidPayload, InvalidQueueName
 from rqueue.settings.config import Config
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.progress import Progress
@@ -25,6 +26,7 @@ from rqueue.store.progress import read as read_progress
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import find_queue, read_status
 from rqueue.tasks.whereabouts import locate
+from rqueue.workflows.batches import BATCH, member_index
 
 
 def _queue_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -101,7 +103,7 @@ def _whereabouts(redis_queue: RedisQueue, task_id: str, queue: str | None) -> No
     ]
     job = where.job
     if job is not None:
-        fields += [("task", job.task), ("attempts", job.attempts)]
+        fields += [("task", job.task), ("attempts", job.attempts), *_workflow(job)]
     elif where.payload_problem:
         fields.append(("payload", f"does not decode: {where.payload_problem}"))
     if where.tags:
@@ -116,6 +118,21 @@ def _whereabouts(redis_queue: RedisQueue, task_id: str, queue: str | None) -> No
         fields.append(("error", f"{where.failed.exception}: {where.failed.message}"))
     for label, value in fields:
         say(f"{label + ':':<10} {value}")
+
+
+def _workflow(job: Job) -> list[tuple[str, object]]:
+    """Where the task sits in a workflow, as its payload says: the batch it counts for
+    (``rqueue batches show`` goes on from there), the chain's steps still to come."""
+    fields: list[tuple[str, object]] = []
+    if BATCH in job.meta:
+        try:
+            fields.append(("batch", f"{job.meta[BATCH]}, member {member_index(job)}"))
+        except InvalidPayload as exc:
+            fields.append(("batch", f"does not read: {exc}"))
+    steps = job.meta.get(CHAIN)
+    if isinstance(steps, list) and steps:
+        fields.append(("chain", f"{len(steps)} step(s) to come"))
+    return fields
 
 
 def _progress(progress: Progress) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -18,6 +19,8 @@ import msgpack
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
+
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class Due(NamedTuple):
@@ -44,6 +47,15 @@ class Counted(NamedTuple):
     due: tuple[Due, ...]
 
 
+class Place(NamedTuple):
+    """Where a nested batch sits in its workflow."""
+
+    parent: tuple[str, int] | None
+    """The outer batch and the index of the member it belongs to, if any."""
+    after: str
+    """The id of the task or batch it follows in its chain; '' if none."""
+
+
 class BatchState(NamedTuple):
     """The batch's hash, checked; times in seconds."""
 
@@ -60,6 +72,10 @@ class BatchState(NamedTuple):
     failed_ids: tuple[str, ...]
     queues: tuple[str, ...]
     callbacks: bytes
+    place: Place | None = None
+    """Where it sits, if it is nested (shown by ``rqueue batches show``)."""
+    nested: tuple[tuple[int, str], ...] = ()
+    """The batches nested in it: (member index, batch id), by index."""
 
 
 class BatchStore:
@@ -82,18 +98,29 @@ class BatchStore:
         keep_ms: int,
         queues: Sequence[str],
         progress: bool = False,
+        place: Place | None = None,
     ) -> int:
         """Create the batch; Redis's clock (ms) at creation, 0 if it existed already,
-        -1 if it existed and its members were pushed (:meth:`pushed`)."""
+        -1 if it existed and its members were pushed (:meth:`pushed`). ``place``:
+        where a nested batch sits."""
         keys = self.keys(batch_id)
         flags = ["1" if allow_failures else "0", callbacks, keep_ms, "1" if progress else "0"]
-        args = [total, name, *flags, *queues]
+        parent = ""
+        if place is not None and place.parent is not None:
+            parent = f"{place.parent[0]} {place.parent[1]}"
+        after = "" if place is None else place.after
+        args = [total, name, *flags, parent, after, *queues]
         created = int(
             self.queue.scripts.batch_open(self.queue.client, (keys.state, keys.queues), args)
         )
         if created > 0:
             self.queue.client.zadd(self.queue.global_keys.batches, {batch_id: created})
         return created
+
+    def nest(self, outer_id: str, batch_id: str, index: int) -> None:
+        """Note in the outer batch that ``batch_id`` belongs to its member ``index``."""
+        outer = self.keys(outer_id).state
+        self.queue.scripts.batch_nested(self.queue.client, (outer,), (batch_id, index))
 
     def pushed(self, batch_id: str) -> None:
         """Mark the batch's members as all pushed (batch_pushed.lua)."""
@@ -220,4 +247,34 @@ def _state(
         failed_ids=tuple(sorted(i.decode("ascii", "replace") for i in failed_ids)),
         queues=tuple(sorted(q.decode("utf-8", "replace") for q in queues)),
         callbacks=fields.get(b"callbacks", b""),
+        place=_place(fields),
+        nested=_nested(fields),
     )
+
+
+def _place(fields: dict[bytes, bytes]) -> Place | None:
+    """Where the batch sits, from its fields (hostile: ValueError if malformed)."""
+    raw_parent, after = fields.get(b"parent"), fields.get(b"after", b"")
+    if raw_parent is None and not after:
+        return None
+    parent = None
+    if raw_parent is not None:
+        outer, index = raw_parent.decode("ascii").split(" ")
+        parent = _batch_id(outer), int(index)
+    return Place(parent, _batch_id(after.decode("ascii")) if after else "")
+
+
+def _nested(fields: dict[bytes, bytes]) -> tuple[tuple[int, str], ...]:
+    found = [
+        (int(index), _batch_id(name[len(b"nested:") :].decode("ascii")))
+        for name, index in fields.items()
+        if name.startswith(b"nested:")
+    ]
+    return tuple(sorted(found))
+
+
+def _batch_id(text: str) -> str:
+    """``text`` if it is an id (32 hex digits); ValueError if not."""
+    if not _HEX_ID.fullmatch(text):
+        raise ValueError(f"{text!r} is not an id")
+    return text

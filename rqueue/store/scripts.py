@@ -111,6 +111,7 @@ class Scripts:
     count_exception: LuaScript
     batch_open: LuaScript
     batch_pushed: LuaScript
+    batch_nested: LuaScript
     batch_member: LuaScript
     batch_add: LuaScript
     batch_cancel: LuaScript

@@ -62,6 +62,14 @@ class BatchStatus:
     queues: tuple[str, ...]
     unreadable: str | None = None
     """Why the batch's state cannot be read; None for a batch that reads well."""
+    parent: tuple[str, int] | None = None
+    """If it is nested in a batch (a member, or a step of a member's chain): that
+    batch's id and the member's index."""
+    after: str | None = None
+    """If it is a chain's step: the id of the task or batch before it."""
+    nested: tuple[tuple[int, str], ...] = ()
+    """The batches nested in it, (member index, batch id), by index: with ``parent``,
+    the tree of a workflow (``rqueue batches show``, the dashboard)."""
 
     @property
     def progress(self) -> float:
@@ -97,6 +105,9 @@ def status_of(state: BatchState) -> BatchStatus:
         finished_at=state.finished_at,
         cancelled_at=state.cancelled_at,
         queues=state.queues,
+        parent=None if state.place is None else state.place.parent,
+        after=None if state.place is None else state.place.after or None,
+        nested=state.nested,
     )
 
 

@@ -289,7 +289,7 @@ def _open(opening: Opening, queue: RedisQueue) -> None:
         return
     spec = batch_spec(link)
     follows = continuation(opening.meta, spec.get("allow_failures", False))
-    open_batch(queue, opening.batch_id, spec, follows)
+    open_batch(queue, opening.batch_id, spec, follows, opening.after)
 
 
 def _trusted(follower: Follower, queue: RedisQueue) -> bool:
@@ -332,7 +332,7 @@ def _next_step(
         meta[INDEX] = member_index(job)
     next_id = derived_id(job.id, "next")
     if is_batch_step(step):
-        return Completion(kept, None, None, Opening(next_id, step, meta))
+        return Completion(kept, None, None, Opening(job.id, next_id, step, meta))
     piped = (result,) if job.meta.get(PIPE) else ()
     next_job = step_job(step, next_id, meta, piped)
     try:

@@ -29,7 +29,7 @@ import msgpack
 from rqueue.encoding import codec
 from rqueue.encoding.payload import CHAIN, KEEP, Job
 from rqueue.errors import RQueueError
-from rqueue.store.batch_store import BatchStore
+from rqueue.store.batch_store import BatchStore, Place
 from rqueue.store.calls import Push
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import observers
@@ -75,6 +75,8 @@ CONTINUATION = "chain"
 class Opening(NamedTuple):
     """A batch to open as a task completes: the chain's link after it."""
 
+    after: str
+    """The id of the task it follows."""
     batch_id: str
     link: Step
     """The batch step, as the chain carried it (verified before it is opened)."""
@@ -94,11 +96,12 @@ def continuation(meta: dict[str, Any], allow_failures: bool) -> Step:
 
 
 def open_batch(
-    queue: RedisQueue, batch_id: str, spec: dict[str, Any], follows: Step | None
+    queue: RedisQueue, batch_id: str, spec: dict[str, Any], follows: Step | None, after: str = ""
 ) -> None:
     """Create the batch ``spec`` describes (shapes.py, checked) under ``batch_id``, with
     ``follows`` (a :func:`continuation`) among its callbacks, then push its members
-    and open the batches among them. Idempotent, as described above."""
+    and open the batches among them; ``after``: the id of what it follows in its
+    chain. Idempotent, as described above."""
     secret = queue.config.secret
     callbacks = {
         name: signed(step, secret, callback_place(batch_id, name))
@@ -108,6 +111,7 @@ def open_batch(
         callbacks[CONTINUATION] = signed(follows, secret, callback_place(batch_id, CONTINUATION))
     jobs, nested = members_of(batch_id, spec)
     packed = codec.pack(callbacks)
+    place = _place(follows, after)
     store = BatchStore(queue)
     opened = store.open(
         batch_id,
@@ -118,7 +122,10 @@ def open_batch(
         KEEP_FINISHED_MS,
         sorted({job.queue for job, _ in jobs}),
         "progress" in callbacks,
+        place,
     )
+    if place is not None and place.parent is not None:
+        store.nest(place.parent[0], batch_id, place.parent[1])
     if opened < 0:  # opened and pushed before: its opener died before its ack
         return
     for inner_id, inner, follows_inner in nested:
@@ -157,6 +164,13 @@ def members_of(batch_id: str, spec: dict[str, Any]) -> tuple[list[tuple[Job, Ste
         else:
             jobs.append((step_job(links[0], member_id(batch_id, index), meta), links[0]))
     return jobs, nested
+
+
+def _place(follows: Step | None, after: str) -> Place | None:
+    """Where a batch sits: the outer member its continuation counts, what it follows."""
+    meta = {} if follows is None else follows["meta"]
+    parent = (meta[BATCH], meta[INDEX]) if BATCH in meta else None
+    return None if parent is None and not after else Place(parent, after)
 
 
 def _member_chain(member: Step) -> tuple[list[Step], dict[str, Any]]:
@@ -295,7 +309,8 @@ def follow(queue: RedisQueue, parent_id: str, link: Step, meta: dict[str, Any]) 
     next_id = derived_id(parent_id, "next")
     if is_batch_step(link):
         spec = batch_spec(link)
-        open_batch(queue, next_id, spec, continuation(meta, spec.get("allow_failures", False)))
+        follows = continuation(meta, spec.get("allow_failures", False))
+        open_batch(queue, next_id, spec, follows, parent_id)
         return
     _push(queue, step_job(link, next_id, meta), link)
 

@@ -19,7 +19,7 @@ from rqueue.schedules import Schedules
 from rqueue.store.queue import RedisQueue
 from rqueue.web.failed_search import Match, retry_matching
 from rqueue.web.pages.queues import MOST_SHOWN
-from rqueue.workflows import batch, batch_of
+from rqueue.workflows import batch, batch_of, chain
 
 FAST = ("--block-for", "0.2", "--log-level", "warning")
 
@@ -172,6 +172,23 @@ def test_batches_and_a_task_by_id_show_their_state_and_a_batch_can_be_cancelled(
     client.post(f"/batches/{second.id}/cancel", data={"csrf": csrf(client)})
     assert batch_of(second.id, queue).cancelled()
     assert client.get("/batches/" + "f" * 32).status_code == 404
+
+
+def test_a_batch_page_shows_the_tree_of_its_workflow(
+    client: httpx.Client, queue: RedisQueue, workers: Workers
+) -> None:
+    inner = batch([apptasks.record.pending("inner")])
+    outer = batch([inner, chain(apptasks.record.pending("a"), apptasks.record.pending("b"))])
+    started = outer.dispatch()
+    code, output = workers.run("--stop-when-empty", *FAST)
+    assert code == 0, output
+    status = started.status()
+    assert status is not None and len(status.nested) == 1
+    nested_id = status.nested[0][1]
+    page = client.get(f"/batches/{started.id}").text
+    assert "Nested batches" in page and f'href="/batches/{nested_id}"' in page
+    nested = client.get(f"/batches/{nested_id}").text
+    assert "part of" in nested and f'href="/batches/{started.id}"' in nested
 
 
 def test_the_overview_charts_the_minutes_workers_reported(

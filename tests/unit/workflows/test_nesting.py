@@ -8,7 +8,7 @@ import time
 
 import pytest
 import workflow_tasks as flows
-from support import Workers, strings, wait_for
+from support import Workers, cli, strings, wait_for
 
 from rqueue import Batch, batch, chain
 from rqueue.encoding import codec
@@ -131,6 +131,18 @@ def test_a_batch_in_a_chain_in_a_batch_counts_each_level_once(
     assert seen.index("note:a") < min(seen.index("note:b1"), seen.index("note:b2"))
     status = b.status()
     assert status is not None and (status.total, status.succeeded) == (2, 2)
+    # The tree, from the outer batch down and back up.
+    assert [index for index, _ in status.nested] == [0, 1]
+    for index, nested_id in status.nested:
+        nested = Batch(nested_id, queue).status()
+        assert nested is not None and nested.parent == (b.id, index) and nested.finished
+    in_chain = Batch(status.nested[0][1], queue).status()
+    assert in_chain is not None and in_chain.after is not None  # the task "a" before it
+    shown = cli(queue.config, "batches", "show", b.id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"member 0: batch {status.nested[0][1]}" in shown.stdout
+    shown = cli(queue.config, "batches", "show", status.nested[1][1])
+    assert f"part of:    batch {b.id}, member 1" in shown.stdout
 
 
 def test_a_chain_may_start_with_a_batch(queue: RedisQueue, workers: Workers) -> None:
@@ -183,3 +195,12 @@ def test_a_step_completed_twice_opens_its_batch_once(queue: RedisQueue) -> None:
 def test_pipe_with_a_batch_step_is_refused_when_the_chain_is_built() -> None:
     with pytest.raises(TypeError, match="cannot have a batch as a step"):
         chain(flows.double.pending(1), batch([flows.note.pending(1)]), pipe=True)
+
+
+def test_rqueue_status_says_where_a_waiting_task_sits_in_its_workflow(queue: RedisQueue) -> None:
+    b = batch([flows.note.pending(0), chain(flows.note.pending(1), flows.note.pending(2))])
+    opened = b.dispatch()
+    shown = cli(queue.config, "status", opened.member_id(1))
+    assert shown.returncode == 0, shown.stderr
+    assert f"batch:     {opened.id}, member 1" in shown.stdout
+    assert "chain:     1 step(s) to come" in shown.stdout
