@@ -38,13 +38,13 @@ import redis
 from common import Requests, command_calls, machine_summary, median, rqueue_work, table
 from in_process import in_process_child
 
-from rqueue import Batch, BatchStatus, batch, task
+from rqueue import Batch, BatchStatus, batch, chain, task
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 
-KINDS = ("plain", "keep_result", "batch member")
+KINDS = ("plain", "keep_result", "batch member", "chain of 2 as member", "batch in a chain")
 KEEP_SECONDS = 3600
 OWN_COMMANDS = frozenset({"info", "config", "config|resetstat"})
 """What the benchmark itself sends between RESETSTAT and INFO: left out of the counts."""
@@ -65,9 +65,19 @@ def record_then(finished: Batch) -> None:
 
 
 def fill(kind: str, count: int) -> None:
-    """Queue ``count`` empty tasks of one kind (not timed, not counted)."""
+    """Queue ``count`` empty tasks of one kind (not timed, not counted): a batch's
+    members; a batch of chains of two (``count`` tasks in all); a chain of a task, a
+    batch of ``count - 2`` and a task."""
+    empty = bench_tasks.empty
     if kind == "batch member":
-        batch([bench_tasks.empty.pending() for _ in range(count)]).dispatch()
+        batch([empty.pending() for _ in range(count)]).dispatch()
+        return
+    if kind == "chain of 2 as member":
+        batch([chain(empty.pending(), empty.pending()) for _ in range(count // 2)]).dispatch()
+        return
+    if kind == "batch in a chain":
+        members = batch([empty.pending() for _ in range(count - 2)])
+        chain(empty.pending(), members, empty.pending()).dispatch()
         return
     dispatched = bench_tasks.empty
     if kind == "keep_result":
@@ -89,7 +99,8 @@ def per_task(tasks: int, rounds: int) -> None:
         cpu_per_task: dict[str, list[float]] = {kind: [] for kind in KINDS}
         rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
         for number in range(rounds):
-            for kind in KINDS[number % 3 :] + KINDS[: number % 3]:  # each goes first once
+            turn = number % len(KINDS)
+            for kind in KINDS[turn:] + KINDS[:turn]:  # each goes first in turn
                 fill(kind, tasks)
                 target = worker.slot.processed + tasks
                 client.config_resetstat()
