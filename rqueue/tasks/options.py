@@ -46,7 +46,9 @@ from rqueue.tasks.option_values import (
     RetryUntil,
     Tags,
     carried_stack,
+    check_after,
     check_debounce_by,
+    check_flag,
     check_fail_on_timeout,
     check_iterable,
     check_retry_until,
@@ -71,6 +73,7 @@ from rqueue.timing import seconds
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
+    from rqueue.tasks.handles import Dispatched
 
 BackoffOption = float | Sequence[float] | str | tuple[str, float, float]
 """Seconds, a list of them, ``"exponential"`` or ``("exponential", base, cap)``."""
@@ -247,6 +250,15 @@ class TaskOptions:
     )
     """A generator yielding a cursor per item, checkpointed and resumed (docs/tasks.md,
     "Iterable tasks"): ``@task`` wraps its function (``tasks/iterable.py``)."""
+    after: tuple[Dispatched, ...] = field(
+        default=(), compare=False, metadata=_how(check=check_after, given=tuple)
+    )
+    """Dispatched tasks each call waits for: it runs once they all succeeded
+    (docs/workflows.md, "Dependencies"; ``tasks/dependencies.py``)."""
+    allow_failures: bool = field(
+        default=False, metadata=_how(check=partial(check_flag, "allow_failures"))
+    )
+    """With ``after``: run once they all finished, whether they succeeded or not."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -384,6 +396,8 @@ class UsingArguments(TypedDict, total=False):
     fail_on_timeout: bool | None
     middleware: Sequence[Middleware] | None
     tags: Tags | None
+    after: Sequence[Dispatched] | None
+    allow_failures: bool | None
 
 
 def _fields_of(arguments: type, renamed: bool) -> dict[str, str]:

@@ -30,6 +30,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
 from rqueue.worker.cancels import CancelWatch
+from rqueue.workflows.dependencies import drain
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
@@ -160,7 +161,10 @@ class Supervisor(InterruptibleWaits):
     def _migrate(self) -> float:
         """Move due tasks back to the lists; return seconds until the next is due."""
         wait = _TICK
-        for migration in self.queue.migrate_all(self.options.queues):
+        queues = self.options.queues
+        for name, migration in zip(queues, self.queue.migrate_all(queues), strict=True):
+            if migration.notices:  # tasks waiting for its tasks (workflows/dependencies.py)
+                drain(self.queue, name)
             if migration.next_due_ms is not None:
                 wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
         return wait
