@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
-from rqueue.store.header import raw_id
 from rqueue.store.calls import kept_keys
+from rqueue.store.header import raw_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.scripts import execute
 from rqueue.store.wire import KeyOrArg
@@ -39,7 +39,9 @@ def member(index: int, task_id: str, queue: str) -> str:
     return f"{index}:{task_id}:{queue}"
 
 
-def wait(queue: RedisQueue, name: str, task_id: str, payload: bytes, state: str, keep_ms: int) -> None:
+def wait(
+    queue: RedisQueue, name: str, task_id: str, payload: bytes, state: str, keep_ms: int
+) -> None:
     """Put a task's payload (signed for ``name``) in its queue's waiting hash."""
     keys = queue.keys(name)
     queue._register_if_due([name])
@@ -48,7 +50,9 @@ def wait(queue: RedisQueue, name: str, task_id: str, payload: bytes, state: str,
     if keep_ms:
         script_keys.append(keys.result(task_id))
     status_ms = keep_ms + REGISTRATION_MS
-    queue.scripts.wait(queue.client, script_keys, [task_id, raw_id(task_id), signed, state, status_ms])
+    queue.scripts.wait(
+        queue.client, script_keys, [task_id, raw_id(task_id), signed, state, status_ms]
+    )
 
 
 def depend(queue: RedisQueue, registrations: Sequence[Registration]) -> list[list[Any]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from rqueue.encoding.codec import pack
 from rqueue.encoding.payload import KEEP, Job, decode, encode
@@ -28,9 +28,7 @@ from rqueue.store.dependencies import Registration, Resolution
 from rqueue.store.queue import RedisQueue
 from rqueue.store.results import decode_result
 from rqueue.tasks.handles import TaskHandle
-
-if TYPE_CHECKING:
-    from rqueue.tasks.definition import Task
+from rqueue.tasks.options import TaskOptions
 
 log = logging.getLogger("rqueue.dependencies")
 
@@ -38,6 +36,17 @@ _MARKS = {"succeeded": "s", "failed": "f", "cancelled": "c"}
 _ATTEMPTS = 20
 """Compare-and-set rounds before an outcome is left for the next notice: only another
 process applying outcomes to the same task at that very moment makes one fail."""
+
+
+class Waiter(Protocol):
+    """What a task's dispatch gives :func:`push_after` (a ``Task``, without importing
+    it: ``tasks/definition.py`` imports this module)."""
+
+    name: str
+    options: TaskOptions
+
+    @property
+    def keep_ms(self) -> int: ...
 
 
 class Outcome(NamedTuple):
@@ -67,7 +76,7 @@ def outcome_of(queue: str, task_id: str, raw: bytes) -> Outcome:
     return Outcome(task_id, queue, state, str(record.get("task", "")), error)
 
 
-def push_after(task: Task[Any, Any], queue: RedisQueue, job: Job, delay: float) -> TaskHandle[Any]:
+def push_after(task: Waiter, queue: RedisQueue, job: Job, delay: float) -> TaskHandle[Any]:
     """Dispatch ``job`` to wait for ``task.options.after`` (``Task._deliver``)."""
     options = task.options
     _check(task, delay)
@@ -94,7 +103,7 @@ def push_after(task: Task[Any, Any], queue: RedisQueue, job: Job, delay: float) 
     return TaskHandle(job.id, job.task, job.queue, queue, keeps_result=bool(task.keep_ms))
 
 
-def _check(task: Task[Any, Any], delay: float) -> None:
+def _check(task: Waiter, delay: float) -> None:
     """Refuse what a waiting call cannot do, naming the task, before anything is sent."""
     for handle in task.options.after:
         if handle.keeps_result is False:
@@ -120,7 +129,9 @@ def apply(queue: RedisQueue, name: str, task_id: str, index: int, outcome: Outco
         how = _resolution(name, payload, read, index, outcome)
         if how is None or store.resolve(queue, name, task_id, read, how) != -1:
             return
-    log.warning("task %s: the outcome of %s was not applied (its state kept changing)", task_id, outcome.id)
+    log.warning(
+        "task %s: the outcome of %s was not applied (its state kept changing)", task_id, outcome.id
+    )
 
 
 def _resolution(
@@ -129,7 +140,9 @@ def _resolution(
     """What ``outcome`` makes of a waiting task in state ``read`` (None: nothing)."""
     state = read.decode("ascii", "replace")
     if len(state) < 2 or state[0] not in "an" or any(c not in "-sfc" for c in state[1:]):
-        return _failure(name, payload, "InvalidPayload", f"its waiting state {state!r} is unreadable")
+        return _failure(
+            name, payload, "InvalidPayload", f"its waiting state {state!r} is unreadable"
+        )
     if index + 1 >= len(state) or state[index + 1] != "-":
         return None  # applied before, or not an index it has (a notice made up)
     marks = state[: index + 1] + outcome.mark + state[index + 2 :]

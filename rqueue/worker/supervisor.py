@@ -30,7 +30,6 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
 from rqueue.worker.cancels import CancelWatch
-from rqueue.workflows.dependencies import drain
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
@@ -38,6 +37,7 @@ from rqueue.worker.participants import recorder
 from rqueue.worker.recovery import Recovery, counted_by_parent
 from rqueue.worker.scoreboard import Entry, Scoreboard, SlotView, State
 from rqueue.worker.stop_reasons import StopReasons
+from rqueue.workflows.dependencies import drain
 
 log = logging.getLogger("rqueue.worker")
 

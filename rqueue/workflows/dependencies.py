@@ -65,5 +65,7 @@ def _apply_entry(queue: RedisQueue, entry: Any, outcome: Outcome) -> None:
     except (ValueError, TypeError, InvalidQueueName, redis.ResponseError) as exc:
         log.warning(
             "task %s: the tasks waiting for it: an entry %r was dropped: %s",
-            outcome.id, entry, exc,
+            outcome.id,
+            entry,
+            exc,
         )
