@@ -147,13 +147,14 @@ def _resolution(
         return None  # applied before, or not an index it has (a notice made up)
     marks = state[: index + 1] + outcome.mark + state[index + 2 :]
     if outcome.mark != "s" and state[0] != "a":
-        return _failure(name, payload, DependencyFailed.__name__, _reason(outcome))
+        return _failure(name, payload, DependencyFailed.__name__, reason(outcome))
     if "-" in marks[1:]:
         return Resolution("wait", marks.encode())
     return Resolution("run")
 
 
-def _reason(outcome: Outcome) -> str:
+def reason(outcome: Outcome) -> str:
+    """Why a task waiting for the one of ``outcome`` fails (DependencyFailed's message)."""
     what = f"it waited for task {outcome.id}" + (f" ({outcome.task})" if outcome.task else "")
     what += f" on queue {outcome.queue!r}"
     if outcome.state == "cancelled":

@@ -12,6 +12,6 @@
 redis.call('HSET', KEYS[1], 'p:' .. ARGV[1], ARGV[3], 's:' .. ARGV[1], ARGV[4])
 redis.call('SADD', KEYS[2], ARGV[2])
 if KEYS[3] then
-  redis.call('SET', KEYS[3], cmsgpack.pack({state = 'waiting', due = 0}), 'PX', ARGV[5])
+  redis.call('SET', KEYS[3], cmsgpack.pack({state = 'waiting'}), 'PX', ARGV[5])
 end
 return 1

@@ -6,9 +6,15 @@ a garbage notice or waiting entry fails alone."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+
 import dependency_tasks as deps
+import httpx
 import msgpack
 import pytest
+from browser import served_dashboard
 from support import Workers, cli, failures, nodes, ready, strings, wait_for
 
 import rqueue
@@ -175,6 +181,24 @@ def test_a_notice_applied_before_its_parent_died_runs_the_task_once(
     assert ready(queue) == []
 
 
+@pytest.mark.topology
+def test_a_worker_killed_between_an_ack_and_its_notice_runs_the_task_once(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    first = deps.stops_its_parent.dispatch("a")  # on queue "other"
+    report = deps.step.using(after=[first]).dispatch("report")
+    killed = workers.start("other")
+    resolved = queue.keys("other").resolved
+    wait_for(lambda: queue.client.llen(resolved) == 1, 20, "the ack and its notice")
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.process.wait(10)
+    assert report.status() == "waiting"
+    workers.start("default,other")
+    assert report.result(timeout=20) == "report"
+    assert runs(queue) == ["a", "report"]
+    assert queue.client.llen(resolved) == 0
+
+
 def test_a_notice_left_by_a_dead_parent_is_applied_by_the_next(
     queue: RedisQueue, workers: Workers
 ) -> None:
@@ -227,3 +251,18 @@ def test_a_task_nobody_waits_for_costs_no_command_more(queue: RedisQueue, worker
     drained = {"cmdstat_lrange", "cmdstat_hmget", "cmdstat_lrem", "cmdstat_smembers"}
     assert not set(stats) & drained
     assert len(runs(queue)) == 20
+
+
+def test_rqueue_status_and_the_task_page_say_it_waits(queue: RedisQueue, config: Config) -> None:
+    first = deps.step.dispatch("a")
+    kept = deps.step.using(after=[first]).dispatch("kept")
+    unkept = deps.plain.using(after=[first]).dispatch("unkept")
+    for handle in (kept, unkept):
+        shown = cli(config, "status", handle.id)
+        assert shown.returncode == 0, shown.stderr
+        assert re.search(r"status:\s+waiting", shown.stdout), shown.stdout
+    assert unkept.task in shown.stdout  # read from its payload, in the waiting hash
+    with served_dashboard(queue) as served, httpx.Client(base_url=served.url) as client:
+        page = client.get(f"/tasks/{unkept.id}")
+        assert page.status_code == 200
+        assert "waiting" in page.text and "Cancel" in page.text
