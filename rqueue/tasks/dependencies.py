@@ -112,10 +112,11 @@ def _check(task: Waiter, delay: float) -> None:
                 "keeps no result, so its outcome could not be read once it finished; "
                 "dispatch it with keep_result="
             )
-    if delay > 0 or task.options.unique is not False:
+    options = task.options
+    if delay > 0 or options.unique is not False or options.debounce is not None:
         raise InvalidTaskOption(
-            f"{task.name}: after= is for dispatch() of a task without unique=; a "
-            "delayed (later()) or unique call cannot wait for others"
+            f"{task.name}: after= is for dispatch() of a task without unique= or debounce=; "
+            "a delayed (later()), unique or debounced call cannot wait for others"
         )
 
 

@@ -117,10 +117,11 @@ def test_a_cancelled_dependency_fails_it(queue: RedisQueue, workers: Workers) ->
 
 def test_cancelling_a_waiting_task_drops_it(queue: RedisQueue, workers: Workers) -> None:
     first = deps.step.dispatch("a")
-    report = deps.step.using(after=[first]).dispatch("report")
+    never = deps.elsewhere.dispatch("b")  # no worker for its queue here: never finishes
+    report = deps.step.using(after=[first, never]).dispatch("report")
     assert report.cancel() is CancelOutcome.CANCELLED
     assert report.status() == "cancelled"
-    workers.start("default")
+    workers.start("default")  # the first outcome that comes drops it
     wait_for(lambda: queue.client.hlen(queue.keys("default").waiting) == 0, 20, "the drop")
     assert runs(queue) == ["a"]
     assert queue.client.scard(queue.keys("default").cancelled) == 0
