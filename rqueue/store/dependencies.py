@@ -75,27 +75,35 @@ def read_waiting(queue: RedisQueue, name: str, task_id: str) -> tuple[bytes | No
 
 
 class Resolution(NamedTuple):
-    """What resolve.lua does to one waiting task (see its header)."""
+    """How a waiting task leaves, unrun (resolve.lua's ``fail`` or ``drop``)."""
 
     action: str
-    """``wait``, ``run``, ``fail`` or ``drop``."""
-    state: bytes = b""
-    """The new state, for ``wait``."""
     failed_record: bytes = b""
     result_record: bytes = b""
     keep_ms: int = 0
 
 
-def resolve(queue: RedisQueue, name: str, task_id: str, read: bytes, how: Resolution) -> int:
-    """Apply ``how`` if the task's state is still ``read``: 1 done, 0 it no longer
-    waits, -1 its state changed (read it again), 2 it was cancelled (dropped now)."""
+def mark(queue: RedisQueue, name: str, task_id: str, index: int, outcome: str) -> Any:
+    """Set the mark (``s``, ``f`` or ``c``) of the ``index``-th task ``task_id`` waits
+    for, and push it to its ready list if it was the last: 1 done, 0 set before or it
+    no longer waits, 2 it was cancelled (dropped now); ``[payload, state]`` if it must
+    fail instead (the caller builds the failure: :func:`settle`)."""
+    args: list[KeyOrArg] = [task_id, raw_id(task_id), "mark", index, outcome, REGISTRATION_MS]
+    return queue.scripts.resolve(queue.client, _resolve_keys(queue, name, task_id), args)
+
+
+def settle(queue: RedisQueue, name: str, task_id: str, read: bytes, how: Resolution) -> int:
+    """Fail or drop a waiting task if its state is still ``read``: 1 done, 0 it no
+    longer waits, -1 its state changed (read it again), 2 it was cancelled."""
+    args: list[KeyOrArg] = [task_id, raw_id(task_id), how.action, read, how.failed_record]
+    args += (how.result_record, how.keep_ms)
+    return int(queue.scripts.resolve(queue.client, _resolve_keys(queue, name, task_id), args))
+
+
+def _resolve_keys(queue: RedisQueue, name: str, task_id: str) -> list[str]:
     keys = queue.keys(name)
     script_keys = [keys.waiting, keys.ready, keys.notify, keys.pending_ids, keys.cancelled]
-    script_keys += (keys.failed, keys.failed_lookup, *kept_keys(keys, task_id))
-    args: list[KeyOrArg] = [task_id, raw_id(task_id), read, how.action, how.state]
-    args.append(how.failed_record)
-    args += (how.result_record, how.keep_ms, how.keep_ms + REGISTRATION_MS)
-    return int(queue.scripts.resolve(queue.client, script_keys, args))
+    return [*script_keys, keys.failed, keys.failed_lookup, *kept_keys(keys, task_id)]
 
 
 def notices(queue: RedisQueue, name: str, count: int) -> list[bytes]:
@@ -103,6 +111,10 @@ def notices(queue: RedisQueue, name: str, count: int) -> list[bytes]:
     return cast(list[bytes], queue.client.lrange(queue.keys(name).resolved, 0, count - 1))
 
 
-def forget_notice(queue: RedisQueue, name: str, notice: bytes) -> None:
-    """Remove a notice once applied (one ``LREM``: applying it again changes nothing)."""
-    queue.client.lrem(queue.keys(name).resolved, 1, notice)  # type: ignore[arg-type]  # bytes are fine
+def forget_notices(queue: RedisQueue, name: str, applied: Sequence[bytes]) -> None:
+    """Remove notices once applied: one ``LREM`` each, in one pipeline (applying one
+    again changes nothing, so a crash before this only costs that)."""
+    pipe = queue.client.pipeline(transaction=False)
+    for notice in applied:
+        pipe.lrem(queue.keys(name).resolved, 1, notice)  # type: ignore[arg-type]  # bytes are fine
+    pipe.execute()

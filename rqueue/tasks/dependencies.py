@@ -16,6 +16,7 @@ applying the same notice, or a notice applied again after a crash, change it onc
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any, NamedTuple, Protocol
 
@@ -34,7 +35,7 @@ log = logging.getLogger("rqueue.dependencies")
 
 _MARKS = {"succeeded": "s", "failed": "f", "cancelled": "c"}
 _ATTEMPTS = 20
-"""Compare-and-set rounds before an outcome is left for the next notice: only another
+"""Compare-and-set rounds of a failure before it is given up (logged): only another
 process applying outcomes to the same task at that very moment makes one fail."""
 
 
@@ -91,7 +92,7 @@ def push_after(task: Waiter, queue: RedisQueue, job: Job, delay: float) -> TaskH
     missing = [h for h, reply in zip(options.after, replies, strict=True) if int(reply[0]) == 0]
     if missing:
         read = store.read_waiting(queue, job.queue, job.id)[1] or b""
-        store.resolve(queue, job.queue, job.id, read, Resolution("drop"))
+        store.settle(queue, job.queue, job.id, read, Resolution("drop"))
         raise InvalidTaskOption(
             f"{task.name} cannot wait for task {missing[0].id} on queue {missing[0].queue!r}: "
             "it has no record there (never dispatched there, its record expired, or its "
@@ -122,36 +123,25 @@ def _check(task: Waiter, delay: float) -> None:
 
 def apply(queue: RedisQueue, name: str, task_id: str, index: int, outcome: Outcome) -> None:
     """Apply the outcome of the ``index``-th task that ``task_id`` (on queue ``name``)
-    waits for, once: a mark already there changes nothing."""
+    waits for, once: a mark already there changes nothing. One script call, and one
+    more to fail it (its failure is built here, from the payload the first returned)."""
+    reply = store.mark(queue, name, task_id, index, outcome.mark)
     for _ in range(_ATTEMPTS):
-        payload, read = store.read_waiting(queue, name, task_id)
-        if payload is None or read is None:
-            return  # it no longer waits: run, failed, cancelled or cleared
-        how = _resolution(name, payload, read, index, outcome)
-        if how is None or store.resolve(queue, name, task_id, read, how) != -1:
+        if not isinstance(reply, list):
             return
+        payload, read = (bytes(part) for part in reply)
+        state = read.decode("ascii", "replace")
+        if re.fullmatch(r"[an][-sfc]+", state):
+            how = _failure(name, payload, DependencyFailed.__name__, reason(outcome))
+        else:
+            why = f"its waiting state {state!r} is unreadable"
+            how = _failure(name, payload, InvalidPayload.__name__, why)
+        if store.settle(queue, name, task_id, read, how) != -1:
+            return
+        reply = store.mark(queue, name, task_id, index, outcome.mark)
     log.warning(
-        "task %s: the outcome of %s was not applied (its state kept changing)", task_id, outcome.id
+        "task %s: the outcome of %s not applied: its state kept changing", task_id, outcome.id
     )
-
-
-def _resolution(
-    name: str, payload: bytes, read: bytes, index: int, outcome: Outcome
-) -> Resolution | None:
-    """What ``outcome`` makes of a waiting task in state ``read`` (None: nothing)."""
-    state = read.decode("ascii", "replace")
-    if len(state) < 2 or state[0] not in "an" or any(c not in "-sfc" for c in state[1:]):
-        return _failure(
-            name, payload, "InvalidPayload", f"its waiting state {state!r} is unreadable"
-        )
-    if index + 1 >= len(state) or state[index + 1] != "-":
-        return None  # applied before, or not an index it has (a notice made up)
-    marks = state[: index + 1] + outcome.mark + state[index + 2 :]
-    if outcome.mark != "s" and state[0] != "a":
-        return _failure(name, payload, DependencyFailed.__name__, reason(outcome))
-    if "-" in marks[1:]:
-        return Resolution("wait", marks.encode())
-    return Resolution("run")
 
 
 def reason(outcome: Outcome) -> str:

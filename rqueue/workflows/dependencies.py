@@ -37,7 +37,8 @@ def drain(queue: RedisQueue, name: str, count: int = DRAIN) -> int:
         outcome, members = _read(name, notice)
         for entry in members:
             _apply_entry(queue, entry, outcome)
-        store.forget_notice(queue, name, notice)
+    if found:
+        store.forget_notices(queue, name, found)
     return len(found)
 
 
