@@ -37,6 +37,7 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
+from rqueue.errors import InvalidTaskOption
 from rqueue.middleware.base import MIDDLEWARE, Middleware, check_stack
 from rqueue.settings.config import LIMITS
 from rqueue.store.keys import validate_queue_name
@@ -267,6 +268,8 @@ class TaskOptions:
                 how.check(value)
         if self.debounce is not None or self.debounce_by or self.debounce_max:
             check_debounce(self.debounce, self.debounce_by, self.debounce_max, self.unique)
+        if self.allow_failures and not self.after:
+            raise InvalidTaskOption("allow_failures=True is for a call given after=[...]")
 
     def overridden(self, given: Mapping[str, Any]) -> TaskOptions:
         """These options with those given to ``using()`` (None: not given) instead."""

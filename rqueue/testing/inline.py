@@ -146,7 +146,8 @@ class InlineRunner:
         batch callback) before it runs."""
         self.outcomes: dict[str, Outcome] = {}
         self.waiting: dict[str, str] = {}
-        """Ids made into payloads and not run yet: ``pending`` or ``delayed``."""
+        """Ids made into payloads and not run yet: ``pending``, ``delayed`` or
+        ``waiting`` (for the calls given to ``after=``)."""
         self.batches: dict[str, MemoryBatch] = {}
         self.progress: dict[str, Progress] = {}
         """Each call's latest progress report, by id (``InlineDispatched.progress()``)."""

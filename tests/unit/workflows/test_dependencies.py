@@ -152,6 +152,8 @@ def test_what_cannot_be_waited_for_is_refused_at_dispatch(queue: RedisQueue) -> 
         waiting.pending("x")
     with pytest.raises(InvalidTaskOption, match="after="):
         deps.step.using(after=["not a handle"])  # type: ignore[list-item]
+    with pytest.raises(InvalidTaskOption, match="allow_failures"):
+        deps.step.using(allow_failures=True)
 
 
 def _ack_by_hand(queue: RedisQueue, value: str) -> bytes:
