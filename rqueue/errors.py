@@ -190,6 +190,13 @@ class TaskFailed(RQueueError):
         self.traceback = traceback
 
 
+class DependencyFailed(RQueueError):
+    """What a task dispatched ``using(after=[...])`` fails with, unrun, when a task it
+    waits for failed for good or was cancelled (without ``allow_failures``): its message
+    names that task's id and name and its error. Filed in the failed list as any
+    failure; its kept result raises it (by name) as ``TaskFailed``."""
+
+
 class TaskCancelled(RQueueError):
     """A task was cancelled: ``result()`` of one cancelled before or while it ran, and
     what a running task meets once its cancel reaches it (raised inside it in process

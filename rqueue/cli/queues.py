@@ -60,7 +60,7 @@ def _row(cells: tuple[object, ...], widths: list[int]) -> None:
 @click.option("--force", is_flag=True, help="Do not ask (for scripts; needed without a terminal).")
 @connection_options
 def clear(config: Config, queue_name: str, force: bool) -> None:
-    """Delete every ready, delayed and reserved task of QUEUE (failed ones stay).
+    """Delete every ready, delayed, reserved and waiting task of QUEUE (failed ones stay).
 
     Asks first on a terminal, showing what it would delete; without one (a script, a
     pipe) it refuses unless given --force, as Laravel's queue:clear asks in production.

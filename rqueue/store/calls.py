@@ -103,13 +103,27 @@ def _keep(
     args: list[KeyOrArg],
     with_payload: bool = True,
 ) -> None:
-    """Add a kept result to a call: its result key, done list and the queue's finished
-    index to KEYS (lua/keep_result.lua); its reserved payload (unless the script has it
-    already, as fail.lua does), its result record and how long to keep it (ms) to ARGV."""
-    script_keys += (keys.result(kept.task_id), keys.done(kept.task_id), keys.finished)
+    """Add a kept result to a call: its result key, done list, the queue's finished
+    index, its dependents set and the queue's resolved and timer lists to KEYS
+    (lua/keep_result.lua, lua/dependents.lua); its reserved payload (unless the script
+    has it already, as fail.lua does), its result record and how long to keep it (ms)
+    to ARGV."""
+    script_keys += kept_keys(keys, kept.task_id)
     if with_payload:
         args.append(kept.payload)
     args += (kept.record, kept.keep_ms)
+
+
+def kept_keys(keys: QueueKeys, task_id: str) -> tuple[str, ...]:
+    """The six keys keep_result.lua writes a task's outcome with, in its order."""
+    return (
+        keys.result(task_id),
+        keys.done(task_id),
+        keys.finished,
+        keys.dependents(task_id),
+        keys.resolved,
+        keys.timer,
+    )
 
 
 def _flag(value: bool) -> str:
@@ -280,7 +294,7 @@ def cancel(keys: QueueKeys, task_id: str, raw: bytes, fail: bool) -> Call:
     """cancel.lua: the task's pending and kept-result keys, then the in-flight ones."""
     script_keys = [keys.pending_ids, keys.cancelled, keys.result(task_id), keys.done(task_id)]
     script_keys += (keys.unique, keys.events_on, keys.events, keys.reserved, keys.cancelling)
-    script_keys.append(keys.timer)
+    script_keys += (keys.timer, keys.dependents(task_id), keys.resolved)
     return script_keys, [task_id, raw, _flag(fail)]
 
 
@@ -290,6 +304,7 @@ def settle_cancelled(
     """settle_cancelled.lua: the request, the failed list, the kept result, the lock."""
     script_keys = [keys.reserved, keys.cancelling, keys.failed, keys.failed_lookup]
     script_keys += (keys.result(task_id), keys.done(task_id), keys.unique, keys.events)
+    script_keys += (keys.dependents(task_id), keys.resolved, keys.timer)
     return script_keys, [reserved, record, events, _flag(fail), task_id]
 
 
@@ -300,9 +315,10 @@ def count_exception(keys: QueueKeys, task_id: str, keep_ms: int) -> Call:
 
 def migrate(keys: QueueKeys, limit: int, events: int) -> Call:
     """migrate.lua: delayed and reserved into ready; at most ``limit`` from each. A
-    parent recording ``events`` (the cap) renews the queue's events marker."""
+    parent recording ``events`` (the cap) renews the queue's events marker. It counts
+    the notices in the resolved list too."""
     script_keys = [keys.delayed, keys.reserved, keys.ready, keys.notify]
-    return [*script_keys, keys.events_on, keys.events], [limit, events]
+    return [*script_keys, keys.events_on, keys.events, keys.resolved], [limit, events]
 
 
 def pause(keys: QueueKeys, paused: bool) -> Call:
@@ -313,4 +329,4 @@ def pause(keys: QueueKeys, paused: bool) -> Call:
 def clear(keys: QueueKeys) -> Call:
     """clear.lua: every key of the queue's pending tasks; the failed list stays."""
     pending = [keys.ready, keys.delayed, keys.reserved, keys.notify, keys.timer]
-    return [*pending, keys.pending_ids, keys.cancelled, keys.unique], []
+    return [*pending, keys.pending_ids, keys.cancelled, keys.unique, keys.waiting], []

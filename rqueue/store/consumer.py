@@ -47,6 +47,8 @@ class Migration(NamedTuple):
     moved: int
     next_due_ms: int | None
     now_ms: int
+    notices: int = 0
+    """Notices of finished tasks that others wait for (``using(after=...)``), to apply."""
 
 
 class Consumer(QueueBase):
@@ -193,9 +195,9 @@ class Consumer(QueueBase):
             for queue in queues[start : start + _MIGRATE_QUEUES]:
                 call = calls.migrate(self.keys(queue), limit, self.config.events)
                 self.scripts.migrate.queue(pipe, *call)
-            for moved, next_due, now in execute(pipe, self.scripts):
+            for moved, next_due, now, notices in execute(pipe, self.scripts):
                 due = None if int(next_due) < 0 else int(next_due)
-                migrations.append(Migration(int(moved), due, int(now)))
+                migrations.append(Migration(int(moved), due, int(now), int(notices)))
         return migrations
 
     def wait_for_ready(self, queues: Sequence[str], timeout: float) -> str | None:

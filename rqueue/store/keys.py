@@ -33,12 +33,13 @@ _PER_TASK = (
     "progress",
     "checkpoint",
     "debounce",
+    "dependents",
 )
 """Parts followed by a task id: its kept result, the list that wakes whoever waits for
 it, the marker that makes a workflow's push of it idempotent, and its count of raised
 exceptions (``max_exceptions``); the state of middleware, by kind and key; its latest
 progress; and an iterable task's checkpoint. And followed by a debounce key: the call
-pending for it."""
+pending for it. And the tasks waiting for a task (``using(after=...)``, dependencies.lua)."""
 _PARTS = {
     "delayed": "delayed",
     "reserved": "reserved",
@@ -58,6 +59,8 @@ _PARTS = {
     "events": "events",
     "events_on": "events-on",
     "finished": "finished",
+    "waiting": "waiting",
+    "resolved": "resolved",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
 KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
@@ -154,6 +157,12 @@ class QueueKeys:
     """The tasks that finished and kept their result, newest last: a zset of raw task id
     -> when it finished (epoch seconds), capped (lua/keep_result.lua), so the dashboard lists
     recently finished tasks a window at a time (:mod:`rqueue.store.browse`)."""
+    waiting: str
+    """Tasks dispatched ``using(after=...)`` whose dependencies have not all finished, a
+    hash: ``p:<id>`` -> the payload, ``s:<id>`` -> its state (wait.lua, resolve.lua)."""
+    resolved: str
+    """Notices of this queue's tasks that finished with tasks waiting for them, a list
+    drained by the worker parents (dependencies.lua, :mod:`rqueue.workflows.dependencies`)."""
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).
@@ -173,6 +182,11 @@ class QueueKeys:
     def once(self, task_id: str) -> str:
         """Set by push_once.lua: a task with this id was pushed by a workflow already."""
         return f"{self.ready}:once:{task_id}"
+
+    def dependents(self, task_id: str) -> str:
+        """The tasks waiting for this one (``using(after=...)``), a set, registered by
+        depend.lua and moved into a notice by the script that writes its outcome."""
+        return f"{self.ready}:dependents:{task_id}"
 
     def exceptions(self, task_id: str) -> str:
         """How many exceptions a task with ``max_exceptions`` has raised so far

@@ -26,6 +26,9 @@ from rqueue.store.scripts import execute
 
 FINAL = frozenset({"succeeded", "failed", "cancelled"})
 _QUEUED = frozenset({"pending", "delayed"})
+WAITING = "waiting"
+"""A task dispatched ``using(after=...)`` whose dependencies have not all finished
+(wait.lua): it is in its queue's waiting hash, not the ready list."""
 _WAIT_CHUNK = 1.0
 """Longest single block on Redis: under any socket timeout, and a lost connection is
 noticed within a second."""
@@ -119,7 +122,7 @@ def decode_result(raw: bytes, task_id: str) -> dict[str, Any]:
         raise InvalidPayload(f"the result record of task {task_id}: {exc}") from None
     except Exception:
         raise InvalidPayload(f"the result record of task {task_id} is not valid msgpack") from None
-    if type(record) is not dict or record.get("state") not in (*_QUEUED, *FINAL):
+    if type(record) is not dict or record.get("state") not in (*_QUEUED, *FINAL, WAITING):
         raise InvalidPayload(f"the result record of task {task_id} has the wrong shape")
     for name in ("due", "started_at", "finished_at", "attempts"):
         value = record.get(name, 0)

@@ -124,6 +124,9 @@ class Scripts:
     progress: LuaScript
     debounce: LuaScript
     checkpoint: LuaScript
+    depend: LuaScript
+    wait: LuaScript
+    resolve: LuaScript
 
     def __init__(self) -> None:
         for name in Scripts.__annotations__:

@@ -26,6 +26,7 @@ from rqueue.tasks import observers
 from rqueue.tasks.arguments import CallShape
 from rqueue.tasks.bulk import push_calls
 from rqueue.tasks.debouncing import Hints, push_debounced
+from rqueue.tasks.dependencies import push_after
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
 from rqueue.tasks.names import INTERNAL_PREFIX, derived_name, is_internal, unimportable_module
@@ -87,6 +88,7 @@ class Task(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         """``fn`` is ``async def``: a worker awaits it on its event loop (async mode).
         Known once here, since a worker asks at every attempt."""
+        self._deliver: Callable[[Task[Any, Any], RedisQueue, Job, float], TaskHandle[Any]]
         self._deliver = Task._push if options.debounce is None else Task._push_debounced
         """How ``dispatch()`` sends a call, chosen once: a plain push asks nothing more."""
         self.debounce_hints = Hints()
@@ -116,6 +118,8 @@ class Task(Generic[P, R]):
         derived.schedule = None
         derived.dispatch_hooks = dispatching(options.middleware + options.dispatch_middleware)
         derived.__dict__.pop("_plain", None)  # worked out again for its own options
+        if options.after:  # waits for others (tasks/dependencies.py)
+            derived._deliver = push_after
         return derived
 
     def on_queue(self, queue: str) -> Task[P, R]:
@@ -129,7 +133,7 @@ class Task(Generic[P, R]):
         """
         if self.shape is not None:
             self.shape.check_partial(self.name, args, kwargs)
-        return PendingDispatch(self, tuple(args), dict(kwargs))
+        return self._call(args, kwargs)
 
     def check_call(
         self, args: Sequence[Any], kwargs: dict[str, Any], given_first: bool = False
@@ -209,8 +213,13 @@ class Task(Generic[P, R]):
             pendings.append(call if isinstance(call, PendingDispatch) else self._call(call))
         return dispatch_many(pendings)
 
-    def _call(self, args: Sequence[Any]) -> PendingDispatch:
-        return PendingDispatch(self, tuple(args), {})
+    def _call(self, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> PendingDispatch:
+        if self.options.after:  # its own push (tasks/dependencies.py), one call at a time
+            raise InvalidTaskOption(
+                f"{self.name}: a call with after= is dispatched on its own (dispatch()), "
+                "not built for dispatch_many or a workflow"
+            )
+        return PendingDispatch(self, tuple(args), dict(kwargs or {}))
 
     def check_dispatchable(self) -> None:
         """Refuse to queue a task no worker could find (one defined in ``__main__``)."""
@@ -299,6 +308,7 @@ class Task(Generic[P, R]):
             or options.debounce is not None
             or options.depends_on_call
             or options.depends_on_time
+            or options.after
         ):
             return None
         return PayloadTemplate(self.make_job((), {}, template=True))

@@ -57,8 +57,9 @@ class Dispatched(NamedTuple):
         return cancel(self.connection or default_queue(), self.id, self.queue, fail)
 
     def status(self) -> str:
-        """pending, delayed, running, succeeded, failed, cancelled, or unknown (its result
-        was not kept, has expired, or no such task was dispatched)."""
+        """pending, delayed, waiting (for the tasks given to ``after=``), running,
+        succeeded, failed, cancelled, or unknown (its result was not kept, has expired,
+        or no such task was dispatched)."""
         return read_status(self.connection or default_queue(), self.queue, self.id).status
 
     def progress(self) -> Progress | None:

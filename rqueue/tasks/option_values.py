@@ -17,6 +17,7 @@ from typing import Any
 from rqueue.encoding.ranges import checked_keep, checked_tags
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware.base import Middleware, carry
+from rqueue.tasks.handles import Dispatched
 from rqueue.tasks.validation import (
     ExceptionClasses,
     When,
@@ -58,6 +59,21 @@ def retry_until_at_dispatch(until: RetryUntil, dispatched_at: float) -> float:
 def check_fail_on_timeout(value: object) -> None:
     if type(value) is not bool:
         raise InvalidTaskOption(f"fail_on_timeout must be True or False, got {value!r}")
+
+
+def check_flag(name: str, value: object) -> None:
+    if type(value) is not bool:
+        raise InvalidTaskOption(f"{name} must be True or False, got {value!r}")
+
+
+def check_after(handles: object) -> None:
+    """``after=``: handles of dispatched tasks (``dispatch()``, ``result_of()``), each
+    named by its id and queue; whether each keeps its result is checked at dispatch."""
+    if not isinstance(handles, tuple) or not all(isinstance(h, Dispatched) for h in handles):
+        raise InvalidTaskOption(
+            f"after= takes the handles of dispatched tasks (what dispatch() or "
+            f"rqueue.result_of() returns), got {handles!r}"
+        )
 
 
 def check_iterable(value: object) -> None:

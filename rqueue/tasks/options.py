@@ -37,6 +37,7 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
+from rqueue.errors import InvalidTaskOption
 from rqueue.middleware.base import MIDDLEWARE, Middleware, check_stack
 from rqueue.settings.config import LIMITS
 from rqueue.store.keys import validate_queue_name
@@ -46,8 +47,10 @@ from rqueue.tasks.option_values import (
     RetryUntil,
     Tags,
     carried_stack,
+    check_after,
     check_debounce_by,
     check_fail_on_timeout,
+    check_flag,
     check_iterable,
     check_retry_until,
     check_tags,
@@ -71,6 +74,7 @@ from rqueue.timing import seconds
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
+    from rqueue.tasks.handles import Dispatched
 
 BackoffOption = float | Sequence[float] | str | tuple[str, float, float]
 """Seconds, a list of them, ``"exponential"`` or ``("exponential", base, cap)``."""
@@ -247,6 +251,15 @@ class TaskOptions:
     )
     """A generator yielding a cursor per item, checkpointed and resumed (docs/tasks.md,
     "Iterable tasks"): ``@task`` wraps its function (``tasks/iterable.py``)."""
+    after: tuple[Dispatched, ...] = field(
+        default=(), compare=False, metadata=_how(check=check_after, given=tuple)
+    )
+    """Dispatched tasks each call waits for: it runs once they all succeeded
+    (docs/workflows.md, "Dependencies"; ``tasks/dependencies.py``)."""
+    allow_failures: bool = field(
+        default=False, metadata=_how(check=partial(check_flag, "allow_failures"))
+    )
+    """With ``after``: run once they all finished, whether they succeeded or not."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -255,6 +268,8 @@ class TaskOptions:
                 how.check(value)
         if self.debounce is not None or self.debounce_by or self.debounce_max:
             check_debounce(self.debounce, self.debounce_by, self.debounce_max, self.unique)
+        if self.allow_failures and not self.after:
+            raise InvalidTaskOption("allow_failures=True is for a call given after=[...]")
 
     def overridden(self, given: Mapping[str, Any]) -> TaskOptions:
         """These options with those given to ``using()`` (None: not given) instead."""
@@ -384,6 +399,8 @@ class UsingArguments(TypedDict, total=False):
     fail_on_timeout: bool | None
     middleware: Sequence[Middleware] | None
     tags: Tags | None
+    after: Sequence[Dispatched] | None
+    allow_failures: bool | None
 
 
 def _fields_of(arguments: type, renamed: bool) -> dict[str, str]:

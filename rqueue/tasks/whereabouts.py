@@ -20,6 +20,7 @@ from rqueue.errors import InvalidPayload
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.metrics.registry import list_workers
 from rqueue.store import browse
+from rqueue.store.dependencies import read_waiting
 from rqueue.store.progress import Progress
 from rqueue.store.progress import read as read_progress
 from rqueue.store.queue import RedisQueue
@@ -34,7 +35,8 @@ class Whereabouts:
     queue: str | None
     """Its queue's name, if anything names it."""
     state: str
-    """``ready``, ``delayed``, ``running`` (its payload found there), ``queued`` (pending,
+    """``ready``, ``delayed``, ``running`` (its payload found there), ``waiting`` (for
+    the tasks it was dispatched ``after``), ``queued`` (pending,
     further down its list than was looked), ``cancelled``, its kept status
     (``succeeded``, ``failed``...), ``failed`` (its failed record), or ``""``: nothing
     knows it."""
@@ -84,7 +86,8 @@ def locate(
     if queue_name is None:
         queue_name = _running_in(queue, task_id)
     held = browse.find_payload(queue, queue_name, task_id, near) if queue_name else None
-    payload = held.payload if held else failed.payload if failed else None
+    waiting = read_waiting(queue, queue_name, task_id)[0] if queue_name and not held else None
+    payload = held.payload if held else waiting or (failed.payload if failed else None)
     job, payload_problem = None, ""
     if payload is not None:
         try:
@@ -97,7 +100,7 @@ def locate(
     return Whereabouts(
         task_id=task_id,
         queue=queue_name,
-        state="cancelled" if cancelled else _state(held, pending, status, failed),
+        state="cancelled" if cancelled else _state(held, pending, status, failed, waiting),
         held=held,
         job=job,
         payload_problem=payload_problem,
@@ -124,11 +127,15 @@ def _state(
     pending: bool,
     status: TaskStatus | None,
     failed: FailedTask | None,
+    waiting: bytes | None,
 ) -> str:
-    """Where the task is now, as far as anything says: its payload's place first, then
-    its kept status, then its failed record; ``""`` if nothing knows it."""
+    """Where the task is now, as far as anything says: its payload's place first (its
+    queue's waiting hash for a task waiting for others), then its kept status, then
+    its failed record; ``""`` if nothing knows it."""
     if held is not None:
         return held.state
+    if waiting is not None and pending:
+        return "waiting"
     if pending:
         return "queued"  # ready or delayed, further down its list than was looked
     if status is not None:

@@ -41,6 +41,7 @@ from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.progress import reset_sink, use_sink
 from rqueue.testing.memory_batch import MemoryBatch
+from rqueue.testing.waiting import Waits
 from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
 from rqueue.worker.max_exceptions import ExceptionCount
@@ -149,12 +150,15 @@ class InlineRunner:
         batch callback) before it runs."""
         self.outcomes: dict[str, Outcome] = {}
         self.waiting: dict[str, str] = {}
-        """Ids made into payloads and not run yet: ``pending`` or ``delayed``."""
+        """Ids made into payloads and not run yet: ``pending``, ``delayed`` or
+        ``waiting`` (for the calls given to ``after=``)."""
         self.batches: dict[str, MemoryBatch] = {}
         self.progress: dict[str, Progress] = {}
         """Each call's latest progress report, by id (``InlineDispatched.progress()``)."""
         self._max_bytes: int | None = None
         self._limit_read = False
+        self.waits = Waits(self.outcomes, self.waiting, self._failed_unrun)
+        """Calls that wait for others (``using(after=...)``): run once they have."""
 
     # -- dispatching --------------------------------------------------------------
 
@@ -166,6 +170,7 @@ class InlineRunner:
         task = call.task
         task.check_dispatchable()
         job = task.make_job(call.args, call.kwargs, meta, task_id=task_id or new_id())
+        self.waits.note(job.id, call)
         return self.encoded(job, call.delay)
 
     def chain_payload(self, first_job: Job, delay: float) -> tuple[bytes, InlineDispatched]:
@@ -210,6 +215,19 @@ class InlineRunner:
     # -- running ------------------------------------------------------------------
 
     def run(self, payload: bytes) -> Outcome:
+        """Run one payload (see :meth:`run_now`) unless it waits for calls that have
+        not run (``waiting.py``), then the calls that waited for it."""
+        if self.waits.holds(payload):
+            job = decode(payload)
+            return self.outcomes.get(job.id) or Outcome(job.id, job.task, "waiting")
+        found = self.run_now(payload)
+        self.waits.release(self.run_now)
+        return found
+
+    def _failed_unrun(self, task_id: str, task: str, failure: TaskFailed) -> None:
+        self.outcomes[task_id] = Outcome(task_id, task, "failed", failure=failure)
+
+    def run_now(self, payload: bytes) -> Outcome:
         """Run one payload as a worker would, then whatever its completion makes due
         (a chain's next step, a catch, batch callbacks), each inline in turn. Its
         attempts are settled by the worker's verdicts (``rqueue.worker.verdicts``),

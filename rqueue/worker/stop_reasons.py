@@ -70,7 +70,8 @@ class StopReasons:
             return False
         if any(v is None or v.state != State.EMPTY for v in views):
             return False
-        if any(migration.moved for migration in self.queue.migrate_all(self.options.queues)):
+        migrations = self.queue.migrate_all(self.options.queues)
+        if any(migration.moved or migration.notices for migration in migrations):
             return False
         # A paused queue's tasks cannot be worked: it counts as empty (Laravel's too).
         sizes = [s for s in self.queue.sizes(self.options.queues) if not s.paused]

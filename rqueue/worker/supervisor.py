@@ -37,6 +37,7 @@ from rqueue.worker.participants import recorder
 from rqueue.worker.recovery import Recovery, counted_by_parent
 from rqueue.worker.scoreboard import Entry, Scoreboard, SlotView, State
 from rqueue.worker.stop_reasons import StopReasons
+from rqueue.workflows.dependencies import drain
 
 log = logging.getLogger("rqueue.worker")
 
@@ -160,7 +161,10 @@ class Supervisor(InterruptibleWaits):
     def _migrate(self) -> float:
         """Move due tasks back to the lists; return seconds until the next is due."""
         wait = _TICK
-        for migration in self.queue.migrate_all(self.options.queues):
+        queues = self.options.queues
+        for name, migration in zip(queues, self.queue.migrate_all(queues), strict=True):
+            if migration.notices:  # tasks waiting for its tasks (workflows/dependencies.py)
+                drain(self.queue, name)
             if migration.next_due_ms is not None:
                 wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
         return wait

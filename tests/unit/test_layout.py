@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.tasks.bulk",
         "rqueue.tasks.definition",
         "rqueue.tasks.debouncing",
+        "rqueue.tasks.dependencies",
         "rqueue.tasks.decorator",
         "rqueue.tasks.names",
         "rqueue.tasks.registry",

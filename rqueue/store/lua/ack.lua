@@ -1,7 +1,8 @@
 -- ack.lua: forget tasks that completed, and keep the results of those that keep one.
 -- KEYS[1] reserved zset   KEYS[2] the queue's event stream ("succeeded" for each task)
--- KEYS[3..] (optional) for each kept result, its result key, its done list and the
--- queue's finished index (keep_result.lua)
+-- KEYS[3..] (optional) for each kept result, its six keys (keep_result.lua: its result
+-- key, its done list, the queue's finished index, its dependents set, the queue's
+-- resolved and timer lists)
 -- ARGV[1] the event stream's cap; 0: no events (see events.lua)
 -- ARGV[2] n: how many plain acks follow
 -- ARGV[3..2+n] reserved payloads, the exact bytes reserve.lua returned
@@ -16,6 +17,7 @@
 -- (an error ends the script there), that task and those after it are still reserved,
 -- and the worker acks them one at a time and fails the one refused (reservations.py).
 -- @header
+-- @dependents
 -- @keep_result
 -- @events
 local cap, plain = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -24,9 +26,9 @@ if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3, 2 + plai
 if cap > 0 then
   for i = 3, 2 + plain do task_event(KEYS[2], cap, 'succeeded', ARGV[i]) end
 end
-for i = 1, (#KEYS - 2) / 3 do
+for i = 1, (#KEYS - 2) / 6 do
   local at = 3 + plain + 3 * (i - 1)
-  keep_result(KEYS[3 * i], KEYS[3 * i + 1], KEYS[3 * i + 2], ARGV[at + 1], ARGV[at + 2], ARGV[at])
+  keep_result(6 * i - 3, ARGV[at + 1], ARGV[at + 2], ARGV[at])
   removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
   if cap > 0 then task_event(KEYS[2], cap, 'succeeded', ARGV[at]) end
 end

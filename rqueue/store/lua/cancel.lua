@@ -12,6 +12,8 @@
 -- raw task id -> '1' (file it in the failed list too) or '0'
 -- KEYS[10] its timer list: a token there wakes a worker parent waiting on it (supervisor.py
 -- blocks on it between ticks), so the request is seen at once, not at its next poll
+-- KEYS[11] the task's dependents set   KEYS[12] the queue's resolved list: the tasks
+-- waiting for it (using(after=...)) are told it was cancelled (dependents.lua)
 -- ARGV[1] task id (32 hex characters)   ARGV[2] the same id as stored in the sets: its
 -- 16 raw bytes   ARGV[3] '1' to file the task in the failed list once it stops
 -- Returns 1 if cancelled now, 2 if it was already cancelled, 3 if it is running and its
@@ -27,12 +29,14 @@
 -- (prune_cancelling.lua).
 -- @header
 -- @events
+-- @dependents
 -- @cancelled
 if redis.call('SREM', KEYS[1], ARGV[2]) == 1 then
   redis.call('SADD', KEYS[2], ARGV[2])
   local cap = marked_cap(KEYS[6])
   if cap then add_event(KEYS[7], cap, {'event', 'cancelled', 'id', ARGV[2], 'task', '', 'attempt', 0}) end
-  mark_cancelled(KEYS[3], KEYS[4])
+  local record = mark_cancelled(KEYS[3], KEYS[4])
+  if record then notify_dependents(KEYS[11], KEYS[12], KEYS[10], ARGV[2], record) end
   drop_unique_lock(KEYS[5], ARGV[1])
   return 1
 end

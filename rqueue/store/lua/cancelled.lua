@@ -3,14 +3,17 @@
 -- ran). Not a script of its own: scripts.py puts it where a script has "-- @cancelled".
 -- mark_cancelled(result, done): if the task keeps its result (its status record exists),
 -- the record says cancelled for the time it had left, and whoever waits for it wakes
--- (one token in its done list, as keep_result.lua leaves it).
+-- (one token in its done list, as keep_result.lua leaves it). Returns the record it
+-- wrote, or nil: the scripts tell the tasks waiting for it with that (dependents.lua).
 local function mark_cancelled(result, done)
   local ttl = redis.call('PTTL', result)
   if ttl > 0 then
-    redis.call('SET', result, cmsgpack.pack({state = 'cancelled'}), 'PX', ttl)
+    local record = cmsgpack.pack({state = 'cancelled'})
+    redis.call('SET', result, record, 'PX', ttl)
     redis.call('DEL', done)
     redis.call('RPUSH', done, 1)
     redis.call('PEXPIRE', done, ttl)
+    return record
   end
 end
 -- drop_unique_lock(unique, id): release the unique lock the task `id` (32 hex

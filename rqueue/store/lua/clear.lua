@@ -4,6 +4,8 @@
 -- KEYS[6] pending-ids set   KEYS[7] cancelled set (cancel's bookkeeping goes too)
 -- KEYS[8] unique locks hash: the locks of the tasks deleted go with them (a task that
 -- is running meanwhile then releases nothing: its lock is gone)
+-- KEYS[9] the waiting hash (tasks waiting for their dependencies, two fields each): they
+-- go too; a notice that comes for one later finds nothing and changes nothing
 -- Returns how many tasks were deleted.
 -- UNLINK, not DEL: the keys leave the keyspace at once, in this one atomic step, and
 -- Redis frees their memory on its background thread. DEL freed it here, element by
@@ -11,5 +13,6 @@
 -- the clear needs no chunks and no push or reserve ever sees a queue half cleared.
 local count = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
   + redis.call('ZCARD', KEYS[3])
+if redis.call('TYPE', KEYS[9])['ok'] == 'hash' then count = count + math.floor(redis.call('HLEN', KEYS[9]) / 2) end
 redis.call('UNLINK', unpack(KEYS))
 return count

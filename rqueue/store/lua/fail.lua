@@ -4,9 +4,9 @@
 --         when ARGV[4] is not 0 (see events.lua)
 -- KEYS[5] the queue's cancelling hash (cancel.lua): a cancel requested for the task is
 -- forgotten, its failure being its outcome
--- KEYS[6], KEYS[7], KEYS[8] (optional) the task's result key, its done list and the
--- queue's finished index, if it keeps its result: the failure is written there in the
--- same step (see ack.lua, keep_result.lua)
+-- KEYS[6..11] (optional) the task's result key, its done list, the queue's finished
+-- index, its dependents set, the queue's resolved and timer lists, if it keeps its
+-- result: the failure is written there in the same step (see ack.lua, keep_result.lua)
 -- ARGV[1] reserved payload (exact bytes)   ARGV[2] failed record (msgpack map, built by
 -- the worker, embedding ARGV[1] unchanged)   ARGV[3] '1' to record it even if it is
 -- no longer reserved (bytes that are not a task: nobody else can own them)
@@ -21,6 +21,7 @@
 -- the wrong type) stops the script with the task still reserved, never in neither.
 -- @failed_list
 -- @header
+-- @dependents
 -- @keep_result
 -- @events
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) or ARGV[3] == '1' then
@@ -30,7 +31,7 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) or ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
   local id = payload_id(ARGV[1])
   if id then redis.call('HDEL', KEYS[5], id) end
-  if KEYS[6] then keep_result(KEYS[6], KEYS[7], KEYS[8], ARGV[5], ARGV[6], ARGV[1]) end
+  if KEYS[6] then keep_result(6, ARGV[5], ARGV[6], ARGV[1]) end
   local cap = tonumber(ARGV[4])
   if cap > 0 then task_event(KEYS[4], cap, 'failed', ARGV[1], 'error', record_error(ARGV[2])) end
   return 1

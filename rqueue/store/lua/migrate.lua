@@ -1,12 +1,14 @@
 -- migrate.lua: move due delayed tasks and expired reservations back to the ready list.
 -- KEYS[1] delayed zset   KEYS[2] reserved zset   KEYS[3] ready list   KEYS[4] notify list
 -- KEYS[5] the queue's events marker   KEYS[6] its event stream
+-- KEYS[7] its resolved list: how many notices wait there (dependents.lua) is returned,
+-- so the parent applies them on this tick, at no round trip of its own
 -- ARGV[1] how many tasks at most to move from each set in this call
 -- ARGV[2] the event stream's cap (rqueue work --events); 0: none. A worker parent
 -- recording events calls this every tick: the marker, holding the cap, is set to last
 -- 30 s (producers' scripts add their events while it exists, see push.lua), and the
 -- stream to last a day after the last such tick.
--- Returns {moved, next_due_ms (-1 if nothing is waiting), now_ms}
+-- Returns {moved, next_due_ms (-1 if nothing is waiting), now_ms, notices}
 -- Invariant: a task leaves delayed or reserved only into ready, in due order. An
 -- expired reservation keeps its counted attempt, so a task whose worker died uses
 -- one up. Bounded per call so one big backlog never blocks Redis for long.
@@ -38,4 +40,4 @@ for _, key in ipairs({KEYS[1], KEYS[2]}) do
     if next_due < 0 or score < next_due then next_due = score end
   end
 end
-return {moved, next_due, now}
+return {moved, next_due, now, redis.call('LLEN', KEYS[7])}

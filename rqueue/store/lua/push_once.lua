@@ -9,7 +9,7 @@
 -- KEYS[8] the marker key of the task's id
 -- KEYS[9] its result key, if ARGV[4] is '1': it gets a status record, as in push.lua
 -- then, if ARGV[5] is not empty: the completing task's reserved zset, and if ARGV[6]
--- is not empty its result key, done list and finished index (a chain's step, acked as
+-- is not empty its six kept-result keys (a chain's step, acked as
 -- ack.lua does, keep_result.lua; on Redis Cluster only when both tasks' queues share a
 -- slot), and last the completing task's event stream, for its "succeeded" event when
 -- ARGV[9] is not 0
@@ -25,6 +25,7 @@
 -- task leaves its queue in the same step its successor enters one, however often
 -- this runs.
 -- @header
+-- @dependents
 -- @keep_result
 -- @events
 -- dispatched(): its "dispatched" event, once it is in, while a worker records events
@@ -39,7 +40,7 @@ if ARGV[5] ~= '' then
   local cap = tonumber(ARGV[9])
   if cap > 0 then task_event(KEYS[#KEYS], cap, 'succeeded', ARGV[5]) end
   if ARGV[6] ~= '' then
-    keep_result(KEYS[after + 2], KEYS[after + 3], KEYS[after + 4], ARGV[6], ARGV[7], ARGV[5])
+    keep_result(after + 2, ARGV[6], ARGV[7], ARGV[5])
   end
 end
 if redis.call('SET', KEYS[8], 1, 'NX', 'PX', ARGV[2]) == false then return 0 end

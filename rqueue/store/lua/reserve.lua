@@ -8,7 +8,7 @@
 --         acks still go through, and the reply says no task is ready
 -- KEYS[7] the queue's event stream: "started" for each task reserved, "succeeded" for
 --         each acked, when ARGV[8] is not 0 (rqueue work --events; see events.lua)
--- KEYS[8] (optional: present if "last" below is 8 + 3k) the calling child's claims key: set
+-- KEYS[8] (optional: present if "last" below is 8 + 6k) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
@@ -24,9 +24,11 @@
 -- ARGV[9..8+n] reserved payloads of tasks that completed: removed first, as ack.lua does
 -- then k triples (reserved payload, result record, milliseconds to keep it) of tasks
 -- that completed and keep their result: each is removed the same way and its record
--- written to KEYS[last-3k+3i-2] (its result key), with a token pushed to the next
+-- written to KEYS[last-6k+6i-5] (its result key), with a token pushed to the next
 -- key (its done list) that wakes whoever waits for the result, and its id added to
--- the one after (the queue's finished index; see ack.lua, keep_result.lua)
+-- the one after (the queue's finished index), and the tasks waiting for it told by
+-- the three after that (its dependents set, the queue's resolved and timer lists;
+-- see ack.lua, keep_result.lua, dependents.lua)
 -- then, only for a queue with a rate limit (rqueue work --rate), two more: its period
 -- in ms and its limit; its state key (the queue's rate key) is then the last of KEYS,
 -- after the result keys ("last" above is the key before it, else #KEYS). The limit is
@@ -51,6 +53,7 @@
 -- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
 -- @header
+-- @dependents
 -- @keep_result
 -- @events
 local plain, kept, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -59,15 +62,15 @@ local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
 if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
 local claims = false
-if last == 8 + 3 * kept then claims = KEYS[8] end
+if last == 8 + 6 * kept then claims = KEYS[8] end
 if cap > 0 then
   for i = 9, 8 + plain do task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
 end
 if kept > 0 then
-  local first_key, first_arg = last - 3 * kept, 8 + plain
+  local first_key, first_arg = last - 6 * kept, 8 + plain
   for i = 1, kept do
-    local at, key = first_arg + 3 * (i - 1), first_key + 3 * i
-    keep_result(KEYS[key - 2], KEYS[key - 1], KEYS[key], ARGV[at + 2], ARGV[at + 3], ARGV[at + 1])
+    local at = first_arg + 3 * (i - 1)
+    keep_result(first_key + 6 * i - 5, ARGV[at + 2], ARGV[at + 3], ARGV[at + 1])
     redis.call('ZREM', KEYS[2], ARGV[at + 1])  -- once its record is written (see ack.lua)
     if cap > 0 then task_event(KEYS[7], cap, 'succeeded', ARGV[at + 1]) end
   end

@@ -3,6 +3,8 @@
 -- KEYS[3] failed list   KEYS[4] failed lookup (failed_list.lua)
 -- KEYS[5] the task's result key   KEYS[6] its done list (a kept result reads cancelled)
 -- KEYS[7] the queue's unique locks hash   KEYS[8] its event stream ("cancelled")
+-- KEYS[9] its dependents set   KEYS[10] the queue's resolved list   KEYS[11] its timer
+-- list: the tasks waiting for it (using(after=...)) are told (dependents.lua)
 -- ARGV[1] reserved payload (exact bytes)   ARGV[2] its failed record (msgpack map built
 -- by the worker, embedding ARGV[1]), filed only if asked   ARGV[3] the event stream's
 -- cap; 0: no events   ARGV[4] '1' to file it in the failed list whatever the request
@@ -15,6 +17,7 @@
 -- @failed_list
 -- @header
 -- @events
+-- @dependents
 -- @cancelled
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local id = payload_id(ARGV[1])
@@ -29,7 +32,8 @@ if filed then
   redis.call('ZADD', KEYS[4], next_sequence(KEYS[4]), free_member(KEYS[4], ARGV[2]))
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
-mark_cancelled(KEYS[5], KEYS[6])
+local record = mark_cancelled(KEYS[5], KEYS[6])
+if record and id then notify_dependents(KEYS[9], KEYS[10], KEYS[11], id, record) end
 drop_unique_lock(KEYS[7], ARGV[5])
 local cap = tonumber(ARGV[3])
 if cap > 0 then task_event(KEYS[8], cap, 'cancelled', ARGV[1]) end

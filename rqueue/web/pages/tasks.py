@@ -63,7 +63,7 @@ def task_page(request: Request) -> Response:
         progress=where.progress,
         events=recent_events(queue, queue_name, task_id) if queue_name else [],
         # A running one too: its worker stops it (cancel.lua's request, worker/cancels.py).
-        cancellable=(where.pending and state in ("ready", "delayed", "queued"))
+        cancellable=(where.pending and state in ("ready", "delayed", "queued", "waiting"))
         or state == "running",
         status=where.status,
         problem=where.status_problem,
