@@ -23,6 +23,9 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 DEFAULT_MAX_RESULT_BYTES = 16 * 1024 * 1024
 """A kept result's record is written by the ack and held until it expires: larger than
 a payload may be, but bounded (see docs/workflows.md, Results)."""
+DEFAULT_MAX_BATCH_RESULTS_BYTES = 64 * 1024 * 1024
+"""The members' results a batch keeps for a callback that gets them (``results=True``):
+that callback's worker holds them all in memory at once (see docs/workflows.md)."""
 DISPATCH_RETRY = 2.0
 """Seconds a dispatch retries an unreachable single Redis: a restart, a blip."""
 DISPATCH_RETRY_FAILOVER = 20.0
@@ -89,6 +92,10 @@ LIMITS: Mapping[str, tuple[str | None, Limit]] = {
         "RQUEUE_MAX_RESULT_BYTES",
         Limit(1, 512 * 1024 * 1024, whole=True, unit="bytes"),
     ),
+    "max_batch_results_bytes": (
+        "RQUEUE_MAX_BATCH_RESULTS_BYTES",
+        Limit(1, 16 * 1024**3, whole=True, unit="bytes"),
+    ),
     "socket_timeout": ("RQUEUE_SOCKET_TIMEOUT", Limit(0.1, 3600, unit="seconds")),
     "dispatch_retry": ("RQUEUE_DISPATCH_RETRY", Limit(0, 3600, unit="seconds")),
     "wait_replicas": ("RQUEUE_WAIT_REPLICAS", Limit(0, 1000, whole=True, unit="replicas")),
@@ -116,6 +123,9 @@ class Config:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     """A kept result's encoded record, at most (ResultTooLarge fails the task)."""
+    max_batch_results_bytes: int = DEFAULT_MAX_BATCH_RESULTS_BYTES
+    """The encoded results of one batch's members, together, at most, for a callback
+    that gets them: the member over it fails (ResultTooLarge)."""
     ssl_ca_certs: str | None = None
     socket_timeout: float = 5.0
     secret: str | None = field(default=None, repr=False)

@@ -12,7 +12,7 @@ import functools
 import math
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 import msgpack
 
@@ -21,6 +21,14 @@ from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import RedisQueue
 
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
+
+MemberCount: TypeAlias = tuple[int, str, str] | tuple[int, str, str, bytes | None]
+"""A member to count: its index, outcome (``s``, ``f``, ``k``) and task id, and a
+success's packed return value if its batch's callback gets the results."""
+
+RESULTS_PAGE = 2000
+"""Members' results read per call: a callback of a large batch reads them in pages,
+never as one huge reply."""
 
 
 class Due(NamedTuple):
@@ -41,7 +49,9 @@ class Counted(NamedTuple):
     cancelled: bool
     counted: str
     """One character per member, in order: ``1`` counted now, ``0`` counted before
-    (it ran twice), ``-`` not a member (its index is not one)."""
+    (it ran twice), ``-`` not a member (its index is not one), ``x`` a success whose
+    value would take the batch's results over ``RQUEUE_MAX_BATCH_RESULTS_BYTES``,
+    counted as failed instead."""
     callbacks: bytes
     """The batch's callbacks (msgpack), sent only when some are due."""
     due: tuple[Due, ...]
@@ -99,17 +109,19 @@ class BatchStore:
         queues: Sequence[str],
         progress: bool = False,
         place: Place | None = None,
+        results: bool = False,
     ) -> int:
         """Create the batch; Redis's clock (ms) at creation, 0 if it existed already,
         -1 if it existed and its members were pushed (:meth:`pushed`). ``place``:
-        where a nested batch sits."""
+        where a nested batch sits; ``results``: a callback gets the members' results,
+        which they send when counted."""
         keys = self.keys(batch_id)
         flags = ["1" if allow_failures else "0", callbacks, keep_ms, "1" if progress else "0"]
         parent = ""
         if place is not None and place.parent is not None:
             parent = f"{place.parent[0]} {place.parent[1]}"
         after = "" if place is None else place.after
-        args = [total, name, *flags, parent, after, *queues]
+        args = [total, name, *flags, parent, after, "1" if results else "0", *queues]
         created = int(
             self.queue.scripts.batch_open(self.queue.client, (keys.state, keys.queues), args)
         )
@@ -126,12 +138,16 @@ class BatchStore:
         """Mark the batch's members as all pushed (batch_pushed.lua)."""
         self.queue.scripts.batch_pushed(self.queue.client, (self.keys(batch_id).state,), ())
 
-    def count(self, batch_id: str, members: Sequence[tuple[int, str, str]]) -> Counted:
+    def count(self, batch_id: str, members: Sequence[MemberCount]) -> Counted:
         """Count members' outcomes, in one call: each (index, outcome, task id), the
-        outcome ``s`` succeeded, ``f`` failed for good, ``k`` skipped."""
+        outcome ``s`` succeeded, ``f`` failed for good, ``k`` skipped, and a success's
+        value to keep for the batch's callback (``RQUEUE_MAX_BATCH_RESULTS_BYTES`` in
+        all)."""
         keys = self.keys(batch_id)
-        packed = msgpack.packb(members)
-        reply = self.queue.scripts.batch_member(self.queue.side, keys.all(), (packed,))
+        sent = [m if len(m) < 4 or m[3] is not None else m[:3] for m in members]
+        packed = msgpack.packb(sent, use_bin_type=False)  # Lua's cmsgpack reads no bin type
+        most = self.queue.config.max_batch_results_bytes
+        reply = self.queue.scripts.batch_member(self.queue.side, keys.all(), (packed, most))
         if int(reply[0]) < 0:
             return Counted(False, False, "", b"", ())
         counted = reply[3].decode() if isinstance(reply[3], bytes) else str(reply[3])
@@ -139,14 +155,37 @@ class BatchStore:
         due = tuple(_due(found[at : at + 6]) for at in range(0, len(found), 6))
         return Counted(True, bool(int(reply[1])), counted, bytes(reply[2] or b""), due)
 
-    def add(self, batch_id: str, token: str, count: int, queues: Sequence[str]) -> int:
-        """Room for ``count`` more members; their first index (-1: no such batch)."""
+    def add(self, batch_id: str, token: str, count: int, queues: Sequence[str]) -> tuple[int, bool]:
+        """Room for ``count`` more members: their first index (-1: no such batch), and
+        whether they send their results (a callback of the batch gets them)."""
         keys = self.keys(batch_id)
-        return int(
-            self.queue.scripts.batch_add(
-                self.queue.client, (keys.state, keys.adds, keys.queues), (token, count, *queues)
-            )
+        reply = self.queue.scripts.batch_add(
+            self.queue.client, (keys.state, keys.adds, keys.queues), (token, count, *queues)
         )
+        return int(reply[0]), len(reply) > 1 and reply[1] == b"1"
+
+    def results(self, batch_id: str, first: int, count: int) -> list[bytes | None]:
+        """The packed values of members ``first`` to ``first + count - 1`` (None: none
+        kept), in one call; read a large batch's in pages of :data:`RESULTS_PAGE`."""
+        keys = self.keys(batch_id)
+        if count <= 0:
+            return []
+        indexes = list(range(first, first + count))
+        found: list[bytes | None] = self.queue.client.hmget(keys.results, indexes)  # type: ignore[assignment]
+        return found
+
+    def total(self, batch_id: str) -> int | None:
+        """How many members the batch has; None if there is no such batch."""
+        raw = self.queue.client.hget(self.keys(batch_id).state, "total")
+        if raw is None:
+            return None
+        try:
+            total = int(raw)
+        except ValueError:
+            raise InvalidPayload(f"the state of batch {batch_id} is malformed: total") from None
+        if total < 0:
+            raise InvalidPayload(f"the state of batch {batch_id} is malformed: total")
+        return total
 
     def reopen(self, batch_id: str, members: Sequence[tuple[int, str]]) -> int:
         """Before failed ``members`` (index, task id) are retried: pending again, and the

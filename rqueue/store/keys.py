@@ -247,6 +247,9 @@ class BatchKeys:
     adds: str
     """Hash: token of an ``add()`` call -> its first index, so a re-run adds nothing."""
     queues: str
+    results: str
+    """Hash: member index -> its packed return value, for a callback that gets them
+    (``then(cb, results=True)``); a member counted before never overwrites its own."""
 
     def all(self) -> tuple[str, ...]:
         return (
@@ -257,6 +260,7 @@ class BatchKeys:
             self.failed_ids,
             self.adds,
             self.queues,
+            self.results,
         )
 
     @classmethod
@@ -274,6 +278,7 @@ class BatchKeys:
             f"{base}:failed-ids",
             f"{base}:adds",
             f"{base}:queues",
+            f"{base}:results",
         )
 
 

@@ -135,15 +135,14 @@ class Task(Generic[P, R]):
             self.shape.check_partial(self.name, args, kwargs)
         return self._call(args, kwargs)
 
-    def check_call(
-        self, args: Sequence[Any], kwargs: dict[str, Any], given_first: bool = False
-    ) -> None:
+    def check_call(self, args: Sequence[Any], kwargs: dict[str, Any], given: int = 0) -> None:
         """TypeError naming the task unless its function can be called with exactly
         these arguments: at dispatch, not in the worker after all its tries.
-        ``given_first``: with one more first, as a worker calls a callback (the batch,
-        the failure) or a chain step with ``pipe=True`` (the step before's result)."""
+        ``given``: with that many more first, as a worker calls a callback (the batch,
+        the failure; the batch and its results) or a chain step with ``pipe=True`` (the
+        step before's result)."""
         if self.shape is not None:
-            self.shape.check(self.name, (None, *args) if given_first else args, kwargs)
+            self.shape.check(self.name, (*(None,) * given, *args), kwargs)
 
     # Each way to dispatch is typed twice: a handle's result() is what the function
     # returns, or for an ``async def`` one, what its coroutine returns.

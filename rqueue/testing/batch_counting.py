@@ -11,7 +11,9 @@ failure or a skip, a failure replaces a skip, a skip replaces nothing). Each of
 ``catch``, ``then`` and ``finally`` is due in one counted call only, the one whose
 member made it due (a re-run of that same member sees it due again; the worker's push
 is idempotent). The first failure cancels the batch unless it allows failures.
-``progress`` is due after every success.
+``progress`` is due after every success. A success that sends its value (for a
+callback that gets the results) is counted as a failure instead if the values kept
+would go over their bound (:meth:`MemberCounting.over`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,15 @@ ONCE = ("catch", "then", "finally")
 class MemberCounting:
     """One batch's members by outcome (``s`` succeeded, ``f`` failed, ``k`` skipped)."""
 
-    def __init__(self, total: int, allow_failures: bool, progress: bool) -> None:
+    def __init__(
+        self, total: int, allow_failures: bool, progress: bool, most_bytes: int = 2**63
+    ) -> None:
         self.total = total
         self.allow_failures = allow_failures
         self.progress = progress
+        self.most_bytes = most_bytes
+        """What the values kept may weigh together (RQUEUE_MAX_BATCH_RESULTS_BYTES)."""
+        self.results_bytes = 0
         self.outcomes: dict[int, str] = {}
         """Index -> how each counted member stands now."""
         self.due_by: dict[str, int] = {}
@@ -48,10 +55,20 @@ class MemberCounting:
             return now in (None, "k")
         return now is None
 
-    def count(self, index: int, outcome: str) -> tuple[bool, list[str]]:
-        """Report a member's outcome: whether it counted, and the callbacks due now,
-        in the script's order."""
+    def over(self, index: int, size: int | None) -> bool:
+        """Whether a success sending a value of ``size`` bytes (None: none) is counted
+        as a failure instead: its value would take the values kept over their bound."""
+        if size is None or self.outcomes.get(index) == "s":
+            return False
+        return self.results_bytes + size > self.most_bytes
+
+    def count(self, index: int, outcome: str, size: int | None = None) -> tuple[bool, list[str]]:
+        """Report a member's outcome (with a success, the size of the value it sends, if
+        any): whether it counted, and the callbacks due now, in the script's order. Ask
+        :meth:`over` first: a success over the bound is reported as ``f``."""
         counted = self.changes(index, outcome)
+        if counted and outcome == "s" and size is not None:
+            self.results_bytes += size
         if counted:
             self.outcomes[index] = outcome
             succeeded = self.count_of("s")

@@ -13,13 +13,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from rqueue.encoding.payload import Job, encode
-from rqueue.errors import RQueueError
+from rqueue.errors import ResultTooLarge, RQueueError
 from rqueue.store.batch_store import BatchState
 from rqueue.tasks.definition import PendingDispatch
 from rqueue.tasks.handles import TaskHandle
 from rqueue.testing.batch_counting import MemberCounting
+from rqueue.workflows.batch_results import decoded, over_limit, wants_results
 from rqueue.workflows.batch_status import BatchCounts, BatchStatus, status_of
-from rqueue.workflows.batches import BATCH, GETS, Batch, member_id, member_job
+from rqueue.workflows.batches import GETS, Batch, callback_gets, member_id, member_job
 from rqueue.workflows.nesting import after, continuation, members_of
 from rqueue.workflows.shapes import batch_spec, is_batch_step
 from rqueue.workflows.steps import Step, derived_id, step_job
@@ -48,6 +49,10 @@ class BatchRunner(Protocol):
         """Count a member of a batch this runner opened; the payloads now due."""
         ...
 
+    def max_results_bytes(self) -> int:
+        """What one batch's results may weigh together (RQUEUE_MAX_BATCH_RESULTS_BYTES)."""
+        ...
+
 
 class MemoryBatch(Batch):
     """A stand-in for :class:`Batch` that answers from memory what a worker's batch
@@ -65,9 +70,15 @@ class MemoryBatch(Batch):
         self.follows = follows
         """What follows it, if it is a chain's step or a batch's member (nesting.py)."""
         self.counting = MemberCounting(
-            len(spec["members"]), spec["allow_failures"], "progress" in spec["callbacks"]
+            len(spec["members"]),
+            spec["allow_failures"],
+            "progress" in spec["callbacks"],
+            runner.max_results_bytes(),
         )
         """Its members' outcomes, counted as batch_member.lua counts them."""
+        self.wants_results = wants_results(spec["callbacks"])
+        self.values: dict[int, bytes] = {}
+        """The packed values its members sent (a callback gets the results)."""
         self.queues: set[str] = set()
         self.created_at = time.time()
         self.cancelled_at: float | None = None
@@ -142,7 +153,7 @@ class MemoryBatch(Batch):
         """The payloads of members added (``add``)."""
         payloads = []
         for offset, call in enumerate(calls):
-            job = member_job(call, self.id, first + offset)
+            job = member_job(call, self.id, first + offset, self.wants_results)
             self.queues.add(job.queue)
             payloads.append(self._runner.encoded(job, call.delay)[0])
         return payloads
@@ -150,7 +161,7 @@ class MemoryBatch(Batch):
     def opened(self) -> list[bytes]:
         """Its members' payloads as it opens, those of the batches among them first (as
         a worker opens them); for a batch of none, what its end makes due."""
-        jobs, nested = members_of(self.id, self.spec)
+        jobs, nested = members_of(self.id, self.spec, self.wants_results)
         payloads = []
         for inner in nested:
             payloads += self._runner.open_nested(inner.batch_id, inner.spec, inner.follows)
@@ -161,11 +172,33 @@ class MemoryBatch(Batch):
             payloads += self._due(0, ("then", "finally"), None)
         return payloads
 
-    def count(self, index: int, outcome: str, failure: dict[str, str] | None = None) -> list[bytes]:
+    def refused(self, index: int, value: bytes) -> ResultTooLarge | None:
+        """Why a success sending ``value`` fails instead, as batch_member.lua would say."""
+        if not self.counting.over(index, len(value)):
+            return None
+        return over_limit(self.id, index, len(value), self.counting.most_bytes)
+
+    def results(self) -> list[Any]:
+        """Every member's result, as a callback that gets them is given them."""
+        return [
+            None if (raw := self.values.get(i)) is None else decoded(self.id, i, raw)
+            for i in range(self.total)
+        ]
+
+    def count(
+        self,
+        index: int,
+        outcome: str,
+        failure: dict[str, str] | None = None,
+        value: bytes | None = None,
+    ) -> list[bytes]:
         """Count a member (``rqueue.testing.batch_counting``, the rule of
-        store/lua/batch_member.lua) and return the payloads now due: callbacks, and
-        what follows the batch if it is nested."""
-        _, due = self.counting.count(index, outcome)
+        store/lua/batch_member.lua), keeping a success's value, and return the payloads
+        now due: callbacks, and what follows the batch if it is nested. A success over
+        the bound of values is reported failed (:meth:`refused`)."""
+        counted, due = self.counting.count(index, outcome, None if value is None else len(value))
+        if counted and outcome == "s" and value is not None:
+            self.values[index] = value
         if self.counting.cancelled and self.cancelled_at is None:
             self.cancelled_at = time.time()  # its first failure cancelled it
         if "finally" in due:
@@ -202,6 +235,7 @@ class MemoryBatch(Batch):
                 continue
             what = f"progress:{index}" if name == "progress" else name
             counted = [self.total, *self._counts()]
-            job = step_job(step, derived_id(self.id, what), {GETS: [BATCH, self.id, counted]})
+            gets = callback_gets(self.id, counted, step)
+            job = step_job(step, derived_id(self.id, what), {GETS: gets})
             payloads.append(encode(job, self._runner.max_bytes()))
         return payloads

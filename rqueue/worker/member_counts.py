@@ -15,7 +15,10 @@ mix the two either. One call per batch per reserve call keeps count-before-ack o
 single Redis and a cluster alike.
 
 A child that dies owes counts: its parent counts the members the child had finished
-before acknowledging them (:func:`count_finished`, recovery.py).
+before acknowledging them (:func:`count_finished`, recovery.py). A member whose
+batch's callback gets the results sends its return value with its count; one whose
+count died with the child took its value along, so the parent gives it back to run
+again instead (its count, exact, takes the value of the run that is counted).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from rqueue.encoding.payload import CHAIN, decode
 from rqueue.errors import InvalidPayload, describe
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import refusal
+from rqueue.workflows.batch_results import RESULTS, over_limit
 from rqueue.workflows.batches import BATCH, member_index
 from rqueue.workflows.nesting import count_members
 
@@ -41,14 +45,19 @@ class Owed(NamedTuple):
     payload: bytes
     member_index: int
     task_id: str
+    value: bytes | None = None
+    """Its packed return value, for a callback of its batch that gets the results."""
 
 
 class Uncounted(NamedTuple):
-    """A finished member whose batch Redis refused to count (a key of the wrong type)."""
+    """A finished member whose batch Redis refused to count (a key of the wrong type),
+    or whose value it could not keep (``RQUEUE_MAX_BATCH_RESULTS_BYTES``: counted as
+    failed instead)."""
 
     queue: str
     payload: bytes
     reason: str
+    kind: str = "ResponseError"
 
 
 class OwedCounts:
@@ -60,45 +69,67 @@ class OwedCounts:
     def __bool__(self) -> bool:
         return bool(self._owed)
 
-    def owe(self, queue: str, payload: bytes, batch_id: str, index: int, task_id: str) -> None:
+    def owe(
+        self,
+        queue: str,
+        payload: bytes,
+        batch_id: str,
+        index: int,
+        task_id: str,
+        value: bytes | None = None,
+    ) -> None:
         """Count this member as succeeded before its ack goes. Only successes wait: a
         failure's or a skip's count goes at once, with the call that settles it (a
         parent counts a dead child's finished tasks as successes)."""
-        self._owed.setdefault(batch_id, []).append(Owed(queue, payload, index, task_id))
+        self._owed.setdefault(batch_id, []).append(Owed(queue, payload, index, task_id, value))
 
     def settle(self, store: RedisQueue) -> list[Uncounted]:
         """Count every member owed, one call per batch, pushing the callbacks due; the
         members Redis refused to count, whose acks must not go (they fail instead).
         An outage raises, and what is left stays owed: counting is idempotent."""
         refused: list[Uncounted] = []
+        limit = store.config.max_batch_results_bytes
         for batch_id in list(self._owed):
             owed = self._owed[batch_id]
+            members = [(m.member_index, "s", m.task_id, m.value) for m in owed]
             try:
-                count_members(store, batch_id, [(m.member_index, "s", m.task_id) for m in owed])
+                counted = count_members(store, batch_id, members)
             except Exception as exc:
                 if not refusal(exc):
                     raise
                 reason = describe(exc)[1]
                 refused.extend(Uncounted(m.queue, m.payload, reason) for m in owed)
+            else:
+                for m, said in zip(owed, counted, strict=False):
+                    if said == "x":  # counted as failed: it fails for good
+                        size = len(m.value or b"")
+                        reason = str(over_limit(batch_id, m.member_index, size, limit))
+                        refused.append(Uncounted(m.queue, m.payload, reason, "ResultTooLarge"))
             del self._owed[batch_id]
         return refused
 
 
-def count_finished(store: RedisQueue, queue: str, payloads: Sequence[bytes]) -> None:
-    """Count the members among tasks a dead child finished, before its parent acks them.
+def count_finished(store: RedisQueue, queue: str, payloads: Sequence[bytes]) -> list[bytes]:
+    """Count the members among tasks a dead child finished, before its parent acks them;
+    those to run again instead, their values lost with the child (see above).
 
     A task the child finished and still reserved is a success whose ack (and count)
     had not gone yet: failures, skips and releases leave the reserved set at once.
     Counted as succeeded; one counted before is not counted again. A batch that
     refuses the count (its state written by hand) is logged, and its members acked
     all the same: they ran, and the batch cannot take them."""
-    owed = OwedCounts()
+    owed, again = OwedCounts(), []
     for payload in payloads:
         try:
             job = decode(payload)
-            if BATCH in job.meta and not job.meta.get(CHAIN):  # a chain counts at its end
+            if BATCH not in job.meta or job.meta.get(CHAIN):  # a chain counts at its end
+                continue
+            if job.meta.get(RESULTS) is True:
+                again.append(payload)
+            else:
                 owed.owe(queue, payload, job.meta[BATCH], member_index(job), job.id)
         except InvalidPayload:
             continue  # not a member this worker could have counted either
     for uncounted in owed.settle(store):
         log.error("%s: a batch refused to count a finished member: %s", queue, uncounted.reason)
+    return again

@@ -138,18 +138,20 @@ class Outcomes:
         """Fail an attempt that cannot run at all (see :meth:`rejected`)."""
         self.rejected(attempt.entry, attempt.queue, attempt.payload, attempt.job, kind, message)
 
-    def ack_refused(self, queue: str, payload: bytes, message: str) -> None:
+    def ack_refused(
+        self, queue: str, payload: bytes, message: str, kind: str = "ResponseError"
+    ) -> None:
         """A success whose acknowledgement Redis refused (a command error, most likely
-        over its result record), or its batch's count of it (see reservations.py):
-        failed alone, with Redis's reason (``message``), instead of retried for ever
-        while the tasks behind it wait. Its workflow went on as a success already:
-        only its result record tells of this, and only the metrics hear of it (its
-        lock and its count went with its success)."""
+        over its result record), or its batch's count of it (see reservations.py), or
+        whose value its batch could not keep (``kind`` ResultTooLarge: counted as
+        failed there): failed alone, with the reason (``message``), instead of retried
+        for ever while the tasks behind it wait. Its workflow went on already: only its
+        result record tells of this, and only the metrics hear of it (its lock and its
+        count went with its success)."""
         try:
             job: Job | None = decode(payload)
         except InvalidPayload:
             job = None
-        kind = "ResponseError"
         record = make_record(queue, payload, kind, message, job=job)
         kept = None
         if job is not None:

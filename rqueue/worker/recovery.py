@@ -183,9 +183,13 @@ class Recovery:
 
     def _acknowledge(self, name: str, done: list[bytes]) -> None:
         """Acknowledge the tasks the child finished: batch members are counted first,
-        their counts having waited for these acks (member_counts.py)."""
-        self.persist(lambda: count_finished(self.queue, name, done))
-        self.persist(lambda: self.queue.ack(name, done))
+        their counts having waited for these acks (member_counts.py); a member whose
+        return value went with its count runs again instead, its value lost."""
+        again = self.persist(lambda: count_finished(self.queue, name, done))
+        acked = [payload for payload in done if payload not in again]
+        self.persist(lambda: self.queue.ack(name, acked))
+        if again:
+            self.persist(lambda: self.queue.release(name, again, unstarted=True))
 
     def _settle_running(self, name: str, member: bytes, death: Death) -> None:
         """A child died mid-task: retry or fail the task, as if it had raised; one it

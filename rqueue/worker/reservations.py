@@ -75,6 +75,7 @@ class Refused(NamedTuple):
     payload: bytes
     reason: str
     """What Redis refused and why, for its failure record."""
+    kind: str = "ResponseError"
 
 
 class Reservations:
@@ -219,12 +220,12 @@ class Reservations:
         payload: bytes,
         expires_at: float,
         kept: Kept | None = None,
-        member: tuple[str, int, str] | None = None,
+        member: tuple[str, int, str, bytes | None] | None = None,
     ) -> None:
         """Remember a success, to go with the next reserve call for its queue; ``kept``
         is its result record if it keeps one (written by that same call), ``member``
-        its batch id, index and task id if it is a batch's member (counted just before
-        that call: member_counts.py)."""
+        its batch id, index, task id and value to keep for the batch (or None) if it is
+        a batch's member (counted just before that call: member_counts.py)."""
         if member is not None:
             self.owed.owe(queue, payload, *member)
         if kept is None:
@@ -295,8 +296,10 @@ class Reservations:
                 self._acks[queue] = acks
             if kept:
                 self._kept[queue] = kept
-            reason = f"Redis refused its batch's count of it: {uncounted.reason}"
-            self.refused.append(Refused(queue, payload, reason))
+            reason = uncounted.reason
+            if uncounted.kind == "ResponseError":
+                reason = f"Redis refused its batch's count of it: {reason}"
+            self.refused.append(Refused(queue, payload, reason, uncounted.kind))
         self._reset_ack_deadline()
 
     def _reclaim(self) -> None:

@@ -9,7 +9,9 @@ being retried: a retry would repeat its side effects and fail the same way.
 A kept result is also bounded: ``RQUEUE_MAX_RESULT_BYTES``, and the Redis server's own
 limit on one value (``proto-max-bulk-len``), asked once per child, when the first
 result is kept. Over it, Redis would refuse the acknowledgement by dropping the
-connection, which nobody could tell from an outage.
+connection, which nobody could tell from an outage. So is the value a batch member
+sends with its count for a callback that gets its batch's results (the batch bounds
+their sum: ``RQUEUE_MAX_BATCH_RESULTS_BYTES``, batch_member.lua).
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ def completion(
         raise ResultNotStored(str(exc)) from None
     except PayloadTooLarge as exc:
         raise ResultNotStored(f"the next step of {job.task} could not be queued: {exc}") from None
-    if done.kept is not None:
+    stored = [("result record", len(done.kept.record))] if done.kept is not None else []
+    if done.member is not None and done.member.value is not None:
+        stored.append(("value kept for its batch", len(done.member.value)))
+    for what, size in stored:
         limit, setting = limits.result_bytes(queue)
-        size = len(done.kept.record)
         if size > limit:
             raise ResultTooLarge(
-                f"the return value of {job.task} could not be stored: its result record is "
+                f"the return value of {job.task} could not be stored: its {what} is "
                 f"{size} bytes, over the limit of {limit} ({setting}); return a reference "
                 "(an id or a URL) to the data instead of the data itself"
             )

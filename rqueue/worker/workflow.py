@@ -30,6 +30,7 @@ from rqueue.worker.outcomes import Outcomes
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.verdicts import Failed
 from rqueue.workflows import effects, heard
+from rqueue.workflows.batch_results import read_results
 
 
 class WorkflowPart:
@@ -72,8 +73,24 @@ class WorkflowPart:
                 self.skipped(attempt)
             return False
         if effects.is_callback(job):
-            attempt.args = (effects.given(job, self.store), *attempt.args)
+            given = effects.given(job, self.store)
+            if effects.gets_results(job):
+                results = self._results(attempt, given.id)
+                if results is None:
+                    return False
+                attempt.args = (given, results, *attempt.args)
+            else:
+                attempt.args = (given, *attempt.args)
         return True
+
+    def _results(self, attempt: Attempt, batch_id: str) -> list[object] | None:
+        """The members' results a callback gets; None, with the callback failed for
+        good, if they cannot be read: the batch is gone, or they do not decode."""
+        try:
+            return self.persist(functools.partial(read_results, self.store, batch_id))
+        except (RQueueError, redis.ResponseError) as exc:
+            self.outcomes.refused(attempt, type(exc).__name__, str(exc))
+            return None
 
     def completion(self, attempt: Attempt, result: object) -> effects.Completion | None:
         """What follows its success in a workflow (None if it is in none). Asked after
@@ -100,9 +117,9 @@ class WorkflowPart:
         ``counts_wait`` is off)."""
         queue, payload = attempt.queue, attempt.payload
         if self.counts_wait and completion.follower is None and completion.member is not None:
-            batch_id, index = completion.member.batch_id, completion.member.member_index
+            done = completion.member
             expires_at, kept = attempt.expires_at, completion.kept
-            member = (batch_id, index, attempt.job.id)
+            member = (done.batch_id, done.member_index, attempt.job.id, done.value)
             reservations.acknowledge(queue, payload, expires_at, kept, member)
             return True
         apply = functools.partial(effects.apply, completion, self.store, (queue, payload))

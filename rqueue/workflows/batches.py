@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgpack
 import redis
@@ -35,9 +36,11 @@ from rqueue.tasks import observers
 from rqueue.tasks.current import current_job, current_run
 from rqueue.tasks.definition import PendingDispatch
 from rqueue.tasks.interception import current_interceptor
+from rqueue.workflows.batch_results import RESULTS
 from rqueue.workflows.batch_status import BatchCounts, BatchStatus, status_of, unreadable_status
 from rqueue.workflows.steps import (
     ONCE_MS,
+    Step,
     callback_place,
     delay_ms,
     derived_id,
@@ -149,12 +152,12 @@ class Batch:
         run = current_run()
         token = new_id() if run is None else f"{run.job.id}:{run.next_add()}"
         queues = sorted({call.task.options.queue for call in calls})
-        first = store.add(self.id, token, len(calls), queues)
+        first, results = store.add(self.id, token, len(calls), queues)
         if first < 0:
             raise RQueueError(f"no batch {self.id} (expired, pruned, or never dispatched)")
         ids = []
         for offset, call in enumerate(calls):
-            member = member_job(call, self.id, first + offset)
+            member = member_job(call, self.id, first + offset, results)
             queue = call.task.connection()
             payload = observers.encoded(member, queue.config.max_payload_bytes)
             queue.push_once(
@@ -275,10 +278,15 @@ def _index(batch_id: str, task_id: str) -> int:
     return -1
 
 
-def member_job(call: PendingDispatch, batch_id: str, index: int) -> Job:
-    job = call.task.make_job(call.args, call.kwargs, meta={BATCH: batch_id})
+def member_job(call: PendingDispatch, batch_id: str, index: int, results: bool = False) -> Job:
+    job = call.task.make_job(call.args, call.kwargs, meta=member_meta(batch_id, results))
     job.id = member_id(batch_id, index)
     return job
+
+
+def member_meta(batch_id: str, results: bool) -> dict[str, Any]:
+    """A member's meta: its batch, and whether it sends its result when counted."""
+    return {BATCH: batch_id, RESULTS: True} if results else {BATCH: batch_id}
 
 
 def member_id(batch_id: str, index: int) -> str:
@@ -315,7 +323,7 @@ def push_callbacks(
         what = f"progress:{index}" if name == "progress" else name
         try:
             step = trusted(step, queue.config.secret, callback_place(batch_id, name))
-            gets = [BATCH, batch_id, list(counts)]
+            gets = callback_gets(batch_id, counts, step)
             job = step_job(step, derived_id(batch_id, what), {GETS: gets})
             payload = observers.encoded(job, queue.config.max_payload_bytes)
         except RQueueError as exc:  # InvalidSignature included
@@ -324,6 +332,15 @@ def push_callbacks(
         kept = bool(job.meta.get(KEEP))
         # At the head of its queue: it runs as its member finished, not after the rest.
         queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, kept, first=True)
+
+
+def callback_gets(batch_id: str, counts: Sequence[int], step: Step) -> list[Any]:
+    """A callback's ``gets`` meta: its batch and the counts of its moment, and
+    ``results`` if it gets the members' results too."""
+    gets: list[Any] = [BATCH, batch_id, list(counts)]
+    if step.get(RESULTS) is True:
+        gets.append(RESULTS)
+    return gets
 
 
 def _valid_queue(name: str) -> bool:

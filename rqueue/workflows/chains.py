@@ -93,7 +93,7 @@ class Chain:
             check_pending(step, "chain()")
             # The first step runs as it is; with pipe=True each later one gets the
             # return value of the step before it first.
-            step.task.check_call(step.args, step.kwargs, given_first=pipe and index > 0)
+            step.task.check_call(step.args, step.kwargs, given=int(pipe and index > 0))
         self.steps = steps
         self.pipe = pipe
         self._catch: PendingDispatch | None = None

@@ -39,6 +39,7 @@ from rqueue.tasks import observers
 from rqueue.tasks.arguments import check_arguments, describe_unencodable
 from rqueue.tasks.current import current_runner
 from rqueue.tasks.definition import PendingDispatch
+from rqueue.workflows.batch_results import RESULTS, over_limit
 from rqueue.workflows.batch_status import BatchCounts
 from rqueue.workflows.batches import BATCH, GETS, INDEX, Batch, member_index
 from rqueue.workflows.nesting import Opening, continuation, count_members, open_batch
@@ -90,6 +91,9 @@ class Member(NamedTuple):
     task_id: str
     failure: dict[str, str] | None = None
     """A failed member's failure, for the catch of a chain its batch is a link of."""
+    value: bytes | None = None
+    """A success's packed return value, if its batch has a callback that gets the
+    results (meta ``results``); it goes with the count (batch_member.lua)."""
 
 
 class Completion(NamedTuple):
@@ -151,7 +155,13 @@ def _check(meta: dict[str, Any], job: Job) -> None:
 def given(job: Job, queue: RedisQueue | None) -> Any:
     """What a callback is called with first: the batch, or the failure it handles."""
     gets = job.meta[GETS]
-    if type(gets) is list and len(gets) in (2, 3) and gets[0] == BATCH and type(gets[1]) is str:
+    if (
+        type(gets) is list
+        and len(gets) in (2, 3, 4)
+        and gets[0] == BATCH
+        and type(gets[1]) is str
+        and gets[4:] in ([], [RESULTS])
+    ):
         BatchKeys.for_batch(gets[1])  # checks the id
         if queue is None:
             counted(job)  # checks them
@@ -167,10 +177,16 @@ def given(job: Job, queue: RedisQueue | None) -> Any:
     raise InvalidPayload(f"meta {GETS!r} is malformed: {gets!r}")
 
 
+def gets_results(job: Job) -> bool:
+    """Whether a callback is called with its batch's results after the batch."""
+    gets = job.meta.get(GETS)
+    return type(gets) is list and len(gets) == 4 and gets[3] == RESULTS
+
+
 def counted(job: Job) -> BatchCounts | None:
     """The batch's counts a callback's payload carries (``Batch.counted``), if any."""
     gets = job.meta.get(GETS)
-    return _counts(gets[2]) if type(gets) is list and len(gets) == 3 else None
+    return _counts(gets[2]) if type(gets) is list and len(gets) in (3, 4) else None
 
 
 def _counts(counts: object) -> BatchCounts:
@@ -196,7 +212,8 @@ def on_success(
         return _next_step(job, list(steps), result, max_bytes, kept)
     member = None
     if BATCH in job.meta:
-        member = Member(job.meta[BATCH], member_index(job), "s", job.id)
+        value = _sent_result(job, result)
+        member = Member(job.meta[BATCH], member_index(job), "s", job.id, value=value)
     return Completion(kept, None, member)
 
 
@@ -260,11 +277,16 @@ def apply(
     ``completing`` is the task's ``(queue, reserved payload)``: if the chain's next
     step may share its script (``RedisQueue.same_slot``), the task is acknowledged in
     the same call that pushes it, and True is returned; else the caller acknowledges.
+    A success whose value the batch cannot keep (``RQUEUE_MAX_BATCH_RESULTS_BYTES``) is
+    counted as failed, and ResultTooLarge raised: the caller fails it for good.
     """
     member = completion.member
     if member is not None:
-        counted = [(member.member_index, member.outcome, member.task_id)]
-        count_members(queue, member.batch_id, counted, member.failure)
+        index, value = member.member_index, member.value
+        counted = [(index, member.outcome, member.task_id, value)]
+        if count_members(queue, member.batch_id, counted, member.failure) == "x" and value:
+            limit = queue.config.max_batch_results_bytes
+            raise over_limit(member.batch_id, index, len(value), limit)
     if completion.opening is not None:
         _open(completion.opening, queue)
     follower = completion.follower
@@ -325,7 +347,7 @@ def _next_step(
     meta: dict[str, Any] = {}
     if rest:
         meta[CHAIN] = [_step(s) if isinstance(s, PendingDispatch) else s for s in rest]
-    for name in (CATCH, PIPE, BATCH):
+    for name in (CATCH, PIPE, BATCH, RESULTS):
         if job.meta.get(name) is not None:
             meta[name] = job.meta[name]
     if BATCH in job.meta:
@@ -353,6 +375,18 @@ def _follower(step: Step, job: Job, max_bytes: int | None, place: str) -> Follow
 
 def _kept(job: Job, payload: bytes, record: bytes | None) -> Kept | None:
     return None if record is None else Kept(payload, job.id, record, int(job.meta[KEEP]))
+
+
+def _sent_result(job: Job, result: Any) -> bytes | None:
+    """A member's return value, packed, if its batch has a callback that gets them."""
+    if job.meta.get(RESULTS) is not True:
+        return None
+    value = _encodable_result(job, result)
+    try:
+        return pack(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        message = describe_unencodable(job.task, (value,), {}, exc)
+        raise _unstorable(job, "could not be kept for its batch", message) from None
 
 
 def _encodable_result(job: Job, result: Any) -> Any:

@@ -29,10 +29,11 @@ import msgpack
 from rqueue.encoding import codec
 from rqueue.encoding.payload import CHAIN, KEEP, Job
 from rqueue.errors import RQueueError
-from rqueue.store.batch_store import BatchStore, Place
+from rqueue.store.batch_store import BatchStore, MemberCount, Place
 from rqueue.store.calls import Push
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import observers
+from rqueue.workflows.batch_results import wants_results
 from rqueue.workflows.batch_status import BatchCounts
 from rqueue.workflows.batches import (
     BATCH,
@@ -40,6 +41,7 @@ from rqueue.workflows.batches import (
     INDEX,
     KEEP_FINISHED_MS,
     member_id,
+    member_meta,
     push_callbacks,
 )
 from rqueue.workflows.heard import remember
@@ -109,7 +111,8 @@ def open_batch(
     }
     if follows is not None:
         callbacks[CONTINUATION] = signed(follows, secret, callback_place(batch_id, CONTINUATION))
-    jobs, nested = members_of(batch_id, spec)
+    results = wants_results(spec.get("callbacks", {}))
+    jobs, nested = members_of(batch_id, spec, results)
     packed = codec.pack(callbacks)
     place = _place(follows, after)
     store = BatchStore(queue)
@@ -123,6 +126,7 @@ def open_batch(
         sorted({job.queue for job, _ in jobs}),
         "progress" in callbacks,
         place,
+        results,
     )
     if place is not None and place.parent is not None:
         store.nest(place.parent[0], batch_id, place.parent[1])
@@ -147,14 +151,17 @@ class Nested(NamedTuple):
     follows: Step
 
 
-def members_of(batch_id: str, spec: dict[str, Any]) -> tuple[list[tuple[Job, Step]], list[Nested]]:
+def members_of(
+    batch_id: str, spec: dict[str, Any], results: bool = False
+) -> tuple[list[tuple[Job, Step]], list[Nested]]:
     """The batch's members: the jobs of those that start with a task (each with the step
-    it came from), and the batches among them, with what follows each."""
+    it came from), and the batches among them, with what follows each. ``results``:
+    their successes send their values (a chain's last task's; a batch's, none)."""
     jobs: list[tuple[Job, Step]] = []
     nested: list[Nested] = []
     for index, member in enumerate(spec["members"]):
         links, meta = _member_chain(member)
-        meta[BATCH] = batch_id
+        meta.update(member_meta(batch_id, results))
         if len(links) > 1:
             meta[CHAIN] = links[1:]
         if is_batch_step(links[0]):
@@ -207,7 +214,7 @@ def _pushes(jobs: Sequence[tuple[Job, Step]], max_bytes: int | None) -> list[Pus
 def count_members(
     queue: RedisQueue,
     batch_id: str,
-    members: Sequence[tuple[int, str, str]],
+    members: Sequence[MemberCount],
     failure: dict[str, str] | None = None,
 ) -> str:
     """Count members of one batch, each (index, outcome, task id), in one call, and push

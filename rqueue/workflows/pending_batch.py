@@ -21,8 +21,15 @@ from rqueue.store.default import default_queue
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.definition import PendingDispatch, Task, dispatch_many
 from rqueue.tasks.interception import current_interceptor
+from rqueue.workflows.batch_results import RESULTS, wants_results
 from rqueue.workflows.batch_status import BatchCounts
-from rqueue.workflows.batches import BATCH, KEEP_FINISHED_MS, Batch, member_id, push_callbacks
+from rqueue.workflows.batches import (
+    KEEP_FINISHED_MS,
+    Batch,
+    member_id,
+    member_meta,
+    push_callbacks,
+)
 from rqueue.workflows.nesting import open_batch
 from rqueue.workflows.shapes import BATCH_STEP, batch_spec
 from rqueue.workflows.steps import (
@@ -46,10 +53,16 @@ class PendingBatch:
         self._allow_failures = False
 
     def then(
-        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
+        self,
+        callback: Task[Any, Any] | PendingDispatch,
+        *args: Any,
+        results: bool = False,
+        **kwargs: Any,
     ) -> PendingBatch:
-        """Run once every member succeeded."""
-        return self._on("then", callback_call("then", callback, args, kwargs))
+        """Run once every member succeeded. ``results=True``: called with the members'
+        return values too, a list in member order, after the batch (Celery's chord)."""
+        call = callback_call("then", callback, args, kwargs, 2 if results else 1)
+        return self._on("then", call, results)
 
     def catch(
         self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
@@ -58,10 +71,16 @@ class PendingBatch:
         return self._on("catch", callback_call("catch", callback, args, kwargs))
 
     def finally_(
-        self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
+        self,
+        callback: Task[Any, Any] | PendingDispatch,
+        *args: Any,
+        results: bool = False,
+        **kwargs: Any,
     ) -> PendingBatch:
-        """Run once every member finished, succeeded, failed or skipped."""
-        return self._on("finally", callback_call("finally_", callback, args, kwargs))
+        """Run once every member finished, succeeded, failed or skipped. ``results=True``:
+        as for :meth:`then`, with None for a member that failed or was skipped."""
+        call = callback_call("finally_", callback, args, kwargs, 2 if results else 1)
+        return self._on("finally", call, results)
 
     def progress(
         self, callback: Task[Any, Any] | PendingDispatch, *args: Any, **kwargs: Any
@@ -79,10 +98,18 @@ class PendingBatch:
         self._name = name
         return self
 
-    def _on(self, what: str, call: PendingDispatch) -> PendingBatch:
-        """Callbacks are tasks, called with the Batch first and then ``call``'s args."""
-        self._callbacks[what] = step_of(call)
+    def _on(self, what: str, call: PendingDispatch, results: bool = False) -> PendingBatch:
+        """Callbacks are tasks, called with the Batch first (and its members' results,
+        with ``results``) and then ``call``'s args."""
+        step = step_of(call)
+        if results:
+            step[RESULTS] = True
+        self._callbacks[what] = step
         return self
+
+    def wants_results(self) -> bool:
+        """Whether a callback gets the members' results: they send them when counted."""
+        return wants_results(self._callbacks)
 
     def composed(self, secret: str | None) -> Step:
         """Its batch step (shapes.py): a chain's link, or a batch's member. Its members'
@@ -130,9 +157,10 @@ class PendingBatch:
             KEEP_FINISHED_MS,
             queues,
             "progress" in self._callbacks,
+            results=self.wants_results(),
         )
         ids = [member_id(batch_id, index) for index in range(len(self.calls))]
-        dispatch_many(plain, ids, {BATCH: batch_id})
+        dispatch_many(plain, ids, member_meta(batch_id, self.wants_results()))
         if not self.calls:  # nothing will ever complete: then and finally are due now
             none = BatchCounts(0, 0, 0, 0)
             push_callbacks(queue, batch_id, 0, callbacks, ("then", "finally"), none)

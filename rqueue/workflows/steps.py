@@ -115,12 +115,12 @@ def step_of(call: PendingDispatch) -> Step:
 
 
 def callback_call(
-    what: str, callback: object, args: tuple[Any, ...], kwargs: dict[str, Any]
+    what: str, callback: object, args: tuple[Any, ...], kwargs: dict[str, Any], given: int = 1
 ) -> PendingDispatch:
-    """A callback's call: a task with the arguments it gets after the one the worker
-    gives it first (the batch, the failure), or a ``pending()`` call as it is.
-    ``what`` names the method (``then``, ``catch``...) for the TypeError of a callback
-    that is neither.
+    """A callback's call: a task with the arguments it gets after the ``given`` the
+    worker gives it first (the batch, the failure; the batch and its members' results),
+    or a ``pending()`` call as it is. ``what`` names the method (``then``, ``catch``...)
+    for the TypeError of a callback that is neither.
 
     ``then(notify, "ops")`` rather than ``then(notify.pending("ops"))``: ``pending``
     is typed with the task's whole signature, first argument included.
@@ -131,10 +131,10 @@ def callback_call(
     if isinstance(callback, PendingDispatch):
         if args or kwargs:
             raise TypeError("pass arguments either to pending() or here, not to both")
-        callback.task.check_call(callback.args, callback.kwargs, given_first=True)
+        callback.task.check_call(callback.args, callback.kwargs, given)
         return callback
     if isinstance(callback, Task):
-        callback.check_call(args, kwargs, given_first=True)
+        callback.check_call(args, kwargs, given)
         return PendingDispatch(callback, args, kwargs)
     raise TypeError(
         f"{what}() takes a task (a function decorated with @task) or a pending call like "

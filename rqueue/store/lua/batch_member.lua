@@ -1,35 +1,60 @@
 -- batch_member.lua: count members' outcomes, each once, and say which callbacks are due.
 -- KEYS[1] state hash   KEYS[2] succeeded bitmap   KEYS[3] failed bitmap
 -- KEYS[4] skipped bitmap   KEYS[5] failed-ids set   KEYS[6] adds hash   KEYS[7] queues set
+-- KEYS[8] results hash (member index -> its packed return value)
 -- ARGV[1] the members of this batch to count, in order, as one msgpack array of
--- [index, outcome, task id]: outcome 's' succeeded, 'f' failed for good or 'k' skipped
--- (the batch was cancelled). A worker counts the members that succeeded since its
--- last reserve call in one call (member_counts.py), any other outcome alone. One
--- argument, not three per member: a hundred members' arguments cost the worker more
--- to encode than the rest of their count.
+-- [index, outcome, task id] or [index, 's', task id, value]: outcome 's' succeeded,
+-- 'f' failed for good or 'k' skipped (the batch was cancelled); value, the member's
+-- packed return value, sent by a member whose batch has a callback that gets the
+-- results. A worker counts the members that succeeded since its last reserve call in
+-- one call (member_counts.py), any other outcome alone. One argument, not three per
+-- member: a hundred members' arguments cost the worker more to encode than the rest of
+-- their count.
+-- ARGV[2] the most bytes the batch's values may take together
+-- (RQUEUE_MAX_BATCH_RESULTS_BYTES)
 -- Returns {-1} if there is no such batch (expired, pruned); else {1, cancelled (0/1),
 -- callbacks or '', counted, then six per member that has callbacks due: its index, the
 -- succeeded, failed, skipped and total counts right after it, and the names due,
 -- joined by ','}. counted holds one character per member, in order: '1' counted now,
--- '0' counted before (a member run twice), '-' not a member (the index is not one).
+-- '0' counted before (a member run twice), '-' not a member (the index is not one),
+-- 'x' a success whose value would take the batch's values over ARGV[2]: counted as
+-- failed instead (if it was not already), and its worker fails it for good.
 -- Names due: 'then', 'catch', 'finally', 'progress'; callbacks is sent only if any are.
 -- Invariant: counts change only with a member's bit, so a member that runs twice, or is
 -- retried, is counted once. A retried member that succeeds moves from failed to
 -- succeeded. Each of then, catch and finally is due in one call only, the one whose
 -- member made it due; a re-run of that same member (its worker died before the ack)
 -- sees it due again, and the caller's push is idempotent (push_once.lua): so each
--- callback is queued exactly once. The batch expires keep_ms after it finished.
+-- callback is queued exactly once. A value is stored with its member's success bit
+-- only: a member counted before never overwrites its own, and the running total
+-- ('results_bytes') holds each stored value once, never over ARGV[2]. The batch expires
+-- keep_ms after it finished, every key with it.
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local fields = redis.call('HMGET', KEYS[1], 'total', 'allow_failures', 'keep_ms', 'progress')
 local total = tonumber(fields[1])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
-local function count(index, outcome, task_id)
+local most_bytes = tonumber(ARGV[2])
+
+-- Whether a success's value (if it sent one) fits beside the values kept; if so, kept.
+local function kept(index, value)
+  if type(value) ~= 'string' then return true end
+  local held = tonumber(redis.call('HGET', KEYS[1], 'results_bytes') or '0')
+  if held + #value > most_bytes then return false end
+  redis.call('HSET', KEYS[8], index, value)
+  redis.call('HINCRBY', KEYS[1], 'results_bytes', #value)
+  return true
+end
+
+local function count(index, outcome, task_id, value)
   local s = redis.call('GETBIT', KEYS[2], index)
   local f = redis.call('GETBIT', KEYS[3], index)
   local k = redis.call('GETBIT', KEYS[4], index)
-  local changed = false
+  local changed, over = false, false
+  if outcome == 's' and s == 0 and not kept(index, value) then
+    outcome, over = 'f', true
+  end
   if outcome == 's' and s == 0 then
     redis.call('SETBIT', KEYS[2], index, 1)
     redis.call('HINCRBY', KEYS[1], 'succeeded', 1)
@@ -81,11 +106,11 @@ local function count(index, outcome, task_id)
   -- key, so every key's expiry is set again then too.
   if succeeded + failed + skipped == total then
     if redis.call('HSETNX', KEYS[1], 'finished_at', now) == 1 or changed then
-      for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], tonumber(fields[3])) end
+      for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(fields[3])) end
     end
   end
   if outcome == 's' and fields[4] == '1' then due[#due + 1] = 'progress' end
-  return changed, due, {succeeded, failed, skipped}
+  return changed, due, {succeeded, failed, skipped}, over
 end
 
 local counted, found = {}, {}
@@ -94,8 +119,8 @@ for _, member in ipairs(cmsgpack.unpack(ARGV[1])) do
   if index == nil or index < 0 or index >= total or index ~= math.floor(index) then
     counted[#counted + 1] = '-'
   else
-    local changed, due, counts = count(index, member[2], member[3])
-    counted[#counted + 1] = changed and '1' or '0'
+    local changed, due, counts, over = count(index, member[2], member[3], member[4])
+    counted[#counted + 1] = over and 'x' or (changed and '1' or '0')
     if #due > 0 then
       for _, value in ipairs({index, counts[1], counts[2], counts[3], total}) do
         found[#found + 1] = value

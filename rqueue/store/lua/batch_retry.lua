@@ -1,6 +1,6 @@
 -- batch_retry.lua: open a batch again before some of its failed members are pushed back.
--- KEYS[1..7] as batch_member.lua (state hash, the three bitmaps, failed-ids, adds,
--- queues)
+-- KEYS[1..8] as batch_member.lua (state hash, the three bitmaps, failed-ids, adds,
+-- queues, results)
 -- ARGV pairs: a member's index, its task id, for each member about to be retried
 -- Returns how many of them were counted as failed (they are pending again), or -1 if
 -- there is no such batch.
@@ -22,6 +22,6 @@ for i = 1, #ARGV, 2 do
 end
 if reopened > 0 then
   redis.call('HDEL', KEYS[1], 'cancelled_at', 'finished_at')
-  for i = 1, 7 do redis.call('PERSIST', KEYS[i]) end
+  for i = 1, #KEYS do redis.call('PERSIST', KEYS[i]) end
 end
 return reopened

@@ -85,11 +85,11 @@ def test_pending_may_lack_the_argument_a_chain_step_or_callback_is_given_first(
 
 def test_a_call_given_one_argument_first_is_checked_with_it() -> None:
     """For workflows: a callback gets the batch or the failure first."""
-    c.notify.check_call(("ops",), {}, given_first=True)
+    c.notify.check_call(("ops",), {}, given=1)
     with pytest.raises(TypeError, match="task checked_tasks:notify cannot be called"):
         c.notify.check_call(("ops",), {})
     with pytest.raises(TypeError, match="task checked_tasks:notify cannot be called"):
-        c.notify.check_call(("ops", "extra"), {}, given_first=True)
+        c.notify.check_call(("ops", "extra"), {}, given=1)
 
 
 def test_a_wrapping_decorator_is_called_as_it_is_not_as_what_it_wraps(

@@ -7,12 +7,16 @@ after every step Redis must agree with the plain-Python model of
 ``rqueue.testing.batch_counting`` (the one the inline runner counts by): the counts,
 the failed ids, the pending count, cancelled and finished, the callbacks due in
 each call (in the script's order), each of then/catch/finally due in exactly one
-counted call, and a finished batch expiring whole.
+counted call, and a finished batch expiring whole. Successes may send a value
+(a callback gets the results): Redis keeps exactly the values of the successes the
+model counted, each once, and counts as failed ('x') the success that would take them
+over their bound.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import msgpack
 import pytest
@@ -35,6 +39,8 @@ from rqueue.workflows.batches import Batch, member_id
 
 CALLBACKS = msgpack.packb({"then": {}, "catch": {}, "finally": {}})
 KEEP_MS = 3_600_000
+MOST_BYTES = 40
+"""RQUEUE_MAX_BATCH_RESULTS_BYTES of the machine: a few values reach it."""
 
 
 class BatchMachine(RuleBasedStateMachine):
@@ -47,7 +53,7 @@ class BatchMachine(RuleBasedStateMachine):
         self.connection.client.flushall()
         self.store = BatchStore(self.connection)
         self.batch_id = new_id()
-        self.model = MemberCounting(0, False, False)
+        self.model = MemberCounting(0, False, False, MOST_BYTES)
         self.outcomes = self.model.outcomes
         """Index -> 's', 'f' or 'k': how each counted member stands now."""
         self.due_by = self.model.due_by
@@ -58,7 +64,9 @@ class BatchMachine(RuleBasedStateMachine):
         """Set by any member call that finds nothing pending; a batch retry clears it."""
         self.tokens: dict[str, tuple[int, int]] = {}
         """An add() call's token -> (first index, count)."""
-        self.last: tuple[int, str] | None = None
+        self.last: tuple[int, str, bytes | None] | None = None
+        self.values: dict[int, bytes] = {}
+        """Index -> the value Redis should keep: sent with the success that counted."""
 
     @property
     def total(self) -> int:
@@ -84,16 +92,27 @@ class BatchMachine(RuleBasedStateMachine):
     def _pending(self) -> int:
         return self.model.pending()
 
-    def _report(self, members: list[tuple[int, str]]) -> None:
+    def _report(
+        self, reported: list[tuple[int, str]] | list[tuple[int, str, bytes | None]]
+    ) -> None:
         """Count members in one call (a worker counts the successes it finished since
-        its last reserve call so); the model counts them one after another."""
-        calls = [(index, outcome, member_id(self.batch_id, index)) for index, outcome in members]
+        its last reserve call so); the model counts them one after another. A member
+        is (index, outcome) or (index, outcome, the value a success sends)."""
+        members = [(m[0], m[1], m[2] if len(m) > 2 else None) for m in reported]
+        calls = [(i, outcome, member_id(self.batch_id, i), value) for i, outcome, value in members]
         reply = self.store.count(self.batch_id, calls)
         assert reply.exists
         counted, due = "", []
-        for index, outcome in members:
-            changed, names = self.model.count(index, outcome)
-            counted += "1" if changed else "0"
+        for index, outcome, value in members:
+            size = None if value is None else len(value)
+            if outcome == "s" and self.model.over(index, size):
+                changed, names = self.model.count(index, "f")
+                counted += "x"
+            else:
+                changed, names = self.model.count(index, outcome, size)
+                counted += "1" if changed else "0"
+                if changed and outcome == "s" and value is not None:
+                    self.values[index] = value
             if names:
                 due.append((index, tuple(names)))
             if changed:
@@ -114,7 +133,7 @@ class BatchMachine(RuleBasedStateMachine):
     def open(self, total: int, allow_failures: bool, progress: bool) -> None:
         self.total, self.model.allow_failures = total, allow_failures
         self.model.progress = progress
-        options = (allow_failures, CALLBACKS, KEEP_MS, ["default"], progress)
+        options = (allow_failures, CALLBACKS, KEEP_MS, ["default"], progress, True)
         assert self.store.open(self.batch_id, total, "props", *options) > 0
         # Opened once: a second open resets nothing.
         again = (not allow_failures, b"", 1, ["other"])
@@ -123,6 +142,19 @@ class BatchMachine(RuleBasedStateMachine):
     @rule(number=st.integers(0, 50))
     def succeed(self, number: int) -> None:
         self._report([(number % self.total, "s")])
+
+    @rule(number=st.integers(0, 50), value=st.binary(max_size=20))
+    def succeed_with_value(self, number: int, value: bytes) -> None:
+        """A member of a batch whose callback gets the results sends its value."""
+        self._report([(number % self.total, "s", value)])
+
+    @rule(
+        numbers=st.lists(
+            st.tuples(st.integers(0, 50), st.binary(max_size=12)), min_size=1, max_size=6
+        )
+    )
+    def succeed_together_with_values(self, numbers: list[tuple[int, bytes]]) -> None:
+        self._report([(number % self.total, "s", value) for number, value in numbers])
 
     @rule(numbers=st.lists(st.integers(0, 50), min_size=2, max_size=6))
     def succeed_together(self, numbers: list[int]) -> None:
@@ -157,8 +189,8 @@ class BatchMachine(RuleBasedStateMachine):
     def add(self, count: int) -> None:
         """A running member (so the batch is not finished) adds members."""
         token = f"{new_id()}:1"
-        first = self.store.add(self.batch_id, token, count, ["default", "other"])
-        assert first == self.total
+        first, results = self.store.add(self.batch_id, token, count, ["default", "other"])
+        assert (first, results) == (self.total, True)
         self.tokens[token] = (first, count)
         self.total += count
 
@@ -169,7 +201,7 @@ class BatchMachine(RuleBasedStateMachine):
         tokens = sorted(self.tokens)
         token = tokens[number % len(tokens)]
         first, count = self.tokens[token]
-        assert self.store.add(self.batch_id, token, count, ["default"]) == first
+        assert self.store.add(self.batch_id, token, count, ["default"]) == (first, True)
 
     @rule()
     def retry_batch(self) -> None:
@@ -227,6 +259,15 @@ class BatchMachine(RuleBasedStateMachine):
         assert status.finished == self.finished
 
     @invariant()
+    def the_values_kept_are_those_of_the_successes_counted(self) -> None:
+        client, keys = self.connection.client, self.store.keys(self.batch_id)
+        kept = {int(index): value for index, value in client.hgetall(keys.results).items()}
+        assert kept == self.values
+        held = int(client.hget(keys.state, "results_bytes") or 0)
+        assert held == sum(map(len, self.values.values())) == self.model.results_bytes
+        assert held <= MOST_BYTES
+
+    @invariant()
     def each_callback_is_due_in_at_most_one_counted_call(self) -> None:
         assert all(self.fired[name] <= 1 for name in ONCE), self.fired
         assert set(self.due_by) == {name for name in ONCE if self.fired[name]}
@@ -278,7 +319,7 @@ def test_a_missing_batch_counts_nothing(queue: RedisQueue) -> None:
     batch_id = new_id()
     reply = store.count(batch_id, [(0, "s", member_id(batch_id, 0))])
     assert not reply.exists and not reply.counted and not reply.due
-    assert store.add(batch_id, "token", 1, ["default"]) == -1
+    assert store.add(batch_id, "token", 1, ["default"]) == (-1, False)
     assert store.cancel(batch_id) == -1
     assert store.read(batch_id) is None and store.cancelled(batch_id) is None
     assert not queue.client.keys("*")  # nothing was created by the calls above
@@ -286,4 +327,4 @@ def test_a_missing_batch_counts_nothing(queue: RedisQueue) -> None:
 
 @pytest.mark.timeout(120)
 def test_batch_counts_are_exact_after_any_sequence(config: Config) -> None:
-    run_machine(BatchMachine, config, examples=80, steps=30)
+    run_machine(BatchMachine, replace(config, max_batch_results_bytes=MOST_BYTES), 80, 30)
