@@ -237,17 +237,18 @@ class CallShape:
         return self.required.issubset(given.union(self.keywords.intersection(kwargs)))
 
     def check_partial(self, task: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-        """``check`` for a ``pending()`` call, which may lack its first argument: a chain
-        with ``pipe=True`` gives a step the step before's result first, a callback gets
-        the batch or the failure first. Where it is dispatched as it is (alone, in
+        """``check`` for a ``pending()`` call, which may lack its first argument or two:
+        a chain with ``pipe=True`` gives a step the step before's result first, a
+        callback gets the batch or the failure first (and with ``results=True``, the
+        members' results second). Where it is dispatched as it is (alone, in
         ``dispatch_many``, as a batch member), ``check`` applies in full."""
         try:
             self.check(task, args, kwargs)
         except TypeError:
-            try:
-                self.check(task, (None, *args), kwargs)
-            except TypeError:
-                pass
-            else:
+            for given in ((None,), (None, None)):
+                try:
+                    self.check(task, (*given, *args), kwargs)
+                except TypeError:
+                    continue
                 return
             raise
