@@ -33,6 +33,11 @@ def square(index: int) -> int:
 
 
 @task
+def plus_one(value: int) -> int:
+    return value + 1
+
+
+@task
 def word(index: int) -> str:
     return f"w{index}"
 

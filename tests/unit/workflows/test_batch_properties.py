@@ -133,8 +133,8 @@ class BatchMachine(RuleBasedStateMachine):
     def open(self, total: int, allow_failures: bool, progress: bool) -> None:
         self.total, self.model.allow_failures = total, allow_failures
         self.model.progress = progress
-        options = (allow_failures, CALLBACKS, KEEP_MS, ["default"], progress, True)
-        assert self.store.open(self.batch_id, total, "props", *options) > 0
+        options = (allow_failures, CALLBACKS, KEEP_MS, ["default"], progress)
+        assert self.store.open(self.batch_id, total, "props", *options, results=True) > 0
         # Opened once: a second open resets nothing.
         again = (not allow_failures, b"", 1, ["other"])
         assert self.store.open(self.batch_id, total + 1, "again", *again) == 0

@@ -8,12 +8,12 @@ import chord_tasks as chords
 import pytest
 from support import Workers, wait_for
 
-from rqueue import batch
+from rqueue import batch, chain
 from rqueue.failed import FailedTasks
 from rqueue.store.batch_store import RESULTS_PAGE, BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.testing import fake, sync
-from rqueue.workflows.batches import PendingBatch
+from rqueue.workflows.pending_batch import PendingBatch
 
 SETTING = "RQUEUE_MAX_BATCH_RESULTS_BYTES"
 
@@ -65,6 +65,27 @@ def test_sync_and_run_all_give_the_results_a_worker_gives(queue: RedisQueue) -> 
         ordered_batch().dispatch()
         recorded_calls.run_all()
     assert sorted(chords.got()) == [("finally", EXPECTED), ("then", EXPECTED)]
+
+
+def nested_batch() -> PendingBatch:
+    """A chain's last step gives its member's result; a batch member gives none."""
+    members = [
+        chain(chords.square.pending(3), chords.plus_one.pending(), pipe=True),
+        chords.square.pending(2),
+        batch([chords.square.pending(5)]),
+    ]
+    return batch(members).then(chords.record, "then", results=True)
+
+
+@pytest.mark.topology
+def test_a_chain_member_gives_its_last_steps_value(queue: RedisQueue, workers: Workers) -> None:
+    nested_batch().dispatch()
+    workers.start()
+    assert recorded(1) == [("then", [10, 4, None])]
+    queue.client.delete(chords.GOT)
+    with sync():
+        nested_batch().dispatch()
+    assert chords.got() == [("then", [10, 4, None])]
 
 
 def test_finally_gets_none_for_a_member_that_failed_or_could_not_be_kept(
