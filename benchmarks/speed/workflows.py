@@ -4,12 +4,13 @@ Two measurements, each on a redis-server of its own:
 
 1. Per task, in one run: one worker child in this process (as ``hot_path.py`` runs
    it: no parent, no fork) works through plain empty tasks, the same task with
-   ``keep_result``, and the members of a batch of empty tasks, the three in turn
-   within each round. For each: child CPU and wall time per task, the requests the
-   child sent to Redis per task, and Redis's commands per task by command (``INFO
-   commandstats`` after ``CONFIG RESETSTAT``). Redis counts the commands a script
-   runs as well as the script call, so the requests (round trips) are counted on the
-   client's side too.
+   ``keep_result``, the members of a batch of empty tasks, the members of a batch
+   whose callback gets their results (each returns a 31-character string), and the
+   nested forms, each in turn within each round. For each: child CPU and wall time
+   per task, the requests the child sent to Redis per task, and Redis's commands per
+   task by command (``INFO commandstats`` after ``CONFIG RESETSTAT``). Redis counts
+   the commands a script runs as well as the script call, so the requests (round
+   trips) are counted on the client's side too.
 2. One batch of ``--members`` empty tasks with a ``then`` callback: how fast
    ``batch([...]).dispatch()`` sends it (no worker running yet), how fast a pool of
    ``rqueue work --concurrency N`` completes it, how long until ``then`` has run, and
@@ -44,7 +45,14 @@ from rqueue.settings.config import Config
 from rqueue.store.default import use
 from rqueue.store.queue import RedisQueue
 
-KINDS = ("plain", "keep_result", "batch member", "chain of 2 as member", "batch in a chain")
+KINDS = (
+    "plain",
+    "keep_result",
+    "batch member",
+    "member, results=True",
+    "chain of 2 as member",
+    "batch in a chain",
+)
 KEEP_SECONDS = 3600
 OWN_COMMANDS = frozenset({"info", "config", "config|resetstat"})
 """What the benchmark itself sends between RESETSTAT and INFO: left out of the counts."""
@@ -71,6 +79,11 @@ def fill(kind: str, count: int) -> None:
     empty = bench_tasks.empty
     if kind == "batch member":
         batch([empty.pending() for _ in range(count)]).dispatch()
+        return
+    if kind == "member, results=True":  # its callback, on a queue not served, never runs
+        value = bench_tasks.small_value
+        members = batch([value.pending() for _ in range(count)])
+        members.then(bench_tasks.results_seen, results=True).dispatch()
         return
     if kind == "chain of 2 as member":
         batch([chain(empty.pending(), empty.pending()) for _ in range(count // 2)]).dispatch()

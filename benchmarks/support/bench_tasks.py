@@ -40,6 +40,17 @@ def empty() -> None:
 
 
 @task
+def small_value() -> str:
+    """Returns a value the size of a path or an id: what a chord's member sends."""
+    return "thumbs/0123456789abcdef-200.jpg"
+
+
+@task(queue="bench-callbacks")
+def results_seen(found: object, results: list[object]) -> None:
+    """A callback that gets the results, on a queue the benchmark's child does not serve."""
+
+
+@task
 async def empty_async() -> None:
     """Does nothing, as an ``async def`` task: the queue's own cost under ``--slots``."""
 

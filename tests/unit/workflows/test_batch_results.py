@@ -10,6 +10,7 @@ from support import Workers, wait_for
 
 from rqueue import batch, chain
 from rqueue.failed import FailedTasks
+from rqueue.settings.config import Config, ConfigError
 from rqueue.store.batch_store import RESULTS_PAGE, BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.testing import fake, sync
@@ -239,3 +240,16 @@ def test_a_callback_that_gets_the_results_is_checked_for_two_given_arguments() -
         batch(members).finally_(chords.record, "finally")
     batch(members).then(chords.record_batch_only, "then")
     batch(members).finally_(chords.record.pending("finally"), results=True)
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "1e3", "lots", str(16 * 1024**3 + 1)])
+def test_the_batch_results_bound_is_checked_like_the_other_settings(
+    bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SETTING, bad)
+    with pytest.raises(ConfigError, match=f"{SETTING} must be a whole number from 1 to"):
+        Config.resolve()
+    monkeypatch.setenv(SETTING, "4096")
+    assert Config.resolve().max_batch_results_bytes == 4096
+    with pytest.raises(ConfigError, match="max_batch_results_bytes must be"):
+        Config(max_batch_results_bytes=0)
