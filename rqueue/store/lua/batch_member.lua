@@ -35,15 +35,16 @@ local total = tonumber(fields[1])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
-local most_bytes = tonumber(ARGV[2])
+local most_bytes, held = tonumber(ARGV[2]), nil
 
 -- Whether a success's value (if it sent one) fits beside the values kept; if so, kept.
+-- Their total is read once per call, and written once at its end.
 local function kept(index, value)
   if type(value) ~= 'string' then return true end
-  local held = tonumber(redis.call('HGET', KEYS[1], 'results_bytes') or '0')
+  held = held or tonumber(redis.call('HGET', KEYS[1], 'results_bytes') or '0')
   if held + #value > most_bytes then return false end
   redis.call('HSET', KEYS[8], index, value)
-  redis.call('HINCRBY', KEYS[1], 'results_bytes', #value)
+  held = held + #value
   return true
 end
 
@@ -129,6 +130,7 @@ for _, member in ipairs(cmsgpack.unpack(ARGV[1])) do
     end
   end
 end
+if held then redis.call('HSET', KEYS[1], 'results_bytes', held) end
 local reply = {1, redis.call('HEXISTS', KEYS[1], 'cancelled_at'), '', table.concat(counted)}
 if #found > 0 then reply[3] = redis.call('HGET', KEYS[1], 'callbacks') or '' end
 for _, value in ipairs(found) do reply[#reply + 1] = value end
