@@ -22,9 +22,15 @@ from rqueue.store.queue import RedisQueue
 
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
 
-MemberCount: TypeAlias = tuple[int, str, str] | tuple[int, str, str, bytes | None]
+MemberCount: TypeAlias = tuple[int, str, str] | tuple[int, str, str, bytes]
 """A member to count: its index, outcome (``s``, ``f``, ``k``) and task id, and a
 success's packed return value if its batch's callback gets the results."""
+
+
+def member_count(index: int, outcome: str, task_id: str, value: bytes | None) -> MemberCount:
+    """A member to count, with its value if it sends one."""
+    return (index, outcome, task_id) if value is None else (index, outcome, task_id, value)
+
 
 RESULTS_PAGE = 2000
 """Members' results read per call: a callback of a large batch reads them in pages,
@@ -144,8 +150,7 @@ class BatchStore:
         value to keep for the batch's callback (``RQUEUE_MAX_BATCH_RESULTS_BYTES`` in
         all)."""
         keys = self.keys(batch_id)
-        sent = [m if len(m) < 4 or m[3] is not None else m[:3] for m in members]
-        packed = msgpack.packb(sent, use_bin_type=False)  # Lua's cmsgpack reads no bin type
+        packed = msgpack.packb(members, use_bin_type=False)  # Lua's cmsgpack reads no bin type
         most = self.queue.config.max_batch_results_bytes
         reply = self.queue.scripts.batch_member(self.queue.side, keys.all(), (packed, most))
         if int(reply[0]) < 0:

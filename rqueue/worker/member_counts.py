@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from rqueue.encoding.payload import CHAIN, decode
 from rqueue.errors import InvalidPayload, describe
+from rqueue.store.batch_store import member_count
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import refusal
 from rqueue.workflows.batch_results import RESULTS, over_limit
@@ -88,10 +89,9 @@ class OwedCounts:
         members Redis refused to count, whose acks must not go (they fail instead).
         An outage raises, and what is left stays owed: counting is idempotent."""
         refused: list[Uncounted] = []
-        limit = store.config.max_batch_results_bytes
         for batch_id in list(self._owed):
             owed = self._owed[batch_id]
-            members = [(m.member_index, "s", m.task_id, m.value) for m in owed]
+            members = [member_count(m.member_index, "s", m.task_id, m.value) for m in owed]
             try:
                 counted = count_members(store, batch_id, members)
             except Exception as exc:
@@ -100,13 +100,25 @@ class OwedCounts:
                 reason = describe(exc)[1]
                 refused.extend(Uncounted(m.queue, m.payload, reason) for m in owed)
             else:
-                for m, said in zip(owed, counted, strict=False):
-                    if said == "x":  # counted as failed: it fails for good
-                        size = len(m.value or b"")
-                        reason = str(over_limit(batch_id, m.member_index, size, limit))
-                        refused.append(Uncounted(m.queue, m.payload, reason, "ResultTooLarge"))
+                if "x" in counted:  # a value over the bound
+                    refused.extend(_over_bound(store, batch_id, owed, counted))
             del self._owed[batch_id]
         return refused
+
+
+def _over_bound(
+    store: RedisQueue, batch_id: str, owed: Sequence[Owed], counted: str
+) -> list[Uncounted]:
+    """The members whose values the batch could not keep (counted ``x``: as failed
+    instead), to fail for good."""
+    limit = store.config.max_batch_results_bytes
+    over = []
+    for member, said in zip(owed, counted, strict=False):
+        if said == "x":
+            size = len(member.value or b"")
+            reason = str(over_limit(batch_id, member.member_index, size, limit))
+            over.append(Uncounted(member.queue, member.payload, reason, "ResultTooLarge"))
+    return over
 
 
 def count_finished(store: RedisQueue, queue: str, payloads: Sequence[bytes]) -> list[bytes]:

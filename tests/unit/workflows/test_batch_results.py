@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import Any
 
 import chord_tasks as chords
@@ -9,11 +11,14 @@ import pytest
 from support import Workers, wait_for
 
 from rqueue import batch, chain
+from rqueue.encoding.payload import decode
+from rqueue.errors import ResultTooLarge
 from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config, ConfigError
 from rqueue.store.batch_store import RESULTS_PAGE, BatchStore
 from rqueue.store.queue import RedisQueue
 from rqueue.testing import fake, sync
+from rqueue.workflows import effects
 from rqueue.workflows.pending_batch import PendingBatch
 
 SETTING = "RQUEUE_MAX_BATCH_RESULTS_BYTES"
@@ -253,3 +258,19 @@ def test_the_batch_results_bound_is_checked_like_the_other_settings(
     assert Config.resolve().max_batch_results_bytes == 4096
     with pytest.raises(ConfigError, match="max_batch_results_bytes must be"):
         Config(max_batch_results_bytes=0)
+
+
+def test_a_member_counted_at_once_over_the_bound_raises_for_its_worker_to_fail_it(
+    queue: RedisQueue, config: Config
+) -> None:
+    """Counted at once (a traced worker, ``counts_wait`` off): the same bound, raised."""
+    small = RedisQueue(replace(config, max_batch_results_bytes=10))
+    found = batch([chords.big.pending(0, 20)]).then(chords.record, "then", results=True)
+    b = found.dispatch(small)
+    payload = queue.client.lindex(queue.keys("default").ready, 0)
+    completion = effects.on_success(decode(payload), payload, "x" * 20, time.time(), None)
+    with pytest.raises(ResultTooLarge, match=f"member 0 of batch {b.id}.*{SETTING}"):
+        effects.apply(completion, small)
+    status = b.status()
+    assert status is not None and (status.succeeded, status.failed) == (0, 1)
+    small.client.close()
