@@ -213,8 +213,8 @@ def on_success(
         return _next_step(job, list(steps), result, max_bytes, kept)
     member = None
     if BATCH in job.meta:
-        value = _sent_result(job, result)
-        member = Member(job.meta[BATCH], member_index(job), "s", job.id, value=value)
+        value = _sent_result(job, result) if RESULTS in job.meta else None
+        member = Member(job.meta[BATCH], member_index(job), "s", job.id, None, value)
     return Completion(kept, None, member)
 
 
