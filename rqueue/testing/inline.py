@@ -155,7 +155,8 @@ class InlineRunner:
         self.batches: dict[str, MemoryBatch] = {}
         self.progress: dict[str, Progress] = {}
         """Each call's latest progress report, by id (``InlineDispatched.progress()``)."""
-        self._resolved: Config | None = None
+        self._max_bytes: int | None = None
+        self._limit_read = False
         self.waits = Waits(self.outcomes, self.waiting, self._failed_unrun)
         """Calls that wait for others (``using(after=...)``): run once they have."""
 
@@ -199,17 +200,10 @@ class InlineRunner:
 
     def max_bytes(self) -> int | None:
         """The payload size limit of the configuration (read once, from the environment)."""
-        return self._config().max_payload_bytes
-
-    def max_results_bytes(self) -> int:
-        """What one batch's results may weigh together, as configured."""
-        return self._config().max_batch_results_bytes
-
-    def _config(self) -> Config:
-        """The configuration, resolved once (from the environment)."""
-        if self._resolved is None:
-            self._resolved = Config.resolve()
-        return self._resolved
+        if not self._limit_read:
+            self._max_bytes = Config.resolve().max_payload_bytes
+            self._limit_read = True
+        return self._max_bytes
 
     def added(self, payloads: list[bytes]) -> None:
         if self.later is not None:
@@ -280,9 +274,11 @@ class InlineRunner:
                 set_current_job(outer_job)
                 set_runner(outer_runner)
                 reset_sink(sink)
-            refused = self._refused(completion)
-            if refused is not None:  # as batch_member.lua: failed for good
-                return self._failed(job, payload, refused, started)
+            member = completion.member
+            if member is not None and member.value is not None:  # as batch_member.lua
+                refused = self.batches[member.batch_id].refused(member.member_index, member.value)
+                if refused is not None:  # its batch cannot keep its value: failed for good
+                    return self._failed(job, payload, refused, started)
             found = Outcome(job.id, job.task, "succeeded", value, attempts=job.attempts)
             self.outcomes[job.id] = found
             # The task's hooks, as in a worker; no events: inline runs emit none.
@@ -351,13 +347,6 @@ class InlineRunner:
         self.outcomes[job.id] = found
         self._complete(effects.on_skip(job, payload))
         return found
-
-    def _refused(self, completion: effects.Completion) -> Exception | None:
-        """Why a member's success fails instead: its batch cannot keep its value."""
-        member = completion.member
-        if member is None or member.value is None:
-            return None
-        return self.batches[member.batch_id].refused(member.member_index, member.value)
 
     def _complete(self, completion: effects.Completion) -> None:
         """Run what a completion makes due, as a worker would push it."""

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from rqueue.encoding.payload import Job, encode
 from rqueue.errors import ResultTooLarge, RQueueError
+from rqueue.settings.config import Config
 from rqueue.store.batch_store import BatchState
 from rqueue.tasks.definition import PendingDispatch
 from rqueue.tasks.handles import TaskHandle
@@ -49,10 +50,6 @@ class BatchRunner(Protocol):
         """Count a member of a batch this runner opened; the payloads now due."""
         ...
 
-    def max_results_bytes(self) -> int:
-        """What one batch's results may weigh together (RQUEUE_MAX_BATCH_RESULTS_BYTES)."""
-        ...
-
 
 class MemoryBatch(Batch):
     """A stand-in for :class:`Batch` that answers from memory what a worker's batch
@@ -73,7 +70,7 @@ class MemoryBatch(Batch):
             len(spec["members"]),
             spec["allow_failures"],
             "progress" in spec["callbacks"],
-            runner.max_results_bytes(),
+            Config.resolve().max_batch_results_bytes,  # as a worker would bound them
         )
         """Its members' outcomes, counted as batch_member.lua counts them."""
         self.wants_results = wants_results(spec["callbacks"])
