@@ -21,7 +21,7 @@ import pytest
 import redis
 from support import TASKS_DIR, WorkerProcess, Workers, follow_log, wait_for
 
-from rqueue import Batch, batch
+from rqueue import Batch, batch, chain
 from rqueue.server import RedisServer
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
@@ -64,6 +64,17 @@ def dispatch(connection: RedisQueue, work_ms: float) -> Batch:
         .finally_(flows.record_callback.pending("finally"))
         .dispatch(connection)
     )
+
+
+def kill_a_child(started: list[WorkerProcess], chooser: random.Random) -> int:
+    """SIGKILL one child of the workers still alive; how many were killed (0 or 1)."""
+    alive = [w for w in started if w.process.poll() is None]
+    children = [c for w in alive for c in w.children()]
+    if children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(chooser.choice(children).pid, signal.SIGKILL)
+            return 1
+    return 0
 
 
 def status(found: Batch) -> BatchStatus | None:
@@ -133,11 +144,7 @@ def test_a_batch_under_worker_kills_counts_exactly_and_calls_back_once(
             started.remove(victim)
             started.append(logged.start())
         else:
-            children = [c for w in alive for c in w.children()]
-            if children:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(chooser.choice(children).pid, signal.SIGKILL)
-                    child_kills += 1
+            child_kills += kill_a_child(alive, chooser)
         time.sleep(chooser.uniform(0.15, 0.45))  # the pace of the faults
     assert child_kills >= 8 and whole_kills == 2, (child_kills, whole_kills)
     wait_for(lambda: queue.client.llen(flows.CALLED) >= 2, 20, "then and finally")
@@ -177,6 +184,94 @@ def test_a_batch_across_redis_restarts_counts_exactly_and_calls_back_once(
         assert_counted_exactly(target, found)
         for worker in workers.started:
             assert worker.process.poll() is None, "a worker exited during the restarts"
+        assert not logged.tracebacks()
+    finally:
+        workers.kill_all()
+        target.client.close()
+
+
+WORKFLOW_MEMBERS = 2000
+CHORD = 100
+
+
+def dispatch_workflow(connection: RedisQueue) -> list[Batch]:
+    """A chain of a step, a batch of 2,000 chains of two, a step, and a batch whose
+    ``then`` gets its members' results; the chain's two batches, as handles."""
+    members = batch(
+        [
+            chain(flows.count_member.pending(i, 8.0), flows.second_step.pending(i))
+            for i in range(WORKFLOW_MEMBERS)
+        ]
+    )
+    members = members.then(flows.record_callback.pending("then"))
+    members = members.finally_(flows.record_callback.pending("finally"))
+    chord = batch([flows.count_member.pending(WORKFLOW_MEMBERS + i) for i in range(CHORD)])
+    chord = chord.then(flows.summarise, results=True)
+    first = flows.record_step.using(connection=connection).pending("start")
+    steps = chain(first, members, flows.record_step.pending("middle"), chord).dispatch()
+    found = [step for step in steps.steps if isinstance(step, Batch)]
+    return [Batch(step.id, connection) for step in found]
+
+
+def test_a_nested_workflow_under_kills_and_a_redis_restart_runs_each_step_once(
+    persistent_server: RedisServer,
+) -> None:
+    """Issue 31's scenario: children killed at random, a whole worker killed (its acks
+    lost: what it held runs again), Redis restarted from its AOF, while the chain runs.
+    Every task's effect lands once (sets), every member is counted once, and each
+    callback is queued once (derived ids): the counts are exact and the callbacks'
+    list holds each once. A step may run twice (a lost ack); its effect does not."""
+    target = RedisQueue(Config.resolve(redis_url=persistent_server.url))
+    workers = Workers(target.config, cwd=TASKS_DIR)
+    try:
+        members, chord = dispatch_workflow(target)
+        logged = Logged(workers)
+        started = [logged.start() for _ in range(2)]
+        chooser = random.Random(31)
+        kills = restarts = whole_kills = 0
+        deadline = time.monotonic() + 120
+        # Faults until the chord's members are all counted (its then may run after).
+        while not finished(chord):
+            assert time.monotonic() < deadline, f"not finished: {status(members)}"
+            counted = status(members)
+            if restarts == 0 and counted is not None and counted.succeeded >= 300:
+                persistent_server.kill()  # as a crash: only what the AOF holds survives
+                time.sleep(0.5)
+                persistent_server.start()
+                restarts += 1
+            if whole_kills == 0 and kills >= 6:  # parent and children: acks lost
+                victim = started.pop(0)
+                os.killpg(victim.pid, signal.SIGKILL)
+                victim.wait()
+                whole_kills += 1
+                started.append(logged.start())
+            kills += kill_a_child(started, chooser)
+            time.sleep(chooser.uniform(0.15, 0.45))
+        assert restarts == 1 and whole_kills == 1 and kills >= 6, (restarts, whole_kills, kills)
+        summed = sum(i + 1 for i in range(WORKFLOW_MEMBERS, WORKFLOW_MEMBERS + CHORD))
+        wait_for(lambda: target.client.llen(flows.CALLED) >= 3, 30, "every callback")
+        wait_for(lambda: drained(target), 40, "every task to leave the queue")
+        client = target.client
+        assert client.smembers(flows.STEPS) == {b"start", b"middle"}
+        assert {int(i) for i in client.smembers(flows.RAN)} == set(range(WORKFLOW_MEMBERS + CHORD))
+        assert {int(i) for i in client.smembers(flows.SECOND)} == set(range(WORKFLOW_MEMBERS))
+        done = f"{WORKFLOW_MEMBERS}/0/{WORKFLOW_MEMBERS}"
+        called = sorted(c.decode() for c in client.lrange(flows.CALLED, 0, -1))
+        runs = {k.decode(): int(v) for k, v in client.hgetall(flows.STEP_RUNS).items()}
+        print(f"{kills} children and {whole_kills} worker killed, {restarts} restart; ", end="")
+        print(f"step runs {runs}; {called}")
+        assert sorted(set(called)) == sorted(
+            [f"finally:{done}", f"then:{done}", f"chord:{CHORD}:{summed}"]
+        )
+        for found, total in ((members, WORKFLOW_MEMBERS), (chord, CHORD)):
+            final = found.status()
+            assert final is not None and final.finished and not final.cancelled
+            assert (final.total, final.succeeded, final.failed, final.skipped) == (
+                total,
+                total,
+                0,
+                0,
+            )
         assert not logged.tracebacks()
     finally:
         workers.kill_all()

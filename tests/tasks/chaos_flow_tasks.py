@@ -36,3 +36,34 @@ def record_callback(found: Batch, name: str) -> None:
     status = found.status()
     seen = "gone" if status is None else f"{status.succeeded}/{status.failed}/{status.total}"
     default_queue().client.rpush(CALLED, f"{name}:{seen}")
+
+
+STEPS = "chaos-flow:steps"
+"""Set of the workflow's own steps that ran (``start``, ``middle``)."""
+STEP_RUNS = "chaos-flow:step-runs"
+"""Hash: step name -> how often it ran, reruns included."""
+SECOND = "chaos-flow:second"
+"""Set of the indexes whose chain's second step ran."""
+
+
+@task
+def second_step(index: int) -> None:
+    """The second step of a member's chain: it runs only after the first succeeded."""
+    client = default_queue().client
+    if not client.sismember(RAN, index):
+        raise AssertionError(f"the second step of {index} ran before its first")
+    client.sadd(SECOND, index)
+
+
+@task
+def record_step(name: str) -> None:
+    pipe = default_queue().client.pipeline(transaction=False)
+    pipe.sadd(STEPS, name)
+    pipe.hincrby(STEP_RUNS, name, 1)
+    pipe.execute()
+
+
+@task
+def summarise(found: Batch, results: list[int]) -> None:
+    """The chord's callback: how many results it got, and their sum."""
+    default_queue().client.rpush(CALLED, f"chord:{len(results)}:{sum(results)}")
