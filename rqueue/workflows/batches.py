@@ -195,7 +195,12 @@ class Batch:
         failed = FailedTasks(connection)
         records = []
         # Looked up by id: the failed records may number millions, none of them read.
-        for record in failed.find_all(wanted, queues).values():
+        # A member's chain may have failed at a step on another queue than its first
+        # (the batch's queues): those are looked for in every queue with failures.
+        found = failed.find_all(wanted, queues)
+        if len(found) < len(wanted):
+            found = {**failed.find_all(wanted - found.keys()), **found}
+        for record in found.values():
             job = record.job()
             if job is None or job.meta.get(BATCH) != self.id:
                 continue

@@ -204,3 +204,25 @@ def test_rqueue_status_says_where_a_waiting_task_sits_in_its_workflow(queue: Red
     assert shown.returncode == 0, shown.stderr
     assert f"batch:     {opened.id}, member 1" in shown.stdout
     assert "chain:     1 step(s) to come" in shown.stdout
+
+
+def test_a_member_chain_retried_from_its_failed_step_goes_on_from_there(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    member = chain(
+        flows.note.pending("first"),
+        flows.fails_first_time.using(queue="other").pending(0),
+        flows.note.pending("last"),
+    )
+    b = batch([member, flows.note.pending("z")]).allow_failures().dispatch()
+    code, _ = workers.run("default,other", "--stop-when-empty")
+    assert code == 0
+    status = b.status()
+    assert status is not None and (status.succeeded, status.failed) == (1, 1)
+    assert "note:last" not in flow(queue)
+    assert b.retry() == 1  # the failed step, on its own queue, not the member's first
+    code, _ = workers.run("default,other", "--stop-when-empty")
+    assert code == 0
+    assert notes(queue).count("note:first") == 1 and "note:last" in flow(queue)
+    status = b.status()
+    assert status is not None and (status.succeeded, status.failed, status.finished) == (2, 0, True)
