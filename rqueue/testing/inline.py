@@ -40,7 +40,7 @@ from rqueue.tasks.decorator import registered_task
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.progress import reset_sink, use_sink
-from rqueue.testing.memory_batch import MemoryBatch
+from rqueue.testing.memory_batch import LaterBatch, MemoryBatch
 from rqueue.testing.waiting import Waits
 from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
@@ -50,7 +50,6 @@ from rqueue.worker.outcomes import retry_in
 from rqueue.worker.reports import HOOKS
 from rqueue.worker.verdicts import Cancelled, Failed, Released, Skipped, Verdict
 from rqueue.workflows import effects
-from rqueue.workflows.batch_status import BatchStatus
 from rqueue.workflows.batches import BATCH, GETS, Batch
 from rqueue.workflows.chains import Chain, DispatchedChain
 from rqueue.workflows.nesting import continuation
@@ -408,7 +407,7 @@ class Interception:
                 queue = task.options.queue
                 handles.append(InlineDispatched.of(self.runner, step_id, task.name, queue))
             else:  # a batch opened when its turn comes
-                handles.append(_LaterBatch(self.runner, step_id))
+                handles.append(LaterBatch(self.runner.batches, step_id))
         for payload in payloads:
             self.taken(payload, first if isinstance(first, PendingDispatch) else None)
         return DispatchedChain(handles)
@@ -426,20 +425,6 @@ class Interception:
             call = calls[index] if plain and index < len(calls) else None
             self.taken(payload, call if isinstance(call, PendingDispatch) else None)
         return opened
-
-
-class _LaterBatch(Batch):
-    """A chain's batch step run inline, before its turn: it is opened (in memory) when
-    the step before it completes; until then its status is None."""
-
-    def __init__(self, runner: InlineRunner, batch_id: str) -> None:
-        self.id = batch_id
-        self.connection = None
-        self._runner = runner
-
-    def status(self) -> BatchStatus | None:
-        opened = self._runner.batches.get(self.id)
-        return None if opened is None else opened.status()
 
 
 def _counted_in_memory(job: Job) -> Participants:

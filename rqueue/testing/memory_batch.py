@@ -236,3 +236,17 @@ class MemoryBatch(Batch):
             job = step_job(step, derived_id(self.id, what), {GETS: gets})
             payloads.append(encode(job, self._runner.max_bytes()))
         return payloads
+
+
+class LaterBatch(Batch):
+    """A chain's batch step run inline, before its turn: it is opened (in memory) when
+    the step before it completes; until then its status is None."""
+
+    def __init__(self, opened: dict[str, MemoryBatch], batch_id: str) -> None:
+        self.id = batch_id
+        self.connection = None
+        self._opened = opened
+
+    def status(self) -> BatchStatus | None:
+        found = self._opened.get(self.id)
+        return None if found is None else found.status()

@@ -9,7 +9,7 @@ import pytest
 import workflow_tasks as flows
 from support import Workers, strings, wait_for
 
-from rqueue import batch, chain
+from rqueue import Batch, batch, chain
 from rqueue.store.queue import RedisQueue
 from rqueue.testing import fake, sync
 
@@ -82,3 +82,16 @@ def test_a_fake_records_nested_workflows_with_their_shape() -> None:
     with pytest.raises(AssertionError, match=r"batch\(\[workflow_tasks:note\(1\), chain\("):
         recorded.assert_chained([flows.note, [flows.note, flows.note], flows.note])
     recorded.assert_dispatched(flows.note, times=1)  # the first step only, as a worker
+
+
+def test_a_chain_run_inline_gives_a_handle_on_its_batch_step(queue: RedisQueue) -> None:
+    with sync():
+        steps = chain(
+            flows.note.pending("a"), batch([flows.note.pending("b")]), flows.note.pending("c")
+        )
+        dispatched = steps.dispatch()
+    opened = dispatched.steps[1]
+    assert isinstance(opened, Batch)
+    status = opened.status()
+    assert status is not None and (status.total, status.succeeded, status.finished) == (1, 1, True)
+    assert dispatched.status()[1] == "succeeded"
