@@ -142,7 +142,9 @@ class Task(Generic[P, R]):
         the failure; the batch and its results) or a chain step with ``pipe=True`` (the
         step before's result)."""
         if self.shape is not None:
-            self.shape.check(self.name, (*(None,) * given, *args), kwargs)
+            # As given when none is (a hand-built call's args may not be a tuple: its
+            # check says so, rather than a count of what unpacking it made).
+            self.shape.check(self.name, (*(None,) * given, *args) if given else args, kwargs)
 
     # Each way to dispatch is typed twice: a handle's result() is what the function
     # returns, or for an ``async def`` one, what its coroutine returns.
