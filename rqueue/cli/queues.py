@@ -28,7 +28,8 @@ from rqueue.text import shown
 @connection_options
 def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
     """Show ready, delayed, reserved and failed counts of QUEUES (default: all known);
-    a paused queue's row ends with ``paused``."""
+    a paused queue's row ends with ``paused``, and one with prioritised tasks ready with
+    their count per level (``levels 0=3 5=10``: level 5 holds those without a priority)."""
     queue = RedisQueue(config)
     names = [validate_queue_name(q) for q in queues] or queue.known_queues()
     if queues:  # named on the command line: a typo must not answer zeros in silence
@@ -42,7 +43,10 @@ def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
     _row(headers, widths)
     for start in range(0, len(names), SIZES_PER_CALL):
         for s in queue.sizes(names[start : start + SIZES_PER_CALL]):
-            state = ("paused",) if s.paused else ()
+            state: tuple[str, ...] = ("paused",) if s.paused else ()
+            if s.levels:
+                counts = (f"{level}={n}" for level, n in enumerate(s.levels) if n)
+                state += ("levels " + " ".join(counts),)
             _row(
                 (s.name, s.ready, s.delayed, s.reserved, s.failed, *state),
                 widths + [0] * len(state),

@@ -93,6 +93,12 @@ def _field_option(
     "--threads", "Threads per child running sync tasks at once (0: one at a time, no threads)."
 )
 @_field_option("--kill-grace", "Seconds past a task's timeout before its child is killed.")
+@_field_option(
+    "--aging",
+    "Seconds a priority level's oldest task waits untaken before it runs next "
+    "(0: levels are strict). See docs/worker.md.",
+    show_default=False,
+)
 @click.option(
     "-A",
     "--app",

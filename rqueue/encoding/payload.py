@@ -63,6 +63,9 @@ _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
 
 KEEP = "keep"
 """The ``meta`` entry of a call that keeps its result: milliseconds to keep it."""
+PRIORITY = "priority"
+"""The ``meta`` entry of a call with a priority level other than 5 (``@task(priority=)``):
+the scripts that put a task back on its queue read it there (lua/levels.lua)."""
 CHAIN = "chain"
 """The ``meta`` entry of a chain's steps still to come (rqueue/workflows/)."""
 

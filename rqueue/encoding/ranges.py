@@ -44,6 +44,14 @@ def checked_tries(tries: object) -> int:
     return tries
 
 
+def checked_priority(priority: object) -> int:
+    """``priority`` if it is an integer from 0 (runs first) to 9 (runs last), else
+    ValueError naming it."""
+    if type(priority) is not int or not 0 <= priority <= 9:
+        raise ValueError(f"priority must be an integer from 0 to 9, got {priority!r}")
+    return priority
+
+
 def checked_timeout(timeout: object) -> float:
     """``timeout`` in seconds if the payload's millisecond field can hold it, else ValueError."""
     if not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:  # type: ignore[operator]

@@ -16,11 +16,15 @@ from rqueue.errors import InvalidQueueName
 from rqueue.store import calls
 from rqueue.store.base import QueueBase
 from rqueue.store.cluster import ClusterClient
-from rqueue.store.keys import validate_queue_name
+from rqueue.store.keys import PLAIN_LEVEL, validate_queue_name
 from rqueue.store.retry import REDIS_ERRORS
 
 _SCAN_COUNT = 500
 """Registry members per SSCAN step."""
+
+
+_LEVELS = range(10)
+"""The priority levels (``@task(priority=)``), 0 first."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class QueueSize:
     reserved: int
     failed: int
     paused: bool = False
+    levels: tuple[int, ...] = ()
+    """Ready tasks per priority level, 0 to 9 (level 5: those without a priority), if
+    any level but 5 has some; else empty (all of ``ready`` are level 5)."""
 
     def counted_out(self, cancelled: int) -> QueueSize:
         """Without the ``cancelled`` tasks (cancel.lua's set) that still sit in ready or
@@ -80,9 +87,11 @@ class Admin(QueueBase):
 
     def sizes(self, queues: Sequence[str]) -> list[QueueSize]:
         pipe = self.client.pipeline(transaction=False)
+        width = 4 + len(_LEVELS)
         for queue in queues:
             keys = self.keys(queue)
-            pipe.llen(keys.ready)
+            for level in _LEVELS:
+                pipe.llen(keys.levels[level])
             pipe.zcard(keys.delayed)
             pipe.zcard(keys.reserved)
             pipe.llen(keys.failed)
@@ -93,8 +102,12 @@ class Admin(QueueBase):
         cancelled = counts[len(counts) - len(queues) :]
         sizes = []
         for i, queue in enumerate(queues):
-            ready, delayed, reserved, failed, paused = counts[5 * i : 5 * i + 5]
-            size = QueueSize(queue, ready, delayed, reserved, failed, bool(paused))
+            row = counts[width * i : width * (i + 1)]
+            levels, (delayed, reserved, failed, paused) = tuple(row[:-4]), row[-4:]
+            if not any(levels[:PLAIN_LEVEL]) and not any(levels[PLAIN_LEVEL + 1 :]):
+                levels = ()
+            ready = sum(levels) if levels else row[PLAIN_LEVEL]
+            size = QueueSize(queue, ready, delayed, reserved, failed, bool(paused), levels)
             sizes.append(size.counted_out(cancelled[i]))
         return sizes
 

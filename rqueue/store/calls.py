@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from rqueue.store.header import payload_id
-from rqueue.store.keys import QueueKeys
+from rqueue.store.keys import PLAIN_LEVEL, QueueKeys
 from rqueue.store.wire import KeyOrArg
 
 _STATUS_SLACK_MS = 24 * 3600 * 1000
@@ -61,6 +61,9 @@ class Push(NamedTuple):
     """The longest keep time among them."""
     locks: Sequence[UniqueLock] = ()
     """Unique tasks' locks: a payload whose lock is held is not pushed (push.lua)."""
+    level: int = PLAIN_LEVEL
+    """The payloads' priority level (``@task(priority=)``): 5, the plain ready list,
+    for tasks without one."""
 
 
 class Kept(NamedTuple):
@@ -133,14 +136,18 @@ def _flag(value: bool) -> str:
 def push(keys: QueueKeys, push: Push) -> Call:
     """push.lua, for one chunk of signed payloads: locks (four values each) before the
     payloads, the unique hash before the kept tasks' result keys."""
-    delay_ms, locks = push.delay_ms, push.locks
+    delay_ms, locks, level = push.delay_ms, push.locks, push.level
     script_keys = _arrival_keys(keys)
     status_ms = max(0, delay_ms) + push.keep_ms + _STATUS_SLACK_MS
-    args: list[KeyOrArg] = [delay_ms, status_ms, len(locks)]
+    args: list[KeyOrArg] = [delay_ms, status_ms, len(locks), level]
     if locks:
         script_keys.append(keys.unique)
         for lock in locks:
             args += (lock.position + 1, lock.key, lock.owner, lock.lasts_ms)
+    if level != PLAIN_LEVEL:
+        levels = keys.levels
+        script_keys[0] = levels[level]
+        script_keys += (levels[10], levels[11])
     if push.kept:
         ids = (payload_id(payload) for payload in push.payloads)
         script_keys += (keys.result(i) for i in ids if i is not None and i in push.kept)
@@ -213,8 +220,9 @@ def reserve(
     rate: tuple[int, int] | None,
     events: int,
 ) -> Call:
-    """reserve.lua: seven fixed keys, then the claims key, the kept tasks' result keys
-    and the rate key, each only if used (the script tells them apart by count)."""
+    """reserve.lua: seven fixed keys and the priority levels', then the claims key, the
+    kept tasks' result keys and the rate key, each only if used (the script tells them
+    apart by count)."""
     script_keys = [
         keys.ready,
         keys.reserved,
@@ -223,6 +231,7 @@ def reserve(
         keys.cancelled,
         keys.paused,
         keys.events,
+        *keys.levels,
     ]
     if claims is not None:
         script_keys.append(keys.claims(claims))
@@ -269,10 +278,12 @@ def release(
     events: int,
     error: str,
 ) -> Call:
-    """release.lua: nine fixed keys, and the child's claims key if given; ``error``
-    (the failed attempt's error type, or '') makes each a ``retried`` event."""
+    """release.lua: nine fixed keys and the priority levels', and the child's claims
+    key if given; ``error`` (the failed attempt's error type, or '') makes each a
+    ``retried`` event."""
     script_keys = [keys.reserved, keys.delayed, keys.ready, keys.notify, keys.timer]
     script_keys += (keys.pending_ids, keys.events, keys.cancelling, keys.cancelled)
+    script_keys += keys.levels
     if claims is not None:
         script_keys.append(keys.claims(claims))
     return script_keys, [delay_ms, _flag(unstarted), events, error, *reserved]
@@ -313,20 +324,25 @@ def count_exception(keys: QueueKeys, task_id: str, keep_ms: int) -> Call:
     return [keys.exceptions(task_id)], [keep_ms]
 
 
-def migrate(keys: QueueKeys, limit: int, events: int) -> Call:
-    """migrate.lua: delayed and reserved into ready; at most ``limit`` from each. A
-    parent recording ``events`` (the cap) renews the queue's events marker. It counts
-    the notices in the resolved list too."""
+def migrate(keys: QueueKeys, limit: int, events: int, aging_ms: int = 0) -> Call:
+    """migrate.lua: delayed and reserved into ready (each onto its priority level's
+    list); at most ``limit`` from each. A parent recording ``events`` (the cap) renews
+    the queue's events marker. It counts the notices in the resolved list too, and
+    with ``aging_ms`` promotes a waiting level's oldest task (``rqueue work --aging``)."""
     script_keys = [keys.delayed, keys.reserved, keys.ready, keys.notify]
-    return [*script_keys, keys.events_on, keys.events, keys.resolved], [limit, events]
+    script_keys += (keys.events_on, keys.events, keys.resolved, *keys.levels)
+    return script_keys, [limit, events, aging_ms]
 
 
 def pause(keys: QueueKeys, paused: bool) -> Call:
-    """pause.lua: the paused flag, and ready and notify to wake workers on resume."""
-    return [keys.paused, keys.ready, keys.notify], [_flag(paused)]
+    """pause.lua: the paused flag, and ready, notify and the priority levels set to
+    wake workers on resume."""
+    return [keys.paused, keys.ready, keys.notify, keys.levels[10]], [_flag(paused)]
 
 
 def clear(keys: QueueKeys) -> Call:
-    """clear.lua: every key of the queue's pending tasks; the failed list stays."""
+    """clear.lua: every key of the queue's pending tasks, the priority levels' too; the
+    failed list stays."""
     pending = [keys.ready, keys.delayed, keys.reserved, keys.notify, keys.timer]
-    return [*pending, keys.pending_ids, keys.cancelled, keys.unique, keys.waiting], []
+    pending += (keys.pending_ids, keys.cancelled, keys.unique, keys.waiting)
+    return [*pending, *keys.levels], []

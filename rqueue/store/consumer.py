@@ -183,17 +183,21 @@ class Consumer(QueueBase):
         """Delete a task's count of exceptions: it has finished for good."""
         self.wire.call("DEL", self.keys(queue).exceptions(task_id))
 
-    def migrate(self, queue: str, limit: int = _MIGRATE_LIMIT) -> Migration:
-        return self.migrate_all([queue], limit)[0]
+    def migrate(self, queue: str, limit: int = _MIGRATE_LIMIT, aging: float = 0) -> Migration:
+        return self.migrate_all([queue], limit, aging)[0]
 
-    def migrate_all(self, queues: Sequence[str], limit: int = _MIGRATE_LIMIT) -> list[Migration]:
+    def migrate_all(
+        self, queues: Sequence[str], limit: int = _MIGRATE_LIMIT, aging: float = 0
+    ) -> list[Migration]:
         """One migrate.lua call per queue, pipelined ``_MIGRATE_QUEUES`` at a time: a worker
-        parent of 10^4 queues paid 10^4 round trips (1.5 s) every tick."""
+        parent of 10^4 queues paid 10^4 round trips (1.5 s) every tick. ``aging``: seconds
+        after which a waiting priority level's oldest task is promoted (0: never)."""
+        aging_ms = round(aging * 1000)
         migrations: list[Migration] = []
         for start in range(0, len(queues), _MIGRATE_QUEUES):
             pipe = self.client.pipeline(transaction=False)
             for queue in queues[start : start + _MIGRATE_QUEUES]:
-                call = calls.migrate(self.keys(queue), limit, self.config.events)
+                call = calls.migrate(self.keys(queue), limit, self.config.events, aging_ms)
                 self.scripts.migrate.queue(pipe, *call)
             for moved, next_due, now, notices in execute(pipe, self.scripts):
                 due = None if int(next_due) < 0 else int(next_due)

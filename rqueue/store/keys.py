@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from rqueue.errors import InvalidQueueName
 from rqueue.settings.config import ConfigError
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
+_PRIORITY = "priority"
+PLAIN_LEVEL = 5
+"""The priority level of a task dispatched without one: its queue's ready list is
+that level's list, between levels 0-4 (run before) and 6-9 (run after)."""
 _PER_TASK = (
     "result",
     "done",
@@ -63,7 +68,7 @@ _PARTS = {
     "resolved": "resolved",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
-KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
+KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, _PRIORITY, *_PER_TASK])
 """Words a queue name may not use as a ``:``-separated part after its first."""
 
 
@@ -163,6 +168,18 @@ class QueueKeys:
     resolved: str
     """Notices of this queue's tasks that finished with tasks waiting for them, a list
     drained by the worker parents (dependencies.lua, :mod:`rqueue.workflows.dependencies`)."""
+
+    @cached_property
+    def levels(self) -> tuple[str, ...]:
+        """The ready lists of priority levels 0 to 9 (``@task(priority=)``), level 5
+        being the ready list itself: what reserve.lua, release.lua and migrate.lua
+        index by level. Then the set of levels 0-4 and 6-9 whose list is not empty
+        (reserve.lua looks at the others only when it is not), the marker that the queue
+        had prioritised tasks (migrate.lua and release.lua read a moved task's level
+        only then) and the aging hash (``rqueue work --aging``)."""
+        level = f"{self.ready}:{_PRIORITY}"
+        lists = [f"{level}:{n}" if n != PLAIN_LEVEL else self.ready for n in range(10)]
+        return (*lists, f"{level}:levels", f"{level}:used", f"{level}:aging")
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).

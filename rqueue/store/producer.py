@@ -19,6 +19,7 @@ from rqueue.store import calls
 from rqueue.store.base import QueueBase
 from rqueue.store.calls import Completing, Kept, Push, UniqueLock
 from rqueue.store.debounce import DebounceReply, read_reply
+from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable, unsent
 from rqueue.store.scripts import execute
 from rqueue.store.signing import sign
@@ -47,16 +48,17 @@ class Producer(QueueBase):
         kept: frozenset[str] = frozenset(),
         keep_ms: int = 0,
         locks: Sequence[UniqueLock] = (),
+        level: int = PLAIN_LEVEL,
     ) -> dict[str, str]:
-        """Queue ``payloads`` (after ``delay_ms``); with ``wait_replicas`` (default: the
-        config's) return only once that many replicas have them (see push_many).
-        ``kept`` are the ids among them that keep their result for ``keep_ms``.
-        Returns the deduplicated ones, as for push_many."""
+        """Queue ``payloads`` (after ``delay_ms``; onto priority ``level``'s list); with
+        ``wait_replicas`` (default: the config's) return only once that many replicas
+        have them (see push_many). ``kept`` are the ids among them that keep their
+        result for ``keep_ms``. Returns the deduplicated ones, as for push_many."""
         if len(payloads) > _PUSH_CHUNK or self._replicas(wait_replicas):
-            push = Push(queue, delay_ms, payloads, kept, keep_ms, locks)
+            push = Push(queue, delay_ms, payloads, kept, keep_ms, locks, level)
             return self.push_many([push], wait_replicas)
         self._register_if_due([queue])
-        signed = Push(queue, delay_ms, self._signed(queue, payloads), kept, keep_ms, locks)
+        signed = Push(queue, delay_ms, self._signed(queue, payloads), kept, keep_ms, locks, level)
         call = calls.push(self.keys(queue), signed)
         replies: list[object] = []
         self._dispatching(lambda: replies.append(self.scripts.push(self.wire, *call)), [queue])

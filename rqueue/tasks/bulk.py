@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rqueue.encoding.payload import Job, PayloadTemplate, encode
+from rqueue.encoding.payload import PRIORITY, Job, PayloadTemplate, encode
 from rqueue.store.calls import Push, UniqueLock
+from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.tasks import observers
 from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.handles import Dispatched, TaskHandle
@@ -68,8 +69,8 @@ def push_calls(
 ) -> list[Dispatched]:
     """Encode the calls of ``dispatch_many`` (each carrying what ``sending``'s observers
     added) and push them, one round trip per connection."""
-    groups: dict[tuple[int, str, int], _Group] = {}
-    """Per connection, queue and delay (ms): the payloads pushed together."""
+    groups: dict[tuple[int, str, int, int], _Group] = {}
+    """Per connection, queue, delay (ms) and priority level: the payloads pushed together."""
     replicas: dict[int, int] = {}
     """Per connection, the most replicas any of its tasks waits for (its own, or the
     connection's ``wait_replicas``)."""
@@ -91,7 +92,8 @@ def push_calls(
             template = PayloadTemplate(shared if sending is None else sending.onto(shared))
             entry = templates[id(task)] = (task, queue, template)
         task, queue, template = entry
-        key = (id(queue), task.options.queue, round(call.delay * 1000))
+        level = template.job.meta.get(PRIORITY, PLAIN_LEVEL)
+        key = (id(queue), task.options.queue, round(call.delay * 1000), level)
         group = groups.get(key)
         if group is None:
             group = groups[key] = _Group(queue, [], set(), 0, [])
@@ -114,9 +116,9 @@ def push_calls(
             TaskHandle(task_id, task.name, task.options.queue, queue, keeps_result=keeps)
         )
     by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
-    for (connection, name, delay_ms), group in groups.items():
+    for (connection, name, delay_ms, level), group in groups.items():
         kept = frozenset(group.kept)
-        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks)
+        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks, level)
         by_connection.setdefault(connection, (group.queue, []))[1].append(push)
     owners: dict[str, str] = {}
     for connection, (queue, pushes) in by_connection.items():

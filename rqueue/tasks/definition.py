@@ -17,11 +17,12 @@ from copy import copy
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
 
-from rqueue.encoding.payload import Job, PayloadTemplate, encode, new_id, new_ids
+from rqueue.encoding.payload import PRIORITY, Job, PayloadTemplate, encode, new_id, new_ids
 from rqueue.errors import InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import dispatching
 from rqueue.store.calls import UniqueLock
 from rqueue.store.default import default_queue
+from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.tasks import observers
 from rqueue.tasks.arguments import CallShape
 from rqueue.tasks.bulk import push_calls
@@ -355,7 +356,10 @@ class Task(Generic[P, R]):
         handle of the call, or of the one holding its unique lock (``locks``)."""
         keep_ms, wait = self.keep_ms, self.options.wait_replicas
         kept = frozenset([task_id] if keep_ms else [])
-        owner = queue.push(job.queue, [payload], int(delay * 1000), wait, kept, keep_ms, locks)
+        level = job.meta.get(PRIORITY, PLAIN_LEVEL)
+        owner = queue.push(
+            job.queue, [payload], int(delay * 1000), wait, kept, keep_ms, locks, level
+        )
         if owner:  # deduplicated: the handle is the call that holds the lock
             return TaskHandle(owner[task_id], job.task, job.queue, queue, deduplicated=True)
         return TaskHandle(task_id, job.task, job.queue, queue, keeps_result=bool(keep_ms))

@@ -28,19 +28,20 @@ from datetime import timedelta
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from rqueue.encoding.payload import KEEP
+from rqueue.encoding.payload import KEEP, PRIORITY
 from rqueue.encoding.ranges import (
     Backoff,
     checked_backoff,
     checked_keep,
     checked_max_exceptions,
+    checked_priority,
     checked_timeout,
     checked_tries,
 )
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware.base import MIDDLEWARE, Middleware, check_stack
 from rqueue.settings.config import LIMITS
-from rqueue.store.keys import validate_queue_name
+from rqueue.store.keys import PLAIN_LEVEL, validate_queue_name
 from rqueue.tasks.hooks import Hook
 from rqueue.tasks.iterable import ITERABLE
 from rqueue.tasks.option_values import (
@@ -260,6 +261,16 @@ class TaskOptions:
         default=False, metadata=_how(check=partial(check_flag, "allow_failures"))
     )
     """With ``after``: run once they all finished, whether they succeeded or not."""
+    priority: int | None = field(
+        default=None,
+        metadata=_how(
+            check=checked(checked_priority),
+            meta=PRIORITY,
+            in_meta=lambda level: None if level == PLAIN_LEVEL else level,
+        ),
+    )
+    """Its level in its queue, 0 (runs first) to 9 (runs last); None: 5, the level of
+    the queue's plain ready list (docs/tasks.md, "Priorities")."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -382,6 +393,7 @@ class TaskArguments(TypedDict, total=False):
     debounce_by: DebounceKey | None
     debounce_max: float | timedelta | None
     iterable: bool
+    priority: int | None
 
 
 class UsingArguments(TypedDict, total=False):
@@ -401,6 +413,7 @@ class UsingArguments(TypedDict, total=False):
     tags: Tags | None
     after: Sequence[Dispatched] | None
     allow_failures: bool | None
+    priority: int | None
 
 
 def _fields_of(arguments: type, renamed: bool) -> dict[str, str]:

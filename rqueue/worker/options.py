@@ -30,6 +30,7 @@ LIMITS: Mapping[str, Limit] = {
     "threads": Limit(0, 1000, whole=True),
     "kill_grace": _SECONDS,
     "reservation_margin": _SECONDS,
+    "aging": _SECONDS,
 }
 """The range of every numeric field below; ``rqueue work`` checks its options against
 the same table, so the command and the Python API refuse the same values. ``timeout``
@@ -131,6 +132,10 @@ class WorkerOptions:
     """Seconds after a task's timeout before the parent kills a child that did not stop."""
     reservation_margin: float = 15.0
     """Extra seconds a reservation outlives the worst case, for slow networks."""
+    aging: float = 0.0
+    """Seconds a priority level's oldest task may wait, untaken, before the parent
+    moves it to the front of the highest level with tasks (``--aging``; migrate.lua);
+    0: levels are strict, a lower one may wait for ever."""
     preload: tuple[str, ...] = field(default_factory=tuple)
     schedule: bool = True
     """Run the scheduler tick in the parent (``--no-schedule`` turns it off)."""

@@ -162,7 +162,8 @@ class Supervisor(InterruptibleWaits):
         """Move due tasks back to the lists; return seconds until the next is due."""
         wait = _TICK
         queues = self.options.queues
-        for name, migration in zip(queues, self.queue.migrate_all(queues), strict=True):
+        migrations = self.queue.migrate_all(queues, aging=self.options.aging)
+        for name, migration in zip(queues, migrations, strict=True):
             if migration.notices:  # tasks waiting for its tasks (workflows/dependencies.py)
                 drain(self.queue, name)
             if migration.next_due_ms is not None:

@@ -6,13 +6,15 @@
 -- is running meanwhile then releases nothing: its lock is gone)
 -- KEYS[9] the waiting hash (tasks waiting for their dependencies, two fields each): they
 -- go too; a notice that comes for one later finds nothing and changes nothing
+-- KEYS[10..22] the queue's priority levels (levels.lua; KEYS[15] is KEYS[1]): their
+-- tasks are counted and deleted with the levels set, the marker and the aging hash
 -- Returns how many tasks were deleted.
 -- UNLINK, not DEL: the keys leave the keyspace at once, in this one atomic step, and
 -- Redis frees their memory on its background thread. DEL freed it here, element by
 -- element (500,000 tasks held Redis ~100 ms); UNLINK costs the same for any size, so
 -- the clear needs no chunks and no push or reserve ever sees a queue half cleared.
-local count = redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
-  + redis.call('ZCARD', KEYS[3])
+local count = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
+for level = 0, 9 do count = count + redis.call('LLEN', KEYS[10 + level]) end
 if redis.call('TYPE', KEYS[9])['ok'] == 'hash' then count = count + math.floor(redis.call('HLEN', KEYS[9]) / 2) end
 redis.call('UNLINK', unpack(KEYS))
 return count

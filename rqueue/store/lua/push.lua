@@ -1,20 +1,24 @@
 -- push.lua: add tasks to a queue, ready now or after a delay; a unique task only if
 -- its lock is free, taking the lock in the same call.
--- KEYS[1] ready list   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
+-- KEYS[1] ready list (for a priority level other than 5, that level's list)   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
 -- KEYS[5] pending-ids set (the payloads' ids are added, one SADD per call: O(1) per
 --         payload, so that cancel.lua can cancel a task by id without a scan)
 -- KEYS[6] the queue's events marker: while a worker records events (it holds the
 --         stream's cap), each payload pushed adds a "dispatched" event to
 -- KEYS[7] the queue's event stream (see events.lua)
 -- KEYS[8] the unique locks hash, if ARGV[3] > 0 (keys.py's QueueKeys.unique)
--- KEYS[8..] (KEYS[9..] with locks; optional) the result keys of the payloads that keep
+-- then, for a priority level other than 5 (ARGV[4]), the queue's levels set and its
+-- marker that it has had prioritised tasks (levels.lua): a task pushed ready notes its
+-- level in the set, a delayed one sets the marker only (migrate.lua reads its level)
+-- then (optional) the result keys of the payloads that keep
 --         their result: each gets a status record saying the task is pending or
 --         delayed (and when it is due), so a caller can tell "queued" from "never heard
 --         of" (results.py)
 -- ARGV[1] delay in milliseconds (0 or less: ready now)
 -- ARGV[2] how long those status records last, in milliseconds
 -- ARGV[3] how many unique locks follow (0: a plain push)
--- ARGV[4..] four per lock: its payload's place among the payloads (from 1), the lock's
+-- ARGV[4] the payloads' priority level, 0 to 9 (5: none, the plain ready list)
+-- ARGV[5..] four per lock: its payload's place among the payloads (from 1), the lock's
 --         key, its owner (that payload's task id), how long it lasts in milliseconds
 -- then the payloads
 -- Returns, for a plain push, the length of the list or set the payloads went into; with
@@ -29,11 +33,14 @@
 -- @events
 local delay = tonumber(ARGV[1])
 local locks = tonumber(ARGV[3])
-local payloads, first, results = ARGV, 4 + 4 * locks, 8
+local level = tonumber(ARGV[4])
+local payloads, first, results = ARGV, 5 + 4 * locks, 8
 local deduplicated, dropped = {}, {}
 local unique = KEYS[8]
+if locks > 0 then results = 9 end
+local levels_set, used = false, false
+if level ~= 5 then levels_set, used, results = KEYS[results], KEYS[results + 1], results + 2 end
 if locks > 0 then
-  results = 9
   local kind = redis.call('TYPE', unique)['ok']
   if kind ~= 'hash' and kind ~= 'none' then
     return redis.error_reply('WRONGTYPE ' .. unique .. " holds a " .. kind ..
@@ -42,7 +49,7 @@ if locks > 0 then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local skip = {}
-  for i = 4, first - 1, 4 do
+  for i = 5, first - 1, 4 do
     local field, owner, lasts = 'key:' .. ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
     local holder, expires = string.match(redis.call('HGET', unique, field) or '', '^(%S+) (%d+)$')
     if holder and tonumber(expires) > now then
@@ -83,6 +90,7 @@ end
 local reply
 if delay <= 0 then
   reply = redis.call('RPUSH', KEYS[1], unpack(payloads, first))
+  if levels_set then redis.call('SADD', levels_set, level) end
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
 else
   local time = redis.call('TIME')
@@ -97,6 +105,7 @@ else
   end
   reply = redis.call('ZCARD', KEYS[2])
 end
+if used then redis.call('SET', used, 1) end
 local cap = marked_cap(KEYS[6])  -- once they are in: an event only for what happened
 if cap then
   for i = first, #payloads do task_event(KEYS[7], cap, 'dispatched', payloads[i]) end

@@ -10,7 +10,11 @@
 --         run. One that ran (a retry, its own release) stays reserved for its worker to
 --         settle as cancelled (settle_cancelled.lua); one that never started goes back
 --         cancelled, as if cancelled while pending (reserve.lua drops it)
--- KEYS[10] (optional) a child's claims key (reserve.lua), deleted: what a child gives
+-- KEYS[10..22] the queue's priority levels (levels.lua): a task released without a
+--         delay goes back to its own level's list, read from its payload if the queue
+--         has had prioritised tasks (one EXISTS); with a delay it goes to delayed, and
+--         migrate.lua puts it on its level when due
+-- KEYS[23] (optional) a child's claims key (reserve.lua), deleted: what a child gives
 --         back must not be given back again from there once another worker has it
 -- ARGV[1] delay in ms (0: ready at once)
 -- ARGV[2] '1' if the tasks never started (prefetched, or a worker stopping): their
@@ -24,8 +28,9 @@
 -- Invariant: only tasks still reserved move, so a task whose reservation already
 -- expired and was handed to another worker is never duplicated by a late release.
 -- @header
+-- @levels
 -- @events
-if KEYS[10] then redis.call('DEL', KEYS[10]) end
+if KEYS[23] then redis.call('DEL', KEYS[23]) end
 local cap, error_type = tonumber(ARGV[3]), ARGV[4]
 local retried = cap > 0 and error_type ~= ''
 local delay = tonumber(ARGV[1])
@@ -33,6 +38,7 @@ local unstarted = ARGV[2] == '1'
 local time = redis.call('TIME')
 local due = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + delay
 local moved, held = 0, 0
+local used = delay <= 0 and redis.call('EXISTS', KEYS[21]) == 1
 local requests = redis.call('HLEN', KEYS[8]) > 0
 local first, last, step = 5, #ARGV, 1
 if unstarted then first, last, step = #ARGV, 5, -1 end
@@ -59,10 +65,8 @@ for i = first, last, step do
     end
     if delay > 0 then
       redis.call('ZADD', KEYS[2], due, payload)
-    elseif unstarted then
-      redis.call('LPUSH', KEYS[3], payload)
     else
-      redis.call('RPUSH', KEYS[3], payload)
+      to_level(10, payload_level(payload, used), payload, unstarted)
     end
   end
 end

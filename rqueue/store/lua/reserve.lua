@@ -8,7 +8,10 @@
 --         acks still go through, and the reply says no task is ready
 -- KEYS[7] the queue's event stream: "started" for each task reserved, "succeeded" for
 --         each acked, when ARGV[8] is not 0 (rqueue work --events; see events.lua)
--- KEYS[8] (optional: present if "last" below is 8 + 6k) the calling child's claims key: set
+-- KEYS[8..20] the queue's priority levels (levels.lua): the lists of levels 0-4 are
+--         taken from before the ready list (level 5), those of 6-9 after it, each
+--         oldest first; with no level in the set (one SMEMBERS), only the ready list
+-- KEYS[21] (optional: present if "last" below is 20 + 6k) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
@@ -37,6 +40,8 @@
 -- is not ahead of now; TAT lags now by one interval at most. So tasks start period /
 -- limit apart over time and no window of `period` ms holds more than `limit` + 1 (a
 -- burst of `limit` would let up to twice that into one).
+-- Levels are strict: a task of a lower level is reserved only when no higher level
+-- has one ready (rqueue work --aging promotes a waiting one, see migrate.lua).
 -- Returns {now_ms, still_ready, reserved_1, reserved_2, ...}: how many tasks are left
 -- in the list (a worker reserves its next batch early only from a deep queue), then
 -- only the reserved bytes, which the worker acks, releases or fails by (the
@@ -53,6 +58,7 @@
 -- the first may still run it, and a dead host's tasks come back after one timeout.
 -- Bytes without rqueue's header are reserved unchanged so the worker can fail them.
 -- @header
+-- @levels
 -- @dependents
 -- @keep_result
 -- @events
@@ -62,7 +68,7 @@ local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
 if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
 local claims = false
-if last == 8 + 6 * kept then claims = KEYS[8] end
+if last == 20 + 6 * kept then claims = KEYS[21] end
 if cap > 0 then
   for i = 9, 8 + plain do task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
 end
@@ -76,6 +82,28 @@ if kept > 0 then
   end
 end
 local ready = redis.call('LLEN', KEYS[1])
+local sources = false  -- with levels in use: {level, its length} pairs, in the order taken
+local levels = redis.call('SMEMBERS', KEYS[18])
+if #levels > 0 then
+  local order = {PLAIN_LEVEL}
+  for _, member in ipairs(levels) do
+    local level = tonumber(member)
+    if level and level >= 0 and level <= 9 and level ~= PLAIN_LEVEL then order[#order + 1] = level end
+  end
+  table.sort(order)
+  sources = {}
+  for _, level in ipairs(order) do
+    local length = ready
+    if level ~= PLAIN_LEVEL then length = redis.call('LLEN', KEYS[8 + level]) end
+    if length > 0 then
+      sources[#sources + 1] = {level, length}
+    elseif level ~= PLAIN_LEVEL then
+      redis.call('SREM', KEYS[18], level)
+    end
+  end
+  ready = 0
+  for _, source in ipairs(sources) do ready = ready + source[2] end
+end
 if redis.call('EXISTS', KEYS[6]) == 1 then ready = 0 end
 local take = math.min(tonumber(ARGV[1]), math.ceil(ready / tonumber(ARGV[5])))
 local time = redis.call('TIME')
@@ -108,7 +136,18 @@ if rate then
   end
 end
 local items = false
-if take > 0 then items = redis.call('LPOP', KEYS[1], take) end
+if take > 0 and not sources then
+  items = redis.call('LPOP', KEYS[1], take)
+elseif take > 0 then
+  items = {}
+  for _, source in ipairs(sources) do
+    local level, length = source[1], source[2]
+    local count = math.min(take - #items, length)
+    if count <= 0 then break end
+    for _, item in ipairs(redis.call('LPOP', KEYS[8 + level], count)) do items[#items + 1] = item end
+    if count == length and level ~= PLAIN_LEVEL then redis.call('SREM', KEYS[18], level) end
+  end
+end
 local result = {now, ready - take}
 if not items then
   redis.call('DEL', KEYS[3])

@@ -1,0 +1,179 @@
+"""Priority levels inside a queue (``@task(priority=N)``, ``using(priority=N)``): strict
+between levels, FIFO within one, kept by delayed, retried and released tasks, counted
+by ``rqueue size``, emptied by ``rqueue clear``; ``--aging`` lets a waiting level through."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from support import Workers, cli, strings, wait_for
+
+from rqueue.encoding.payload import decode
+from rqueue.errors import InvalidTaskOption
+from rqueue.settings.config import Config
+from rqueue.store.queue import RedisQueue
+
+ORDER = "test:order"
+QUEUE = "levels"
+TASKS = f"""
+from rqueue import current_job, task
+from rqueue.store.default import default_queue
+
+
+@task(queue={QUEUE!r})
+def record(label):
+    default_queue().client.rpush({ORDER!r}, label)
+
+
+@task(queue={QUEUE!r})
+async def record_async(label):
+    default_queue().client.rpush({ORDER!r}, label)
+
+
+@task(queue={QUEUE!r}, priority=1, backoff=0)
+def flaky(label):
+    attempt = current_job().attempts
+    default_queue().client.rpush({ORDER!r}, f"{{label}}#{{attempt}}")
+    if attempt == 1:
+        raise RuntimeError("once")
+"""
+RESERVE = {"default_timeout_ms": 60_000, "grace_ms": 1000, "margin_ms": 1000}
+pytestmark = pytest.mark.topology
+
+
+@pytest.fixture
+def tasks(config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    (tmp_path / "prio_tasks.py").write_text(TASKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield importlib.import_module("prio_tasks")
+    sys.modules.pop("prio_tasks", None)
+
+
+@pytest.fixture
+def prio_workers(config: Config, tmp_path: Path) -> Workers:
+    return Workers(config, cwd=tmp_path)
+
+
+def dispatch_mixed(task: object) -> list[str]:
+    """Dispatch labels at mixed levels; returns the order a strict, FIFO queue runs them."""
+    levels = [9, None, 0, 5, 9, None, 0, 3, 7, 4]
+    for n, level in enumerate(levels):
+        task.using(priority=level).dispatch(f"{n}")  # type: ignore[attr-defined]
+    ranked = sorted(range(len(levels)), key=lambda n: (5 if levels[n] is None else levels[n], n))
+    return [str(n) for n in ranked]
+
+
+def labels(queue: RedisQueue, reply: list[bytes]) -> list[str]:
+    return [decode(payload).args[0] for payload in reply]
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [("record", ()), ("record", ("--threads", "1")), ("record_async", ("--slots", "1"))],
+    ids=["process", "threads", "slots"],
+)
+def test_workers_run_levels_strictly_and_each_level_in_order(
+    tasks: ModuleType,
+    queue: RedisQueue,
+    prio_workers: Workers,
+    name: str,
+    mode: tuple[str, ...],
+) -> None:
+    expected = dispatch_mixed(getattr(tasks, name))
+    code, output = prio_workers.run(QUEUE, "-A", "prio_tasks", "--stop-when-empty", *mode)
+    assert code == 0, output
+    assert strings(queue.client, ORDER) == expected
+
+
+def test_reserve_takes_levels_in_order_across_batches(tasks: ModuleType, queue: RedisQueue) -> None:
+    expected = dispatch_mixed(tasks.record)
+    taken: list[str] = []
+    while len(taken) < len(expected):
+        taken += labels(queue, queue.reserve(QUEUE, 3, **RESERVE).payloads)
+    assert taken == expected
+    assert queue.reserve(QUEUE, 3, **RESERVE).payloads == []
+
+
+def test_a_delayed_task_goes_to_its_level_when_due(tasks: ModuleType, queue: RedisQueue) -> None:
+    tasks.record.dispatch("plain")
+    tasks.record.using(priority=2).later(0.05, "urgent")
+    wait_for(lambda: queue.migrate(QUEUE).moved, message="the delayed task due")
+    assert queue.sizes([QUEUE])[0].levels == (0, 0, 1, 0, 0, 1, 0, 0, 0, 0)
+    assert labels(queue, queue.reserve(QUEUE, 2, **RESERVE).payloads) == ["urgent", "plain"]
+
+
+def test_released_tasks_go_back_to_their_level(tasks: ModuleType, queue: RedisQueue) -> None:
+    for level in (8, 8, 1):
+        tasks.record.using(priority=level).dispatch(f"p{level}")
+    tasks.record.dispatch("plain")
+    first = queue.reserve(QUEUE, 2, **RESERVE).payloads  # p1, then plain
+    assert labels(queue, first) == ["p1", "plain"]
+    queue.release(QUEUE, first, unstarted=True)  # a stopping worker gives them back
+    again = queue.reserve(QUEUE, 1, **RESERVE).payloads
+    assert labels(queue, again) == ["p1"]
+    queue.release(QUEUE, again)  # a retry without backoff: to the end of its level
+    assert queue.sizes([QUEUE])[0].levels == (0, 1, 0, 0, 0, 1, 0, 0, 2, 0)
+    queue.release(QUEUE, queue.reserve(QUEUE, 1, **RESERVE).payloads, delay=0.05)
+    wait_for(lambda: queue.migrate(QUEUE).moved, message="the retry due")
+    assert labels(queue, queue.reserve(QUEUE, 4, **RESERVE).payloads) == [
+        "p1",
+        "plain",
+        "p8",
+        "p8",
+    ]
+
+
+def test_a_retried_task_runs_before_lower_levels(
+    tasks: ModuleType, queue: RedisQueue, prio_workers: Workers
+) -> None:
+    tasks.flaky.dispatch("flaky")
+    for n in range(4):
+        tasks.record.dispatch(f"plain{n}")
+    code, output = prio_workers.run(
+        QUEUE, "-A", "prio_tasks", "--stop-when-empty", "--prefetch", "1"
+    )
+    assert code == 0, output
+    order = strings(queue.client, ORDER)
+    assert order[0] == "flaky#1" and order.index("flaky#2") <= 2, order
+
+
+def test_size_clear_and_cancel_know_the_levels(tasks: ModuleType, queue: RedisQueue) -> None:
+    tasks.record.using(priority=0).dispatch("first")
+    cancelled = tasks.record.using(priority=0).dispatch("cancelled")
+    tasks.record.using(priority=9).dispatch("last")
+    tasks.record.dispatch("plain")
+    assert cancelled.cancel()
+    size = queue.sizes([QUEUE])[0]
+    assert (size.ready, size.levels) == (3, (2, 0, 0, 0, 0, 1, 0, 0, 0, 1))
+    shown = cli(queue.config, "size", QUEUE)
+    assert "levels 0=2 5=1 9=1" in shown.stdout, shown.stdout + shown.stderr
+    taken = queue.reserve(QUEUE, 3, **RESERVE).payloads
+    assert labels(queue, taken) == ["first", "plain"]  # the cancelled one dropped
+    queue.ack(QUEUE, taken)
+    tasks.record.using(priority=4).later(60, "delayed")
+    assert queue.clear(QUEUE) == 2
+    size = queue.sizes([QUEUE])[0]
+    assert (size.ready, size.delayed, size.levels) == (0, 0, ())
+    assert queue.client.exists(*queue.keys(QUEUE).levels) == 0
+
+
+def test_aging_promotes_a_waiting_levels_oldest_task(tasks: ModuleType, queue: RedisQueue) -> None:
+    tasks.record.using(priority=9).dispatch("starving")
+    tasks.record.using(priority=0).dispatch("busy")
+    assert queue.migrate(QUEUE, aging=0.05).moved == 0  # seen at the head now
+    assert queue.migrate(QUEUE).moved == 0  # no aging: nothing moves, ever
+    wait_for(lambda: queue.migrate(QUEUE, aging=0.05).moved, message="the promotion")
+    assert labels(queue, queue.reserve(QUEUE, 2, **RESERVE).payloads) == ["starving", "busy"]
+
+
+@pytest.mark.parametrize("level", [-1, 10, 2.0, True, "1"])
+def test_a_priority_out_of_range_is_refused_naming_the_option(
+    tasks: ModuleType, level: object
+) -> None:
+    with pytest.raises(InvalidTaskOption, match="priority"):
+        tasks.record.using(priority=level)
