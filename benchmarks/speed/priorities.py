@@ -112,8 +112,7 @@ def main() -> None:
     table(
         ("priority-0 dispatch to start", "samples", "p50 ms", "p99 ms", "max ms"),
         [
-            (name, len(values), ms(percentile(values, 0.5)), ms(percentile(values, 0.99)))
-            + (ms(max(values)),)
+            (name, len(values), *(ms(percentile(values, f)) for f in (0.5, 0.99)), ms(max(values)))
             for name, values in (
                 ("empty queue", empty),
                 (f"{args.backlog:,} priority-9 tasks queued, worker busy", behind),
