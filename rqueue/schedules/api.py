@@ -29,6 +29,7 @@ from rqueue.schedules.builder import (
 )
 from rqueue.schedules.record import Schedule
 from rqueue.store.default import default_queue
+from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.store.schedule_store import Saving, ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
 from rqueue.tasks import observers
@@ -213,7 +214,12 @@ class Schedules:
         now = self.now_ms(schedule.queue)
         job = schedule.job(now, now)
         job = replace(job, meta={**job.meta, "manual": True})
-        self.queue.push(job.queue, [observers.encoded(job, self.queue.config.max_payload_bytes)])
+        payload = observers.encoded(job, self.queue.config.max_payload_bytes)
+        self.queue.push(
+            job.queue,
+            [payload],
+            level=PLAIN_LEVEL if schedule.priority is None else schedule.priority,
+        )
         return job.id
 
     def declare(

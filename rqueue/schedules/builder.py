@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from rqueue.encoding.payload import KEEP, encode
+from rqueue.encoding.payload import KEEP, PRIORITY, encode
 from rqueue.encoding.ranges import MAX_DELAY_SECONDS
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import MIDDLEWARE
@@ -115,6 +115,7 @@ def task_options(target: Task[Any, Any]) -> dict[str, Any]:
         "middleware": tuple(job.meta.get(MIDDLEWARE, ())),
         "retry_within": job.retry_until,
         "iterable": bool(job.meta.get(ITERABLE)),
+        "priority": job.meta.get(PRIORITY),
     }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgpack
 
-from rqueue.encoding.payload import KEEP, Job, new_id
+from rqueue.encoding.payload import KEEP, PRIORITY, Job, new_id
 from rqueue.encoding.ranges import Backoff, checked_tags
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
@@ -71,6 +71,8 @@ class Schedule:
     """Each run's tags (``@task(tags=...)``, a callable's for the schedule's arguments)."""
     iterable: bool = False
     """Its task is iterable (``@task(iterable=True)``): each run carries the mark."""
+    priority: int | None = None
+    """Each run's priority level (``@task(priority=)``), carried in its meta; None: 5."""
     retry_within: float | None = None
     """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
     a moment or a callable would be the same for every run)."""
@@ -205,6 +207,8 @@ class Schedule:
             meta[MIDDLEWARE] = list(self.middleware)
         if self.iterable:
             meta[ITERABLE] = 1
+        if self.priority is not None:
+            meta[PRIORITY] = self.priority
         dispatched_at = now_ms / 1000
         return Job(
             id=job_id or new_id(),
@@ -345,6 +349,7 @@ _FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
     "middleware": ("a list", lambda v: type(v) is list, True),
     "retry_within": ("seconds", _seconds, True),
     "iterable": ("true or false", _flag, False),
+    "priority": ("a level from 0 to 9", lambda v: type(v) is int and 0 <= v <= 9, True),
     "tags": ("a list", lambda v: type(v) is list, True),
 }
 """What each stored field must be. Anything read from Redis is hostile: a field of the

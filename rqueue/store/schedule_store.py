@@ -408,10 +408,9 @@ class ScheduleStore:
         for queue, chunk in calls:
             keys = self.queue.keys(queue)
             parts = [batch[b].packed[i] for b, i in chunk]
+            fixed = (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids)
             self.queue.scripts.fire_schedules.queue(
-                pipe,
-                (keys.schedules, keys.schedule_defs, keys.ready, keys.notify, keys.pending_ids),
-                (_ARRAY.pack_array_header(len(parts)) + b"".join(parts),),
+                pipe, fixed + keys.levels, (_ARRAY.pack_array_header(len(parts)) + b"".join(parts),)
             )
         won = [[True] * len(prepared.firings) for prepared in batch]
         early: list[list[int]] = [[] for _ in batch]

@@ -2,6 +2,8 @@
 -- to its next fire time.
 -- KEYS[1] schedules zset (name -> next fire ms)   KEYS[2] schedule-defs hash
 -- KEYS[3] ready list   KEYS[4] notify list   KEYS[5] pending-ids set
+-- KEYS[6..18] the queue's priority levels (levels.lua): each run goes to its task's
+--   level, read from its payload (a schedule fires seldom: read every time)
 -- ARGV[1] the schedules, one msgpack array (one argument to parse, not seven a
 --   schedule: that cost the caller more than the rest of a firing), each an array of:
 --   its name; the score this worker read (the trigger it fires from); the definition
@@ -22,6 +24,7 @@
 -- have planned the firing ahead). Python computed every time; Lua only compares and
 -- writes. One call carries at most schedule_store.FIRE_CHUNK schedules: a bounded call.
 -- @header
+-- @levels
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local lost, early, pushed = {}, {}, false
@@ -34,9 +37,13 @@ for place, schedule in ipairs(cmsgpack.unpack(ARGV[1])) do
     if (fire_by < 0 or now <= fire_by) and score and tonumber(score) == read_ms
         and redis.call('HGET', KEYS[2], name) == read then
       if #payloads > 0 then
-        redis.call('RPUSH', KEYS[3], unpack(payloads))
         local ids = {}
-        for _, payload in ipairs(payloads) do ids[#ids + 1] = payload_id(payload) end
+        for _, payload in ipairs(payloads) do
+          local level = payload_level(payload, true)
+          to_level(6, level, payload, false)
+          if level ~= PLAIN_LEVEL then redis.call('SET', KEYS[17], 1) end
+          ids[#ids + 1] = payload_id(payload)
+        end
         if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
         pushed = true
       end

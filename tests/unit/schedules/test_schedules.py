@@ -186,6 +186,18 @@ def due_now(queue: RedisQueue, name: str, ago_ms: int = 0) -> int:
 
 
 @pytest.mark.topology
+def test_a_prioritised_task_s_runs_go_to_its_level(queue: RedisQueue) -> None:
+    schedules.add("urgent", apptasks.scheduled.using(priority=0), every=1, args=("x",))
+    trigger = due_now(queue, "urgent")
+    definition = queue.client.hget(queue.keys("default").schedule_defs, "urgent")
+    Scheduler(queue, ["default"])._fire(
+        [Due("default", b"urgent", trigger, redis_now(queue), definition)]
+    )
+    schedules.run_now("urgent")
+    assert queue.sizes(["default"])[0].levels == (2, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+@pytest.mark.topology
 def test_fire_enqueues_each_trigger_once_with_deterministic_id_and_meta(queue: RedisQueue) -> None:
     schedules.add("tick", apptasks.scheduled, every=1, args=("x",))
     trigger = due_now(queue, "tick")
