@@ -45,8 +45,7 @@ def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
         for s in queue.sizes(names[start : start + SIZES_PER_CALL]):
             state: tuple[str, ...] = ("paused",) if s.paused else ()
             if s.levels:
-                counts = (f"{level}={n}" for level, n in enumerate(s.levels) if n)
-                state += ("levels " + " ".join(counts),)
+                state += (f"levels {s.by_level}",)
             _row(
                 (s.name, s.ready, s.delayed, s.reserved, s.failed, *state),
                 widths + [0] * len(state),

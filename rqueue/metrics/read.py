@@ -107,7 +107,8 @@ def totals_of(queue: RedisQueue, queue_names: Sequence[str]) -> dict[str, dict[s
 def oldest_wait(queue: RedisQueue, queue_name: str, now: float | None = None) -> float | None:
     """Seconds the task at the head of ``queue_name``'s ready list has waited: the real
     age of the next task a worker will take, read from its payload; None if none is
-    ready, or the head is not a task rqueue can read.
+    ready, or the head is not a task rqueue can read. With priority levels in use, the
+    oldest of the levels' heads: a lower level starved by a higher one shows its wait.
 
     Measured from its dispatch (``Job.dispatched_at``, the producer's clock), as a task
     dispatched to run now has waited. A task that was delayed (``later()``, a retry's
@@ -124,10 +125,17 @@ def oldest_waits(
     """:func:`oldest_wait` of many queues, in one pipeline."""
     pipe = queue.client.pipeline(transaction=False)
     for name in queue_names:
-        pipe.lindex(queue.keys(name).ready, 0)
+        for key in queue.keys(name).levels[:10]:
+            pipe.lindex(key, 0)
     heads = pipe.execute(raise_on_error=False) if queue_names else []
     moment = time.time() if now is None else now
-    return {name: _age(head, moment) for name, head in zip(queue_names, heads, strict=True)}
+    waits: dict[str, float | None] = {}
+    for i, name in enumerate(queue_names):
+        ages = [
+            age for head in heads[10 * i : 10 * i + 10] if (age := _age(head, moment)) is not None
+        ]
+        waits[name] = max(ages, default=None)
+    return waits
 
 
 SIZES_PER_CALL = 250

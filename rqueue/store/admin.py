@@ -39,6 +39,12 @@ class QueueSize:
     """Ready tasks per priority level, 0 to 9 (level 5: those without a priority), if
     any level but 5 has some; else empty (all of ``ready`` are level 5)."""
 
+    @property
+    def by_level(self) -> str:
+        """``levels``' non-empty counts as ``0=3 5=10 9=100000`` ('' without levels),
+        as ``rqueue size`` and the dashboard show them."""
+        return " ".join(f"{level}={n}" for level, n in enumerate(self.levels) if n)
+
     def counted_out(self, cancelled: int) -> QueueSize:
         """Without the ``cancelled`` tasks (cancel.lua's set) that still sit in ready or
         delayed until a worker pops and drops them: a cancelled timer is no longer work,

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from rqueue.store.header import RAW_ID_LENGTH, payload_id, raw_id
+from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.store.queue import RedisQueue
 
 FINISHED_KEPT = 1000
@@ -91,15 +92,33 @@ def _bounded(offset: int, limit: int) -> tuple[int, int]:
 
 
 def ready(queue: RedisQueue, name: str, offset: int, limit: int) -> Window:
-    """The ready list from ``offset``, head first: the order workers take them in."""
+    """The ready tasks from ``offset``, head first: the order workers take them in."""
     first, last = _bounded(offset, limit)
-    ready_key = queue.keys(name).ready
+    total, members = _ready_window(queue, name, first, last)
+    found = [(member, None) for member in members if isinstance(member, bytes)]
+    return Window(total, offset, _marked(queue, name, found))
+
+
+def _ready_window(queue: RedisQueue, name: str, first: int, last: int) -> tuple[int, list[object]]:
+    """How many tasks are ready, and those from rank ``first`` to ``last``, the priority
+    levels' lists laid end to end, level 0 first (level 5 is the ready list). One round
+    trip while only level 5 has tasks (the window read with the lengths), two else."""
+    lists = queue.keys(name).levels[:10]
     pipe = queue.client.pipeline(transaction=False)
-    pipe.llen(ready_key)
-    pipe.lrange(ready_key, first, last)
-    total, members = _replies(pipe)
-    found = [(member, None) for member in _listed(members) if isinstance(member, bytes)]
-    return Window(_count(total), offset, _marked(queue, name, found))
+    for key in lists:
+        pipe.llen(key)
+    pipe.lrange(lists[PLAIN_LEVEL], first, last)
+    *lengths, plain = _replies(pipe)
+    counts = [_count(length) for length in lengths]
+    if sum(counts) == counts[PLAIN_LEVEL]:
+        return counts[PLAIN_LEVEL], _listed(plain)
+    pipe = queue.client.pipeline(transaction=False)
+    start = 0
+    for key, count in zip(lists, counts, strict=True):
+        if count and start <= last and first < start + count:
+            pipe.lrange(key, max(0, first - start), last - start)
+        start += count
+    return sum(counts), [member for part in _replies(pipe) for member in _listed(part)]
 
 
 def delayed(queue: RedisQueue, name: str, offset: int, limit: int) -> Window:
@@ -142,9 +161,9 @@ def find_payload(queue: RedisQueue, name: str, task_id: str, near: int = 0) -> F
     first, last = max(0, near - FIND_AROUND), near + FIND_AROUND
     pipe = queue.client.pipeline(transaction=False)
     pipe.zrange(keys.reserved, 0, MOST_READ - 1, withscores=True)
-    pipe.lrange(keys.ready, first, last)
     pipe.zrange(keys.delayed, first, last, withscores=True)
-    reserved, ready_part, delayed_part = _replies(pipe)
+    reserved, delayed_part = _replies(pipe)
+    _, ready_part = _ready_window(queue, name, first, last)
     for state, found in (
         ("running", _listed(reserved)),
         ("ready", [(member, None) for member in _listed(ready_part)]),

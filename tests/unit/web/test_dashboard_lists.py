@@ -48,6 +48,21 @@ def test_the_ready_list_pages_through_the_queue_head_first(
     assert f'href="/queue/ready/default">{PAGE + 5}</a>' in queues
 
 
+def test_the_ready_list_runs_through_the_priority_levels_in_the_order_workers_take(
+    client: httpx.Client, queue: RedisQueue
+) -> None:
+    levels = [9, None, 0, 9, None, 0] * 10  # more than a page
+    ids = [apptasks.record.using(priority=p).dispatch(n).id for n, p in enumerate(levels)]
+    ranked = sorted(range(len(ids)), key=lambda n: (5 if levels[n] is None else levels[n], n))
+    expected = [ids[n] for n in ranked]
+    pages = [client.get(f"/queue/ready/default?offset={at}").text for at in (0, PAGE)]
+    assert listed_ids(pages[0]) + listed_ids(pages[1]) == expected
+    assert "Ready by priority level (5: without a priority): 0=20 5=20 9=20." in pages[0]
+    assert 'title="by priority level: 0=20 5=20 9=20"' in client.get("/queues").text
+    last = client.get(f"/tasks/{expected[-1]}?queue=default&at={len(ids) - 1}").text
+    assert '<dd class="state">ready</dd>' in last
+
+
 def test_the_delayed_list_is_in_due_order_and_shows_cancelled_tasks(
     client: httpx.Client, queue: RedisQueue
 ) -> None:
