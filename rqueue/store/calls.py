@@ -184,6 +184,7 @@ def push_once(
             done = completing.kept._replace(payload=completing.reserved)
             _keep(completing.keys, done, script_keys, args)
         script_keys.append(completing.keys.events)
+    script_keys += keys.levels
     args += (_flag(first), events)
     return script_keys, args
 

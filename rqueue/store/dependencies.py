@@ -103,7 +103,8 @@ def settle(queue: RedisQueue, name: str, task_id: str, read: bytes, how: Resolut
 def _resolve_keys(queue: RedisQueue, name: str, task_id: str) -> list[str]:
     keys = queue.keys(name)
     script_keys = [keys.waiting, keys.ready, keys.notify, keys.pending_ids, keys.cancelled]
-    return [*script_keys, keys.failed, keys.failed_lookup, *kept_keys(keys, task_id)]
+    script_keys += (keys.failed, keys.failed_lookup, *kept_keys(keys, task_id))
+    return [*script_keys, *keys.levels]
 
 
 def notices(queue: RedisQueue, name: str, count: int) -> list[bytes]:

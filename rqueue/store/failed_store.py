@@ -101,6 +101,7 @@ class FailedStore:
         keys = self.queue.keys(queue)
         script_keys = [*self._keys(queue), keys.ready, keys.notify, keys.pending_ids]
         script_keys += [keys.result(payload_id(payload) or "-") for _, _, payload in retries]
+        script_keys += keys.levels
         args: list[KeyOrArg] = ["retry"]
         args += [part for triple in retries for part in triple]
         return int(self.queue.scripts.retry_failed(self.queue.client, script_keys, args))

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rqueue.encoding.payload import CHAIN, KEEP, Job, encode, new_id
+from rqueue.encoding.payload import CHAIN, KEEP, PRIORITY, Job, encode, new_id
 from rqueue.store.default import default_queue
+from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import observers
 from rqueue.tasks.definition import PendingDispatch, Task
@@ -154,6 +155,7 @@ class Chain:
                 task.options.wait_replicas,
                 frozenset([job.id] if KEEP in job.meta else []),
                 task.keep_ms,
+                level=job.meta.get(PRIORITY, PLAIN_LEVEL),
             )
 
         if observers.watching:  # tracing: the chain's trace starts with this send

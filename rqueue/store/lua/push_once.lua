@@ -13,6 +13,8 @@
 -- ack.lua does, keep_result.lua; on Redis Cluster only when both tasks' queues share a
 -- slot), and last the completing task's event stream, for its "succeeded" event when
 -- ARGV[9] is not 0
+-- and always last, the queue's 13 priority keys (levels.lua): a payload that carries a
+-- level other than 5 goes to that level's list (read from it: workflows' pushes only)
 -- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
 -- ARGV[3] the payload   ARGV[4] '1' if the task keeps its result
 -- ARGV[5] the completing task's reserved payload, or ''   ARGV[6] its result record,
@@ -25,6 +27,7 @@
 -- task leaves its queue in the same step its successor enters one, however often
 -- this runs.
 -- @header
+-- @levels
 -- @dependents
 -- @keep_result
 -- @events
@@ -33,12 +36,13 @@ local function dispatched()
   local cap = marked_cap(KEYS[6])
   if cap then task_event(KEYS[7], cap, 'dispatched', ARGV[3]) end
 end
+local levels_at = #KEYS - 12  -- the level 0 list: see levels.lua
 local after = 8
 if ARGV[4] == '1' then after = 9 end
 if ARGV[5] ~= '' then
   redis.call('ZREM', KEYS[after + 1], ARGV[5])
   local cap = tonumber(ARGV[9])
-  if cap > 0 then task_event(KEYS[#KEYS], cap, 'succeeded', ARGV[5]) end
+  if cap > 0 then task_event(KEYS[levels_at - 1], cap, 'succeeded', ARGV[5]) end
   if ARGV[6] ~= '' then
     keep_result(after + 2, ARGV[6], ARGV[7], ARGV[5])
   end
@@ -54,12 +58,10 @@ if ARGV[4] == '1' then
   if delay > 0 then state = 'delayed' end
   redis.call('SET', KEYS[9], cmsgpack.pack({state = state, due = now + delay}), 'PX', ARGV[2])
 end
+local level = payload_level(ARGV[3], true)
+if level ~= PLAIN_LEVEL then redis.call('SET', KEYS[levels_at + 11], 1) end
 if delay <= 0 then
-  if ARGV[8] == '1' then
-    redis.call('LPUSH', KEYS[1], ARGV[3])
-  else
-    redis.call('RPUSH', KEYS[1], ARGV[3])
-  end
+  to_level(levels_at, level, ARGV[3], ARGV[8] == '1')
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
   dispatched()
   return 1

@@ -10,7 +10,7 @@
 --         each acked, when ARGV[8] is not 0 (rqueue work --events; see events.lua)
 -- KEYS[8..20] the queue's priority levels (levels.lua): the lists of levels 0-4 are
 --         taken from before the ready list (level 5), those of 6-9 after it, each
---         oldest first; with no level in the set (one SMEMBERS), only the ready list
+--         oldest first; with no level in the set (one SCARD), only the ready list
 -- KEYS[21] (optional: present if "last" below is 20 + 6k) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
@@ -83,10 +83,9 @@ if kept > 0 then
 end
 local ready = redis.call('LLEN', KEYS[1])
 local sources = false  -- with levels in use: {level, its length} pairs, in the order taken
-local levels = redis.call('SMEMBERS', KEYS[18])
-if #levels > 0 then
+if redis.call('SCARD', KEYS[18]) > 0 then
   local order = {PLAIN_LEVEL}
-  for _, member in ipairs(levels) do
+  for _, member in ipairs(redis.call('SMEMBERS', KEYS[18])) do
     local level = tonumber(member)
     if level and level >= 0 and level <= 9 and level ~= PLAIN_LEVEL then order[#order + 1] = level end
   end

@@ -3,7 +3,8 @@
 -- KEYS[4] pending-ids set   KEYS[5] cancelled set   KEYS[6] failed list
 -- KEYS[7] failed lookup (failed_list.lua)   KEYS[8..13] the waiting task's six kept-result
 -- keys (keep_result.lua: result key, done list, finished index, its dependents set, the
--- queue's resolved and timer lists)
+-- queue's resolved and timer lists)   KEYS[14..26] the queue's priority keys (levels.lua):
+-- a task that carries a level goes to that level's list (read from its payload)
 -- ARGV[1] the task's id (32 hex characters)   ARGV[2] its 16 raw bytes
 -- ARGV[3] 'mark': ARGV[4] the index of the task that finished among those it waits for
 --   (from 0), ARGV[5] its outcome's mark ('s' succeeded, 'f' failed, 'c' cancelled).
@@ -24,6 +25,7 @@
 -- (a notice whose parent died before removing it) changes nothing the second time.
 -- @failed_list
 -- @header
+-- @levels
 -- @dependents
 -- @keep_result
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return 0 end
@@ -50,7 +52,9 @@ if action == 'mark' then
     return 1
   end
   leave()
-  redis.call('RPUSH', KEYS[2], payload)
+  local level = payload_level(payload, true)
+  to_level(14, level, payload, false)
+  if level ~= PLAIN_LEVEL then redis.call('SET', KEYS[25], 1) end
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
   if redis.call('PTTL', KEYS[8]) > 0 then
     local time = redis.call('TIME')

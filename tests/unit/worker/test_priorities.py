@@ -13,8 +13,10 @@ from types import ModuleType
 import pytest
 from support import Workers, cli, strings, wait_for
 
+from rqueue import batch, chain
 from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidTaskOption
+from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -33,6 +35,11 @@ def record(label):
 @task(queue={QUEUE!r})
 async def record_async(label):
     default_queue().client.rpush({ORDER!r}, label)
+
+
+@task(queue={QUEUE!r}, priority=3, tries=1)
+def doomed():
+    raise RuntimeError("for good")
 
 
 @task(queue={QUEUE!r}, priority=1, backoff=0)
@@ -140,6 +147,45 @@ def test_a_retried_task_runs_before_lower_levels(
     assert code == 0, output
     order = strings(queue.client, ORDER)
     assert order[0] == "flaky#1" and order.index("flaky#2") <= 2, order
+
+
+def test_workflows_keep_their_steps_priorities(
+    tasks: ModuleType, queue: RedisQueue, prio_workers: Workers
+) -> None:
+    record = tasks.record
+    batch([record.using(priority=2).pending(f"member{n}") for n in range(3)]).dispatch()
+    assert queue.sizes([QUEUE])[0].levels == (0, 0, 3, 0, 0, 0, 0, 0, 0, 0)
+    queue.clear(QUEUE)
+    step2 = record.using(priority=0).pending("step2")
+    chain(record.using(priority=1).pending("step1"), step2).dispatch()
+    for n in range(4):
+        record.dispatch(f"plain{n}")
+    code, output = prio_workers.run(
+        QUEUE, "-A", "prio_tasks", "--stop-when-empty", "--prefetch", "1"
+    )
+    assert code == 0, output
+    order = strings(queue.client, ORDER)  # the next step, pushed by push_once.lua
+    assert order[0] == "step1" and order.index("step2") <= 2, order
+
+
+def test_a_failed_task_retried_and_a_waiting_task_released_keep_their_level(
+    tasks: ModuleType, queue: RedisQueue, prio_workers: Workers
+) -> None:
+    tasks.doomed.dispatch()
+    first = tasks.record.using(keep_result=60).dispatch("first")
+    waiting = tasks.record.using(queue="levels-wait", priority=0, after=[first])
+    waiting.dispatch("after")
+    prio_workers.start(QUEUE, "-A", "prio_tasks", "--block-for", "0.2")
+    try:
+        wait_for(lambda: FailedTasks(queue).list([QUEUE]), message="the doomed task failed")
+        wait_for(
+            lambda: queue.sizes(["levels-wait"])[0].levels == (1, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+            message="the waiting task released to its level",
+        )
+    finally:
+        prio_workers.kill_all()
+    assert FailedTasks(queue).retry_all([QUEUE]) == 1
+    assert queue.sizes([QUEUE])[0].levels == (0, 0, 0, 1, 0, 0, 0, 0, 0, 0)
 
 
 def test_size_clear_and_cancel_know_the_levels(tasks: ModuleType, queue: RedisQueue) -> None:
