@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 from support import Workers, cli, strings, wait_for
 
-from rqueue import batch, chain
+from rqueue import batch, chain, dispatch_many
 from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidTaskOption
 from rqueue.failed import FailedTasks
@@ -23,6 +23,8 @@ from rqueue.store.queue import RedisQueue
 ORDER = "test:order"
 QUEUE = "levels"
 TASKS = f"""
+import time
+
 from rqueue import current_job, task
 from rqueue.store.default import default_queue
 
@@ -34,6 +36,12 @@ def record(label):
 
 @task(queue={QUEUE!r})
 async def record_async(label):
+    default_queue().client.rpush({ORDER!r}, label)
+
+
+@task(queue={QUEUE!r})
+def slow(label):
+    time.sleep(0.01)
     default_queue().client.rpush({ORDER!r}, label)
 
 
@@ -215,6 +223,25 @@ def test_aging_promotes_a_waiting_levels_oldest_task(tasks: ModuleType, queue: R
     assert queue.migrate(QUEUE).moved == 0  # no aging: nothing moves, ever
     wait_for(lambda: queue.migrate(QUEUE, aging=0.05).moved, message="the promotion")
     assert labels(queue, queue.reserve(QUEUE, 2, **RESERVE).payloads) == ["starving", "busy"]
+
+
+@pytest.mark.parametrize("aging", [None, "0.3"], ids=["strict", "aging"])
+def test_a_worker_with_aging_lets_a_starving_level_through(
+    tasks: ModuleType, queue: RedisQueue, prio_workers: Workers, aging: str | None
+) -> None:
+    tasks.slow.using(priority=9).dispatch("starving")
+    busy = tasks.slow.using(priority=0)
+    dispatch_many([busy.pending(f"busy{n}") for n in range(300)])  # 3 s of work at least
+    extra = ("--aging", aging) if aging else ()
+    code, output = prio_workers.run(
+        QUEUE, "-A", "prio_tasks", "--stop-when-empty", "--prefetch", "1", *extra, timeout=120
+    )
+    assert code == 0, output
+    order = strings(queue.client, ORDER)
+    if aging:  # promoted after 0.3 s untaken, on the parent's next tick: well before the end
+        assert order.index("starving") < 200, order.index("starving")
+    else:
+        assert order[-1] == "starving"
 
 
 @pytest.mark.parametrize("level", [-1, 10, 2.0, True, "1"])
