@@ -254,6 +254,8 @@ class Consumer(QueueBase):
         return members
 
     def ready_lengths(self, queues: Sequence[str]) -> list[int]:
-        """How many tasks are ready in each of ``queues``, in a round trip or two
-        (``probe.py``): how a worker child of many queues finds the ones to reserve from."""
-        return probe.lengths(self.client, [self.keys(queue).ready for queue in queues])
+        """Not 0 for each of ``queues`` that has tasks ready, on its ready list or a
+        priority level's, in a round trip or two (``probe.py``): how a worker child of
+        many queues finds the ones to reserve from."""
+        groups = [(self.keys(queue).ready, self.keys(queue).levels[10]) for queue in queues]
+        return probe.holding(self.client, groups)

@@ -53,6 +53,30 @@ def lengths(client: redis.Redis, keys: Sequence[str]) -> list[int]:
     return result
 
 
+def holding(client: redis.Redis, groups: Sequence[Sequence[str]]) -> list[int]:
+    """How many keys of each group exist (0: none), each group's keys in one slot (a
+    queue's ready list and its priority levels set: an empty list or set is deleted, so
+    a queue holds ready tasks when its count is not 0). As :func:`lengths`, at the same
+    number of commands: one ``EXISTS`` per group on a cluster; on one server one per
+    ``GROUP`` groups, then one per group of those that hold any."""
+    if isinstance(client, ClusterClient):
+        return _replies(client, [("EXISTS", *group) for group in groups])
+    chunks = [groups[start : start + GROUP] for start in range(0, len(groups), GROUP)]
+    found = _replies(client, [("EXISTS", *(k for g in chunk for k in g)) for chunk in chunks])
+    held = [
+        (i * GROUP + n, group)
+        for i, count in enumerate(found)
+        if count
+        for n, group in enumerate(chunks[i])
+    ]
+    result = [0] * len(groups)
+    for (position, _), count in zip(
+        held, _replies(client, [("EXISTS", *group) for _, group in held]), strict=True
+    ):
+        result[position] = count
+    return result
+
+
 def _replies(client: redis.Redis, commands: Sequence[tuple[str, ...]]) -> list[int]:
     """The integer replies of read-only commands, in order, sent to each one's node."""
     slots = client.slots if isinstance(client, ClusterClient) else None

@@ -15,7 +15,7 @@ import apptasks
 import pytest
 from support import Workers, nodes, scripts_run, strings, title, wait_for
 
-from rqueue.encoding.payload import encode
+from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.store.queue import RedisQueue
 from rqueue.store.waits import BLOCKED_MOST
 from rqueue.worker import queue_order
@@ -43,15 +43,21 @@ def batches(queue: RedisQueue) -> Reservations:
     return Reservations(queue, WorkerOptions(queues=tuple(QUEUES), prefetch=10), "child-claims")
 
 
-def test_ready_lengths_reads_every_queue_and_an_error_as_one(queue: RedisQueue) -> None:
+def test_ready_lengths_finds_every_queue_with_tasks_and_an_error_as_one(
+    queue: RedisQueue,
+) -> None:
     names = [*QUEUES, "tenant-x"]
     counts = {QUEUES[0]: 1, QUEUES[99]: 2, QUEUES[100]: 3, QUEUES[1234]: 1, QUEUES[-1]: 4}
     for name, count in counts.items():
         for n in range(count):
             push(queue, name, f"{name}-{n}")
+    leveled = Job(id=new_id(), task="t:t", args=(), kwargs={}, queue=QUEUES[7])
+    queue.push(QUEUES[7], [encode(leveled)], level=0)  # on a priority level only
     queue.client.set(queue.keys("tenant-x").ready, "not a list")
     lengths = queue.ready_lengths(names)
-    assert lengths == [counts.get(name, 0) for name in QUEUES] + [1], "an error reads as 1"
+    held = {*counts, QUEUES[7]}
+    assert lengths == [int(name in held) for name in QUEUES] + [1], "an error reads as 1"
+    queue.clear(QUEUES[7])
     queue.client.delete(queue.keys("tenant-x").ready)
     for name in counts:
         queue.clear(name)
