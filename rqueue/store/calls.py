@@ -196,7 +196,7 @@ def debounce(
     if it keeps its result; ``timing`` is (debounce, debounce_max or 0) in ms."""
     wait_ms, cap_ms = timing
     script_keys = _arrival_keys(keys)
-    script_keys.append(keys.debounce(key))
+    script_keys += (keys.debounce(key), keys.levels[11])
     if keep_ms:
         script_keys.append(keys.result(payload_id(signed) or ""))
     status_ms = wait_ms + keep_ms + _STATUS_SLACK_MS  # never due later than a debounce on

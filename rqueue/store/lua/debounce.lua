@@ -6,7 +6,9 @@
 -- KEYS[8] the call's debounce entry (QueueKeys.debounce(key)), a hash: "payload" -> the
 -- pending call's payload as it sits in the delayed zset, "first" -> when its burst
 -- began (ms); it expires a second after the call is due
--- KEYS[9] (optional) the payload's result key: its status record says it is delayed
+-- KEYS[9] the queue's marker that it has had prioritised tasks (levels.lua): set if the
+-- payload carries a level other than 5, so migrate.lua puts it on its level when due
+-- KEYS[10] (optional) the payload's result key: its status record says it is delayed
 -- until its due time, as push.lua writes it
 -- ARGV[1] the payload (signed if a secret is set)
 -- ARGV[2] '1' if the payload carries the id of the call pending for its key (the
@@ -31,6 +33,7 @@
 -- a new one. Redis data is not trusted: an entry of another type or with garbled
 -- fields reads as no call pending (its "first" as now, if its call is pending).
 -- @header
+-- @levels
 -- @events
 local payload, replacing = ARGV[1], ARGV[2] == '1'
 local wait, cap_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -70,6 +73,7 @@ else
 end
 local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[2], due, payload)
+if payload_level(payload, true) ~= PLAIN_LEVEL then redis.call('SET', KEYS[9], 1) end
 if earliest[2] == nil or due < tonumber(earliest[2]) then
   redis.call('DEL', KEYS[4])
   redis.call('RPUSH', KEYS[4], due)
@@ -77,8 +81,8 @@ end
 if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', entry) end
 redis.call('HSET', entry, 'payload', payload, 'first', first)
 redis.call('PEXPIRE', entry, due - now + 1000)
-if KEYS[9] then
-  redis.call('SET', KEYS[9], cmsgpack.pack({state = 'delayed', due = due}), 'PX', ARGV[5])
+if KEYS[10] then
+  redis.call('SET', KEYS[10], cmsgpack.pack({state = 'delayed', due = due}), 'PX', ARGV[5])
 end
 local cap = marked_cap(KEYS[6])
 if cap then task_event(KEYS[7], cap, 'dispatched', payload) end

@@ -45,6 +45,11 @@ def slow(label):
     default_queue().client.rpush({ORDER!r}, label)
 
 
+@task(queue={QUEUE!r}, priority=1, debounce=0.05)
+def debounced(label):
+    default_queue().client.rpush({ORDER!r}, label)
+
+
 @task(queue={QUEUE!r}, priority=3, tries=1)
 def doomed():
     raise RuntimeError("for good")
@@ -120,6 +125,13 @@ def test_a_delayed_task_goes_to_its_level_when_due(tasks: ModuleType, queue: Red
     wait_for(lambda: queue.migrate(QUEUE).moved, message="the delayed task due")
     assert queue.sizes([QUEUE])[0].levels == (0, 0, 1, 0, 0, 1, 0, 0, 0, 0)
     assert labels(queue, queue.reserve(QUEUE, 2, **RESERVE).payloads) == ["urgent", "plain"]
+
+
+def test_a_debounced_call_goes_to_its_level_when_due(tasks: ModuleType, queue: RedisQueue) -> None:
+    tasks.debounced.dispatch("first")
+    tasks.debounced.dispatch("latest")  # replaces it
+    wait_for(lambda: queue.migrate(QUEUE).moved, message="the debounced call due")
+    assert queue.sizes([QUEUE])[0].levels == (0, 1, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def test_released_tasks_go_back_to_their_level(tasks: ModuleType, queue: RedisQueue) -> None:
