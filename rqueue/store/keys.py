@@ -25,7 +25,9 @@ from rqueue.settings.config import ConfigError
 
 _VALID_NAME = re.compile(r"[A-Za-z0-9_.\-:@/]{1,200}")
 _CLAIMS = "claims"
-_PRIORITY = "priority"
+_PRIORITY = "priority#"
+"""The start of the priority levels' parts (``priority#3``): a queue name has no ``#``,
+so these parts can be no name's and reserve no word."""
 PLAIN_LEVEL = 5
 """The priority level of a task dispatched without one: its queue's ready list is
 that level's list, between levels 0-4 (run before) and 6-9 (run after)."""
@@ -68,7 +70,7 @@ _PARTS = {
     "resolved": "resolved",
 }
 """Each per-queue key's field in :class:`QueueKeys` and the part after the name."""
-KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, _PRIORITY, *_PER_TASK])
+KEY_PARTS = frozenset([*_PARTS.values(), _CLAIMS, *_PER_TASK])
 """Words a queue name may not use as a ``:``-separated part after its first."""
 
 
@@ -178,8 +180,8 @@ class QueueKeys:
         had prioritised tasks (migrate.lua and release.lua read a moved task's level
         only then) and the aging hash (``rqueue work --aging``)."""
         level = f"{self.ready}:{_PRIORITY}"
-        lists = [f"{level}:{n}" if n != PLAIN_LEVEL else self.ready for n in range(10)]
-        return (*lists, f"{level}:levels", f"{level}:used", f"{level}:aging")
+        lists = [f"{level}{n}" if n != PLAIN_LEVEL else self.ready for n in range(10)]
+        return (*lists, f"{level}levels", f"{level}used", f"{level}aging")
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).
