@@ -44,6 +44,9 @@ class QueueBase:
         self.global_keys = GlobalKeys.for_prefix(config.prefix, config.cluster)
         self._waits = ShardedWaits(self.client) if isinstance(self.client, ClusterClient) else None
         self._keys: dict[str, QueueKeys] = {}
+        self._leveled: set[str] = set()
+        """Queues whose reserve calls pass their priority levels' lists: reserve.lua
+        asked for them once (a queue without levels in use is spared those 10 keys)."""
         self._registered: dict[str, float] = {}
         """Queue name -> when (monotonic) this process last added it to the registry."""
 

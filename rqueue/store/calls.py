@@ -220,10 +220,11 @@ def reserve(
     kept: Sequence[Kept],
     rate: tuple[int, int] | None,
     events: int,
+    leveled: bool = False,
 ) -> Call:
-    """reserve.lua: seven fixed keys and the priority levels', then the claims key, the
-    kept tasks' result keys and the rate key, each only if used (the script tells them
-    apart by count)."""
+    """reserve.lua: seven fixed keys and the priority levels set (and, if ``leveled``,
+    the levels' ten lists), then the claims key, the kept tasks' result keys and the
+    rate key, each only if used (the script tells them apart by count)."""
     script_keys = [
         keys.ready,
         keys.reserved,
@@ -232,8 +233,10 @@ def reserve(
         keys.cancelled,
         keys.paused,
         keys.events,
-        *keys.levels,
+        keys.levels[10],
     ]
+    if leveled:
+        script_keys += keys.levels[:10]
     if claims is not None:
         script_keys.append(keys.claims(claims))
     args: list[KeyOrArg] = [count, default_timeout_ms, grace_ms, margin_ms, max(1, share)]

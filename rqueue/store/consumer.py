@@ -107,6 +107,7 @@ class Consumer(QueueBase):
             kept,
             rate,
             self.config.events,
+            queue in self._leveled,
         )
         # With no acks, the same call comes again and again (an idle worker's, each time
         # a push wakes it): packed once.
@@ -114,6 +115,10 @@ class Consumer(QueueBase):
 
         def reservation() -> Reservation:
             raw = reply()
+            if int(raw[1]) < 0:  # priority levels in use: ask again, with their lists
+                self._leveled.add(queue)
+                timing = (default_timeout_ms, grace_ms, margin_ms)
+                return self.send_reserve(queue, count, *timing, share, (), claims, (), rate)()
             if rate is None:
                 return Reservation(int(raw[0]), queue, raw[2:], int(raw[1]))
             return Reservation(int(raw[0]), queue, raw[3:], int(raw[1]), int(raw[2]))

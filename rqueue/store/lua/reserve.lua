@@ -8,10 +8,16 @@
 --         acks still go through, and the reply says no task is ready
 -- KEYS[7] the queue's event stream: "started" for each task reserved, "succeeded" for
 --         each acked, when ARGV[8] is not 0 (rqueue work --events; see events.lua)
--- KEYS[8..20] the queue's priority levels (levels.lua): the lists of levels 0-4 are
---         taken from before the ready list (level 5), those of 6-9 after it, each
---         oldest first; with no level in the set (one SCARD), only the ready list
--- KEYS[21] (optional: present if "last" below is 20 + 6k) the calling child's claims key: set
+-- KEYS[8] the queue's priority levels set (levels.lua): with no level in it (one SCARD),
+--         only the ready list is read, as if there were no levels
+-- KEYS[9..18] (optional: present if KEYS[14] is KEYS[1] again) the lists of levels 0 to 9
+--         (level 5's is the ready list): levels 0-4 are taken from before the ready list,
+--         6-9 after it, each oldest first. A caller that did not pass them while levels
+--         are in use gets {now_ms, -1} (with a rate limit {now_ms, -1, 0}) and nothing
+--         reserved, its acks done: it calls again with them (store/consumer.py), so a
+--         queue without levels costs its reserve calls one key, not eleven
+-- KEYS[F + 1] (optional: present if "last" below is F + 1 + 6k, F being 8, or 18 with
+--         the lists) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
 --         it runs this one; if it dies before reading the reply, its parent finds
@@ -67,8 +73,10 @@ local rate_at, last = 9 + plain + 3 * kept, #KEYS
 local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
 if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
+local fixed = 8  -- KEYS before the claims key
+if KEYS[14] == KEYS[1] then fixed = 18 end
 local claims = false
-if last == 20 + 6 * kept then claims = KEYS[21] end
+if last == fixed + 1 + 6 * kept then claims = KEYS[fixed + 1] end
 if cap > 0 then
   for i = 9, 8 + plain do task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
 end
@@ -83,9 +91,16 @@ if kept > 0 then
 end
 local ready = redis.call('LLEN', KEYS[1])
 local sources = false  -- with levels in use: {level, its length} pairs, in the order taken
-if redis.call('SCARD', KEYS[18]) > 0 then
+local leveled = redis.call('SCARD', KEYS[8]) > 0
+if leveled and fixed == 8 then  -- the caller must call again, with the lists (above)
+  if claims then redis.call('DEL', claims) end
+  local time = redis.call('TIME')
+  local asked = {tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), -1}
+  if rate then asked[3] = 0 end
+  return asked
+elseif leveled then
   local order = {PLAIN_LEVEL}
-  for _, member in ipairs(redis.call('SMEMBERS', KEYS[18])) do
+  for _, member in ipairs(redis.call('SMEMBERS', KEYS[8])) do
     local level = tonumber(member)
     if level and level >= 0 and level <= 9 and level ~= PLAIN_LEVEL then order[#order + 1] = level end
   end
@@ -93,11 +108,11 @@ if redis.call('SCARD', KEYS[18]) > 0 then
   sources = {}
   for _, level in ipairs(order) do
     local length = ready
-    if level ~= PLAIN_LEVEL then length = redis.call('LLEN', KEYS[8 + level]) end
+    if level ~= PLAIN_LEVEL then length = redis.call('LLEN', KEYS[9 + level]) end
     if length > 0 then
       sources[#sources + 1] = {level, length}
     elseif level ~= PLAIN_LEVEL then
-      redis.call('SREM', KEYS[18], level)
+      redis.call('SREM', KEYS[8], level)
     end
   end
   ready = 0
@@ -143,8 +158,8 @@ elseif take > 0 then
     local level, length = source[1], source[2]
     local count = math.min(take - #items, length)
     if count <= 0 then break end
-    for _, item in ipairs(redis.call('LPOP', KEYS[8 + level], count)) do items[#items + 1] = item end
-    if count == length and level ~= PLAIN_LEVEL then redis.call('SREM', KEYS[18], level) end
+    for _, item in ipairs(redis.call('LPOP', KEYS[9 + level], count)) do items[#items + 1] = item end
+    if count == length and level ~= PLAIN_LEVEL then redis.call('SREM', KEYS[8], level) end
   end
 end
 local result = {now, ready - take}

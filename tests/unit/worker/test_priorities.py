@@ -119,6 +119,17 @@ def test_reserve_takes_levels_in_order_across_batches(tasks: ModuleType, queue: 
     assert queue.reserve(QUEUE, 3, **RESERVE).payloads == []
 
 
+def test_a_rate_limited_reserve_with_a_claims_key_asks_again_for_the_levels(
+    tasks: ModuleType, config: Config
+) -> None:
+    fresh = RedisQueue(config)  # has not learned that the queue has levels
+    tasks.record.using(priority=0).dispatch("first")
+    tasks.record.dispatch("plain")
+    got = fresh.reserve(QUEUE, 5, **RESERVE, claims="token", rate=(100, 1000))
+    assert (labels(fresh, got.payloads), got.still_ready) == (["first"], 1)  # one frees now
+    assert fresh.claimed(QUEUE, "token") == got.payloads
+
+
 def test_a_delayed_task_goes_to_its_level_when_due(tasks: ModuleType, queue: RedisQueue) -> None:
     tasks.record.dispatch("plain")
     tasks.record.using(priority=2).later(0.05, "urgent")
