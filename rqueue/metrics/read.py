@@ -122,25 +122,39 @@ def oldest_wait(queue: RedisQueue, queue_name: str, now: float | None = None) ->
 def oldest_waits(
     queue: RedisQueue, queue_names: Sequence[str], now: float | None = None
 ) -> dict[str, float | None]:
-    """:func:`oldest_wait` of many queues, in one pipeline."""
+    """:func:`oldest_wait` of many queues, in one pipeline (and one more for the queues
+    with priority levels in use: the heads of their levels' lists)."""
     pipe = queue.client.pipeline(transaction=False)
     for name in queue_names:
-        for key in queue.keys(name).levels[:10]:
+        pipe.lindex(queue.keys(name).ready, 0)
+        pipe.smembers(queue.keys(name).levels[10])
+    replies = pipe.execute(raise_on_error=False) if queue_names else []
+    heads = {name: [replies[2 * i]] for i, name in enumerate(queue_names)}
+    leveled = [
+        (name, queue.keys(name).levels[int(level)])
+        for i, name in enumerate(queue_names)
+        if isinstance(replies[2 * i + 1], set)
+        for level in replies[2 * i + 1]
+        if level.isdigit() and int(level) < 10
+    ]
+    if leveled:
+        pipe = queue.client.pipeline(transaction=False)
+        for _, key in leveled:
             pipe.lindex(key, 0)
-    heads = pipe.execute(raise_on_error=False) if queue_names else []
+        for (name, _), head in zip(leveled, pipe.execute(raise_on_error=False), strict=True):
+            heads[name].append(head)
     moment = time.time() if now is None else now
     waits: dict[str, float | None] = {}
-    for i, name in enumerate(queue_names):
-        ages = [
-            age for head in heads[10 * i : 10 * i + 10] if (age := _age(head, moment)) is not None
-        ]
+    for name, found in heads.items():
+        ages = [age for head in found if (age := _age(head, moment)) is not None]
         waits[name] = max(ages, default=None)
     return waits
 
 
 SIZES_PER_CALL = 250
-"""Queues read per round trip by :func:`queue_rows` (and ``rqueue size``): six O(1)
-reads each, then one more round trip for the head task of each."""
+"""Queues read per round trip by :func:`queue_rows` (and ``rqueue size``): seven O(1)
+reads each, then one more round trip for the head task of each (and one each for the
+queues with priority levels in use)."""
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,6 @@ _SCAN_COUNT = 500
 """Registry members per SSCAN step."""
 
 
-_LEVELS = range(10)
-"""The priority levels (``@task(priority=)``), 0 first."""
-
-
 @dataclass(frozen=True)
 class QueueSize:
     name: str
@@ -92,30 +88,48 @@ class Admin(QueueBase):
         return sorted(set(names))  # SSCAN may return a member twice
 
     def sizes(self, queues: Sequence[str]) -> list[QueueSize]:
+        """Each queue's counts: six O(1) reads a queue in one round trip, and one more
+        round trip for the queues with priority levels in use (their lists' lengths)."""
         pipe = self.client.pipeline(transaction=False)
-        width = 4 + len(_LEVELS)
         for queue in queues:
             keys = self.keys(queue)
-            for level in _LEVELS:
-                pipe.llen(keys.levels[level])
+            pipe.llen(keys.ready)
             pipe.zcard(keys.delayed)
             pipe.zcard(keys.reserved)
             pipe.llen(keys.failed)
             pipe.exists(keys.paused)
+            pipe.exists(keys.levels[10])
         for queue in queues:  # counted out below (QueueSize.counted_out)
             pipe.scard(self.keys(queue).cancelled)
         counts = pipe.execute()
         cancelled = counts[len(counts) - len(queues) :]
+        rows = [counts[6 * i : 6 * i + 6] for i in range(len(queues))]
+        levels = self._levels([q for q, row in zip(queues, rows, strict=True) if row[5]])
         sizes = []
         for i, queue in enumerate(queues):
-            row = counts[width * i : width * (i + 1)]
-            levels, (delayed, reserved, failed, paused) = tuple(row[:-4]), row[-4:]
-            if not any(levels[:PLAIN_LEVEL]) and not any(levels[PLAIN_LEVEL + 1 :]):
-                levels = ()
-            ready = sum(levels) if levels else row[PLAIN_LEVEL]
-            size = QueueSize(queue, ready, delayed, reserved, failed, bool(paused), levels)
+            ready, delayed, reserved, failed, paused, _ = rows[i]
+            by_level = levels.get(queue, ())
+            ready = sum(by_level) if by_level else ready
+            size = QueueSize(queue, ready, delayed, reserved, failed, bool(paused), by_level)
             sizes.append(size.counted_out(cancelled[i]))
         return sizes
+
+    def _levels(self, queues: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        """The ready tasks per priority level of each of ``queues`` (levels set in use),
+        left out where only level 5 has any after all."""
+        if not queues:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            for key in self.keys(queue).levels[:10]:
+                pipe.llen(key)
+        counts = pipe.execute()
+        found = {}
+        for i, queue in enumerate(queues):
+            row = tuple(counts[10 * i : 10 * i + 10])
+            if sum(row) != row[PLAIN_LEVEL]:
+                found[queue] = row
+        return found
 
     def pause(self, queue: str) -> bool:
         """Stop workers taking tasks from ``queue`` (running ones finish); False if it

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +18,7 @@ from rqueue import batch, chain, dispatch_many
 from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidTaskOption
 from rqueue.failed import FailedTasks
+from rqueue.metrics.read import oldest_wait
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -237,6 +239,13 @@ def test_size_clear_and_cancel_know_the_levels(tasks: ModuleType, queue: RedisQu
     size = queue.sizes([QUEUE])[0]
     assert (size.ready, size.delayed, size.levels) == (0, 0, ())
     assert queue.client.exists(*queue.keys(QUEUE).levels) == 0
+
+
+def test_the_oldest_wait_counts_the_levels_heads(tasks: ModuleType, queue: RedisQueue) -> None:
+    tasks.record.using(priority=9).dispatch("alone")
+    assert oldest_wait(queue, QUEUE, now=time.time() + 60) >= 60  # the dashboard's figure
+    tasks.record.dispatch("plain")
+    assert oldest_wait(queue, QUEUE, now=time.time() + 60) >= 60
 
 
 def test_aging_promotes_a_waiting_levels_oldest_task(tasks: ModuleType, queue: RedisQueue) -> None:
