@@ -139,15 +139,16 @@ def push(keys: QueueKeys, push: Push) -> Call:
     delay_ms, locks, level = push.delay_ms, push.locks, push.level
     script_keys = _arrival_keys(keys)
     status_ms = max(0, delay_ms) + push.keep_ms + _STATUS_SLACK_MS
-    args: list[KeyOrArg] = [delay_ms, status_ms, len(locks), level]
+    args: list[KeyOrArg] = [delay_ms, status_ms, len(locks)]
     if locks:
         script_keys.append(keys.unique)
         for lock in locks:
             args += (lock.position + 1, lock.key, lock.owner, lock.lasts_ms)
-    if level != PLAIN_LEVEL:
+    if level != PLAIN_LEVEL:  # a plain push's call is as it always was
         levels = keys.levels
         script_keys[0] = levels[level]
         script_keys += (levels[10], levels[11])
+        args[2] = f"{len(locks)}:{level}"
     if push.kept:
         ids = (payload_id(payload) for payload in push.payloads)
         script_keys += (keys.result(i) for i in ids if i is not None and i in push.kept)

@@ -7,7 +7,7 @@
 --         stream's cap), each payload pushed adds a "dispatched" event to
 -- KEYS[7] the queue's event stream (see events.lua)
 -- KEYS[8] the unique locks hash, if ARGV[3] > 0 (keys.py's QueueKeys.unique)
--- then, for a priority level other than 5 (ARGV[4]), the queue's levels set and its
+-- then, for a priority level other than 5 (ARGV[3]), the queue's levels set and its
 -- marker that it has had prioritised tasks (levels.lua): a task pushed ready notes its
 -- level in the set, a delayed one sets the marker only (migrate.lua reads its level)
 -- then (optional) the result keys of the payloads that keep
@@ -16,9 +16,9 @@
 --         of" (results.py)
 -- ARGV[1] delay in milliseconds (0 or less: ready now)
 -- ARGV[2] how long those status records last, in milliseconds
--- ARGV[3] how many unique locks follow (0: a plain push)
--- ARGV[4] the payloads' priority level, 0 to 9 (5: none, the plain ready list)
--- ARGV[5..] four per lock: its payload's place among the payloads (from 1), the lock's
+-- ARGV[3] how many unique locks follow (0: a plain push), and for a priority level other
+--         than 5, ':' and the level ("0:2"), so that a plain push's call is unchanged
+-- ARGV[4..] four per lock: its payload's place among the payloads (from 1), the lock's
 --         key, its owner (that payload's task id), how long it lasts in milliseconds
 -- then the payloads
 -- Returns, for a plain push, the length of the list or set the payloads went into; with
@@ -32,9 +32,9 @@
 -- @header
 -- @events
 local delay = tonumber(ARGV[1])
-local locks = tonumber(ARGV[3])
-local level = tonumber(ARGV[4])
-local payloads, first, results = ARGV, 5 + 4 * locks, 8
+local locks, level = string.match(ARGV[3], '^(%d+):?(%d*)$')
+locks, level = tonumber(locks), tonumber(level) or 5
+local payloads, first, results = ARGV, 4 + 4 * locks, 8
 local deduplicated, dropped = {}, {}
 local unique = KEYS[8]
 if locks > 0 then results = 9 end
@@ -49,7 +49,7 @@ if locks > 0 then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local skip = {}
-  for i = 5, first - 1, 4 do
+  for i = 4, first - 1, 4 do
     local field, owner, lasts = 'key:' .. ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
     local holder, expires = string.match(redis.call('HGET', unique, field) or '', '^(%S+) (%d+)$')
     if holder and tonumber(expires) > now then
