@@ -37,7 +37,8 @@ from rqueue import events
 from rqueue.encoding.payload import Job, task_name
 from rqueue.errors import InvalidPayload, TaskCancelled, UnregisteredType
 from rqueue.events import TaskEvent
-from rqueue.middleware.base import run_through, stack_of
+from rqueue.middleware.base import run_through
+from rqueue.middleware.stacks import stack_of
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
