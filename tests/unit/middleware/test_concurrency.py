@@ -37,7 +37,7 @@ def finished(queue: RedisQueue, count: int) -> bool:
 def idle(queue: RedisQueue) -> bool:
     """Nothing ready, delayed or reserved."""
     keys = queue.keys("default")
-    pipe = queue.client.pipeline()
+    pipe = queue.client.pipeline(transaction=False)
     pipe.llen(keys.ready).zcard(keys.delayed).zcard(keys.reserved)
     return sum(pipe.execute()) == 0
 
