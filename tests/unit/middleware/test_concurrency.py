@@ -68,7 +68,7 @@ def test_fifty_racing_runners_never_run_more_than_the_limit_at_once(
     task.dispatch_many([(str(i), 0.05) for i in range(count)])  # type: ignore[attr-defined]
     for _ in range(5):  # 5 workers of 10 children, threads or slots: 50 runners
         workers.start(*mode, *FAST)
-    wait_for(lambda: finished(queue, count), 60, "every call to run")
+    wait_for(lambda: finished(queue, count), 120, "every call to run")
     check_all_ran_once(queue, count)
     wait_for(lambda: idle(queue), 10, "nothing left queued")
     slots = queue.keys("default").middleware("slots", f"task:{task.name}:concurrency")  # type: ignore[attr-defined]
