@@ -71,6 +71,13 @@ class Release(Exception):
         self.delay = float(delay)
 
 
+class Parked(Release):
+    """Raised by a middleware whose own script already put the job back (``Concurrency``
+    parks a call waiting for a slot): the worker no longer holds it, so it sends
+    nothing more. A second release would be wrong, not just wasted: the call may be
+    reserved again already, by another worker, with the very same bytes."""
+
+
 class RetryIn(Exception):
     """Raised ``from`` a task's exception: handle it as that exception, but retry (if
     a retry is due at all) after ``delay`` seconds instead of the task's backoff."""

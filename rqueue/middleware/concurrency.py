@@ -19,6 +19,7 @@ from typing import Any
 from rqueue.encoding.payload import Job
 from rqueue.middleware.base import (
     Middleware,
+    Parked,
     Release,
     check_name,
     check_seconds,
@@ -34,7 +35,7 @@ RETRY_CAP = 1.0
 """Seconds a call that could not be parked (run inline, under ``sync()``) waits at
 most before it asks again."""
 PARKED = 1
-"""slot_take.lua's reply for a call it parked: the worker's release finds it gone."""
+"""slot_take.lua's reply for a call it parked (moved out of the reserved set)."""
 OPTION_KEY = "concurrency"
 """The key of ``@task(concurrency=N)``: a task's own slots (``task:<name>:concurrency``)."""
 
@@ -81,9 +82,10 @@ class Concurrency(Middleware):
         payload = b"" if run is None else run.reserved_payload()
         slot = Slot(self.limit, lasting)
         parked, wait = take_slot(runner.connection, job.queue, key, token, slot, payload)
+        if parked == PARKED:
+            raise Parked(wait)  # moved already: the worker sends nothing more
         if parked:
-            # Parked: the release finds it no longer reserved and moves nothing.
-            raise Release(wait if parked == PARKED else min(wait, RETRY_CAP))
+            raise Release(min(wait, RETRY_CAP))
         try:
             return call_next()
         finally:

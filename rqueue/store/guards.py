@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
 
 BREAKER_STATES = ("closed", "open", "half-open")
@@ -54,15 +55,8 @@ def take_slot(
     parked to wait for a slot, or ``(2, seconds)`` if not (the caller releases it),
     with the seconds until the earliest slot expires."""
     keys = queue.keys(name)
-    script_keys = (
-        keys.middleware("slots", key),
-        keys.middleware("slot-waiters", key),
-        keys.reserved,
-        keys.delayed,
-        keys.timer,
-        keys.pending_ids,
-        keys.cancelling,
-    )
+    queue_keys = (keys.reserved, keys.delayed, keys.timer, keys.pending_ids, keys.cancelling)
+    script_keys = (*_slot_keys(keys, key), *queue_keys)
     args = (token, slot.limit, max(1, round(slot.lasting * 1000)), payload)
     code, wait = queue.scripts.slot_take(queue.side, script_keys, args)
     return int(code), int(wait) / 1000
@@ -72,14 +66,13 @@ def free_slot(queue: RedisQueue, name: str, key: str, token: str) -> int:
     """Free the slot ``token`` holds and wake the first parked call (slot_free.lua):
     0 if it held none (expired), 1 if none waited, 2 if one was made ready."""
     keys = queue.keys(name)
-    script_keys = (
-        keys.middleware("slots", key),
-        keys.middleware("slot-waiters", key),
-        keys.delayed,
-        keys.ready,
-        keys.notify,
-    )
+    script_keys = (*_slot_keys(keys, key), keys.delayed, keys.ready, keys.notify)
     return int(queue.scripts.slot_free(queue.side, script_keys, (token,)))
+
+
+def _slot_keys(keys: QueueKeys, key: str) -> tuple[str, str]:
+    """A key's slots and its line of parked calls (slot_take.lua, slot_free.lua)."""
+    return keys.middleware("slots", key), keys.middleware("slot-waiters", key)
 
 
 def breaker(

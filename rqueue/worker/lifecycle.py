@@ -37,7 +37,7 @@ from rqueue import events
 from rqueue.encoding.payload import Job, task_name
 from rqueue.errors import InvalidPayload, TaskCancelled, UnregisteredType
 from rqueue.events import TaskEvent
-from rqueue.middleware.base import run_through
+from rqueue.middleware.base import Parked, run_through
 from rqueue.middleware.stacks import stack_of
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
@@ -265,6 +265,10 @@ class Lifecycle:
         attempt back (the task did not run: ``unstarted``); the task's own uses it."""
         job, own, delay = attempt.job, verdict.own, verdict.release.delay
         self.slot.set(State.RUNNING, attempt.entry)  # stopped: no kill deadline meanwhile
+        if isinstance(verdict.release, Parked):  # its middleware's script moved it already
+            self.slot.count_processed()
+            log_outcome(log, job, f"parked by {verdict.by}, due in {delay:g} s", duration)
+            return
         release = functools.partial(
             self.store.release, attempt.queue, [attempt.payload], delay, unstarted=not own
         )

@@ -27,17 +27,25 @@ def attempt() -> int:
     return job.attempts
 
 
-@task(concurrency=LIMIT, tries=1)
+@task(concurrency=LIMIT, tries=1, timeout=300)
 def limited(value: str, seconds: float) -> None:
     note(f"start {value} {attempt()}")
     time.sleep(seconds)
     note(f"end {value}")
 
 
-@task(concurrency=LIMIT, tries=1)
+@task(concurrency=LIMIT, tries=1, timeout=300)
 async def limited_async(value: str, seconds: float) -> None:
     note(f"start {value} {attempt()}")
     await asyncio.sleep(seconds)
+    note(f"end {value}")
+
+
+@task
+def unlimited(value: str, seconds: float) -> None:
+    """Limited only where a call is given ``using(concurrency=N)``."""
+    note(f"start {value} {attempt()}")
+    time.sleep(seconds)
     note(f"end {value}")
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import concurrency_tasks as ct
 import pytest
-from support import Workers, failures, strings, wait_for
+from support import Workers, failures, push_job, strings, wait_for
 
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware import Concurrency
 from rqueue.store import guards
 from rqueue.store.guards import Slot
+from rqueue.store.header import header
 from rqueue.store.queue import RedisQueue
 
 FAST = ("--kill-grace", "0.5", "--block-for", "0.5", "--log-level", "warning")
@@ -69,6 +70,7 @@ def test_fifty_racing_runners_never_run_more_than_the_limit_at_once(
     for _ in range(5):  # 5 workers of 10 children, threads or slots: 50 runners
         workers.start(*mode, *FAST)
     wait_for(lambda: finished(queue, count), 120, "every call to run")
+    # their slots last 300 s (the tasks' timeout): only the frees' wakes finish in time
     check_all_ran_once(queue, count)
     wait_for(lambda: idle(queue), 10, "nothing left queued")
     slots = queue.keys("default").middleware("slots", f"task:{task.name}:concurrency")  # type: ignore[attr-defined]
@@ -112,6 +114,40 @@ def test_a_freed_slot_wakes_the_first_parked_call(queue: RedisQueue) -> None:
     assert guards.free_slot(queue, "default", "k", "b:1") == 0  # not its slot
     assert guards.free_slot(queue, "default", "k", "a:1") == 1  # freed, nobody parked
     assert guards.take_slot(queue, "default", "k", "b:1", slot, b"") == (0, 0)
+
+
+@pytest.mark.topology
+def test_a_call_parked_for_a_slot_is_woken_by_the_run_that_frees_one(queue: RedisQueue) -> None:
+    slot, keys = Slot(limit=1, lasting=60), queue.keys("default")
+    assert guards.take_slot(queue, "default", "k", "holder:1", slot, b"") == (0, 0)
+    job = push_job(queue, "concurrency_tasks:limited", "x", 0)
+    (reserved,) = queue.reserve("default", 1, 60_000, 0, 0).payloads
+    code, wait = guards.take_slot(queue, "default", "k", f"{job.id}:1", slot, reserved)
+    assert code == 1 and 59 < wait <= 60  # parked, due by itself when the slot expires
+    assert not queue.client.zcard(keys.reserved) and queue.client.zcard(keys.delayed) == 1
+    (parked,) = queue.client.zrange(keys.delayed, 0, 0)
+    assert (header(parked) or ("", -1))[1] == 0, "waiting used no attempt"
+    assert guards.free_slot(queue, "default", "k", "holder:1") == 2  # woken at once
+    assert queue.client.lrange(keys.ready, 0, -1) == [parked]
+    assert not queue.client.zcard(keys.delayed)
+    (again,) = queue.reserve("default", 1, 60_000, 0, 0).payloads
+    assert guards.take_slot(queue, "default", "k", f"{job.id}:1", slot, again) == (0, 0)
+    waiters = keys.middleware("slot-waiters", "k")
+    assert not queue.client.zcard(waiters), "out of the line once it runs"
+
+
+def test_using_concurrency_limits_the_calls_it_is_given_to(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    count = 12
+    for i in range(count):
+        ct.unlimited.using(concurrency=2).dispatch(str(i), 0.05)
+    workers.start("--concurrency", "4", *FAST)
+    workers.start("--concurrency", "4", *FAST)
+    wait_for(lambda: finished(queue, count), 120, "every call to run")
+    events = strings(queue.client, ct.EVENTS)
+    assert 1 < most_at_once(events) <= 2
+    assert not failures(queue)
 
 
 @pytest.mark.parametrize(
