@@ -5,7 +5,8 @@ Each round queues 1,000 calls of a task that works a millisecond, one run at a t
 and runs them with real ``rqueue work`` processes (several children racing for the
 one slot). Printed per kind, medians of the rounds: the wall time, the script calls
 (EVALSHA) and all Redis commands (those run inside scripts included, from INFO
-commandstats) per task, everything the worker sent included (reserve, ack, migrate).
+commandstats) per task, everything the worker sent included (reserve, ack, migrate):
+the unlimited row is that share.
 
     python benchmarks/speed/concurrency_waiters.py             # 1,000 calls, 3 rounds
     python benchmarks/speed/concurrency_waiters.py --children 8
@@ -30,6 +31,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.tasks.definition import Task
 
 KINDS: dict[str, Task[..., None]] = {
+    "no limit (what any task costs)": bench_tasks.one_ms,
     "concurrency=1 (parked, woken)": bench_tasks.one_at_a_time,
     "WithoutOverlapping (knocks)": bench_tasks.one_at_a_time_locked,
 }

@@ -119,6 +119,12 @@ def empty_rate_limited() -> None:
     """Empty, under a limit it never reaches: the cost of the check (one script call)."""
 
 
+@task
+def one_ms() -> None:
+    """A millisecond's work, unlimited: what the worker sends for any task."""
+    time.sleep(0.001)
+
+
 @task(concurrency=1)
 def one_at_a_time() -> None:
     """A millisecond's work, one run at a time: calls waiting for the slot are parked
