@@ -18,6 +18,7 @@ from rqueue.encoding.payload import KEEP, Job, new_id
 from rqueue.encoding.ranges import Backoff, checked_tags
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
+from rqueue.middleware.stacks import CONCURRENCY
 from rqueue.store.schedule_store import MAX_MS
 from rqueue.tasks.iterable import ITERABLE
 from rqueue.timing import Timing, from_ms, iso
@@ -71,6 +72,8 @@ class Schedule:
     """Each run's tags (``@task(tags=...)``, a callable's for the schedule's arguments)."""
     iterable: bool = False
     """Its task is iterable (``@task(iterable=True)``): each run carries the mark."""
+    concurrency: int | None = None
+    """Its task's ``concurrency=``: at most that many runs at once, each run's too."""
     retry_within: float | None = None
     """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
     a moment or a callable would be the same for every run)."""
@@ -205,6 +208,8 @@ class Schedule:
             meta[MIDDLEWARE] = list(self.middleware)
         if self.iterable:
             meta[ITERABLE] = 1
+        if self.concurrency is not None:
+            meta[CONCURRENCY] = self.concurrency
         dispatched_at = now_ms / 1000
         return Job(
             id=job_id or new_id(),
@@ -345,6 +350,7 @@ _FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
     "middleware": ("a list", lambda v: type(v) is list, True),
     "retry_within": ("seconds", _seconds, True),
     "iterable": ("true or false", _flag, False),
+    "concurrency": ("a whole number", _count, True),
     "tags": ("a list", lambda v: type(v) is list, True),
 }
 """What each stored field must be. Anything read from Redis is hostile: a field of the

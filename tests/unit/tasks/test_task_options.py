@@ -42,6 +42,7 @@ class Stamp(Middleware):
     fail_on_timeout=True,
     tags=lambda x: [f"x:{x}", "every"],
     iterable=True,
+    concurrency=2,
 )
 def every_option(x: int, cursor: int | None = None) -> Iterator[int]:
     yield x
