@@ -50,6 +50,7 @@ KINDS = (
     "keep_result",
     "batch member",
     "member, results=True",
+    "chain of 2",
     "chain of 2 as member",
     "batch in a chain",
 )
@@ -74,8 +75,8 @@ def record_then(finished: Batch) -> None:
 
 def fill(kind: str, count: int) -> None:
     """Queue ``count`` empty tasks of one kind (not timed, not counted): a batch's
-    members; a batch of chains of two (``count`` tasks in all); a chain of a task, a
-    batch of ``count - 2`` and a task."""
+    members; chains of two, alone or as a batch's members (``count`` tasks in all); a
+    chain of a task, a batch of ``count - 2`` and a task."""
     empty = bench_tasks.empty
     if kind == "batch member":
         batch([empty.pending() for _ in range(count)]).dispatch()
@@ -84,6 +85,10 @@ def fill(kind: str, count: int) -> None:
         value = bench_tasks.small_value
         members = batch([value.pending() for _ in range(count)])
         members.then(bench_tasks.results_seen, results=True).dispatch()
+        return
+    if kind == "chain of 2":  # the same chains, in no batch
+        for _ in range(count // 2):
+            chain(empty.pending(), empty.pending()).dispatch()
         return
     if kind == "chain of 2 as member":
         batch([chain(empty.pending(), empty.pending()) for _ in range(count // 2)]).dispatch()

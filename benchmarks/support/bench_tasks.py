@@ -20,7 +20,7 @@ from peers._runner import IO_WAIT
 
 from rqueue import current_job, task
 from rqueue.errors import InvalidTaskOption
-from rqueue.middleware import Middleware, RateLimited
+from rqueue.middleware import Middleware, RateLimited, WithoutOverlapping
 
 COUNTER = "bench:done"
 STARTS = "bench:starts"
@@ -117,6 +117,25 @@ def empty_passthrough() -> None:
 @task(middleware=[RateLimited("bench", 1_000_000, 1.0)])
 def empty_rate_limited() -> None:
     """Empty, under a limit it never reaches: the cost of the check (one script call)."""
+
+
+@task
+def one_ms() -> None:
+    """A millisecond's work, unlimited: what the worker sends for any task."""
+    time.sleep(0.001)
+
+
+@task(concurrency=1)
+def one_at_a_time() -> None:
+    """A millisecond's work, one run at a time: calls waiting for the slot are parked
+    and woken (benchmarks/speed/concurrency_waiters.py)."""
+    time.sleep(0.001)
+
+
+@task(middleware=[WithoutOverlapping("bench")])
+def one_at_a_time_locked() -> None:
+    """The same under a WithoutOverlapping lock: locked-out calls knock again."""
+    time.sleep(0.001)
 
 
 @task(unique=lambda number: number)

@@ -71,6 +71,13 @@ class Release(Exception):
         self.delay = float(delay)
 
 
+class Parked(Release):
+    """Raised by a middleware whose own script already put the job back (``Concurrency``
+    parks a call waiting for a slot): the worker no longer holds it, so it sends
+    nothing more. A second release would be wrong, not just wasted: the call may be
+    reserved again already, by another worker, with the very same bytes."""
+
+
 class RetryIn(Exception):
     """Raised ``from`` a task's exception: handle it as that exception, but retry (if
     a retry is due at all) after ``delay`` seconds instead of the task's backoff."""
@@ -169,14 +176,6 @@ def _is_seconds(value: object) -> bool:
     )
 
 
-def stack_of(declared: Sequence[Middleware], job: Job) -> Sequence[Middleware]:
-    """The middleware a job runs through: its task's declared ones, then its own
-    (InvalidPayload if those cannot be built)."""
-    if job.meta and MIDDLEWARE in job.meta:
-        return (*declared, *carried(job.meta[MIDDLEWARE]))
-    return declared
-
-
 def running_on(what: str) -> Runner:
     """The worker running this job (or ``rqueue.testing.sync()``); a clear error where
     there is none, such as a task called inline."""
@@ -212,6 +211,21 @@ def given_key(key: str) -> str:
     of the task ``billing:charge`` itself).
     """
     return f"by:{key}"
+
+
+def lock_key(key: str, shared: bool, job: Job) -> str:
+    """The state of a lock or a set of slots named ``key``: the job's task's own, or
+    with ``shared`` one that every task naming ``key`` uses."""
+    return given_key(key) if shared else f"{task_key(job.task)}:{key}"
+
+
+def holder_of(job: Job, runner: Runner, expire_after: float | None) -> tuple[str, float]:
+    """The token of the run that holds a lock or a slot (its task id and attempt: a
+    retry never frees another run's), and the seconds it holds it at most: by default
+    the job's timeout plus the worker's kill grace, so a killed holder never leaks it."""
+    if expire_after is None:
+        expire_after = (job.timeout or runner.timeout) + runner.kill_grace
+    return f"{job.id}:{job.attempts}", expire_after
 
 
 def task_key(task: str) -> str:

@@ -13,9 +13,9 @@ from rqueue.middleware.base import (
     Release,
     check_name,
     check_seconds,
-    given_key,
+    holder_of,
+    lock_key,
     running_on,
-    task_key,
 )
 from rqueue.store.guards import lock, unlock
 
@@ -57,11 +57,8 @@ class WithoutOverlapping(Middleware):
 
     def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
         runner = running_on("WithoutOverlapping")
-        key = given_key(self.key) if self.shared else f"{task_key(job.task)}:{self.key}"
-        token = f"{job.id}:{job.attempts}"
-        lasting = self.expire_after
-        if lasting is None:
-            lasting = (job.timeout or runner.timeout) + runner.kill_grace
+        key = lock_key(self.key, self.shared, job)
+        token, lasting = holder_of(job, runner, self.expire_after)
         held = lock(runner.connection, job.queue, key, token, lasting)
         if held:
             if not self.release:

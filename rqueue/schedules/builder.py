@@ -18,6 +18,7 @@ from rqueue.encoding.payload import KEEP, PRIORITY, encode
 from rqueue.encoding.ranges import MAX_DELAY_SECONDS
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import MIDDLEWARE
+from rqueue.middleware.stacks import CONCURRENCY
 from rqueue.schedules.record import DEFAULT_MISFIRE_GRACE, MISFIRE_POLICIES, Schedule
 from rqueue.tasks import registry
 from rqueue.tasks.debouncing import refuse_debounced
@@ -116,6 +117,7 @@ def task_options(target: Task[Any, Any]) -> dict[str, Any]:
         "retry_within": job.retry_until,
         "iterable": bool(job.meta.get(ITERABLE)),
         "priority": job.meta.get(PRIORITY),
+        "concurrency": job.meta.get(CONCURRENCY),
     }
 
 

@@ -18,6 +18,7 @@ from rqueue.encoding.payload import KEEP, PRIORITY, Job, new_id
 from rqueue.encoding.ranges import Backoff, checked_tags
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
+from rqueue.middleware.stacks import CONCURRENCY
 from rqueue.store.schedule_store import MAX_MS
 from rqueue.tasks.iterable import ITERABLE
 from rqueue.timing import Timing, from_ms, iso
@@ -73,6 +74,8 @@ class Schedule:
     """Its task is iterable (``@task(iterable=True)``): each run carries the mark."""
     priority: int | None = None
     """Each run's priority level (``@task(priority=)``), carried in its meta; None: 5."""
+    concurrency: int | None = None
+    """Its task's ``concurrency=``: at most that many runs at once, each run's too."""
     retry_within: float | None = None
     """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
     a moment or a callable would be the same for every run)."""
@@ -209,6 +212,8 @@ class Schedule:
             meta[ITERABLE] = 1
         if self.priority is not None:
             meta[PRIORITY] = self.priority
+        if self.concurrency is not None:
+            meta[CONCURRENCY] = self.concurrency
         dispatched_at = now_ms / 1000
         return Job(
             id=job_id or new_id(),
@@ -350,6 +355,7 @@ _FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
     "retry_within": ("seconds", _seconds, True),
     "iterable": ("true or false", _flag, False),
     "priority": ("a level from 0 to 9", lambda v: type(v) is int and 0 <= v <= 9, True),
+    "concurrency": ("a whole number", _count, True),
     "tags": ("a list", lambda v: type(v) is list, True),
 }
 """What each stored field must be. Anything read from Redis is hostile: a field of the

@@ -6,9 +6,20 @@ queue's hash slot: on Redis Cluster the script runs where the queue lives.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
 
 BREAKER_STATES = ("closed", "open", "half-open")
+
+
+class Slot(NamedTuple):
+    """What a concurrency slot is: ``limit`` of them per key, each held ``lasting``
+    seconds at most."""
+
+    limit: int
+    lasting: float
 
 
 def take_cell(
@@ -34,6 +45,34 @@ def unlock(queue: RedisQueue, name: str, key: str, token: str) -> bool:
     """Free the lock if ``token`` holds it (unlock.lua); False if another run does."""
     script_keys = (queue.keys(name).middleware("lock", key),)
     return bool(queue.scripts.unlock(queue.side, script_keys, (token,)))
+
+
+def take_slot(
+    queue: RedisQueue, name: str, key: str, token: str, slot: Slot, payload: bytes
+) -> tuple[int, float]:
+    """``(0, 0)`` if the run holding ``token`` has one of the key's slots now
+    (slot_take.lua); else ``(1, seconds)`` if its ``payload`` (b"": do not park) was
+    parked to wait for a slot, or ``(2, seconds)`` if not (the caller releases it),
+    with the seconds until the earliest slot expires."""
+    keys = queue.keys(name)
+    queue_keys = (keys.reserved, keys.delayed, keys.timer, keys.pending_ids, keys.cancelling)
+    script_keys = (*_slot_keys(keys, key), *queue_keys)
+    args = (token, slot.limit, max(1, round(slot.lasting * 1000)), payload)
+    code, wait = queue.scripts.slot_take(queue.side, script_keys, args)
+    return int(code), int(wait) / 1000
+
+
+def free_slot(queue: RedisQueue, name: str, key: str, token: str) -> int:
+    """Free the slot ``token`` holds and wake the first parked call (slot_free.lua):
+    0 if it held none (expired), 1 if none waited, 2 if one was made ready."""
+    keys = queue.keys(name)
+    script_keys = (*_slot_keys(keys, key), keys.delayed, keys.ready, keys.notify)
+    return int(queue.scripts.slot_free(queue.side, script_keys, (token,)))
+
+
+def _slot_keys(keys: QueueKeys, key: str) -> tuple[str, str]:
+    """A key's slots and its line of parked calls (slot_take.lua, slot_free.lua)."""
+    return keys.middleware("slots", key), keys.middleware("slot-waiters", key)
 
 
 def breaker(

@@ -120,6 +120,8 @@ class Scripts:
     rate_limit: LuaScript
     lock: LuaScript
     unlock: LuaScript
+    slot_take: LuaScript
+    slot_free: LuaScript
     breaker: LuaScript
     progress: LuaScript
     debounce: LuaScript

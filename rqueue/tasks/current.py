@@ -35,6 +35,12 @@ class Run:
         self._adds += 1
         return self._adds
 
+    def reserved_payload(self) -> bytes:
+        """The exact bytes a worker reserved for this run, for a middleware that puts
+        the call back itself (``Concurrency`` parks it to wait for a slot); b"" where
+        nothing is reserved (a task run inline)."""
+        return b""
+
 
 _running: ContextVar[Run | None] = ContextVar("rqueue_current_job", default=None)
 

@@ -40,6 +40,8 @@ from rqueue.encoding.ranges import (
 )
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware.base import MIDDLEWARE, Middleware, check_stack
+from rqueue.middleware.concurrency import check_limit
+from rqueue.middleware.stacks import CONCURRENCY
 from rqueue.settings.config import LIMITS
 from rqueue.store.keys import PLAIN_LEVEL, validate_queue_name
 from rqueue.tasks.hooks import Hook
@@ -196,6 +198,13 @@ class TaskOptions:
     )
     """Given to ``using(middleware=)``: they travel in each call's payload and run
     after the declared ones (Laravel's ``through()``)."""
+    concurrency: int | None = field(
+        default=None,
+        metadata=_how(check=checked(partial(check_limit, what="concurrency")), meta=CONCURRENCY),
+    )
+    """At most this many of its calls run at once, across all workers of its queue
+    (docs/tasks.md, "Concurrency"): the worker runs each call inside a ``Concurrency``
+    of the task (``middleware/stacks.py``). None: no limit."""
     unique: UniqueKey = field(default=False, metadata=_how(check=check_unique))
     """At most one call per key queued or running (docs/tasks.md, "Unique tasks"); each
     call's key travels in its meta (:data:`UNIQUE`)."""
@@ -383,6 +392,7 @@ class TaskArguments(TypedDict, total=False):
     retry_until: RetryUntil | None
     fail_on_timeout: bool
     middleware: Sequence[Middleware]
+    concurrency: int | None
     unique: UniqueKey
     unique_for: float | timedelta
     unique_until: UniqueUntil
@@ -410,6 +420,7 @@ class UsingArguments(TypedDict, total=False):
     retry_until: RetryUntil | None
     fail_on_timeout: bool | None
     middleware: Sequence[Middleware] | None
+    concurrency: int | None
     tags: Tags | None
     after: Sequence[Dispatched] | None
     allow_failures: bool | None

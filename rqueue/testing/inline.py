@@ -29,7 +29,8 @@ from typing import Any
 import rqueue.tasks.registry as registry
 from rqueue.encoding.payload import Job, decode, encode, new_id
 from rqueue.errors import TaskCancelled, TaskFailed, describe
-from rqueue.middleware.base import run_through, stack_of
+from rqueue.middleware.base import run_through
+from rqueue.middleware.stacks import stack_of
 from rqueue.settings.config import Config
 from rqueue.store.cancel import CancelOutcome
 from rqueue.store.live_events import LiveEvent

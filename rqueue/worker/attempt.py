@@ -148,3 +148,6 @@ class Attempt(Run):
     settled (an iterable task's checkpoint was refused, ``worker/iteration.py``)."""
     _adds: int = field(default=0, init=False, repr=False)
     """The run's ``Batch.add()`` calls so far (:meth:`Run.next_add`)."""
+
+    def reserved_payload(self) -> bytes:
+        return self.payload

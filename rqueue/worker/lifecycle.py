@@ -37,7 +37,8 @@ from rqueue import events
 from rqueue.encoding.payload import Job, task_name
 from rqueue.errors import InvalidPayload, TaskCancelled, UnregisteredType
 from rqueue.events import TaskEvent
-from rqueue.middleware.base import run_through, stack_of
+from rqueue.middleware.base import Parked, run_through
+from rqueue.middleware.stacks import stack_of
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
@@ -261,9 +262,15 @@ class Lifecycle:
 
     def released(self, attempt: Attempt, verdict: Released, duration: float) -> None:
         """Put back, due in its release's delay: a middleware's release gives its
-        attempt back (the task did not run: ``unstarted``); the task's own uses it."""
+        attempt back (the task did not run: ``unstarted``); the task's own uses it. A
+        call ``Parked`` by its middleware was moved by that middleware's script: nothing
+        is sent (``Concurrency``)."""
         job, own, delay = attempt.job, verdict.own, verdict.release.delay
         self.slot.set(State.RUNNING, attempt.entry)  # stopped: no kill deadline meanwhile
+        if isinstance(verdict.release, Parked) and not own:  # its middleware's script moved it
+            self.slot.count_processed()
+            log_outcome(log, job, f"parked by {verdict.by}, due in {delay:g} s", duration)
+            return
         release = functools.partial(
             self.store.release, attempt.queue, [attempt.payload], delay, unstarted=not own
         )

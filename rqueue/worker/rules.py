@@ -21,7 +21,7 @@ from rqueue.errors import (
     TaskNotRegistered,
     TaskTimeout,
 )
-from rqueue.middleware.base import Release, RetryIn
+from rqueue.middleware.base import Parked, Release, RetryIn
 from rqueue.tasks.iterable import Suspended
 from rqueue.worker.attempt import Attempt
 from rqueue.workflows import effects
@@ -78,8 +78,9 @@ def middleware_unbuildable(attempt: Attempt, exc: BaseException) -> bool:
 
 
 def is_release(exc: BaseException) -> bool:
-    """A ``Release``: put back, by the task itself or by its middleware (releases.py)."""
-    return type(exc) is Release
+    """A ``Release``: put back, by the task itself or by its middleware (releases.py),
+    or ``Parked`` by its middleware's own script."""
+    return type(exc) is Release or type(exc) is Parked
 
 
 def stopped_by_shutdown(exc: BaseException) -> bool:

@@ -259,7 +259,9 @@ def test_a_nested_workflow_under_kills_and_a_redis_restart_runs_each_step_once(
         called = sorted(c.decode() for c in client.lrange(flows.CALLED, 0, -1))
         runs = {k.decode(): int(v) for k, v in client.hgetall(flows.STEP_RUNS).items()}
         print(f"{kills} children and {whole_kills} worker killed, {restarts} restart; ", end="")
-        print(f"step runs {runs}; {called}")
+        member_runs = int(client.get(flows.RUNS) or 0)
+        print(f"step runs {runs}; {member_runs} first-step runs for {WORKFLOW_MEMBERS + CHORD}; ")
+        print(f"callbacks {called}")
         assert sorted(set(called)) == sorted(
             [f"finally:{done}", f"then:{done}", f"chord:{CHORD}:{summed}"]
         )

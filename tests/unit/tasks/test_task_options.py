@@ -43,6 +43,7 @@ class Stamp(Middleware):
     tags=lambda x: [f"x:{x}", "every"],
     iterable=True,
     priority=2,
+    concurrency=2,
 )
 def every_option(x: int, cursor: int | None = None) -> Iterator[int]:
     yield x

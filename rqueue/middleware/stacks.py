@@ -1,0 +1,37 @@
+"""The middleware a job runs through: its task's, what its payload carries, and the
+``Concurrency`` of a ``concurrency=N`` option.
+
+Apart from ``base.py`` because it builds a built-in (``Concurrency``), which is
+itself a middleware defined on top of ``base.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rqueue.encoding.payload import Job
+from rqueue.errors import InvalidPayload
+from rqueue.middleware.base import MIDDLEWARE, Middleware, carried
+from rqueue.middleware.concurrency import OPTION_KEY, Concurrency
+
+CONCURRENCY = "concurrency"
+"""The ``meta`` entry of a call of a task with ``concurrency=N``: N."""
+
+
+def stack_of(declared: Sequence[Middleware], job: Job) -> Sequence[Middleware]:
+    """The middleware a job runs through: the slot of its ``concurrency`` option
+    first (a call waiting for one runs nothing else), then its task's declared ones,
+    then its own (InvalidPayload if any cannot be built)."""
+    if not job.meta:
+        return declared
+    stack = (*declared, *carried(job.meta[MIDDLEWARE])) if MIDDLEWARE in job.meta else declared
+    if CONCURRENCY in job.meta:
+        return (_option_slots(job.meta[CONCURRENCY]), *stack)
+    return stack
+
+
+def _option_slots(limit: object) -> Concurrency:
+    try:
+        return Concurrency(OPTION_KEY, limit)  # type: ignore[arg-type]
+    except ValueError as refused:
+        raise InvalidPayload(f"the payload's concurrency: {refused}") from None
