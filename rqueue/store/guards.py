@@ -66,7 +66,7 @@ def free_slot(queue: RedisQueue, name: str, key: str, token: str) -> int:
     """Free the slot ``token`` holds and wake the first parked call (slot_free.lua):
     0 if it held none (expired), 1 if none waited, 2 if one was made ready."""
     keys = queue.keys(name)
-    script_keys = (*_slot_keys(keys, key), keys.delayed, keys.ready, keys.notify)
+    script_keys = (*_slot_keys(keys, key), keys.delayed, keys.ready, keys.notify, *keys.levels)
     return int(queue.scripts.slot_free(queue.side, script_keys, (token,)))
 
 

@@ -47,6 +47,13 @@ def slow(label):
     default_queue().client.rpush({ORDER!r}, label)
 
 
+@task(queue={QUEUE!r}, priority=9, concurrency=1)
+def single(label):
+    default_queue().client.rpush({ORDER!r}, f"start-{{label}}")
+    time.sleep(0.5)
+    default_queue().client.rpush({ORDER!r}, label)
+
+
 @task(queue={QUEUE!r}, priority=1, debounce=0.05)
 def debounced(label):
     default_queue().client.rpush({ORDER!r}, label)
@@ -219,6 +226,24 @@ def test_a_failed_task_retried_and_a_waiting_task_released_keep_their_level(
         prio_workers.kill_all()
     assert FailedTasks(queue).retry_all([QUEUE]) == 1
     assert queue.sizes([QUEUE])[0].levels == (0, 0, 0, 1, 0, 0, 0, 0, 0, 0)
+
+
+def test_a_call_woken_by_a_freed_concurrency_slot_keeps_its_level(
+    tasks: ModuleType, queue: RedisQueue, prio_workers: Workers
+) -> None:
+    tasks.single.dispatch("a")
+    tasks.single.dispatch("b")  # parked while "a" holds the one slot
+    prio_workers.start(QUEUE, "-A", "prio_tasks", "-c", "2", "--prefetch", "1")
+    try:
+        wait_for(lambda: "start-a" in strings(queue.client, ORDER), message="a started")
+        busy = tasks.slow.using(priority=6)
+        dispatch_many([busy.pending(f"six{n}") for n in range(150)])  # 1.5 s of work
+        wait_for(lambda: "b" in strings(queue.client, ORDER), timeout=60, message="b ran")
+    finally:
+        prio_workers.kill_all()
+    order = strings(queue.client, ORDER)
+    after = [label for label in order[order.index("start-b") :] if label.startswith("six")]
+    assert len(after) <= 4, order  # after level 6's tasks, as level 9: but those in hand
 
 
 def test_size_clear_and_cancel_know_the_levels(tasks: ModuleType, queue: RedisQueue) -> None:
