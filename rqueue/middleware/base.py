@@ -239,6 +239,18 @@ def check_name(name: object, what: str) -> None:
         raise ValueError(f"{what} must be a str of 1 to {MAX_KEY} characters, got {name!r}")
 
 
+def check_lock(what: str, key: object, expire_after: object, **flags: object) -> None:
+    """The options a lock or a slot shares (``WithoutOverlapping``, ``Concurrency``):
+    its key, its expiry, and flags that must be True or False; ValueError naming the
+    option (``what`` is the middleware's name)."""
+    check_name(key, f"{what}(key)")
+    if expire_after is not None:
+        check_seconds(expire_after, f"{what}(expire_after)", 0.001)
+    for flag, value in flags.items():
+        if type(value) is not bool:
+            raise ValueError(f"{what}({flag}) must be True or False, got {value!r}")
+
+
 def check_by(by: object) -> None:
     if (
         by is not None

@@ -21,8 +21,7 @@ from rqueue.middleware.base import (
     Middleware,
     Parked,
     Release,
-    check_name,
-    check_seconds,
+    check_lock,
     holder_of,
     lock_key,
     running_on,
@@ -67,12 +66,8 @@ class Concurrency(Middleware):
     shared: bool = False
 
     def __post_init__(self) -> None:
-        check_name(self.key, "Concurrency(key)")
+        check_lock("Concurrency", self.key, self.expire_after, shared=self.shared)
         check_limit(self.limit, "Concurrency(limit)")
-        if self.expire_after is not None:
-            check_seconds(self.expire_after, "Concurrency(expire_after)", 0.001)
-        if type(self.shared) is not bool:
-            raise ValueError(f"Concurrency(shared) must be True or False, got {self.shared!r}")
 
     def __call__(self, job: Job, call_next: Callable[[], Any]) -> Any:
         runner = running_on("Concurrency")

@@ -11,7 +11,7 @@ from rqueue.encoding.payload import Job
 from rqueue.middleware.base import (
     Middleware,
     Release,
-    check_name,
+    check_lock,
     check_seconds,
     holder_of,
     lock_key,
@@ -43,13 +43,14 @@ class WithoutOverlapping(Middleware):
     release: bool = True
 
     def __post_init__(self) -> None:
-        check_name(self.key, "WithoutOverlapping(key)")
+        check_lock(
+            "WithoutOverlapping",
+            self.key,
+            self.expire_after,
+            shared=self.shared,
+            release=self.release,
+        )
         check_seconds(self.release_after, "WithoutOverlapping(release_after)")
-        if self.expire_after is not None:
-            check_seconds(self.expire_after, "WithoutOverlapping(expire_after)", 0.001)
-        for flag in ("shared", "release"):
-            if type(getattr(self, flag)) is not bool:
-                raise ValueError(f"WithoutOverlapping({flag}) must be True or False")
 
     def dont_release(self) -> WithoutOverlapping:
         """The same lock, dropping a call that finds it taken instead of delaying it."""

@@ -15,7 +15,7 @@ different slots, and every queue has a slot of its own, so each list costs a com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 from redis.connection import ConnectionInterface
@@ -35,32 +35,27 @@ def lengths(client: redis.Redis, keys: Sequence[str]) -> list[int]:
     """The length of each list of ``keys`` (0: none there). A reply that is an error
     (a key of another type, a slot that moved) reads as 1: whoever acts on it meets the
     error, or the redirect, in its own call."""
-    if isinstance(client, ClusterClient):
-        return _replies(client, [("LLEN", key) for key in keys])
-    groups = [keys[start : start + GROUP] for start in range(0, len(keys), GROUP)]
-    found = _replies(client, [("EXISTS", *group) for group in groups])
-    held = [
-        (i * GROUP + n, key)
-        for i, count in enumerate(found)
-        if count
-        for n, key in enumerate(groups[i])
-    ]
-    result = [0] * len(keys)
-    for (position, _), length in zip(
-        held, _replies(client, [("LLEN", k) for _, k in held]), strict=True
-    ):
-        result[position] = length
-    return result
+    return _sparse(client, [(key,) for key in keys], lambda group: ("LLEN", group[0]))
 
 
 def holding(client: redis.Redis, groups: Sequence[Sequence[str]]) -> list[int]:
     """How many keys of each group exist (0: none), each group's keys in one slot (a
     queue's ready list and its priority levels set: an empty list or set is deleted, so
     a queue holds ready tasks when its count is not 0). As :func:`lengths`, at the same
-    number of commands: one ``EXISTS`` per group on a cluster; on one server one per
-    ``GROUP`` groups, then one per group of those that hold any."""
+    number of commands."""
+    return _sparse(client, groups, lambda group: ("EXISTS", *group))
+
+
+def _sparse(
+    client: redis.Redis,
+    groups: Sequence[Sequence[str]],
+    command: Callable[[Sequence[str]], tuple[str, ...]],
+) -> list[int]:
+    """``command``'s reply for each group, 0 for a group none of whose keys exists: on
+    a cluster one command per group; on one server one ``EXISTS`` per ``GROUP`` groups
+    first, then ``command`` for each group of those that hold any."""
     if isinstance(client, ClusterClient):
-        return _replies(client, [("EXISTS", *group) for group in groups])
+        return _replies(client, [command(group) for group in groups])
     chunks = [groups[start : start + GROUP] for start in range(0, len(groups), GROUP)]
     found = _replies(client, [("EXISTS", *(k for g in chunk for k in g)) for chunk in chunks])
     held = [
@@ -70,10 +65,9 @@ def holding(client: redis.Redis, groups: Sequence[Sequence[str]]) -> list[int]:
         for n, group in enumerate(chunks[i])
     ]
     result = [0] * len(groups)
-    for (position, _), count in zip(
-        held, _replies(client, [("EXISTS", *group) for _, group in held]), strict=True
-    ):
-        result[position] = count
+    replies = _replies(client, [command(group) for _, group in held])
+    for (position, _), reply in zip(held, replies, strict=True):
+        result[position] = reply
     return result
 
 
