@@ -360,9 +360,8 @@ class InlineRunner:
             due.append(completion.follower.payload)
         opening = completion.opening
         if opening is not None:
-            spec = batch_spec(opening.link)
-            follows = continuation(opening.meta, spec["allow_failures"])
-            due += self.open_nested(opening.batch_id, spec, follows)
+            opened = continuation(opening.link, opening.meta)
+            due += self.open_nested(opening.batch_id, *opened)
         for payload in due:
             if self.followed is not None:
                 self.followed(decode(payload))
@@ -397,8 +396,7 @@ class Interception:
             handles.append(handle)
             payloads = [payload]
         else:
-            spec = batch_spec(first.composed(None))
-            follows = continuation(chain.carried(None), spec["allow_failures"])
+            spec, follows = continuation(first.composed(None), chain.carried(None))
             opened, payloads = self.runner.open_batch(new_id(), spec, follows)
             handles.append(opened)
         for step in chain.steps[1:]:  # their ids are derived as a worker derives them

@@ -23,7 +23,7 @@ from rqueue.workflows.batch_results import decoded, over_limit, wants_results
 from rqueue.workflows.batch_status import BatchCounts, BatchStatus, status_of
 from rqueue.workflows.batches import GETS, Batch, callback_gets, member_id, member_job
 from rqueue.workflows.nesting import after, continuation, members_of
-from rqueue.workflows.shapes import batch_spec, is_batch_step
+from rqueue.workflows.shapes import is_batch_step
 from rqueue.workflows.steps import Step, derived_id, step_job
 
 
@@ -214,9 +214,7 @@ class MemoryBatch(Batch):
             link, meta = then.next
             next_id = derived_id(self.id, "next")
             if is_batch_step(link):
-                spec = batch_spec(link)
-                follows = continuation(meta, spec["allow_failures"])
-                payloads += self._runner.open_nested(next_id, spec, follows)
+                payloads += self._runner.open_nested(next_id, *continuation(link, meta))
             else:
                 payloads.append(encode(step_job(link, next_id, meta), self._runner.max_bytes()))
         if then.outer is not None:

@@ -27,7 +27,7 @@ from rqueue.tasks.handles import Dispatched
 from rqueue.tasks.interception import current_interceptor
 from rqueue.workflows.batches import Batch
 from rqueue.workflows.nesting import continuation, open_batch
-from rqueue.workflows.shapes import CHAIN_MEMBER, batch_spec
+from rqueue.workflows.shapes import CHAIN_MEMBER
 from rqueue.workflows.steps import (
     CATCH,
     CHAIN_CATCH,
@@ -169,11 +169,9 @@ class Chain:
         """Dispatch a chain whose first step is a batch: open it now, with the rest of
         the chain as what follows it."""
         queue = default_queue()
-        link = first.composed(queue.config.secret)
-        spec = batch_spec(link)
+        secret = queue.config.secret
         batch_id = new_id()
-        follows = continuation(self.carried(queue.config.secret), spec["allow_failures"])
-        open_batch(queue, batch_id, spec, follows)
+        open_batch(queue, batch_id, *continuation(first.composed(secret), self.carried(secret)))
         return self._handles(Batch(batch_id, queue), queue)
 
     def _handles(self, first: Dispatched | Batch, queue: RedisQueue) -> DispatchedChain:

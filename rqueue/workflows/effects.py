@@ -44,7 +44,7 @@ from rqueue.workflows.batch_results import RESULTS, over_limit
 from rqueue.workflows.batch_status import BatchCounts
 from rqueue.workflows.batches import BATCH, GETS, INDEX, Batch, member_index
 from rqueue.workflows.nesting import Opening, continuation, count_members, open_batch
-from rqueue.workflows.shapes import batch_spec, checked_link, is_batch_step
+from rqueue.workflows.shapes import checked_link, is_batch_step
 from rqueue.workflows.steps import (
     CATCH,
     CHAIN_CATCH,
@@ -310,9 +310,7 @@ def _open(opening: Opening, queue: RedisQueue) -> None:
     except InvalidPayload as exc:  # InvalidSignature included
         log.error("refused the chain's batch %s: %s", opening.batch_id, exc)
         return
-    spec = batch_spec(link)
-    follows = continuation(opening.meta, spec.get("allow_failures", False))
-    open_batch(queue, opening.batch_id, spec, follows, opening.after)
+    open_batch(queue, opening.batch_id, *continuation(link, opening.meta), opening.after)
 
 
 def _trusted(follower: Follower, queue: RedisQueue) -> bool:

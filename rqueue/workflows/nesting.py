@@ -87,15 +87,19 @@ class Opening(NamedTuple):
     """What the chain carries on past the batch (see :func:`continuation`)."""
 
 
-def continuation(meta: dict[str, Any], allow_failures: bool) -> Step:
-    """What follows a batch, from the meta a task in its place would have had: the
-    next link and the meta the job it becomes gets (the links after it, the chain's
-    catch and pipe, the outer batch and member index)."""
+def continuation(link: Step, meta: dict[str, Any]) -> tuple[dict[str, Any], Step]:
+    """The batch a (checked) batch step describes, and what follows it, from the meta a
+    task in its place would have had: the next link and the meta the job it becomes
+    gets (the links after it, the chain's catch and pipe, the outer batch and member
+    index), and whether the batch allows failures."""
+    spec = batch_spec(link)
     rest = list(meta.get(CHAIN) or [])
-    follows = {key: value for key, value in meta.items() if key != CHAIN}
+    carried = {key: value for key, value in meta.items() if key != CHAIN}
     if len(rest) > 1:
-        follows[CHAIN] = rest[1:]
-    return {"next": rest[0] if rest else None, "meta": follows, "allow_failures": allow_failures}
+        carried[CHAIN] = rest[1:]
+    allow_failures = spec.get("allow_failures", False)
+    follows = {"next": rest[0] if rest else None, "meta": carried, "allow_failures": allow_failures}
+    return spec, follows
 
 
 def open_batch(
@@ -166,8 +170,7 @@ def members_of(
         if len(links) > 1:
             meta[CHAIN] = links[1:]
         if is_batch_step(links[0]):
-            inner = batch_spec(links[0])
-            follows = continuation({**meta, INDEX: index}, inner.get("allow_failures", False))
+            inner, follows = continuation(links[0], {**meta, INDEX: index})
             nested.append(Nested(derived_id(member_id(batch_id, index), "batch"), inner, follows))
         else:
             jobs.append((step_job(links[0], member_id(batch_id, index), meta), links[0]))
@@ -318,9 +321,7 @@ def follow(queue: RedisQueue, parent_id: str, link: Step, meta: dict[str, Any]) 
         return
     next_id = derived_id(parent_id, "next")
     if is_batch_step(link):
-        spec = batch_spec(link)
-        follows = continuation(meta, spec.get("allow_failures", False))
-        open_batch(queue, next_id, spec, follows, parent_id)
+        open_batch(queue, next_id, *continuation(link, meta), parent_id)
         return
     _push(queue, step_job(link, next_id, meta), link)
 
