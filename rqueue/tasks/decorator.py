@@ -16,7 +16,8 @@ from rqueue.errors import InvalidTaskOption
 from rqueue.tasks.definition import Task
 from rqueue.tasks.iterable import driven
 from rqueue.tasks.names import check_name
-from rqueue.tasks.options import TaskArguments, declared
+from rqueue.tasks.option_arguments import TaskArguments
+from rqueue.tasks.options import declared
 from rqueue.timing import Timing, seconds
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def task(
     **options: Unpack[TaskArguments],
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function as a task; use bare (``@task``) or with options
-    (:class:`~rqueue.tasks.options.TaskArguments` lists them).
+    (:class:`~rqueue.tasks.option_arguments.TaskArguments` lists them).
 
     ``keep_result=`` (seconds or a timedelta) keeps each call's status and return value
     that long, for ``handle.status()`` and ``handle.result()`` (docs/workflows.md).

@@ -31,7 +31,8 @@ from rqueue.tasks.dependencies import push_after
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
 from rqueue.tasks.names import INTERNAL_PREFIX, derived_name, is_internal, unimportable_module
-from rqueue.tasks.options import UNIQUE, TaskOptions, UsingArguments
+from rqueue.tasks.option_arguments import UsingArguments
+from rqueue.tasks.options import UNIQUE, TaskOptions
 from rqueue.tasks.validation import When, check_callable, delay_until
 
 if TYPE_CHECKING:

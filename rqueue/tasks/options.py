@@ -6,16 +6,18 @@ how that value is checked (the same ranges a worker checks when it decodes a pay
 and how each call's job carries it. Everything else reads them from here:
 
 - ``@task(...)`` and ``using(...)``: :func:`declared` and :meth:`TaskOptions.overridden`,
-  which take exactly the arguments :class:`TaskArguments` and :class:`UsingArguments`
-  list (the types users see, for mypy; checked against the fields on import);
+  which take exactly the arguments ``TaskArguments`` and ``UsingArguments`` list
+  (option_arguments.py: the types users see, for mypy; checked against the fields
+  on import);
 - the job of each call: :meth:`TaskOptions.job_fields` and :meth:`TaskOptions.job_meta`,
   through ``Task.make_job``;
 - through that job, what travels without a live task: batch members, chain steps and
   batch callbacks (rqueue/workflows/steps.py) and each run of a schedule
   (rqueue/schedules/api.py), so none of them can drop an option the job carries.
 
-So an option is added here alone: a field with its default and its ``Option``, and its
-argument in ``TaskArguments`` (``@task``) and/or ``UsingArguments`` (``using()``). Only
+So an option is added here: a field with its default and its ``Option``, and its
+argument in ``TaskArguments`` (``@task``) and/or ``UsingArguments`` (``using()``), in
+option_arguments.py. Only
 one that needs a new ``Job`` attribute also changes the wire (rqueue/encoding/payload.py,
 a step's and a schedule's fields), and tests/unit/tasks/test_task_options.py fails until it does.
 """
@@ -26,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from functools import cached_property, partial
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from rqueue.encoding.payload import KEEP, PRIORITY
 from rqueue.encoding.ranges import (
@@ -46,6 +48,13 @@ from rqueue.settings.config import LIMITS
 from rqueue.store.keys import PLAIN_LEVEL, validate_queue_name
 from rqueue.tasks.hooks import Hook
 from rqueue.tasks.iterable import ITERABLE
+from rqueue.tasks.option_arguments import (
+    DebounceKey,
+    TaskArguments,
+    UniqueKey,
+    UniqueUntil,
+    UsingArguments,
+)
 from rqueue.tasks.option_values import (
     RetryUntil,
     Tags,
@@ -79,13 +88,7 @@ if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
     from rqueue.tasks.handles import Dispatched
 
-BackoffOption = float | Sequence[float] | str | tuple[str, float, float]
-"""Seconds, a list of them, ``"exponential"`` or ``("exponential", base, cap)``."""
-UniqueKey = bool | Callable[..., object]
-"""``True`` (one per task) or a callable of the call's arguments returning its key."""
-UniqueUntil = Literal["processed", "processing"]
-DebounceKey = Callable[..., object]
-"""A callable of the call's arguments returning its debounce key (a str or an int)."""
+
 DEFAULT_UNIQUE_FOR = 3600.0
 """Seconds a unique lock lasts unless released first: a lost worker never leaves one."""
 UNIQUE = "unique"
@@ -375,56 +378,6 @@ JOB_ATTRIBUTES = tuple(attribute for _, attribute, _ in (*_IN_JOB, *_OF_CALL))
 JOB_META = tuple(key for _, key, _ in _IN_META)
 """The ``Job`` attributes and meta entries options set: what a workflow step or a
 schedule must carry."""
-
-
-class TaskArguments(TypedDict, total=False):
-    """The options ``@task(...)`` takes, as users type them."""
-
-    queue: str
-    tries: int | None
-    backoff: BackoffOption
-    timeout: float | None
-    after_succeeded: Hook | None
-    after_failed: Hook | None
-    after_cancelled: Hook | None
-    keep_result: float | timedelta | None
-    max_exceptions: int | None
-    retry_until: RetryUntil | None
-    fail_on_timeout: bool
-    middleware: Sequence[Middleware]
-    concurrency: int | None
-    unique: UniqueKey
-    unique_for: float | timedelta
-    unique_until: UniqueUntil
-    tags: Tags
-    retry_for: type[BaseException] | Sequence[type[BaseException]] | None
-    dont_retry_for: type[BaseException] | Sequence[type[BaseException]]
-    debounce: float | timedelta | None
-    debounce_by: DebounceKey | None
-    debounce_max: float | timedelta | None
-    iterable: bool
-    priority: int | None
-
-
-class UsingArguments(TypedDict, total=False):
-    """The options ``using(...)`` overrides, as users type them (None: not overridden)."""
-
-    queue: str | None
-    tries: int | None
-    timeout: float | None
-    backoff: BackoffOption | None
-    connection: RedisQueue | None
-    wait_replicas: int | None
-    keep_result: float | timedelta | None
-    max_exceptions: int | None
-    retry_until: RetryUntil | None
-    fail_on_timeout: bool | None
-    middleware: Sequence[Middleware] | None
-    concurrency: int | None
-    tags: Tags | None
-    after: Sequence[Dispatched] | None
-    allow_failures: bool | None
-    priority: int | None
 
 
 def _fields_of(arguments: type, renamed: bool) -> dict[str, str]:

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.tasks.validation",
         "rqueue.tasks.hooks",
         "rqueue.tasks.option_values",
+        "rqueue.tasks.option_arguments",
         "rqueue.tasks.options",
         "rqueue.tasks.handles",
         "rqueue.tasks.interception",
