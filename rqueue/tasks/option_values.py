@@ -56,11 +56,6 @@ def retry_until_at_dispatch(until: RetryUntil, dispatched_at: float) -> float:
     return retry_until_at(until() if callable(until) else until, dispatched_at)
 
 
-def check_fail_on_timeout(value: object) -> None:
-    if type(value) is not bool:
-        raise InvalidTaskOption(f"fail_on_timeout must be True or False, got {value!r}")
-
-
 def check_flag(name: str, value: object) -> None:
     if type(value) is not bool:
         raise InvalidTaskOption(f"{name} must be True or False, got {value!r}")
@@ -74,11 +69,6 @@ def check_after(handles: object) -> None:
             f"after= takes the handles of dispatched tasks (what dispatch() or "
             f"rqueue.result_of() returns), got {handles!r}"
         )
-
-
-def check_iterable(value: object) -> None:
-    if type(value) is not bool:
-        raise InvalidTaskOption(f"iterable must be True or False, got {value!r}")
 
 
 def check_unique(unique: object) -> None:

@@ -61,9 +61,7 @@ from rqueue.tasks.option_values import (
     carried_stack,
     check_after,
     check_debounce_by,
-    check_fail_on_timeout,
     check_flag,
-    check_iterable,
     check_retry_until,
     check_tags,
     check_unique,
@@ -182,7 +180,8 @@ class TaskOptions:
     )
     """When it stops being retried or started (docs/tasks.md, "Job controls")."""
     fail_on_timeout: bool = field(
-        default=False, metadata=_how(check=check_fail_on_timeout, job="fail_on_timeout")
+        default=False,
+        metadata=_how(check=partial(check_flag, "fail_on_timeout"), job="fail_on_timeout"),
     )
     """A timeout fails it at once instead of retrying it."""
     middleware: tuple[Middleware, ...] = field(
@@ -260,7 +259,11 @@ class TaskOptions:
     """Seconds after a burst's first call by which its call is due, however many come."""
     iterable: bool = field(
         default=False,
-        metadata=_how(check=check_iterable, meta=ITERABLE, in_meta=lambda on: 1 if on else None),
+        metadata=_how(
+            check=partial(check_flag, "iterable"),
+            meta=ITERABLE,
+            in_meta=lambda on: 1 if on else None,
+        ),
     )
     """A generator yielding a cursor per item, checkpointed and resumed (docs/tasks.md,
     "Iterable tasks"): ``@task`` wraps its function (``tasks/iterable.py``)."""

@@ -76,7 +76,8 @@ class Waits:
     def release(self, run: Callable[[bytes], object]) -> None:
         """Run (with ``run``) or fail each held call whose wait is over, until none is."""
         while True:
-            due = [task_id for task_id in self.held if self._runs(task_id)]
+            # Over a copy: _runs drops a call it fails from self.held.
+            due = [task_id for task_id in list(self.held) if self._runs(task_id)]
             if not due:
                 return
             for task_id in due:

@@ -161,7 +161,7 @@ def given(job: Job, queue: RedisQueue | None) -> Any:
         and len(gets) in (2, 3, 4)
         and gets[0] == BATCH
         and type(gets[1]) is str
-        and gets[4:] in ([], [RESULTS])
+        and gets[3:] in ([], [RESULTS])
     ):
         BatchKeys.for_batch(gets[1])  # checks the id
         if queue is None:
