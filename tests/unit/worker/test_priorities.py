@@ -23,6 +23,8 @@ from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
 ORDER = "test:order"
+GO = "test:go"
+"""What a ``single`` waits for (bounded) before it ends: the test says when."""
 QUEUE = "levels"
 TASKS = f"""
 import time
@@ -50,7 +52,7 @@ def slow(label):
 @task(queue={QUEUE!r}, priority=9, concurrency=1)
 def single(label):
     default_queue().client.rpush({ORDER!r}, f"start-{{label}}")
-    time.sleep(0.5)
+    default_queue().client.blpop({GO!r}, timeout=30)
     default_queue().client.rpush({ORDER!r}, label)
 
 
@@ -232,12 +234,14 @@ def test_a_call_woken_by_a_freed_concurrency_slot_keeps_its_level(
     tasks: ModuleType, queue: RedisQueue, prio_workers: Workers
 ) -> None:
     tasks.single.dispatch("a")
-    tasks.single.dispatch("b")  # parked while "a" holds the one slot
     prio_workers.start(QUEUE, "-A", "prio_tasks", "-c", "2", "--prefetch", "1")
     try:
         wait_for(lambda: "start-a" in strings(queue.client, ORDER), message="a started")
+        tasks.single.dispatch("b")  # parked while "a" holds the one slot
+        wait_for(lambda: queue.sizes([QUEUE])[0].delayed == 1, message="b parked")
         busy = tasks.slow.using(priority=6)
         dispatch_many([busy.pending(f"six{n}") for n in range(150)])  # 1.5 s of work
+        queue.client.rpush(GO, "a", "b")  # "a" ends, and frees the slot, only now
         wait_for(lambda: "b" in strings(queue.client, ORDER), timeout=60, message="b ran")
     finally:
         prio_workers.kill_all()
