@@ -37,12 +37,19 @@ for place, schedule in ipairs(cmsgpack.unpack(ARGV[1])) do
     if (fire_by < 0 or now <= fire_by) and score and tonumber(score) == read_ms
         and redis.call('HGET', KEYS[2], name) == read then
       if #payloads > 0 then
-        local ids = {}
+        local ids, by_level = {}, {}
         for _, payload in ipairs(payloads) do
           local level = payload_level(payload, true)
-          to_level(6, level, payload, false)
-          if level ~= PLAIN_LEVEL then redis.call('SET', KEYS[17], 1) end
+          by_level[level] = by_level[level] or {}
+          table.insert(by_level[level], payload)
           ids[#ids + 1] = payload_id(payload)
+        end
+        for level, pushes in pairs(by_level) do  -- one RPUSH a level, as one before levels
+          redis.call('RPUSH', KEYS[6 + level], unpack(pushes))
+          if level ~= PLAIN_LEVEL then
+            redis.call('SADD', KEYS[16], level)
+            redis.call('SET', KEYS[17], 1)
+          end
         end
         if #ids > 0 then redis.call('SADD', KEYS[5], unpack(ids)) end
         pushed = true
