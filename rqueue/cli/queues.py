@@ -29,7 +29,8 @@ from rqueue.text import shown
 def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
     """Show ready, delayed, reserved and failed counts of QUEUES (default: all known);
     a paused queue's row ends with ``paused``, and one with prioritised tasks ready with
-    their count per level (``levels 0=3 5=10``: level 5 holds those without a priority)."""
+    their count per level (``levels 0=3 5=10``: level 5 holds those without a priority),
+    and one with fair groups ready with how many (``groups 12``)."""
     queue = RedisQueue(config)
     names = [validate_queue_name(q) for q in queues] or queue.known_queues()
     if queues:  # named on the command line: a typo must not answer zeros in silence
@@ -46,6 +47,8 @@ def size(config: Config, queues: tuple[str, ...], match: str | None) -> None:
             state: tuple[str, ...] = ("paused",) if s.paused else ()
             if s.levels:
                 state += (f"levels {s.by_level}",)
+            if s.groups:
+                state += (f"groups {s.groups:,}",)
             _row(
                 (s.name, s.ready, s.delayed, s.reserved, s.failed, *state),
                 widths + [0] * len(state),

@@ -19,12 +19,14 @@ import click
 
 from rqueue.cli.common import F, connection_options, declared_queues, queue_list, unknown_queues
 from rqueue.errors import describe
+from rqueue.middleware.concurrency import check_limit
+from rqueue.middleware.group_limits import GroupLimits
 from rqueue.settings.config import MAX_EVENTS, Config, ConfigError, Limit, env_flag
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.text import shown
 from rqueue.worker import logs
-from rqueue.worker.options import LIMITS, WorkerOptions, parse_rates
+from rqueue.worker.options import LIMITS, Rate, WorkerOptions, parse_rates
 
 DEFAULT_EVENTS = 10_000
 """Events each queue's stream keeps with ``--events`` (about: ``XADD MAXLEN ~``)."""
@@ -144,6 +146,21 @@ def _field_option(
     "See docs/worker.md.",
 )
 @click.option(
+    "--group-concurrency",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Run at most N tasks of each fair group (using(group=...)) at once, across every "
+    "worker given the same limit. See docs/worker.md.",
+)
+@click.option(
+    "--group-rate",
+    default=None,
+    metavar="RATE",
+    help="Start at most this many tasks of each fair group per period (10/s, 100/m), "
+    "across every worker given the same rate. See docs/worker.md.",
+)
+@click.option(
     "--otel/--no-otel",
     default=None,
     help="Trace each send and attempt with OpenTelemetry, in the parent and in each child "
@@ -173,6 +190,8 @@ def work(
     log_format: str,
     wait_replicas: int | None,
     rate: str | None,
+    group_concurrency: int | None,
+    group_rate: str | None,
     record_events: bool,
     events_length: int | None,
     otel: bool | None,
@@ -199,6 +218,7 @@ def work(
         rates = {} if rate is None else parse_rates(rate, names)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--rate") from None
+    options["group_limits"] = _group_limits(group_concurrency, group_rate)
     if _traced(otel):
         from rqueue.contrib.opentelemetry import instrument
 
@@ -229,6 +249,22 @@ def _with_events(config: Config, record: bool, length: int | None) -> Config:
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--events-length") from None
     return replace(config, events=cap)
+
+
+def _group_limits(concurrency: int | None, rate: str | None) -> GroupLimits | None:
+    """``--group-concurrency`` and ``--group-rate`` as the worker's limits per group."""
+    if concurrency is None and rate is None:
+        return None
+    try:
+        concurrency = None if concurrency is None else check_limit(concurrency, "N")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--group-concurrency") from None
+    try:
+        parsed = None if rate is None else Rate.parse(rate)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--group-rate") from None
+    per_group = None if parsed is None else (parsed.limit, parsed.per)
+    return GroupLimits(concurrency, per_group)
 
 
 def _traced(otel: bool | None) -> bool:

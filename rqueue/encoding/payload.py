@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -56,6 +56,7 @@ from rqueue.store.header import (
     header,
     raw_id,
 )
+from rqueue.store.keys import PLAIN_LEVEL, Lane
 from rqueue.tasks.arguments import STRINGS, check_arguments, describe_unencodable
 from rqueue.tasks.progress import report
 
@@ -66,6 +67,9 @@ KEEP = "keep"
 PRIORITY = "priority"
 """The ``meta`` entry of a call with a priority level other than 5 (``@task(priority=)``):
 the scripts that put a task back on its queue read it there (lua/levels.lua)."""
+GROUP = "group"
+"""The ``meta`` entry of a call in a fair group (``using(group=)``): its name, which the
+scripts that put a task back on its queue read there too (lua/levels.lua)."""
 CHAIN = "chain"
 """The ``meta`` entry of a chain's steps still to come (rqueue/workflows/)."""
 
@@ -166,6 +170,14 @@ class ChainSteps(list[Any]):
 
     def prepend(self, step: Any) -> None:
         self.insert(0, step)
+
+
+def lane_of(meta: Mapping[str, Any]) -> Lane:
+    """The lane a call's payload is pushed onto, by its ``meta``: its priority level's
+    if it has one, else its group's, else level 5's (lua/levels.lua reads it the same
+    way: a group's turns are within level 5)."""
+    level, group = meta.get(PRIORITY, PLAIN_LEVEL), meta.get(GROUP)
+    return group if level == PLAIN_LEVEL and isinstance(group, str) else int(level)
 
 
 def new_id() -> str:

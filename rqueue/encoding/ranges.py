@@ -52,6 +52,30 @@ def checked_priority(priority: object) -> int:
     return priority
 
 
+MAX_GROUP = 200
+"""A group name's most characters (lua/levels.lua reads no longer one from a payload)."""
+
+
+def checked_group(group: object) -> str:
+    """``group`` as the name its tasks share (``using(group=)``): a non-empty string of
+    printable characters, at most MAX_GROUP of them (UTF-8 bytes), or an integer (a
+    tenant's id), else ValueError naming it. Printable only: the name is shown by
+    ``rqueue size`` and the dashboard."""
+    if type(group) is int:
+        return str(group)
+    if (
+        not isinstance(group, str)
+        or not group
+        or not group.isprintable()
+        or len(group.encode("utf-8")) > MAX_GROUP
+    ):
+        raise ValueError(
+            f"group must be a non-empty string of printable characters (at most {MAX_GROUP} "
+            f"bytes) or an integer, got {group!r}"
+        )
+    return group
+
+
 def checked_timeout(timeout: object) -> float:
     """``timeout`` in seconds if the payload's millisecond field can hold it, else ValueError."""
     if not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:  # type: ignore[operator]

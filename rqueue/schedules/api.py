@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from rqueue.encoding.payload import lane_of
 from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.schedules.builder import (
     Builder,
@@ -29,7 +30,6 @@ from rqueue.schedules.builder import (
 )
 from rqueue.schedules.record import Schedule
 from rqueue.store.default import default_queue
-from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.store.schedule_store import Saving, ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
 from rqueue.tasks import observers
@@ -218,7 +218,7 @@ class Schedules:
         self.queue.push(
             job.queue,
             [payload],
-            level=PLAIN_LEVEL if schedule.priority is None else schedule.priority,
+            lane=lane_of(job.meta),
         )
         return job.id
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from rqueue.encoding.payload import KEEP, PRIORITY, encode
+from rqueue.encoding.payload import GROUP, KEEP, PRIORITY, encode
 from rqueue.encoding.ranges import MAX_DELAY_SECONDS
 from rqueue.errors import InvalidSchedule, InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import MIDDLEWARE
@@ -24,6 +24,7 @@ from rqueue.tasks import registry
 from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.decorator import registered
 from rqueue.tasks.iterable import ITERABLE
+from rqueue.tasks.option_values import group_of_call
 from rqueue.tasks.options import JOB_ATTRIBUTES
 from rqueue.timing import Timing, seconds, to_ms
 
@@ -118,13 +119,18 @@ def task_options(target: Task[Any, Any]) -> dict[str, Any]:
         "iterable": bool(job.meta.get(ITERABLE)),
         "priority": job.meta.get(PRIORITY),
         "concurrency": job.meta.get(CONCURRENCY),
+        "group": job.meta.get(GROUP),
     }
 
 
 def of_call(target: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The options that depend on the arguments (``tags=`` a callable)."""
+    """The options that depend on the arguments (``tags=`` or ``group=`` a callable)."""
+    group = target.options.group
     try:
-        return target.options.call_fields(args, kwargs)
+        fields = target.options.call_fields(args, kwargs)
+        if callable(group):
+            fields["group"] = group_of_call(group, args, kwargs)
+        return fields
     except InvalidTaskOption as exc:
         raise InvalidSchedule(str(exc)) from None
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgpack
 
-from rqueue.encoding.payload import KEEP, PRIORITY, Job, new_id
-from rqueue.encoding.ranges import Backoff, checked_tags
+from rqueue.encoding.payload import GROUP, KEEP, PRIORITY, Job, new_id
+from rqueue.encoding.ranges import Backoff, checked_group, checked_tags
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
 from rqueue.middleware.stacks import CONCURRENCY
@@ -76,6 +76,9 @@ class Schedule:
     """Each run's priority level (``@task(priority=)``), carried in its meta; None: 5."""
     concurrency: int | None = None
     """Its task's ``concurrency=``: at most that many runs at once, each run's too."""
+    group: str | None = None
+    """Each run's fair group (``@task(group=)``, a callable's for the schedule's
+    arguments), carried in its meta."""
     retry_within: float | None = None
     """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
     a moment or a callable would be the same for every run)."""
@@ -214,6 +217,8 @@ class Schedule:
             meta[PRIORITY] = self.priority
         if self.concurrency is not None:
             meta[CONCURRENCY] = self.concurrency
+        if self.group is not None:
+            meta[GROUP] = self.group
         dispatched_at = now_ms / 1000
         return Job(
             id=job_id or new_id(),
@@ -321,6 +326,13 @@ def _text(value: object) -> bool:
     return type(value) is str
 
 
+def _group(value: object) -> bool:
+    try:
+        return type(value) is str and checked_group(value) == value
+    except ValueError:
+        return False
+
+
 def _flag(value: object) -> bool:
     return type(value) is bool
 
@@ -356,6 +368,7 @@ _FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
     "iterable": ("true or false", _flag, False),
     "priority": ("a level from 0 to 9", lambda v: type(v) is int and 0 <= v <= 9, True),
     "concurrency": ("a whole number", _count, True),
+    "group": ("a group's name", _group, True),
     "tags": ("a list", lambda v: type(v) is list, True),
 }
 """What each stored field must be. Anything read from Redis is hostile: a field of the

@@ -32,8 +32,10 @@ class QueueSize:
     failed: int
     paused: bool = False
     levels: tuple[int, ...] = ()
-    """Ready tasks per priority level, 0 to 9 (level 5: those without a priority), if
-    any level but 5 has some; else empty (all of ``ready`` are level 5)."""
+    """Ready tasks per priority level, 0 to 9 (level 5: those without a priority, and
+    the groups'), if any level but 5 has some; else empty (all of ``ready`` are level 5)."""
+    groups: int = 0
+    """Fair groups (``using(group=)``) with tasks ready; their tasks count in ``ready``."""
 
     @property
     def by_level(self) -> str:
@@ -104,13 +106,21 @@ class Admin(QueueBase):
         counts = pipe.execute()
         cancelled = counts[len(counts) - len(queues) :]
         rows = [counts[6 * i : 6 * i + 6] for i in range(len(queues))]
-        levels = self._levels([q for q, row in zip(queues, rows, strict=True) if row[5]])
+        leveled = [q for q, row in zip(queues, rows, strict=True) if row[5]]
+        levels, groups = self._levels(leveled), self._groups(leveled)
         sizes = []
         for i, queue in enumerate(queues):
             ready, delayed, reserved, failed, paused, _ = rows[i]
+            grouped, tasks = groups.get(queue, (0, 0))
             by_level = levels.get(queue, ())
-            ready = sum(by_level) if by_level else ready
-            size = QueueSize(queue, ready, delayed, reserved, failed, bool(paused), by_level)
+            if by_level:
+                by_level = tuple(
+                    n + tasks * (level == PLAIN_LEVEL) for level, n in enumerate(by_level)
+                )
+            ready = sum(by_level) if by_level else ready + tasks
+            size = QueueSize(
+                queue, ready, delayed, reserved, failed, bool(paused), by_level, grouped
+            )
             sizes.append(size.counted_out(cancelled[i]))
         return sizes
 
@@ -130,6 +140,27 @@ class Admin(QueueBase):
             if sum(row) != row[PLAIN_LEVEL]:
                 found[queue] = row
         return found
+
+    def _groups(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """How many fair groups have tasks ready in each of ``queues``, and how many
+        tasks they hold: two round trips, and one list length a group."""
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zrange(self.keys(queue).turns, 0, -1)
+        names: list[list[bytes]] = [[g for g in turns if g] for turns in pipe.execute()]
+        if not any(names):
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for queue, groups in zip(queues, names, strict=True):
+            turns = self.keys(queue).turns.encode()
+            for group in groups:  # '' is the ready list's turn, counted already
+                pipe.llen(turns + group)
+        lengths = iter(pipe.execute())
+        return {
+            queue: (len(groups), sum(next(lengths) for _ in groups))
+            for queue, groups in zip(queues, names, strict=True)
+            if groups
+        }
 
     def pause(self, queue: str) -> bool:
         """Stop workers taking tasks from ``queue`` (running ones finish); False if it

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from rqueue.store.header import payload_id
-from rqueue.store.keys import PLAIN_LEVEL, QueueKeys
+from rqueue.store.keys import PLAIN_LEVEL, Lane, QueueKeys
 from rqueue.store.wire import KeyOrArg
 
 _STATUS_SLACK_MS = 24 * 3600 * 1000
@@ -61,9 +61,9 @@ class Push(NamedTuple):
     """The longest keep time among them."""
     locks: Sequence[UniqueLock] = ()
     """Unique tasks' locks: a payload whose lock is held is not pushed (push.lua)."""
-    level: int = PLAIN_LEVEL
-    """The payloads' priority level (``@task(priority=)``): 5, the plain ready list,
-    for tasks without one."""
+    lane: Lane = PLAIN_LEVEL
+    """The payloads' priority level (``@task(priority=)``) or group (``using(group=)``):
+    5, the plain ready list, for tasks without either."""
 
 
 class Kept(NamedTuple):
@@ -136,7 +136,7 @@ def _flag(value: bool) -> str:
 def push(keys: QueueKeys, push: Push) -> Call:
     """push.lua, for one chunk of signed payloads: locks (four values each) before the
     payloads, the unique hash before the kept tasks' result keys."""
-    delay_ms, locks, level = push.delay_ms, push.locks, push.level
+    delay_ms, locks, lane = push.delay_ms, push.locks, push.lane
     script_keys = _arrival_keys(keys)
     status_ms = max(0, delay_ms) + push.keep_ms + _STATUS_SLACK_MS
     args: list[KeyOrArg] = [delay_ms, status_ms, len(locks)]
@@ -144,11 +144,15 @@ def push(keys: QueueKeys, push: Push) -> Call:
         script_keys.append(keys.unique)
         for lock in locks:
             args += (lock.position + 1, lock.key, lock.owner, lock.lasts_ms)
-    if level != PLAIN_LEVEL:  # a plain push's call is as it always was
+    if isinstance(lane, str):  # a group's: its list, and the turns it joins
+        script_keys[0] = keys.group(lane)
+        script_keys += (keys.levels[10], keys.levels[11], keys.turns)
+        args[2] = f"{len(locks)}:{PLAIN_LEVEL}:{lane}"
+    elif lane != PLAIN_LEVEL:  # a plain push's call is as it always was
         levels = keys.levels
-        script_keys[0] = levels[level]
+        script_keys[0] = levels[lane]
         script_keys += (levels[10], levels[11])
-        args[2] = f"{len(locks)}:{level}"
+        args[2] = f"{len(locks)}:{lane}"
     if push.kept:
         ids = (payload_id(payload) for payload in push.payloads)
         script_keys += (keys.result(i) for i in ids if i is not None and i in push.kept)
@@ -224,8 +228,9 @@ def reserve(
     leveled: bool = False,
 ) -> Call:
     """reserve.lua: seven fixed keys and the priority levels set (and, if ``leveled``,
-    the levels' ten lists), then the claims key, the kept tasks' result keys and the
-    rate key, each only if used (the script tells them apart by count)."""
+    the levels' ten lists and the groups' turns), then the claims key, the kept tasks'
+    result keys and the rate key, each only if used (the script tells them apart by
+    count)."""
     script_keys = [
         keys.ready,
         keys.reserved,
@@ -237,7 +242,7 @@ def reserve(
         keys.levels[10],
     ]
     if leveled:
-        script_keys += keys.levels[:10]
+        script_keys += (*keys.levels[:10], keys.turns)
     if claims is not None:
         script_keys.append(keys.claims(claims))
     args: list[KeyOrArg] = [count, default_timeout_ms, grace_ms, margin_ms, max(1, share)]

@@ -28,6 +28,12 @@ _CLAIMS = "claims"
 _PRIORITY = "priority#"
 """The start of the priority levels' parts (``priority#3``): a queue name has no ``#``,
 so these parts can be no name's and reserve no word."""
+Lane = int | str
+"""Where a ready task waits in its queue: a priority level, 0 to 9, or the name of its
+group (``using(group=)``), whose tasks are at level 5 and take turns with the others."""
+_GROUPS = "groups#"
+"""The groups' turns key, and the start of each group's list (``groups#acme``): no queue
+name has a ``#`` either."""
 PLAIN_LEVEL = 5
 """The priority level of a task dispatched without one: its queue's ready list is
 that level's list, between levels 0-4 (run before) and 6-9 (run after)."""
@@ -176,12 +182,23 @@ class QueueKeys:
         """The ready lists of priority levels 0 to 9 (``@task(priority=)``), level 5
         being the ready list itself: what reserve.lua, release.lua and migrate.lua
         index by level. Then the set of levels 0-4 and 6-9 whose list is not empty
-        (reserve.lua looks at the others only when it is not), the marker that the queue
-        had prioritised tasks (migrate.lua and release.lua read a moved task's level
-        only then) and the aging hash (``rqueue work --aging``)."""
+        (reserve.lua looks at the others only when it is not; 5 while groups have
+        tasks), the marker that the queue had prioritised or grouped tasks (migrate.lua
+        and release.lua read a moved task's level and group only then), the aging hash
+        (``rqueue work --aging``) and the groups' turns (:attr:`turns`)."""
         level = f"{self.ready}:{_PRIORITY}"
         lists = [f"{level}{n}" if n != PLAIN_LEVEL else self.ready for n in range(10)]
-        return (*lists, f"{level}levels", f"{level}used", f"{level}aging")
+        return (*lists, f"{level}levels", f"{level}used", f"{level}aging", self.turns)
+
+    @cached_property
+    def turns(self) -> str:
+        """The groups with tasks ready (``using(group=)``), a zset of group -> its next
+        turn (lua/groups.lua); each group's list is this key followed by its name."""
+        return f"{self.ready}:{_GROUPS}"
+
+    def group(self, name: str) -> str:
+        """The ready list of one group's tasks (lua/groups.lua names it the same way)."""
+        return f"{self.turns}{name}"
 
     def claims(self, token: str) -> str:
         """What one worker child reserved last from this queue (see reserve.lua).

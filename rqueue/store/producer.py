@@ -19,7 +19,7 @@ from rqueue.store import calls
 from rqueue.store.base import QueueBase
 from rqueue.store.calls import Completing, Kept, Push, UniqueLock
 from rqueue.store.debounce import DebounceReply, read_reply
-from rqueue.store.keys import PLAIN_LEVEL
+from rqueue.store.keys import PLAIN_LEVEL, Lane
 from rqueue.store.retry import REDIS_ERRORS, RedisUnavailable, unsent
 from rqueue.store.scripts import execute
 from rqueue.store.signing import sign
@@ -48,17 +48,18 @@ class Producer(QueueBase):
         kept: frozenset[str] = frozenset(),
         keep_ms: int = 0,
         locks: Sequence[UniqueLock] = (),
-        level: int = PLAIN_LEVEL,
+        lane: Lane = PLAIN_LEVEL,
     ) -> dict[str, str]:
-        """Queue ``payloads`` (after ``delay_ms``; onto priority ``level``'s list); with
+        """Queue ``payloads`` (after ``delay_ms``; onto ``lane``'s list: a priority level's
+        or a group's); with
         ``wait_replicas`` (default: the config's) return only once that many replicas
         have them (see push_many). ``kept`` are the ids among them that keep their
         result for ``keep_ms``. Returns the deduplicated ones, as for push_many."""
         if len(payloads) > _PUSH_CHUNK or self._replicas(wait_replicas):
-            push = Push(queue, delay_ms, payloads, kept, keep_ms, locks, level)
+            push = Push(queue, delay_ms, payloads, kept, keep_ms, locks, lane)
             return self.push_many([push], wait_replicas)
         self._register_if_due([queue])
-        signed = Push(queue, delay_ms, self._signed(queue, payloads), kept, keep_ms, locks, level)
+        signed = Push(queue, delay_ms, self._signed(queue, payloads), kept, keep_ms, locks, lane)
         call = calls.push(self.keys(queue), signed)
         replies: list[object] = []
         self._dispatching(lambda: replies.append(self.scripts.push(self.wire, *call)), [queue])

@@ -37,6 +37,12 @@ def _lua(name: str) -> str:
     return (resources.files("rqueue.store") / "lua" / f"{name}.lua").read_text("utf-8")
 
 
+def _expanded(source: str) -> str:
+    """``source`` with each ``-- @<name>`` line replaced by that file, itself expanded
+    (levels.lua puts groups.lua in)."""
+    return _INCLUDE.sub(lambda line: _expanded(_lua(line[1]).rstrip("\n")), source)
+
+
 @dataclass(frozen=True)
 class LuaScript:
     """One ``.lua`` file of the package."""
@@ -50,7 +56,7 @@ class LuaScript:
         """The script ``lua/<name>.lua``, with ``lua/header.lua`` where it says ``-- @header``
         (and so for any ``-- @<name>`` line): the payload layout, or the failed list's
         invariant, is written down once, not in every script that relies on it."""
-        source = _INCLUDE.sub(lambda line: _lua(line[1]).rstrip("\n"), _lua(name))
+        source = _expanded(_lua(name))
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
 
     def __call__(self, client: ScriptRunner, keys: Sequence[str], args: Sequence[KeyOrArg]) -> Any:

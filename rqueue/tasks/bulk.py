@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rqueue.encoding.payload import PRIORITY, Job, PayloadTemplate, encode
+from rqueue.encoding.payload import Job, PayloadTemplate, encode, lane_of
 from rqueue.store.calls import Push, UniqueLock
-from rqueue.store.keys import PLAIN_LEVEL
+from rqueue.store.keys import Lane
 from rqueue.tasks import observers
 from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.handles import Dispatched, TaskHandle
@@ -69,8 +69,9 @@ def push_calls(
 ) -> list[Dispatched]:
     """Encode the calls of ``dispatch_many`` (each carrying what ``sending``'s observers
     added) and push them, one round trip per connection."""
-    groups: dict[tuple[int, str, int, int], _Group] = {}
-    """Per connection, queue, delay (ms) and priority level: the payloads pushed together."""
+    groups: dict[tuple[int, str, int, Lane], _Group] = {}
+    """Per connection, queue, delay (ms) and lane (priority level or group): the payloads
+    pushed together."""
     replicas: dict[int, int] = {}
     """Per connection, the most replicas any of its tasks waits for (its own, or the
     connection's ``wait_replicas``)."""
@@ -92,17 +93,19 @@ def push_calls(
             template = PayloadTemplate(shared if sending is None else sending.onto(shared))
             entry = templates[id(task)] = (task, queue, template)
         task, queue, template = entry
-        level = template.job.meta.get(PRIORITY, PLAIN_LEVEL)
-        key = (id(queue), task.options.queue, round(call.delay * 1000), level)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Group(queue, [], set(), 0, [])
         limit = queue.config.max_payload_bytes
+        job = None
         if task.dispatch_hooks or task.options.unique is not False or task.options.depends_on_call:
             # each call's own job
             job = task.make_job(call.args, call.kwargs, meta, now, task_id)
             if sending is not None:
                 sending.onto(job)
+        lane = lane_of((job or template.job).meta)
+        key = (id(queue), task.options.queue, round(call.delay * 1000), lane)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(queue, [], set(), 0, [])
+        if job is not None:
             if unique and task.options.unique is not False:
                 group.locks.append(task.unique_lock(job, len(group.payloads)))
             group.payloads.append(encode(job, limit))
@@ -116,9 +119,9 @@ def push_calls(
             TaskHandle(task_id, task.name, task.options.queue, queue, keeps_result=keeps)
         )
     by_connection: dict[int, tuple[RedisQueue, list[Push]]] = {}
-    for (connection, name, delay_ms, level), group in groups.items():
+    for (connection, name, delay_ms, lane), group in groups.items():
         kept = frozenset(group.kept)
-        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks, level)
+        push = Push(name, delay_ms, group.payloads, kept, group.keep_ms, group.locks, lane)
         by_connection.setdefault(connection, (group.queue, []))[1].append(push)
     owners: dict[str, str] = {}
     for connection, (queue, pushes) in by_connection.items():

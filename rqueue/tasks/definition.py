@@ -17,12 +17,11 @@ from copy import copy
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
 
-from rqueue.encoding.payload import PRIORITY, Job, PayloadTemplate, encode, new_id, new_ids
+from rqueue.encoding.payload import GROUP, Job, PayloadTemplate, encode, lane_of, new_id, new_ids
 from rqueue.errors import InvalidTaskOption, TaskNotRegistered
 from rqueue.middleware.base import dispatching
 from rqueue.store.calls import UniqueLock
 from rqueue.store.default import default_queue
-from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.tasks import observers
 from rqueue.tasks.arguments import CallShape
 from rqueue.tasks.bulk import push_calls
@@ -32,6 +31,7 @@ from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.interception import current_interceptor
 from rqueue.tasks.names import INTERNAL_PREFIX, derived_name, is_internal, unimportable_module
 from rqueue.tasks.option_arguments import UsingArguments
+from rqueue.tasks.option_values import group_of_call
 from rqueue.tasks.options import UNIQUE, TaskOptions
 from rqueue.tasks.validation import When, check_callable, delay_until
 
@@ -248,6 +248,8 @@ class Task(Generic[P, R]):
         if options.unique is not False and not template:
             lock = {"key": self._unique_key(args, kwargs), "until": options.unique_until}
             meta = {**(meta or {}), UNIQUE: lock}
+        if callable(options.group) and not template:
+            meta = {**(meta or {}), GROUP: group_of_call(options.group, args, kwargs)}
         if dispatched_at is None:
             dispatched_at = time.time()
         job = Job(
@@ -357,10 +359,9 @@ class Task(Generic[P, R]):
         handle of the call, or of the one holding its unique lock (``locks``)."""
         keep_ms, wait = self.keep_ms, self.options.wait_replicas
         kept = frozenset([task_id] if keep_ms else [])
-        level = job.meta.get(PRIORITY, PLAIN_LEVEL)
-        owner = queue.push(
-            job.queue, [payload], int(delay * 1000), wait, kept, keep_ms, locks, level
-        )
+        lane = lane_of(job.meta)
+        delay_ms = int(delay * 1000)
+        owner = queue.push(job.queue, [payload], delay_ms, wait, kept, keep_ms, locks, lane)
         if owner:  # deduplicated: the handle is the call that holds the lock
             return TaskHandle(owner[task_id], job.task, job.queue, queue, deduplicated=True)
         return TaskHandle(task_id, job.task, job.queue, queue, keeps_result=bool(keep_ms))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 
 from rqueue.middleware.base import Middleware
 from rqueue.tasks.hooks import Hook
-from rqueue.tasks.option_values import RetryUntil, Tags
+from rqueue.tasks.option_values import GroupKey, RetryUntil, Tags
 
 if TYPE_CHECKING:
     from rqueue.store.queue import RedisQueue
@@ -52,6 +52,7 @@ class TaskArguments(TypedDict, total=False):
     debounce_max: float | timedelta | None
     iterable: bool
     priority: int | None
+    group: GroupKey | None
 
 
 class UsingArguments(TypedDict, total=False):
@@ -73,3 +74,4 @@ class UsingArguments(TypedDict, total=False):
     after: Sequence[Dispatched] | None
     allow_failures: bool | None
     priority: int | None
+    group: GroupKey | None

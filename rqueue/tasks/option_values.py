@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
-from rqueue.encoding.ranges import checked_keep, checked_tags
+from rqueue.encoding.ranges import checked_group, checked_keep, checked_tags
 from rqueue.errors import InvalidTaskOption
 from rqueue.middleware.base import Middleware, carry
 from rqueue.tasks.handles import Dispatched
@@ -32,6 +32,8 @@ RetryUntil = When | Callable[[], When]
 """A datetime, or a timedelta or seconds from dispatch; or a callable returning one,
 called at each dispatch."""
 Tags = Sequence[str] | Callable[..., Iterable[str]]
+GroupKey = str | int | Callable[..., str | int]
+"""A task's group (``@task(group=)``): a name, or a callable of each call's arguments."""
 """Strings, or a callable of the call's arguments returning them (Horizon tags a job
 by the models it carries: ``tags=lambda order_id: [f"order:{order_id}"]``)."""
 
@@ -114,6 +116,27 @@ def tags_of_call(tags: Tags, args: Sequence[Any], kwargs: dict[str, Any]) -> tup
         return checked_tags(list(returned) if isinstance(returned, (set, frozenset)) else returned)
     except ValueError as exc:
         raise InvalidTaskOption(f"the tags= callable returned {returned!r}: {exc}") from None
+
+
+def check_group(group: object) -> None:
+    if not callable(group):
+        option_checked(checked_group, group)
+
+
+def given_group(group: Any) -> Any:
+    return group if callable(group) else option_checked(checked_group, group)
+
+
+def group_of_call(
+    group: Callable[..., str | int], args: Sequence[Any], kwargs: dict[str, Any]
+) -> str:
+    """A call's group, by the declared callable of its arguments (checked: a wrong
+    return is the caller's error, at dispatch)."""
+    returned = group(*args, **kwargs)
+    try:
+        return checked_group(returned)
+    except ValueError as exc:
+        raise InvalidTaskOption(f"the group= callable returned {returned!r}: {exc}") from None
 
 
 def carried_stack(stack: tuple[Middleware, ...]) -> list[Any] | None:

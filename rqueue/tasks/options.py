@@ -30,7 +30,7 @@ from datetime import timedelta
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
-from rqueue.encoding.payload import KEEP, PRIORITY
+from rqueue.encoding.payload import GROUP, KEEP, PRIORITY
 from rqueue.encoding.ranges import (
     Backoff,
     checked_backoff,
@@ -56,18 +56,21 @@ from rqueue.tasks.option_arguments import (
     UsingArguments,
 )
 from rqueue.tasks.option_values import (
+    GroupKey,
     RetryUntil,
     Tags,
     carried_stack,
     check_after,
     check_debounce_by,
     check_flag,
+    check_group,
     check_retry_until,
     check_tags,
     check_unique,
     check_unique_until,
     checked,
     exception_classes_of,
+    given_group,
     given_tags,
     hook_check,
     keep_seconds,
@@ -286,6 +289,18 @@ class TaskOptions:
     )
     """Its level in its queue, 0 (runs first) to 9 (runs last); None: 5, the level of
     the queue's plain ready list (docs/tasks.md, "Priorities")."""
+    group: GroupKey | None = field(
+        default=None,
+        metadata=_how(
+            check=check_group,
+            given=given_group,
+            meta=GROUP,
+            in_meta=lambda group: None if callable(group) else group,
+        ),
+    )
+    """The fair group its calls belong to (a tenant's id), or a callable of a call's
+    arguments giving it: a queue's groups take turns at level 5 (docs/tasks.md, "Fair
+    groups"); a call with a priority too runs at its level, its group's limits apply."""
 
     def __post_init__(self) -> None:
         for name, how in _OPTIONS.items():
@@ -347,9 +362,10 @@ class TaskOptions:
 
     @cached_property
     def depends_on_call(self) -> bool:
-        """Some attribute of each call's job depends on its arguments (``tags=`` a
-        callable): ``dispatch_many`` cannot share one template's options for it."""
-        return any(callable(value) for _, _, value in self._carried[3])
+        """Some attribute or meta entry of each call's job depends on its arguments
+        (``tags=`` or ``group=`` a callable): ``dispatch_many`` cannot share one
+        template's options for it."""
+        return callable(self.group) or any(callable(v) for _, _, v in self._carried[3])
 
     @cached_property
     def depends_on_time(self) -> bool:

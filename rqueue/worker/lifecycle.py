@@ -179,7 +179,7 @@ class Lifecycle:
         if events.has_listeners("processing"):
             events.emit(TaskEvent("processing", job))
         declared = task.options.middleware
-        attempt.stack = stack_of(declared, job) if job.meta else declared
+        attempt.stack = stack_of(declared, job, self.options.group_limits) if job.meta else declared
         return concurrent
 
     def call(self, attempt: Attempt, invoke: Callable[[], Any] | None = None) -> Any:

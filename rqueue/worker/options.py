@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rqueue.encoding.ranges import MAX_TIMEOUT_SECONDS, MAX_TRIES
+from rqueue.middleware.group_limits import GroupLimits
 from rqueue.settings.config import ConfigError, Limit
 from rqueue.store.keys import validate_queue_name
 
@@ -141,6 +142,8 @@ class WorkerOptions:
     """Run the scheduler tick in the parent (``--no-schedule`` turns it off)."""
     rates: Mapping[str, Rate] = field(default_factory=dict)
     """Queue name -> its rate limit (``--rate``); queues not named have none."""
+    group_limits: GroupLimits | None = None
+    """Limits on each fair group's calls (``--group-concurrency``, ``--group-rate``)."""
     metrics: bool = True
     """Count outcomes per task in Redis and list this worker in the registry
     (``rqueue workers``, the dashboard); ``--no-metrics`` turns both off."""

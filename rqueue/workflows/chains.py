@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rqueue.encoding.payload import CHAIN, KEEP, PRIORITY, Job, encode, new_id
+from rqueue.encoding.payload import CHAIN, KEEP, Job, encode, lane_of, new_id
 from rqueue.store.default import default_queue
-from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import observers
 from rqueue.tasks.definition import PendingDispatch, Task
@@ -155,7 +154,7 @@ class Chain:
                 task.options.wait_replicas,
                 frozenset([job.id] if KEEP in job.meta else []),
                 task.keep_ms,
-                level=job.meta.get(PRIORITY, PLAIN_LEVEL),
+                lane=lane_of(job.meta),
             )
 
         if observers.watching:  # tracing: the chain's trace starts with this send

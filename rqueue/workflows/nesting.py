@@ -27,11 +27,11 @@ from typing import Any, NamedTuple
 import msgpack
 
 from rqueue.encoding import codec
-from rqueue.encoding.payload import CHAIN, KEEP, PRIORITY, Job
+from rqueue.encoding.payload import CHAIN, KEEP, Job, lane_of
 from rqueue.errors import RQueueError
 from rqueue.store.batch_store import BatchStore, MemberCount, Place
 from rqueue.store.calls import Push
-from rqueue.store.keys import PLAIN_LEVEL
+from rqueue.store.keys import Lane
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks import observers
 from rqueue.workflows.batch_results import wants_results
@@ -199,11 +199,10 @@ def _member_chain(member: Step) -> tuple[list[Step], dict[str, Any]]:
 
 def _pushes(jobs: Sequence[tuple[Job, Step]], max_bytes: int | None) -> list[Push]:
     """The members' payloads, grouped by what one push.lua call shares."""
-    groups: dict[tuple[str, int, int, int], list[Job]] = {}
+    groups: dict[tuple[str, int, int, Lane], list[Job]] = {}
     for job, step in jobs:
         keep = int(job.meta.get(KEEP) or 0)
-        level = job.meta.get(PRIORITY, PLAIN_LEVEL)
-        groups.setdefault((job.queue, delay_ms(step), keep, level), []).append(job)
+        groups.setdefault((job.queue, delay_ms(step), keep, lane_of(job.meta)), []).append(job)
     return [
         Push(
             queue,
@@ -211,9 +210,9 @@ def _pushes(jobs: Sequence[tuple[Job, Step]], max_bytes: int | None) -> list[Pus
             [observers.encoded(job, max_bytes) for job in group],
             frozenset(job.id for job in group) if keep else frozenset(),
             keep,
-            level=level,
+            lane=lane,
         )
-        for (queue, delay, keep, level), group in groups.items()
+        for (queue, delay, keep, lane), group in groups.items()
     ]
 
 

@@ -73,7 +73,8 @@ else
 end
 local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[2], due, payload)
-if payload_level(payload, true) ~= PLAIN_LEVEL then redis.call('SET', KEYS[9], 1) end
+local level, group = payload_level(payload, true)
+if level ~= PLAIN_LEVEL or group then redis.call('SET', KEYS[9], 1) end
 if earliest[2] == nil or due < tonumber(earliest[2]) then
   redis.call('DEL', KEYS[4])
   redis.call('RPUSH', KEYS[4], due)

@@ -2,7 +2,7 @@
 -- to its next fire time.
 -- KEYS[1] schedules zset (name -> next fire ms)   KEYS[2] schedule-defs hash
 -- KEYS[3] ready list   KEYS[4] notify list   KEYS[5] pending-ids set
--- KEYS[6..18] the queue's priority levels (levels.lua): each run goes to its task's
+-- KEYS[6..19] the queue's priority levels (levels.lua): each run goes to its task's
 --   level, read from its payload (a schedule fires seldom: read every time)
 -- ARGV[1] the schedules, one msgpack array (one argument to parse, not seven a
 --   schedule: that cost the caller more than the rest of a firing), each an array of:
@@ -39,9 +39,14 @@ for place, schedule in ipairs(cmsgpack.unpack(ARGV[1])) do
       if #payloads > 0 then
         local ids, by_level = {}, {}
         for _, payload in ipairs(payloads) do
-          local level = payload_level(payload, true)
-          by_level[level] = by_level[level] or {}
-          table.insert(by_level[level], payload)
+          local level, group = payload_level(payload, true)
+          if group then
+            to_level(6, level, payload, false, group)
+            redis.call('SET', KEYS[17], 1)
+          else
+            by_level[level] = by_level[level] or {}
+            table.insert(by_level[level], payload)
+          end
           ids[#ids + 1] = payload_id(payload)
         end
         for level, pushes in pairs(by_level) do  -- one RPUSH a level, as one before levels

@@ -3,7 +3,7 @@
 -- KEYS[5] the queue's events marker   KEYS[6] its event stream
 -- KEYS[7] its resolved list: how many notices wait there (dependents.lua) is returned,
 -- so the parent applies them on this tick, at no round trip of its own
--- KEYS[8..20] the queue's priority levels (levels.lua): if the queue has had
+-- KEYS[8..21] the queue's priority levels (levels.lua): if the queue has had
 -- prioritised tasks (one EXISTS), each task moved goes to the end of its own level's
 -- list, read from its payload; else all go to the ready list (level 5) as one RPUSH
 -- ARGV[1] how many tasks at most to move from each set in this call
@@ -38,7 +38,10 @@ for _, key in ipairs({KEYS[1], KEYS[2]}) do
   if #due > 0 then
     redis.call('ZREMRANGEBYRANK', key, 0, #due - 1)
     if used then
-      for _, payload in ipairs(due) do to_level(8, payload_level(payload, true), payload, false) end
+      for _, payload in ipairs(due) do
+        local level, group = payload_level(payload, true)
+        to_level(8, level, payload, false, group)
+      end
     else
       redis.call('RPUSH', KEYS[3], unpack(due))
     end

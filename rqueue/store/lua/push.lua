@@ -1,15 +1,18 @@
 -- push.lua: add tasks to a queue, ready now or after a delay; a unique task only if
 -- its lock is free, taking the lock in the same call.
--- KEYS[1] ready list (for a priority level other than 5, that level's list)   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
+-- KEYS[1] ready list (for a priority level other than 5, that level's list; for a group,
+--         the group's list, see groups.lua)   KEYS[2] delayed zset   KEYS[3] notify list   KEYS[4] timer list
 -- KEYS[5] pending-ids set (the payloads' ids are added, one SADD per call: O(1) per
 --         payload, so that cancel.lua can cancel a task by id without a scan)
 -- KEYS[6] the queue's events marker: while a worker records events (it holds the
 --         stream's cap), each payload pushed adds a "dispatched" event to
 -- KEYS[7] the queue's event stream (see events.lua)
 -- KEYS[8] the unique locks hash, if ARGV[3] > 0 (keys.py's QueueKeys.unique)
--- then, for a priority level other than 5 (ARGV[3]), the queue's levels set and its
--- marker that it has had prioritised tasks (levels.lua): a task pushed ready notes its
--- level in the set, a delayed one sets the marker only (migrate.lua reads its level)
+-- then, for a priority level other than 5 or a group (ARGV[3]), the queue's levels set and
+-- its marker that it has had prioritised or grouped tasks (levels.lua), and for a group
+-- the groups' turns: a task pushed ready notes its level in the set (a group: 5, and the
+-- group joins the turns if it had no task), a delayed one sets the marker only
+-- (migrate.lua reads its level and group)
 -- then (optional) the result keys of the payloads that keep
 --         their result: each gets a status record saying the task is pending or
 --         delayed (and when it is due), so a caller can tell "queued" from "never heard
@@ -17,7 +20,8 @@
 -- ARGV[1] delay in milliseconds (0 or less: ready now)
 -- ARGV[2] how long those status records last, in milliseconds
 -- ARGV[3] how many unique locks follow (0: a plain push), and for a priority level other
---         than 5, ':' and the level ("0:2"), so that a plain push's call is unchanged
+--         than 5, ':' and the level ("0:2"), for a group ':5:' and its name ("0:5:acme"),
+--         so that a plain push's call is unchanged
 -- ARGV[4..] four per lock: its payload's place among the payloads (from 1), the lock's
 --         key, its owner (that payload's task id), how long it lasts in milliseconds
 -- then the payloads
@@ -32,14 +36,16 @@
 -- @header
 -- @events
 local delay = tonumber(ARGV[1])
-local locks, level = string.match(ARGV[3], '^(%d+):?(%d*)$')
+local locks, level, group = string.match(ARGV[3], '^(%d+):?(%d*):?(.*)$')
 locks, level = tonumber(locks), tonumber(level) or 5
+if group == '' then group = false end
 local payloads, first, results = ARGV, 4 + 4 * locks, 8
 local deduplicated, dropped = {}, {}
 local unique = KEYS[8]
 if locks > 0 then results = 9 end
-local levels_set, used = false, false
-if level ~= 5 then levels_set, used, results = KEYS[results], KEYS[results + 1], results + 2 end
+local levels_set, used, turns = false, false, false
+if level ~= 5 or group then levels_set, used, results = KEYS[results], KEYS[results + 1], results + 2 end
+if group then turns, results = KEYS[results], results + 1 end
 if locks > 0 then
   local kind = redis.call('TYPE', unique)['ok']
   if kind ~= 'hash' and kind ~= 'none' then
@@ -91,6 +97,10 @@ local reply
 if delay <= 0 then
   reply = redis.call('RPUSH', KEYS[1], unpack(payloads, first))
   if levels_set then redis.call('SADD', levels_set, level) end
+  if turns and reply == #payloads - first + 1 then  -- the group had none: it joins last
+    local last = redis.call('ZRANGE', turns, -1, -1, 'WITHSCORES')
+    redis.call('ZADD', turns, 'NX', tonumber(last[2] or 0) + 1, group)
+  end
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
 else
   local time = redis.call('TIME')

@@ -13,7 +13,7 @@
 -- ack.lua does, keep_result.lua; on Redis Cluster only when both tasks' queues share a
 -- slot), and last the completing task's event stream, for its "succeeded" event when
 -- ARGV[9] is not 0
--- and always last, the queue's 13 priority keys (levels.lua): a payload that carries a
+-- and always last, the queue's 14 priority keys (levels.lua): a payload that carries a
 -- level other than 5 goes to that level's list (read from it: workflows' pushes only)
 -- ARGV[1] delay in ms   ARGV[2] how long the marker (and a status record) lasts, in ms
 -- ARGV[3] the payload   ARGV[4] '1' if the task keeps its result
@@ -36,7 +36,7 @@ local function dispatched()
   local cap = marked_cap(KEYS[6])
   if cap then task_event(KEYS[7], cap, 'dispatched', ARGV[3]) end
 end
-local levels_at = #KEYS - 12  -- the level 0 list: see levels.lua
+local levels_at = #KEYS - 13  -- the level 0 list: see levels.lua
 local after = 8
 if ARGV[4] == '1' then after = 9 end
 if ARGV[5] ~= '' then
@@ -58,10 +58,10 @@ if ARGV[4] == '1' then
   if delay > 0 then state = 'delayed' end
   redis.call('SET', KEYS[9], cmsgpack.pack({state = state, due = now + delay}), 'PX', ARGV[2])
 end
-local level = payload_level(ARGV[3], true)
-if level ~= PLAIN_LEVEL then redis.call('SET', KEYS[levels_at + 11], 1) end
+local level, group = payload_level(ARGV[3], true)
+if level ~= PLAIN_LEVEL or group then redis.call('SET', KEYS[levels_at + 11], 1) end
 if delay <= 0 then
-  to_level(levels_at, level, ARGV[3], ARGV[8] == '1')
+  to_level(levels_at, level, ARGV[3], ARGV[8] == '1', group)
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
   dispatched()
   return 1

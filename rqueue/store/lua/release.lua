@@ -10,11 +10,11 @@
 --         run. One that ran (a retry, its own release) stays reserved for its worker to
 --         settle as cancelled (settle_cancelled.lua); one that never started goes back
 --         cancelled, as if cancelled while pending (reserve.lua drops it)
--- KEYS[10..22] the queue's priority levels (levels.lua): a task released without a
+-- KEYS[10..23] the queue's priority levels (levels.lua): a task released without a
 --         delay goes back to its own level's list, read from its payload if the queue
 --         has had prioritised tasks (one EXISTS); with a delay it goes to delayed, and
 --         migrate.lua puts it on its level when due
--- KEYS[23] (optional) a child's claims key (reserve.lua), deleted: what a child gives
+-- KEYS[24] (optional) a child's claims key (reserve.lua), deleted: what a child gives
 --         back must not be given back again from there once another worker has it
 -- ARGV[1] delay in ms (0: ready at once)
 -- ARGV[2] '1' if the tasks never started (prefetched, or a worker stopping): their
@@ -30,7 +30,7 @@
 -- @header
 -- @levels
 -- @events
-if KEYS[23] then redis.call('DEL', KEYS[23]) end
+if KEYS[24] then redis.call('DEL', KEYS[24]) end
 local cap, error_type = tonumber(ARGV[3]), ARGV[4]
 local retried = cap > 0 and error_type ~= ''
 local delay = tonumber(ARGV[1])
@@ -66,7 +66,8 @@ for i = first, last, step do
     if delay > 0 then
       redis.call('ZADD', KEYS[2], due, payload)
     else
-      to_level(10, payload_level(payload, used), payload, unstarted)
+      local level, group = payload_level(payload, used)
+      to_level(10, level, payload, unstarted, group)
     end
   end
 end

@@ -10,13 +10,15 @@
 --         each acked, when ARGV[8] is not 0 (rqueue work --events; see events.lua)
 -- KEYS[8] the queue's priority levels set (levels.lua): with no level in it (one SCARD),
 --         only the ready list is read, as if there were no levels
--- KEYS[9..18] (optional: present if KEYS[14] is KEYS[1] again) the lists of levels 0 to 9
---         (level 5's is the ready list): levels 0-4 are taken from before the ready list,
---         6-9 after it, each oldest first. A caller that did not pass them while levels
+-- KEYS[9..19] (optional: present if KEYS[14] is KEYS[1] again) the lists of levels 0 to 9
+--         (level 5's is the ready list), then the groups' turns (groups.lua): levels 0-4
+--         are taken from before level 5, 6-9 after it, each oldest first; at level 5,
+--         while groups have tasks (5 is in the levels set), the groups and the ready list
+--         take turns, one task a turn. A caller that did not pass them while levels
 --         are in use gets {now_ms, -1} (with a rate limit {now_ms, -1, 0}) and nothing
 --         reserved, its acks done: it calls again with them (store/consumer.py), so a
 --         queue without levels costs its reserve calls one key, not eleven
--- KEYS[F + 1] (optional: present if "last" below is F + 1 + 6k, F being 8, or 18 with
+-- KEYS[F + 1] (optional: present if "last" below is F + 1 + 6k, F being 8, or 19 with
 --         the lists) the calling child's claims key: set
 --         to this call's reply as a msgpack array, expiring with the batch's longest reservation, or
 --         deleted if nothing was reserved. A child may reserve its next batch while
@@ -74,7 +76,7 @@ local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
 if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
 local fixed = 8  -- KEYS before the claims key
-if KEYS[14] == KEYS[1] then fixed = 18 end
+if KEYS[14] == KEYS[1] then fixed = 19 end
 local claims = false
 if last == fixed + 1 + 6 * kept then claims = KEYS[fixed + 1] end
 if cap > 0 then
@@ -91,6 +93,7 @@ if kept > 0 then
 end
 local ready = redis.call('LLEN', KEYS[1])
 local sources = false  -- with levels in use: {level, its length} pairs, in the order taken
+local grouped = false  -- with groups in use: level 5 is taken by turns (groups.lua)
 local leveled = redis.call('SCARD', KEYS[8]) > 0
 if leveled and fixed == 8 then  -- the caller must call again, with the lists (above)
   if claims then redis.call('DEL', claims) end
@@ -102,16 +105,21 @@ elseif leveled then
   local order = {PLAIN_LEVEL}
   for _, member in ipairs(redis.call('SMEMBERS', KEYS[8])) do
     local level = tonumber(member)
-    if level and level >= 0 and level <= 9 and level ~= PLAIN_LEVEL then order[#order + 1] = level end
+    if level == PLAIN_LEVEL then grouped = true
+    elseif level and level >= 0 and level <= 9 then order[#order + 1] = level end
   end
   table.sort(order)
   sources = {}
   for _, level in ipairs(order) do
     local length = ready
-    if level ~= PLAIN_LEVEL then length = redis.call('LLEN', KEYS[9 + level]) end
+    if level ~= PLAIN_LEVEL then
+      length = redis.call('LLEN', KEYS[9 + level])
+    elseif grouped then
+      length = ready + group_lengths(KEYS[19], tonumber(ARGV[1]))
+    end
     if length > 0 then
       sources[#sources + 1] = {level, length}
-    elseif level ~= PLAIN_LEVEL then
+    elseif level ~= PLAIN_LEVEL or grouped then
       redis.call('SREM', KEYS[8], level)
     end
   end
@@ -158,8 +166,14 @@ elseif take > 0 then
     local level, length = source[1], source[2]
     local count = math.min(take - #items, length)
     if count <= 0 then break end
-    for _, item in ipairs(redis.call('LPOP', KEYS[9 + level], count)) do items[#items + 1] = item end
-    if count == length and level ~= PLAIN_LEVEL then redis.call('SREM', KEYS[8], level) end
+    local taken, emptied = nil, count == length and level ~= PLAIN_LEVEL
+    if level == PLAIN_LEVEL and grouped then
+      taken, emptied = take_turns(KEYS[19], KEYS[1], count)
+    else
+      taken = redis.call('LPOP', KEYS[9 + level], count)
+    end
+    for _, item in ipairs(taken) do items[#items + 1] = item end
+    if emptied then redis.call('SREM', KEYS[8], level) end
   end
 end
 local result = {now, ready - take}

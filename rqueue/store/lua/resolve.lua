@@ -3,7 +3,7 @@
 -- KEYS[4] pending-ids set   KEYS[5] cancelled set   KEYS[6] failed list
 -- KEYS[7] failed lookup (failed_list.lua)   KEYS[8..13] the waiting task's six kept-result
 -- keys (keep_result.lua: result key, done list, finished index, its dependents set, the
--- queue's resolved and timer lists)   KEYS[14..26] the queue's priority keys (levels.lua):
+-- queue's resolved and timer lists)   KEYS[14..27] the queue's priority keys (levels.lua):
 -- a task that carries a level goes to that level's list (read from its payload)
 -- ARGV[1] the task's id (32 hex characters)   ARGV[2] its 16 raw bytes
 -- ARGV[3] 'mark': ARGV[4] the index of the task that finished among those it waits for
@@ -52,9 +52,9 @@ if action == 'mark' then
     return 1
   end
   leave()
-  local level = payload_level(payload, true)
-  to_level(14, level, payload, false)
-  if level ~= PLAIN_LEVEL then redis.call('SET', KEYS[25], 1) end
+  local level, group = payload_level(payload, true)
+  to_level(14, level, payload, false, group)
+  if level ~= PLAIN_LEVEL or group then redis.call('SET', KEYS[25], 1) end
   if redis.call('LLEN', KEYS[3]) == 0 then redis.call('RPUSH', KEYS[3], 1) end
   if redis.call('PTTL', KEYS[8]) > 0 then
     local time = redis.call('TIME')

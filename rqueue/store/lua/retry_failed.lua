@@ -6,7 +6,7 @@
 -- KEYS[5 + i] the i-th task's result key: if it keeps its result, the record of
 --         its failure is replaced by a status record saying it is pending (push.lua's),
 --         kept as long as the failure was
--- then the queue's 13 priority keys (levels.lua): once the queue had prioritised
+-- then the queue's 14 priority keys (levels.lua): once the queue had prioritised
 --         tasks, each task goes back to its own level's list
 -- ARGV[1] 'retry' (push each back), 'forget' (drop them) or 'flush' (drop the oldest)
 -- retry, forget: ARGV[3i - 1] the i-th record's member as read ("<id>#<n>"), ARGV[3i]
@@ -92,10 +92,11 @@ for _, i in ipairs(found) do
   end
 end
 -- One RPUSH and one SADD for the chunk (unpack() takes a few thousand values).
-local levels_at = #KEYS - 12
+local levels_at = #KEYS - 13
 if #payloads > 0 and redis.call('EXISTS', KEYS[levels_at + 11]) == 1 then
   for _, payload in ipairs(payloads) do
-    to_level(levels_at, payload_level(payload, true), payload, false)
+    local level, group = payload_level(payload, true)
+    to_level(levels_at, level, payload, false, group)
   end
   if redis.call('LLEN', KEYS[4]) == 0 then redis.call('RPUSH', KEYS[4], 1) end
 elseif #payloads > 0 then

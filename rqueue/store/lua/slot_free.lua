@@ -1,7 +1,7 @@
 -- slot_free.lua: free a run's slot (Concurrency) and wake the first parked call.
 -- KEYS[1] the key's slots (slot_take.lua)   KEYS[2] the key's waiters
 -- KEYS[3] delayed zset   KEYS[4] ready list   KEYS[5] notify list
--- KEYS[6..18] the queue's priority keys (levels.lua): a woken call goes to the front of
+-- KEYS[6..19] the queue's priority keys (levels.lua): a woken call goes to the front of
 -- its own level's list, read from its payload once the queue had prioritised tasks
 -- ARGV[1] the token that took the slot
 -- Returns 0 if the token held no slot (it expired: whoever took it since woke then),
@@ -18,7 +18,8 @@ while true do
   redis.call('ZREM', KEYS[2], first)
   if redis.call('ZREM', KEYS[3], first) == 1 then
     local used = redis.call('EXISTS', KEYS[17]) == 1
-    to_level(6, payload_level(first, used), first, true)  -- at the front: it waited its turn
+    local level, group = payload_level(first, used)
+    to_level(6, level, first, true, group)  -- at the front: it waited its turn
     if redis.call('LLEN', KEYS[5]) == 0 then redis.call('RPUSH', KEYS[5], 1) end
     return 2
   end

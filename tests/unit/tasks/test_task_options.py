@@ -44,6 +44,7 @@ class Stamp(Middleware):
     iterable=True,
     priority=2,
     concurrency=2,
+    group=lambda x, cursor=None: f"tenant-{x}",
 )
 def every_option(x: int, cursor: int | None = None) -> Iterator[int]:
     yield x
