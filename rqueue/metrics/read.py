@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rqueue.encoding.payload import decode
 from rqueue.errors import InvalidPayload
 from rqueue.metrics.schema import TaskCounts, parse_hash
+from rqueue.store.keys import PLAIN_LEVEL
 from rqueue.store.queue import QueueSize, RedisQueue
 
 MINUTES_KEPT = 24 * 60
@@ -130,13 +131,19 @@ def oldest_waits(
         pipe.smembers(queue.keys(name).levels[10])
     replies = pipe.execute(raise_on_error=False) if queue_names else []
     heads = {name: [replies[2 * i]] for i, name in enumerate(queue_names)}
-    leveled = [
-        (name, queue.keys(name).levels[int(level)])
+    members = {
+        name: replies[2 * i + 1] if isinstance(replies[2 * i + 1], set) else set()
         for i, name in enumerate(queue_names)
-        if isinstance(replies[2 * i + 1], set)
-        for level in replies[2 * i + 1]
-        if level.isdigit() and int(level) < 10
+    }
+    leveled: list[tuple[str, str | bytes]] = [
+        (name, queue.keys(name).levels[int(level)])
+        for name, levels in members.items()
+        for level in levels
+        if level.isdigit() and int(level) < 10 and int(level) != PLAIN_LEVEL
     ]
+    leveled += _group_lists(
+        [name for name, levels in members.items() if str(PLAIN_LEVEL).encode() in levels], queue
+    )
     if leveled:
         pipe = queue.client.pipeline(transaction=False)
         for _, key in leveled:
@@ -149,6 +156,22 @@ def oldest_waits(
         ages = [age for head in found if (age := _age(head, moment)) is not None]
         waits[name] = max(ages, default=None)
     return waits
+
+
+def _group_lists(names: Sequence[str], queue: RedisQueue) -> list[tuple[str, bytes]]:
+    """The list of every fair group with tasks of each of ``names`` (one round trip)."""
+    if not names:
+        return []
+    pipe = queue.client.pipeline(transaction=False)
+    for name in names:
+        pipe.zrange(queue.keys(name).turns, 0, -1)
+    found = []
+    for name, turns in zip(names, pipe.execute(raise_on_error=False), strict=True):
+        prefix = queue.keys(name).turns.encode()
+        found += (
+            [(name, prefix + group) for group in turns if group] if isinstance(turns, list) else []
+        )
+    return found
 
 
 SIZES_PER_CALL = 250

@@ -101,16 +101,28 @@ def ready(queue: RedisQueue, name: str, offset: int, limit: int) -> Window:
 
 def _ready_window(queue: RedisQueue, name: str, first: int, last: int) -> tuple[int, list[object]]:
     """How many tasks are ready, and those from rank ``first`` to ``last``, the priority
-    levels' lists laid end to end, level 0 first (level 5 is the ready list). One round
-    trip while only level 5 has tasks (the window read with the lengths), two else."""
-    lists = queue.keys(name).levels[:10]
+    levels' lists laid end to end, level 0 first (level 5 is the ready list, followed by
+    the fair groups' lists in turn order: workers interleave those, a task a turn). One
+    round trip while only level 5 has tasks (the window read with the lengths), two or
+    three else."""
+    keys = queue.keys(name)
+    lists: list[str | bytes] = list(keys.levels[:10])
     pipe = queue.client.pipeline(transaction=False)
     for key in lists:
         pipe.llen(key)
+    pipe.zrange(keys.turns, 0, -1)
     pipe.lrange(lists[PLAIN_LEVEL], first, last)
-    *lengths, plain = _replies(pipe)
+    *lengths, turns, plain = _replies(pipe)
     counts = [_count(length) for length in lengths]
-    if sum(counts) == counts[PLAIN_LEVEL]:
+    groups = [keys.turns.encode() + group for group in _listed(turns) if group]
+    if groups:
+        pipe = queue.client.pipeline(transaction=False)
+        for group in groups:
+            pipe.llen(group)
+        at = PLAIN_LEVEL + 1
+        lists[at:at] = groups
+        counts[at:at] = [_count(length) for length in _replies(pipe)]
+    elif sum(counts) == counts[PLAIN_LEVEL]:
         return counts[PLAIN_LEVEL], _listed(plain)
     pipe = queue.client.pipeline(transaction=False)
     start = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +20,9 @@ from rqueue import dispatch_many
 from rqueue.encoding.payload import decode, encode
 from rqueue.errors import InvalidTaskOption
 from rqueue.failed import FailedTasks
+from rqueue.metrics.read import oldest_wait
 from rqueue.settings.config import Config
+from rqueue.store import browse
 from rqueue.store.queue import RedisQueue
 
 ORDER = "test:order"
@@ -172,6 +175,25 @@ def test_size_clear_and_cancel_know_the_groups(tasks: ModuleType, queue: RedisQu
     assert queue.sizes([QUEUE])[0].ready == 0
     keys = queue.keys(QUEUE)
     assert queue.client.exists(keys.turns, keys.group("d"), *keys.levels) == 0
+
+
+def test_the_dashboards_ready_list_shows_the_groups_tasks(
+    tasks: ModuleType, queue: RedisQueue
+) -> None:
+    tasks.record.using(priority=0).dispatch("first")
+    tasks.record.dispatch("plain")
+    for label in ("a1", "a2", "b1"):
+        tasks.record.using(group=label[0]).dispatch(label)
+    tasks.record.using(priority=9).dispatch("last")
+    window = browse.ready(queue, QUEUE, 1, 10)
+    assert window.total == 6
+    shown = [decode(entry.payload).args[0] for entry in window.entries]
+    assert shown == ["plain", "a1", "a2", "b1", "last"]  # level 5, its groups by turn
+
+
+def test_the_oldest_wait_counts_the_groups_heads(tasks: ModuleType, queue: RedisQueue) -> None:
+    tasks.record.using(group="a").dispatch("alone")
+    assert oldest_wait(queue, QUEUE, now=time.time() + 60) >= 60  # the dashboard's figure
 
 
 def test_a_payload_with_a_group_no_dispatch_gives_is_plain(
