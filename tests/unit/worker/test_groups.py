@@ -102,6 +102,18 @@ def test_reserve_takes_the_groups_in_turn_across_batches(
     assert queue.client.exists(queue.keys(QUEUE).turns) == 0  # empty groups cost nothing
 
 
+def test_ten_thousand_groups_each_get_a_turn(tasks: ModuleType, queue: RedisQueue) -> None:
+    calls = [tasks.record.using(group=f"t{n}").pending(f"t{n}") for n in range(10_000)]
+    calls += [tasks.record.using(group="t0").pending("t0-again")]
+    dispatch_many(calls)
+    assert queue.sizes([QUEUE])[0].groups == 10_000
+    taken: list[str] = []
+    while batch := queue.reserve(QUEUE, 1000, **RESERVE).payloads:
+        taken += labels(batch)
+    assert taken == [f"t{n}" for n in range(10_000)] + ["t0-again"]
+    assert queue.client.exists(queue.keys(QUEUE).turns) == 0
+
+
 @pytest.mark.parametrize(
     ("name", "mode"),
     [("record", ()), ("record", ("--threads", "1")), ("record_async", ("--slots", "1"))],
@@ -249,8 +261,10 @@ def test_a_worker_limits_each_groups_rate(
     fair_workers.start(QUEUE, "-A", "fair_tasks", "--group-rate", "1/m")
     try:
         wait_for(
-            lambda: sorted(strings(queue.client, ORDER)) == ["a1", "b1"]
-            and queue.sizes([QUEUE])[0].delayed == 2,
+            lambda: (
+                sorted(strings(queue.client, ORDER)) == ["a1", "b1"]
+                and queue.sizes([QUEUE])[0].delayed == 2
+            ),
             message="one of each group ran, the other two of a wait for their turn",
         )
     finally:
@@ -283,9 +297,7 @@ def test_a_call_with_a_group_and_a_priority_runs_at_its_level(
 @pytest.mark.parametrize(
     ("option", "value"), [("--group-concurrency", "0"), ("--group-rate", "ten/s")]
 )
-def test_group_limits_out_of_range_name_the_option(
-    config: Config, option: str, value: str
-) -> None:
+def test_group_limits_out_of_range_name_the_option(config: Config, option: str, value: str) -> None:
     result = cli(config, "work", QUEUE, option, value)
     assert result.returncode == 2
     assert option in result.stderr, result.stderr
