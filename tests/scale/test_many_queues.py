@@ -52,7 +52,7 @@ def test_ready_lengths_finds_every_queue_with_tasks_and_an_error_as_one(
         for n in range(count):
             push(queue, name, f"{name}-{n}")
     leveled = Job(id=new_id(), task="t:t", args=(), kwargs={}, queue=QUEUES[7])
-    queue.push(QUEUES[7], [encode(leveled)], level=0)  # on a priority level only
+    queue.push(QUEUES[7], [encode(leveled)], lane=0)  # on a priority level only
     queue.client.set(queue.keys("tenant-x").ready, "not a list")
     lengths = queue.ready_lengths(names)
     held = {*counts, QUEUES[7]}

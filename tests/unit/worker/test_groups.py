@@ -238,7 +238,12 @@ def test_a_worker_limits_each_groups_concurrency(
             message="a1 and b1 started",
         )
         queue.client.rpush(GO, *["go"] * 4)
-        wait_for(lambda: len(strings(queue.client, ORDER)) == 8, timeout=30, message="all ran")
+        try:
+            wait_for(lambda: len(strings(queue.client, ORDER)) == 8, timeout=60)
+        except AssertionError:
+            size = queue.sizes([QUEUE])[0]
+            state = (strings(queue.client, ORDER), size, queue.client.llen(GO))
+            raise AssertionError(f"not all ran: order, size, tokens left: {state}") from None
     finally:
         fair_workers.kill_all()
     running: set[str] = set()
