@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import psutil
+import pytest
 import redis
 
 from rqueue.encoding.payload import Job, encode, new_id
@@ -255,3 +258,14 @@ def in_threads(count: int, action: Callable[[], object]) -> list[object]:
         thread.join(30)
     assert len(results) == count
     return results
+
+
+def task_module(
+    name: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ModuleType]:
+    """A fixture's body: ``source`` written as module ``name`` in ``tmp_path`` (a worker
+    started there imports it by name with ``-A``), imported here, forgotten after."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield importlib.import_module(name)
+    sys.modules.pop(name, None)

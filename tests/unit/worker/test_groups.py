@@ -6,15 +6,13 @@ or retried; ``rqueue size`` counts them, ``rqueue clear`` empties them; a worker
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support import Workers, cli, strings, wait_for
+from support import Workers, cli, strings, task_module, wait_for
 
 from rqueue import dispatch_many
 from rqueue.encoding.payload import decode, encode
@@ -66,10 +64,7 @@ pytestmark = pytest.mark.topology
 
 @pytest.fixture
 def tasks(config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    (tmp_path / "fair_tasks.py").write_text(TASKS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield importlib.import_module("fair_tasks")
-    sys.modules.pop("fair_tasks", None)
+    yield from task_module("fair_tasks", TASKS, tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -84,6 +79,12 @@ def dispatch_tenants(task: object) -> list[str]:
         for n in range(1, count + 1):
             task.using(group=group).dispatch(f"{group or 'plain'}{n}")  # type: ignore[attr-defined]
     return ["a1", "b1", "c1", "plain1", "a2", "b2", "plain2", "a3", "a4", "a5"]
+
+
+def dispatch_by_group(task: object, *labels: str) -> None:
+    """Dispatch each label in the group its first letter names."""
+    for label in labels:
+        task.using(group=label[0]).dispatch(label)  # type: ignore[attr-defined]
 
 
 def labels(reply: list[bytes]) -> list[str]:
@@ -226,9 +227,7 @@ def test_a_payload_with_a_group_no_dispatch_gives_is_plain(
 def test_a_worker_limits_each_groups_concurrency(
     tasks: ModuleType, queue: RedisQueue, fair_workers: Workers
 ) -> None:
-    for label in ("a1", "a2", "a3"):
-        tasks.held.using(group="a").dispatch(label)
-    tasks.held.using(group="b").dispatch("b1")
+    dispatch_by_group(tasks.held, "a1", "a2", "a3", "b1")
     fair_workers.start(
         QUEUE, "-A", "fair_tasks", "--threads", "4", "--prefetch", "1", "--group-concurrency", "1"
     )
@@ -260,9 +259,7 @@ def test_a_worker_limits_each_groups_concurrency(
 def test_a_worker_limits_each_groups_rate(
     tasks: ModuleType, queue: RedisQueue, fair_workers: Workers
 ) -> None:
-    for label in ("a1", "a2", "a3"):
-        tasks.record.using(group="a").dispatch(label)
-    tasks.record.using(group="b").dispatch("b1")
+    dispatch_by_group(tasks.record, "a1", "a2", "a3", "b1")
     fair_workers.start(QUEUE, "-A", "fair_tasks", "--group-rate", "1/m")
     try:
         wait_for(

@@ -4,15 +4,13 @@ by ``rqueue size``, emptied by ``rqueue clear``; ``--aging`` lets a waiting leve
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support import Workers, cli, strings, wait_for
+from support import Workers, cli, strings, task_module, wait_for
 
 from rqueue import batch, chain, dispatch_many
 from rqueue.encoding.payload import decode
@@ -79,10 +77,7 @@ pytestmark = pytest.mark.topology
 
 @pytest.fixture
 def tasks(config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    (tmp_path / "prio_tasks.py").write_text(TASKS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield importlib.import_module("prio_tasks")
-    sys.modules.pop("prio_tasks", None)
+    yield from task_module("prio_tasks", TASKS, tmp_path, monkeypatch)
 
 
 @pytest.fixture
