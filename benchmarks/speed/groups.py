@@ -3,8 +3,9 @@ what groups cost the reserve script and the worker.
 
 1. Fairness. One ``rqueue work`` (process mode, ``--children`` children, default
    options otherwise) starts idle; ``--noisy`` empty tasks of one group are queued
-   (10,000 a call, the worker already taking them), then 10 quiet groups of
-   ``--quiet`` tasks, interleaved in one ``dispatch_many`` so all ten arrive at once.
+   (10,000 a call, the queue paused meanwhile: ``rqueue pause``), the queue is
+   resumed, and at once 10 quiet groups of ``--quiet`` tasks are queued, interleaved
+   in one ``dispatch_many`` so all ten arrive together, behind the whole backlog.
    Each task appends its start time, its group and its dispatch time to a file (one
    local write, no round trip). Run until every task has started, then the same run
    with the same calls dispatched without ``group=`` (all FIFO on the plain list).
@@ -16,8 +17,9 @@ what groups cost the reserve script and the worker.
    x^2) over the 11 groups, x_i being group i's starts in the window while all of
    them had work: from the moment the quiet dispatch returned (every group queued) to
    the last start of the group that ran out first (1: equal shares; 1/11: one group
-   took it all). Per quiet group, for the last round of each kind: its first task's
-   wait, p50 and p99.
+   took it all); and J again from the moment every quiet group had a task started
+   (what the batches the children held before leaves out). Per quiet group, for the
+   last round of each kind: its first task's wait, p50 and p99.
 2. Reserve cost. ``--tasks`` empty tasks spread evenly over 0 (no group), 1, 100 and
    10,000 groups, drained in this process by ``RedisQueue.reserve`` calls of 100
    (each acking the batch before, as a worker does): tasks/s of the calls alone, and
@@ -95,9 +97,11 @@ def fairness_run(
         log_group.dispatch("warm", time.time())  # children forked and connected
         wait_until(lambda: _lines(path) >= 1, timeout=60)
         loud = _call("noisy", grouped)
+        queue.pause("default")  # the whole noisy backlog is there when the quiet ones come
         for start in range(0, noisy, 10_000):
             sent = time.time()
             dispatch_many([loud(sent) for _ in range(min(10_000, noisy - start))])
+        queue.resume("default")
         quiet_calls = [_call(f"quiet-{g}", grouped) for g in range(QUIET_GROUPS)]
         sent = time.time()
         dispatch_many([quiet_calls[i % QUIET_GROUPS](sent) for i in range(QUIET_GROUPS * quiet)])
@@ -126,6 +130,12 @@ def jain(shares: list[float]) -> float:
     return sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))
 
 
+def jain_between(starts: dict[str, list[tuple[float, float]]], begin: float, end: float) -> float:
+    """Jain's index of the groups' starts between ``begin`` and ``end`` (epoch seconds)."""
+    counts = [float(sum(begin <= a <= end for a, _ in s)) for s in starts.values()]
+    return jain(counts) if end > begin else float("nan")
+
+
 def summarize(
     starts: dict[str, list[tuple[float, float]]], window_start: float, quiet_sent: float
 ) -> dict[str, object]:
@@ -134,7 +144,7 @@ def summarize(
     waits = {label: [a - b for a, b in s] for label, s in quiet.items()}
     everyone = [w for group in waits.values() for w in group]
     window_end = min(max(a for a, _ in s) for s in starts.values())
-    counts = [sum(window_start <= a <= window_end for a, _ in s) for s in starts.values()]
+    served = max(min(a for a, _ in s) for s in quiet.values())  # every group started
     noisy = starts["noisy"]
     return {
         "p50": percentile(everyone, 0.5),
@@ -142,7 +152,8 @@ def summarize(
         "worst p99": max(percentile(w, 0.99) for w in waits.values()),
         "quiet done": max(a for s in quiet.values() for a, _ in s) - quiet_sent,
         "noisy drained": max(a for a, _ in noisy) - min(b for _, b in noisy),
-        "jain": jain([float(c) for c in counts]) if window_end > window_start else float("nan"),
+        "jain": jain_between(starts, window_start, window_end),
+        "jain served": jain_between(starts, served, window_end),
         "window": window_end - window_start,
         "first": max(min(w) for w in waits.values()),
         "per group": {
@@ -167,6 +178,7 @@ def report_fairness(runs: dict[bool, list[dict[str, object]]], noisy: int, quiet
                     *(ms(run[key]) for key in ("first", "p50", "p99", "worst p99", "quiet done")),
                     f"{float(run['noisy drained']):.2f}",  # type: ignore[arg-type]
                     f"{float(run['jain']):.3f}",  # type: ignore[arg-type]
+                    f"{float(run['jain served']):.3f}",  # type: ignore[arg-type]
                     ms(run["window"]),
                 )
             )
@@ -182,6 +194,7 @@ def report_fairness(runs: dict[bool, list[dict[str, object]]], noisy: int, quiet
             "last quiet start ms",
             "noisy drained s",
             "Jain J",
+            "J once served",
             "window ms",
         ),
         rows,
