@@ -30,11 +30,17 @@ what groups cost the reserve script and the worker.
 Kinds take turns within each round, the order rotating round to round, so the
 machine's drift falls on all alike.
 
-The plain path (tasks without a group) against the code from before groups is
-``hot_path.py``, alternated with a baseline worktree (see docs/benchmarks.md).
+The plain path's worker child loop against the code from before groups is
+``hot_path.py`` and ``per_task.py``, alternated with a baseline worktree.
 
     python benchmarks/speed/groups.py                 # 100,000 noisy, 50,000 tasks, 3 rounds
     python benchmarks/speed/groups.py --quick         # a check in about a minute
+    python benchmarks/speed/groups.py --only cost --groups 0,10000 --rounds 7
+
+``--only cost --groups 0`` runs no group, so it runs on the code from before groups
+too: ``PYTHONPATH=<baseline tree> python benchmarks/speed/groups.py --only cost
+--groups 0``, alternated with the current tree, gives the plain path's reserve script
+time and worker throughput before and after.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import bench_tasks
 import redis
 from common import machine_summary, median, percentile, rqueue_work, table, wait_until
 
+import rqueue
 from rqueue import task
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
@@ -270,8 +277,7 @@ def report_cost(
     tasks: int,
 ) -> None:
     rows = []
-    for groups in GROUP_COUNTS:
-        runs = calls[groups]
+    for groups, runs in sorted(calls.items()):
         rows.append(
             (
                 f"{groups:,} groups" if groups else "no groups",
@@ -308,6 +314,13 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=50_000, help="tasks per reserve-cost run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="10,000 noisy, 20,000 tasks, 1 round")
+    parser.add_argument("--only", choices=("fairness", "cost"), help="run one part alone")
+    parser.add_argument(
+        "--groups",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=GROUP_COUNTS,
+        help="the reserve cost's group counts, comma-separated (0: no group)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.noisy, args.tasks, args.rounds = 10_000, 20_000, 1
@@ -317,23 +330,30 @@ def main() -> None:
         use(queue)
         client = redis.Redis.from_url(server.url)
         print(machine_summary(client))
+        print(f"rqueue from {Path(rqueue.__file__).resolve().parents[1]}")
         runs: dict[bool, list[dict[str, object]]] = {True: [], False: []}
         calls: dict[int, list[tuple[float, float, float, int]]] = defaultdict(list)
         drains: dict[int, list[float]] = defaultdict(list)
         for number in range(args.rounds):
             for grouped in (True, False) if number % 2 == 0 else (False, True):
+                if args.only == "cost":
+                    break
                 queue.clear("default")
                 runs[grouped].append(
                     fairness_run(server.url, queue, args.children, args.noisy, args.quiet, grouped)
                 )
-            shift = number % len(GROUP_COUNTS)
-            for groups in GROUP_COUNTS[shift:] + GROUP_COUNTS[:shift]:
+            shift = number % len(args.groups)
+            for groups in args.groups[shift:] + args.groups[:shift]:
+                if args.only == "fairness":
+                    break
                 queue.clear("default")
                 calls[groups].append(reserve_run(queue, client, args.tasks, groups))
                 drains[groups].append(worker_run(server.url, args.tasks, groups))
         print(machine_summary(client))
-    report_fairness(runs, args.noisy, args.quiet)
-    report_cost(calls, drains, args.tasks)
+    if args.only != "cost":
+        report_fairness(runs, args.noisy, args.quiet)
+    if args.only != "fairness":
+        report_cost(calls, drains, args.tasks)
 
 
 if __name__ == "__main__":
