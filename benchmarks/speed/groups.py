@@ -93,12 +93,19 @@ def _call(label: str, grouped: bool) -> Callable[[float], PendingDispatch]:
 
 
 def fairness_run(
-    url: str, queue: RedisQueue, children: int, noisy: int, quiet: int, grouped: bool
+    url: str,
+    queue: RedisQueue,
+    extra: list[str],
+    children: int,
+    noisy: int,
+    quiet: int,
+    grouped: bool,
 ) -> dict[str, object]:
-    """One run: the noisy group, then the quiet groups, with or without ``group=``."""
+    """One run: the noisy group, then the quiet groups, with or without ``group=``;
+    ``extra``: more options of ``rqueue work``."""
     with tempfile.NamedTemporaryFile(prefix="rqueue-groups-", delete=False) as handle:
         path = handle.name
-    worker = rqueue_work(url, children, env={"START_LOG": path})
+    worker = rqueue_work(url, children, *extra, env={"START_LOG": path})
     total = noisy + QUIET_GROUPS * quiet + 1
     try:
         log_group.dispatch("warm", time.time())  # children forked and connected
@@ -314,6 +321,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=50_000, help="tasks per reserve-cost run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="10,000 noisy, 20,000 tasks, 1 round")
+    parser.add_argument("--prefetch", type=int, help="rqueue work --prefetch (default: its own)")
     parser.add_argument("--only", choices=("fairness", "cost"), help="run one part alone")
     parser.add_argument(
         "--groups",
@@ -322,6 +330,7 @@ def main() -> None:
         help="the reserve cost's group counts, comma-separated (0: no group)",
     )
     args = parser.parse_args()
+    extra = [] if args.prefetch is None else ["--prefetch", str(args.prefetch)]
     if args.quick:
         args.noisy, args.tasks, args.rounds = 10_000, 20_000, 1
 
@@ -340,7 +349,9 @@ def main() -> None:
                     break
                 queue.clear("default")
                 runs[grouped].append(
-                    fairness_run(server.url, queue, args.children, args.noisy, args.quiet, grouped)
+                    fairness_run(
+                        server.url, queue, extra, args.children, args.noisy, args.quiet, grouped
+                    )
                 )
             shift = number % len(args.groups)
             for groups in args.groups[shift:] + args.groups[:shift]:
