@@ -18,8 +18,9 @@ what groups cost the reserve script and the worker.
    them had work: from the moment the quiet dispatch returned (every group queued) to
    the last start of the group that ran out first (1: equal shares; 1/11: one group
    took it all); and J again from the moment every quiet group had a task started
-   (what the batches the children held before leaves out). Per quiet group, for the
-   last round of each kind: its first task's wait, p50 and p99.
+   (what leaves out the batches the children held before; with groups only: without,
+   the quiet groups start at the very end, in a window of a few tasks or none, nan).
+   Per quiet group, for the last round of each kind: its first task's wait, p50, p99.
 2. Reserve cost. ``--tasks`` empty tasks spread evenly over 0 (no group), 1, 100 and
    10,000 groups, drained in this process by ``RedisQueue.reserve`` calls of 100
    (each acking the batch before, as a worker does): tasks/s of the calls alone, and
