@@ -22,14 +22,17 @@ local function to_group(turns, group, payload, front)
   else length = redis.call('RPUSH', turns .. group, payload) end
   if length == 1 then redis.call('ZADD', turns, 'NX', last_turn(turns) + 1, group) end
 end
--- group_lengths(turns, most): how many tasks the next `most` groups in turn hold (the
--- plain list's not counted): what a reserve call may take at most from the groups.
+-- group_lengths(turns, most): how many tasks the groups hold (the plain list's not
+-- counted), at least: those of the next `most` groups in turn, read, and one for each
+-- group after them. Enough for a reserve call of `most` to take its fair share, and
+-- never 0 while a group has a task (the caller keeps workers woken by it).
 local function group_lengths(turns, most)
   local total = 0
-  for _, group in ipairs(redis.call('ZRANGE', turns, 0, most - 1)) do
+  local heads = redis.call('ZRANGE', turns, 0, most - 1)
+  for _, group in ipairs(heads) do
     if group ~= '' then total = total + redis.call('LLEN', turns .. group) end
   end
-  return total
+  return total + math.max(0, redis.call('ZCARD', turns) - #heads)
 end
 -- take_turns(turns, plain, count): up to `count` ready tasks, one from each group (and
 -- the plain list) in turn; returns them, and true once no group has tasks left (the
@@ -40,17 +43,23 @@ local function take_turns(turns, plain, count)
   end
   local items, last = {}, last_turn(turns)
   while #items < count do
-    local head = redis.call('ZRANGE', turns, 0, 0)[1]
-    if not head then break end
-    local list = plain
-    if head ~= '' then list = turns .. head end
-    local item = redis.call('LPOP', list)
-    if item then items[#items + 1] = item end
-    if item and redis.call('LLEN', list) > 0 then
-      last = last + 1
-      redis.call('ZADD', turns, last, head)
-    else
-      redis.call('ZREM', turns, head)
+    -- a round: the next groups in turn, as many as tasks are still wanted, one task
+    -- each (the order of taking one at a time); a group alone gives all that is wanted
+    local heads = redis.call('ZRANGE', turns, 0, count - #items - 1)
+    if #heads == 0 then break end
+    local each = 1
+    if #heads == 1 then each = count - #items end
+    for _, head in ipairs(heads) do
+      local list = plain
+      if head ~= '' then list = turns .. head end
+      local taken = redis.call('LPOP', list, each) or {}
+      for _, item in ipairs(taken) do items[#items + 1] = item end
+      if #taken > 0 and redis.call('LLEN', list) > 0 then
+        last = last + 1
+        redis.call('ZADD', turns, last, head)
+      else
+        redis.call('ZREM', turns, head)
+      end
     end
   end
   local left = redis.call('ZCARD', turns)

@@ -115,6 +115,15 @@ def test_ten_thousand_groups_each_get_a_turn(tasks: ModuleType, queue: RedisQueu
     assert queue.client.exists(queue.keys(QUEUE).turns) == 0
 
 
+def test_a_reserve_counts_the_groups_it_did_not_read_as_still_ready(
+    tasks: ModuleType, queue: RedisQueue
+) -> None:
+    dispatch_many([tasks.record.using(group=f"t{n}").pending(f"t{n}") for n in range(300)])
+    reserved = queue.reserve(QUEUE, 100, **RESERVE)
+    assert (len(reserved.payloads), reserved.still_ready) == (100, 200)
+    assert queue.client.llen(queue.keys(QUEUE).notify) == 1  # other workers stay woken
+
+
 @pytest.mark.parametrize(
     ("name", "mode"),
     [("record", ()), ("record", ("--threads", "1")), ("record_async", ("--slots", "1"))],
