@@ -15,6 +15,8 @@ that carries them, one call per batch (``member_counts.py``). Two refinements li
   Every reserve call also records its batch under the child's claims key, so if the
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).
+- On a queue with priority levels, batches are cut to a short time's work and none is
+  read ahead, so a task of a higher level pushed meanwhile runs next (``held_work.py``).
 
 Which queues a batch is tried from, and in what order, is ``queue_order.py``'s: with
 many queues a probe of their lengths picks the few worth a reserve call.
@@ -130,15 +132,16 @@ class Reservations:
         for index in self._order.indices(first, self._owed):
             name = self.options.queues[index]
             acks, kept = self._acks.get(name, []), self._kept.get(name, [])
+            size = self.held.count(name, count, at_once)
             sent_at = time.monotonic()
             try:
-                reservation = self._reserve(name, self.held.count(name, count, at_once), acks, kept)()
+                reservation = self._reserve(name, size, acks, kept)()
             except BaseException as exc:
                 self._lost.add(name)
                 if not (refusal(exc) and (acks or kept)):
                     raise
                 self._ack_each(name)  # then reserve without them
-                reservation = self._reserve(name, self.held.count(name, count, at_once), [], [])()
+                reservation = self._reserve(name, size, [], [])()
             if acks or kept:
                 self._acks.pop(name, None)
                 self._kept.pop(name, None)
