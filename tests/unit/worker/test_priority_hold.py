@@ -1,6 +1,6 @@
 """A worker child holds little of a queue with priority levels (``worker/held_work.py``):
 an urgent task dispatched behind a backlog of low ones runs next, not after a batch the
-child reserved before it came."""
+child reserved before it came; so does a quiet fair group's task behind a busy group."""
 
 from __future__ import annotations
 
@@ -43,8 +43,18 @@ async def low_async(label):
     held(label)  # blocks the loop: with --slots 1 there is nothing else to run
 
 
+@task(queue={QUEUE!r}, group="busy")
+def busy(label):
+    held(label)
+
+
 @task(queue={QUEUE!r}, priority=0)
 def urgent():
+    default_queue().client.rpush({ORDER!r}, "start-urgent")
+
+
+@task(queue={QUEUE!r}, group="quiet")
+def quiet():
     default_queue().client.rpush({ORDER!r}, "start-urgent")
 """
 pytestmark = pytest.mark.topology
@@ -68,9 +78,14 @@ def starts(queue: RedisQueue) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("name", "mode"),
-    [("low", ()), ("low_async", ("--slots", "1")), ("low", ("--threads", "1"))],
-    ids=["process", "slots", "threads"],
+    ("name", "first", "mode"),
+    [
+        ("low", "urgent", ()),
+        ("low_async", "urgent", ("--slots", "1")),
+        ("low", "urgent", ("--threads", "1")),
+        ("busy", "quiet", ()),  # fair groups' turns are kept among the levels
+    ],
+    ids=["process", "slots", "threads", "groups"],
 )
 def test_an_urgent_task_runs_next_behind_a_backlog_at_the_default_prefetch(
     tasks: ModuleType,
@@ -78,6 +93,7 @@ def test_an_urgent_task_runs_next_behind_a_backlog_at_the_default_prefetch(
     config: Config,
     tmp_path: Path,
     name: str,
+    first: str,
     mode: tuple[str, ...],
 ) -> None:
     for n in range(BACKLOG):
@@ -92,13 +108,17 @@ def test_an_urgent_task_runs_next_behind_a_backlog_at_the_default_prefetch(
             held.append(queue.client.zcard(reserved))
             if n < 2:
                 queue.client.rpush(GO, "go")
-        tasks.urgent.dispatch()
-        queue.client.rpush(GO, "go")  # low2 ends: the urgent task is the next to start
-        wait_for(lambda: len(starts(queue)) > 3, message="a fourth task started")
+        getattr(tasks, first).dispatch()
+        # low2 ends: the urgent task is the next to start; a new group's after one turn
+        # of the busy one's (low3, which ends at once)
+        turns = 1 if first == "quiet" else 0
+        queue.client.rpush(GO, *["go"] * (1 + turns))
+        wait_for(lambda: len(starts(queue)) > 3 + turns, message="the next tasks started")
         order = starts(queue)
         queue.client.rpush(GO, *["go"] * BACKLOG)
         wait_for(lambda: len(starts(queue)) == BACKLOG + 1, message="the backlog ran")
     finally:
         workers.kill_all()
     assert held == [1, 1, 1], held  # the running task: none reserved ahead
-    assert order[:4] == ["start-low0", "start-low1", "start-low2", "start-urgent"], order
+    before = [f"start-low{n}" for n in range(3 + turns)]
+    assert order[: 4 + turns] == [*before, "start-urgent"], order
