@@ -4,14 +4,12 @@ child reserved before it came; so does a quiet fair group's task behind a busy g
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support import Workers, strings, wait_for
+from support import Workers, strings, task_module, wait_for
 
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
@@ -62,10 +60,7 @@ pytestmark = pytest.mark.topology
 
 @pytest.fixture
 def tasks(config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    (tmp_path / "held_tasks.py").write_text(TASKS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield importlib.import_module("held_tasks")
-    sys.modules.pop("held_tasks", None)
+    yield from task_module("held_tasks", TASKS, tmp_path, monkeypatch)
 
 
 def started(queue: RedisQueue, label: str) -> bool:
