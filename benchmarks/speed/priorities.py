@@ -9,7 +9,11 @@ high-priority one, and what levels cost throughput.
   holding a prefetched batch of low tasks runs it first: ``--prefetch`` bounds that.
 - Throughput: ``--tasks`` empty tasks drained by one ``rqueue work --stop-when-empty``,
   all without a priority, then the same count spread over levels 0-9 (pushed
-  priority by priority, interleaved), alternating ``--rounds`` times.
+  priority by priority, interleaved), alternating ``--rounds`` times. That figure
+  includes the worker's start and its check for an empty queue; the same two drained
+  by one worker child in this process (``hot_path.py``'s way) leaves them out, and
+  shows what a child taking small batches of a queue with levels costs
+  (``worker/held_work.py``).
 
     python benchmarks/speed/priorities.py
     python benchmarks/speed/priorities.py --samples 100 --rounds 2 --tasks 20000  # quick
@@ -27,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the 
 import bench_tasks
 import redis
 from common import machine_summary, median, percentile, rqueue_work, table
+from in_process import drain, in_process_child
 
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
@@ -72,6 +77,21 @@ def drained(url: str, queue: RedisQueue, tasks: int, levels: bool) -> float:
     return tasks / (time.perf_counter() - began)
 
 
+def drained_in_process(url: str, tasks: int, rounds: int) -> tuple[list[float], list[float]]:
+    """Tasks per second one in-process child drains, without levels and with them,
+    alternating ``rounds`` times: one child each, as a child that found levels on a
+    queue keeps taking small batches there."""
+    children = {levels: in_process_child(url) for levels in (False, True)}
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for round_number in range(rounds):
+        for levels in (False, True) if round_number % 2 == 0 else (True, False):
+            for level in range(10) if levels else [None]:
+                fill(tasks // 10 if levels else tasks, level)
+            _, wall = drain(children[levels], tasks)
+            rates[levels].append(tasks / wall)
+    return rates[False], rates[True]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=300, help="latency samples per row")
@@ -105,6 +125,7 @@ def main() -> None:
         for _ in range(args.rounds):
             plain.append(drained(server.url, queue, args.tasks, levels=False))
             leveled.append(drained(server.url, queue, args.tasks, levels=True))
+        plain_here, leveled_here = drained_in_process(server.url, args.tasks, args.rounds)
 
     def ms(seconds: float) -> str:
         return f"{seconds * 1000:.2f}"
@@ -127,6 +148,14 @@ def main() -> None:
             ("levels 0-9", len(leveled), f"{median(leveled):,.0f}", [round(x) for x in leveled]),
         ],
         title=f"Throughput, one worker child draining {args.tasks:,} empty tasks",
+    )
+    table(
+        ("tasks", "rounds", "tasks/s median", "each round"),
+        [
+            (name, len(rates), f"{median(rates):,.0f}", [round(x) for x in rates])
+            for name, rates in (("no priority", plain_here), ("levels 0-9", leveled_here))
+        ],
+        title=f"Throughput, one worker child in this process draining {args.tasks:,} empty tasks",
     )
 
 

@@ -125,6 +125,10 @@ class Consumer(QueueBase):
 
         return reservation
 
+    def leveled(self, queue: str) -> bool:
+        """Whether ``queue`` is known to use priority levels (a reserve call found them)."""
+        return queue in self._leveled
+
     def claimed(self, queue: str, claims: str) -> list[bytes]:
         """The tasks a worker child's last reserve call took (none once it expired)."""
         packed: bytes | None = self.client.get(self.keys(queue).claims(claims))  # type: ignore[assignment]

@@ -235,7 +235,10 @@ class ChildWorker(InterruptibleWaits):
     def _claim(self, most: int) -> tuple[int, Reserved | None, list[Header], Sequence[int]]:
         allowed = min(most, self._allowed())
         woken, self._woken = self._woken, None
-        batch = self.reservations.take(allowed, woken) if allowed > 0 else None
+        # In thread and async modes a batch starts at once: it is sized by free threads
+        # and slots, not cut to what a child may hold of a queue with levels.
+        at_once = self.slot.concurrent or self.options.threads > 0
+        batch = self.reservations.take(allowed, woken, at_once) if allowed > 0 else None
         if batch is None:
             return allowed, None, [], ()
         # Recorded inside the claim: under --max-jobs the other children count it.
@@ -261,6 +264,7 @@ class ChildWorker(InterruptibleWaits):
         are their places in the scoreboard slot."""
         queue, payloads = batch.reservation.queue, batch.reservation.payloads
         margin, grace = self.options.reservation_margin, self.options.kill_grace
+        began = time.monotonic()
         for index, payload in enumerate(payloads):
             if self._concurrent is not None and self.slot.concurrent:
                 self._concurrent.make_room()
@@ -303,8 +307,9 @@ class ChildWorker(InterruptibleWaits):
                 self.recycle = True
             if self.options.rest:
                 time.sleep(self.options.rest)
-        if not self.slot.concurrent:
+        if not self.slot.concurrent:  # every task ran here, one after another: timed
             self.slot.set(State.HOLDING, len(payloads))
+            self.reservations.held.ran(queue, len(payloads), time.monotonic() - began)
 
     def _checkpoints(self) -> ChildCheckpoints:
         """Where this child's iterable tasks keep their checkpoints: a warm stop is

@@ -15,6 +15,8 @@ that carries them, one call per batch (``member_counts.py``). Two refinements li
   Every reserve call also records its batch under the child's claims key, so if the
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).
+- On a queue with priority levels, batches are cut to a short time's work and none is
+  read ahead, so a task of a higher level pushed meanwhile runs next (``held_work.py``).
 
 Which queues a batch is tried from, and in what order, is ``queue_order.py``'s: with
 many queues a probe of their lengths picks the few worth a reserve call.
@@ -41,6 +43,7 @@ import redis
 from rqueue.errors import describe
 from rqueue.store.queue import Kept, RedisQueue, Reservation
 from rqueue.store.retry import refusal
+from rqueue.worker.held_work import HeldWork
 from rqueue.worker.member_counts import OwedCounts
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import queue_order
@@ -102,12 +105,20 @@ class Reservations:
         """Acknowledgements Redis refused, for the child to fail (see the module doc)."""
         self.owed = OwedCounts()
         """Batch members' counts, sent before the call that carries their acks."""
+        self.held = HeldWork(store)
+        """How much a child holds of a queue with priority levels (``held_work.py``)."""
 
-    def take(self, allowed: int, first: str | None = None) -> Reserved | None:
+    def take(
+        self, allowed: int, first: str | None = None, at_once: bool = False
+    ) -> Reserved | None:
         """The next batch: the one read ahead if it has tasks, else reserve now, from the
         queues in priority order, but from ``first`` first: the queue whose push just
         woke an idle child (all were empty a moment ago, and on a cluster each other
-        queue tried before it would be a round trip to another node)."""
+        queue tried before it would be a round trip to another node).
+
+        A batch whose tasks will run one after another takes, from a queue with priority
+        levels, only what ``held_work.py`` allows; one whose tasks all start ``at_once``
+        (in free threads or slots: ``allowed`` counts them) takes ``allowed``."""
         if self._lost:
             self._reclaim()
         self._count_owed()
@@ -121,15 +132,16 @@ class Reservations:
         for index in self._order.indices(first, self._owed):
             name = self.options.queues[index]
             acks, kept = self._acks.get(name, []), self._kept.get(name, [])
+            size = self.held.count(name, count, at_once)
             sent_at = time.monotonic()
             try:
-                reservation = self._reserve(name, count, acks, kept)()
+                reservation = self._reserve(name, size, acks, kept)()
             except BaseException as exc:
                 self._lost.add(name)
                 if not (refusal(exc) and (acks or kept)):
                     raise
                 self._ack_each(name)  # then reserve without them
-                reservation = self._reserve(name, count, [], [])()
+                reservation = self._reserve(name, size, [], [])()
             if acks or kept:
                 self._acks.pop(name, None)
                 self._kept.pop(name, None)
@@ -145,17 +157,19 @@ class Reservations:
     def read_ahead(self, batch: Reserved) -> None:
         """Send the next reserve call now if the first queue is deep (see the module doc).
 
-        Never with ``--prefetch 1``, whose promise is one task held at a time; and a
-        short queue is left to the idle children rather than reserved ahead by one.
+        Never with ``--prefetch 1``, whose promise is one task held at a time, nor on a
+        queue with priority levels (``held_work.py``); and a short queue is left to the
+        idle children rather than reserved ahead by one.
         """
         deep = self._size * self.options.effective_concurrency
+        name = self.options.queues[0]
         if (
             self.options.batch_limit == 1
             or batch.queue_index != 0
             or batch.reservation.still_ready < deep
+            or not self.held.ahead(name)
         ):
             return
-        name = self.options.queues[0]
         self._count_owed()
         acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
         self._reset_ack_deadline()
