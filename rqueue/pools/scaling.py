@@ -78,7 +78,8 @@ def decide(
         for p, now in zip(parents, current, strict=True)
     ]
     least = floor(pool, parents)
-    total = min(max(sum(by_parent), least), pool.max_processes)
+    asked = sum(max(p.least, want) for p, want in zip(parents, by_parent, strict=True))
+    total = min(max(asked, least), pool.max_processes)
     if pool.balance == "auto":
         wanted = _shared(total, by_parent, parents)
     else:
