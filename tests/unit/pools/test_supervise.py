@@ -151,3 +151,42 @@ def test_a_pool_parent_that_dies_is_started_again(queue: RedisQueue, supervise: 
     wait_for(lambda: strings(queue.client, apptasks.DONE) == ["after"], 10, "a task to run")
     worker.signal(signal.SIGTERM)
     assert worker.wait(20) == 0, "".join(log)
+
+
+def test_rqueue_restart_reloads_each_parent_which_keeps_the_count_it_was_scaled_to(
+    config: Config, queue: RedisQueue, supervise: Start
+) -> None:
+    worker, log = supervise(
+        """
+[pools.burst]
+queues = ["burst"]
+max_processes = 3
+balance_cooldown = 0.2
+time_to_clear = 1
+prefetch = 1
+block_for = 0.5
+"""
+    )
+    (parent,) = wait_for(lambda: list_workers(queue), 20, "the pool's parent")
+    pool_tasks.gated.dispatch_many([(n,) for n in range(30)])
+    wait_for(lambda: _processes(queue) == {"burst": 3}, 20, "the pool to grow")
+    wait_for(lambda: len(strings(queue.client, pool_tasks.STARTED)) == 3, 20, "3 running")
+    assert cli(config, "restart").returncode == 0
+    wait_for(lambda: logged(log, "restart requested through Redis"), 10, "the restart")
+    # The 3 running tasks end: the parent reloads; the others wait at the gate.
+    queue.client.sadd(pool_tasks.OPENED, *strings(queue.client, pool_tasks.STARTED))
+    wait_for(lambda: logged(log, "reloading: starting a fresh worker process"), 20, "reload")
+    # The same process, executed afresh with its first command line (--concurrency 1),
+    # reads the count it was scaled to from its file.
+    reloaded = wait_for(
+        lambda: [w for w in list_workers(queue) if w.id != parent.id], 20, "the reloaded parent"
+    )
+    assert reloaded[0].pid == parent.pid
+    after = "".join(log).rindex("reloading: starting a fresh worker process")
+    wait_for(lambda: "scaling from 1 to 3 children" in "".join(log)[after:], 20, "it to grow")
+    queue.client.set(pool_tasks.GATE, 1)
+    wait_for(lambda: len(strings(queue.client, pool_tasks.DONE)) == 30, 30, "the burst to run")
+    done = strings(queue.client, pool_tasks.DONE)
+    assert sorted(int(d.split(":")[0]) for d in done) == list(range(30))
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(20) == 0, "".join(log)
