@@ -50,7 +50,7 @@ def supervise(
     """Run every pool of the pools file, each scaled between its min and max processes
     by its queues' load; SIGTERM stops them all warmly. See docs/deployment.md."""
     try:
-        found = pools_config.load(pools_config.find(path, Path.cwd()), environment)
+        found = pools_config.load(pools_config.find(path, Path()), environment)
     except ConfigError as exc:
         raise click.UsageError(shown(exc)) from None
     if check:

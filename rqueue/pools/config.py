@@ -102,7 +102,9 @@ def find(path: str | None, directory: Path) -> Path:
     for name in ("rqueue.toml", "pyproject.toml"):
         if (directory / name).is_file():
             return directory / name
-    raise ConfigError(f"no rqueue.toml or pyproject.toml in {directory}: give --config PATH")
+    raise ConfigError(
+        f"no rqueue.toml or pyproject.toml in {directory.resolve()}: give --config PATH"
+    )
 
 
 def load(path: Path, environment: str | None = None) -> PoolsFile:

@@ -107,7 +107,7 @@ def test_check_prints_each_pool_s_parents_and_their_command_lines(
     result = cli(config, "supervise", "--check", "--env", "production", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == f"{tmp_path / 'rqueue.toml'} (environment production): 1 pools"
+    assert lines[0] == "rqueue.toml (environment production): 1 pools"
     assert lines[1].startswith("pool mail: queues emails, notifications; 2 to 32 processes;")
     assert lines[2:] == [
         "  1 to 31 processes: rqueue work emails --timeout 60",
@@ -152,3 +152,17 @@ def test_every_rqueue_work_option_is_a_pool_key_or_left_out_on_purpose() -> None
 def test_a_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path / "nowhere.toml")
+
+
+def test_the_deployment_guide_s_pools_file_passes_the_check(config: Config, tmp_path: Path) -> None:
+    guide = (Path(__file__).parents[3] / "docs" / "deployment.md").read_text()
+    example = guide.split("```toml\n")[1].split("```")[0]
+    _write(tmp_path, example, "rqueue.toml")
+    for args in ((), ("--env", "production")):
+        result = cli(config, "supervise", "--check", *args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    assert "pool mail: queues emails, notifications; 2 to 32 processes" in result.stdout
+    _write(tmp_path, example.replace("timeout = 60", "timeout = -1"), "rqueue.toml")
+    result = cli(config, "supervise", "--check", cwd=tmp_path)
+    shown = result.stderr.splitlines()[-1]
+    assert f"\n{shown}\n" in guide  # the error the guide shows is the one printed
