@@ -16,7 +16,7 @@ import click
 from rqueue.cli.common import connection_options, say
 from rqueue.pools import config as pools_config
 from rqueue.pools.plan import describe
-from rqueue.settings.config import Config, ConfigError
+from rqueue.settings.config import Config, ConfigError, env_flag
 from rqueue.text import shown
 
 
@@ -49,6 +49,8 @@ def supervise(
 ) -> None:
     """Run every pool of the pools file, each scaled between its min and max processes
     by its queues' load; SIGTERM stops them all warmly. See docs/deployment.md."""
+    if env_flag("RQUEUE_SYNC") and not check:  # each pool's `rqueue work` would refuse
+        raise click.UsageError("RQUEUE_SYNC is on: workers refuse to run; unset it")
     try:
         found = pools_config.load(pools_config.find(path, Path()), environment)
     except ConfigError as exc:

@@ -46,9 +46,9 @@ from rqueue.worker.scaling import write_target
 log = logging.getLogger("rqueue.supervise")
 
 _TICK = 0.25
-_RESTART_BACKOFF = 1.0
-"""Seconds before a parent that exited young is started again (a crash loop)."""
 _YOUNG = 10.0
+"""Seconds a parent lives before its exit counts as a crash (a crash loop backs off)."""
+_MOST_BACKOFF = 30.0
 _FORWARDED = (signal.SIGHUP, signal.SIGUSR2, signal.SIGCONT)
 """Passed on as they come: reload, pause, resume."""
 
@@ -63,6 +63,8 @@ class Managed:
     process: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     start_at: float = 0.0
+    crashes: int = 0
+    """Exits in a row, each within ``_YOUNG`` seconds of its start."""
 
 
 class PoolSupervisor:
@@ -129,6 +131,8 @@ class PoolSupervisor:
             preexec_fn=functools.partial(parent_death_signal, signal.SIGTERM),
         )
         managed.started = time.monotonic()
+        if self.stopping:  # the stop signal came while it was being started
+            managed.process.send_signal(signal.SIGTERM)
         log.info(
             "pool %s: started %s (pid %d, %d processes)",
             managed.parent.pool.name,
@@ -145,14 +149,17 @@ class PoolSupervisor:
             managed.process = None
             if self.stopping:
                 continue
-            lived = time.monotonic() - managed.started
-            managed.start_at = time.monotonic() + (_RESTART_BACKOFF if lived < _YOUNG else 0.0)
+            young = time.monotonic() - managed.started < _YOUNG
+            managed.crashes = managed.crashes + 1 if young else 0
+            delay = min(2.0 ** (managed.crashes - 1), _MOST_BACKOFF) if young else 0.0
+            managed.start_at = time.monotonic() + delay
             log.warning(
-                "pool %s: %s (pid %d) exited with code %d; starting it again",
+                "pool %s: %s (pid %d) exited with code %d; starting it again in %g s",
                 managed.parent.pool.name,
                 ",".join(managed.parent.queues),
                 process.pid,
                 process.returncode,
+                delay,
             )
 
     def _alive(self) -> bool:

@@ -190,3 +190,14 @@ block_for = 0.5
     assert sorted(int(d.split(":")[0]) for d in done) == list(range(30))
     worker.signal(signal.SIGTERM)
     assert worker.wait(20) == 0, "".join(log)
+
+
+def test_a_parent_that_keeps_failing_at_start_is_started_again_ever_later(
+    supervise: Start,
+) -> None:
+    worker, log = supervise('[pools.p]\nqueues = ["default"]\napp = ["no_such_module"]\n')
+    wait_for(lambda: logged(log, "exited with code 2; starting it again in 1 s"), 20, "1 s")
+    wait_for(lambda: logged(log, "exited with code 2; starting it again in 2 s"), 20, "2 s")
+    assert logged(log, "-A/--app: no module named 'no_such_module'")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(20) == 0, "".join(log)
