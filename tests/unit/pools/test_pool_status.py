@@ -6,6 +6,7 @@ import time
 
 import httpx
 import msgpack
+import pytest
 from browser import served_dashboard
 from support import cli
 
@@ -15,6 +16,8 @@ from rqueue.pools.scaling import QueueLoad, decide
 from rqueue.pools.status import leave, list_pools, write
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
+
+pytestmark = pytest.mark.topology  # the pools keys on Cluster and Sentinel as well
 
 HOSTILE = "<script>alert('x')</script>\x1b[2J\u202e"
 
