@@ -43,9 +43,17 @@ from rqueue.text import shown
     default="INFO",
     show_default=True,
 )
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @connection_options
 def supervise(
-    config: Config, environment: str | None, path: str | None, check: bool, log_level: str
+    config: Config,
+    environment: str | None,
+    path: str | None,
+    check: bool,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Run every pool of the pools file, each scaled between its min and max processes
     by its queues' load; SIGTERM stops them all warmly. See docs/deployment.md."""
@@ -65,7 +73,7 @@ def supervise(
     from rqueue.pools.supervisor import PoolSupervisor
     from rqueue.worker import logs
 
-    logs.configure(log_level, "text")
+    logs.configure(log_level, log_format)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     sys.exit(PoolSupervisor(found.pools, config).run())

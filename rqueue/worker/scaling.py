@@ -10,7 +10,8 @@ Growing forks children into free scoreboard slots. Shrinking stops children warm
 as ``rqueue work`` stops them on SIGTERM: a child finishes what it runs and gives back
 what it reserved ahead, so no task is interrupted or lost. Idle children go first,
 the highest numbered among equals, so a shrink after a burst stops children that run
-nothing.
+nothing. A child that died is replaced (:func:`respawn_delay` says when) unless the
+count went down meanwhile.
 """
 
 from __future__ import annotations
