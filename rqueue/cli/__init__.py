@@ -4,6 +4,7 @@
 - ``common``: the :data:`main` group and what every command shares
   (``--redis-url``/``--prefix``, errors as exit codes, escaped output, tables).
 - ``work``: ``rqueue work``, a worker pool.
+- ``supervise``: ``rqueue supervise``, every pool of the pools file, scaled by load.
 - ``queues``: ``size``, ``clear``, ``pause``, ``resume``, ``restart`` and ``cancel``.
 - ``failed``: ``rqueue failed ...`` (list, show, retry, forget, flush).
 - ``schedule``: ``rqueue schedule ...`` (list, show, add, update, pause, resume,
@@ -46,6 +47,7 @@ from rqueue.cli import (  # noqa: E402
     schedule,
     server,
     status,
+    supervise,
     work,
     workers,
 )
@@ -53,6 +55,7 @@ from rqueue.cli.common import main  # noqa: E402
 
 for _command in (
     work.work,
+    supervise.supervise,
     queues.size,
     queues.clear,
     queues.pause,

@@ -67,6 +67,19 @@ def _field_option(
 @click.argument("queues", default="default")
 @_field_option("--timeout", "Seconds a task may run unless it sets its own timeout.")
 @_field_option("--concurrency", "Child processes running tasks.", short="-c")
+@_field_option(
+    "--max-concurrency",
+    "Most children --concurrency-file may ask for (0: --concurrency).",
+    show_default=False,
+)
+@click.option(
+    "--concurrency-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Read the number of children from this file each second and keep that many "
+    "(1 to --max-concurrency), stopping the excess warmly: how `rqueue supervise` "
+    "scales a pool. See docs/worker.md.",
+)
 @_field_option("--tries", "Attempts a task gets unless it sets its own tries.")
 @_field_option("--sleep", "Seconds between polls when --block-for is 0.")
 @_field_option(

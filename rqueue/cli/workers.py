@@ -15,6 +15,7 @@ import click
 
 from rqueue.cli.common import connection_options, moment, say, table
 from rqueue.metrics import WorkerInfo, list_workers
+from rqueue.pools.status import PoolStatus, list_pools
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -24,8 +25,10 @@ from rqueue.store.queue import RedisQueue
 @connection_options
 def workers(config: Config, as_json: bool) -> None:
     """List running workers (host, pid, queues, concurrency, last heartbeat) and the
-    tasks their children run now."""
-    found = list_workers(RedisQueue(config))
+    tasks their children run now; then the pools `rqueue supervise` runs, their
+    targets and their last scaling decision."""
+    store = RedisQueue(config)
+    found, pools = list_workers(store), list_pools(store)
     if as_json:
         # ASCII-only JSON: whatever came from Redis is escaped, never a raw control byte.
         say(json.dumps([dataclasses.asdict(w) for w in found], ensure_ascii=True))
@@ -64,6 +67,29 @@ def workers(config: Config, as_json: bool) -> None:
                 for w, t in running
             ],
         )
+    if pools:
+        _pools(pools, now)
+
+
+def _pools(pools: list[PoolStatus], now: float) -> None:
+    """Each supervised pool: its processes, each parent's target (and what it wanted),
+    and what its last decision read."""
+    say("")
+    table(
+        ("pool", "host", "balance", "processes", "targets (wanted)", "decided", "inputs"),
+        [
+            (
+                p.name,
+                p.host,
+                p.balance,
+                f"{p.processes} of {p.min_processes}-{p.max_processes}",
+                "; ".join(f"{queues}: {target} ({wanted})" for queues, target, wanted in p.parents),
+                f"{max(0.0, now - p.decided):.1f} s ago",
+                p.why(),
+            )
+            for p in pools
+        ],
+    )
 
 
 def _concurrency(worker: WorkerInfo) -> str:

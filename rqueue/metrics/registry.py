@@ -133,6 +133,10 @@ class Heartbeat:
         """The tasks running at the last beat, by id."""
         self._warned = False
 
+    def resized(self, processes: int) -> None:
+        """The parent now keeps ``processes`` children (``rqueue supervise`` scaled it)."""
+        self._static["processes"] = processes
+
     def beat(self, running: Callable[[], Sequence[Running]]) -> None:
         """Write the entry if a heartbeat is due, with what ``running()`` says the
         children run (read only then). Redis being away is the caller's to ride out; a

@@ -330,10 +330,17 @@ class GlobalKeys:
     """Zset of batch id -> created (ms): what ``rqueue batches list`` shows."""
     workers: str
     """Zset of running worker id -> when its entry expires (ms): ``rqueue workers``."""
+    pools: str
+    """Zset of ``host/pool`` -> when its status expires (ms): ``rqueue supervise``'s pools."""
 
     def worker(self, worker_id: str) -> str:
         """One worker's entry (msgpack map), expiring unless its heartbeat renews it."""
         return f"{self.workers}:{worker_id}"
+
+    def pool(self, pool_id: str) -> str:
+        """One supervised pool's status (msgpack map): its targets and last decision,
+        expiring unless its supervisor writes it again."""
+        return f"{self.pools}:{pool_id}"
 
     @classmethod
     def for_prefix(cls, prefix: str = "", cluster: bool = False) -> GlobalKeys:
@@ -347,4 +354,5 @@ class GlobalKeys:
             schedule_index=f"{base}:schedules",
             batches=f"{base}:batches",
             workers=f"{base}:workers",
+            pools=f"{base}:pools",
         )

@@ -18,6 +18,7 @@ _SECONDS = Limit(0, MAX_TIMEOUT_SECONDS, unit="seconds")
 
 LIMITS: Mapping[str, Limit] = {
     "concurrency": Limit(1, 1000, whole=True),
+    "max_concurrency": Limit(0, 1000, whole=True),
     "timeout": Limit(0.001, MAX_TIMEOUT_SECONDS, unit="seconds"),
     "tries": Limit(1, MAX_TRIES, whole=True),
     "sleep": _SECONDS,
@@ -103,6 +104,13 @@ class WorkerOptions:
 
     queues: tuple[str, ...] = ("default",)
     concurrency: int = 1
+    max_concurrency: int = 0
+    """Most children ``concurrency_file`` may ask for (0: ``concurrency``): the
+    scoreboard has a slot for each from the start."""
+    concurrency_file: str | None = None
+    """A file holding the number of children to run, read each tick and obeyed within
+    1..``capacity`` (``rqueue supervise`` writes it to scale the pool): more are forked,
+    fewer stopped warmly, idle ones first (``scaling.py``)."""
     timeout: float = 60.0
     """Seconds a task may run unless it sets its own ``timeout``."""
     tries: int = 3
@@ -159,6 +167,10 @@ class WorkerOptions:
             validate_queue_name(name)
         for name, limit in LIMITS.items():
             limit.check(name, getattr(self, name))
+        if self.max_concurrency and self.max_concurrency < self.concurrency:
+            raise ValueError(
+                f"max_concurrency {self.max_concurrency} is below concurrency {self.concurrency}"
+            )
         for name, rate in self.rates.items():
             if name not in self.queues or not isinstance(rate, Rate):
                 raise ValueError(f"rates: {name!r} -> {rate!r} is not a Rate for one of queues")
@@ -183,6 +195,11 @@ class WorkerOptions:
     @property
     def effective_concurrency(self) -> int:
         return 1 if self.once else self.concurrency
+
+    @property
+    def capacity(self) -> int:
+        """Most children at once: the scoreboard's slots."""
+        return max(self.effective_concurrency, 0 if self.once else self.max_concurrency)
 
     @property
     def effective_max_jobs(self) -> int:

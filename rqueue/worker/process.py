@@ -1,7 +1,8 @@
-"""What a worker child asks of the operating system: to die with its parent, and its memory.
+"""What a worker process asks of the operating system: to die with its parent, its
+memory, and the command line it re-executes on a restart.
 
-Kept apart from the worker loop because both are platform details: Linux's
-``prctl`` and the unit of ``ru_maxrss`` are not the loop's business.
+Kept apart from the worker loop because these are platform details: Linux's
+``prctl``, the unit of ``ru_maxrss`` and what ``ps`` shows are not the loop's business.
 """
 
 from __future__ import annotations
@@ -28,3 +29,18 @@ def parent_death_signal(signum: int) -> None:
 def memory_exceeded(limit_mb: int) -> bool:
     """Peak RSS of this process above ``limit_mb`` (Linux reports ru_maxrss in KiB)."""
     return bool(limit_mb) and resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > limit_mb * 1024
+
+
+def without_redis_url(args: list[str]) -> list[str]:
+    """``args`` without ``--redis-url``: a reload passes the URL in its environment, which
+    only its own user can read, never again in a command line that ``ps`` shows to all."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--redis-url":
+            skip = True
+        elif not arg.startswith("--redis-url="):
+            kept.append(arg)
+    return kept

@@ -34,8 +34,10 @@ from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.participants import recorder
+from rqueue.worker.process import without_redis_url
 from rqueue.worker.recovery import Recovery, counted_by_parent
-from rqueue.worker.scoreboard import Entry, Scoreboard, SlotView, State
+from rqueue.worker.scaling import TargetFile, resize, respawn_delay
+from rqueue.worker.scoreboard import Entry, Scoreboard, State
 from rqueue.worker.stop_reasons import StopReasons
 from rqueue.workflows.dependencies import drain
 
@@ -45,7 +47,6 @@ T = TypeVar("T")
 
 _TICK = 1.0
 _REDIS_TIMEOUT_SLACK = 0.15
-_RESPAWN_BACKOFF = 1.0
 _TIMED = (State.RUNNING, State.REPORTING, State.CONCURRENT)
 """Slot states whose deadline the parent enforces (in concurrent mode: the earliest one)."""
 
@@ -70,6 +71,15 @@ class Supervisor(InterruptibleWaits):
         self.cold = False
         self.reload = False
         self._respawn_after: dict[int, float] = {}
+        self.target = options.effective_concurrency
+        """Children to keep: ``concurrency``, or what ``concurrency_file`` says now."""
+        self.retiring: set[int] = set()
+        """Pids of the children stopped to shrink the pool: not replaced as they exit."""
+        self.target_file = (
+            TargetFile(options.concurrency_file, options.capacity)
+            if options.concurrency_file and not options.once
+            else None
+        )
 
     def run(self) -> int:
         for module in self.options.preload:
@@ -77,7 +87,7 @@ class Supervisor(InterruptibleWaits):
         self.queue = RedisQueue(self.config)
         self.queue.ping()
         self.scheduler = Scheduler(self.queue, self.options.queues, self.options.schedule)
-        self.board = Scoreboard(self.options.effective_concurrency, self.options.held_limit)
+        self.board = Scoreboard(self.options.capacity, self.options.held_limit)
         # Registered in the registry by the first tick, which also rides out a Redis that
         # refuses writes for now (a failover): reading works on a replica too.
         self.stop_reasons = StopReasons(self.queue, self.options, self.board)
@@ -149,6 +159,7 @@ class Supervisor(InterruptibleWaits):
         wait = 0.05 if self.stopping else _TICK / 4 if self.options.stops_when_idle else _TICK
         if not self.stopping:
             self._respawn()  # before any Redis call: an outage must not hold it up
+            self._resize()
             wait = min(wait, self._migrate())  # due tasks are what we woke up for
             self._check_limits()
             wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
@@ -278,11 +289,15 @@ class Supervisor(InterruptibleWaits):
             child = self.children.pop(pid, None)
             if child is None:
                 continue
+            retired = pid in self.retiring
+            self.retiring.discard(pid)
             if os.WIFSIGNALED(status):
                 how = f"killed by signal {os.WTERMSIG(status)}"
             else:
                 how = f"exited with code {os.WEXITSTATUS(status)}"
-            if not self.stopping or os.WIFSIGNALED(status):
+            if retired and status == 0:
+                log.info("worker %d (pid %d) stopped: the pool shrank", child.number, pid)
+            elif not self.stopping or os.WIFSIGNALED(status):
                 log.log(
                     logging.INFO if status == 0 else logging.WARNING,
                     "worker %d (pid %d) %s",
@@ -296,6 +311,8 @@ class Supervisor(InterruptibleWaits):
                 view, child.claims, how, child.killed_for_timeout, self.cold, killed_for_cancel
             )
             self.board.retire(child.number - 1)
+            if retired:
+                continue
             lived = time.monotonic() - child.started
             self._respawn_after[child.number] = time.monotonic() + respawn_delay(lived, view)
 
@@ -305,6 +322,29 @@ class Supervisor(InterruptibleWaits):
             if now >= after:
                 del self._respawn_after[number]
                 self._spawn(number)
+
+    def _resize(self) -> None:
+        """Keep the children the target file asks for (``scaling.py``)."""
+        target = self.target_file.target() if self.target_file is not None else None
+        if target is None:
+            return
+        if target != self.target:
+            log.info("scaling from %d to %d children", self.target, target)
+            self.target = target
+            if self.heartbeat is not None:
+                self.heartbeat.resized(target)
+        kept = {c.number: pid for pid, c in self.children.items() if pid not in self.retiring}
+        taken = {c.number for c in self.children.values()}
+        views = {number: self.board.read(number - 1) for number in kept}
+        change = resize(target, views, self._respawn_after, taken, self.options.capacity)
+        for number in change.forgo:
+            del self._respawn_after[number]
+        for number in change.stop:
+            self.retiring.add(kept[number])
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(kept[number], signal.SIGTERM)
+        for number in change.spawn:
+            self._spawn(number)
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
@@ -407,29 +447,3 @@ class Supervisor(InterruptibleWaits):
 
     def _on_child(self, signum: int, frame: FrameType | None) -> None:
         self._interrupt()
-
-
-def respawn_delay(lived: float, view: SlotView | None) -> float:
-    """Seconds before a child that ended after ``lived`` seconds is replaced: none, unless
-    it died young without finishing a task (a crash loop: importing the app fails, Redis
-    refuses it), which waits :data:`_RESPAWN_BACKOFF` rather than forking as fast as it
-    can. A child that finished tasks and left (recycled over ``--memory``) made progress,
-    however young: its place is filled at once."""
-    if lived < _RESPAWN_BACKOFF and (view is None or view.processed == 0):
-        return _RESPAWN_BACKOFF
-    return 0.0
-
-
-def without_redis_url(args: list[str]) -> list[str]:
-    """``args`` without ``--redis-url``: a reload passes the URL in its environment, which
-    only its own user can read, never again in a command line that ``ps`` shows to all."""
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg == "--redis-url":
-            skip = True
-        elif not arg.startswith("--redis-url="):
-            kept.append(arg)
-    return kept

@@ -59,7 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.server",
     ),
     ("rqueue.schedules", "rqueue.workflows"),
-    ("rqueue.worker",),
+    ("rqueue.worker", "rqueue.pools"),
     ("rqueue", "rqueue.testing"),
     ("rqueue.cli", "rqueue.__main__", "rqueue.web", "rqueue.contrib"),
 ]

@@ -102,6 +102,7 @@ def test_global_keys_share_one_tag_on_a_cluster_and_keep_their_names_elsewhere()
         "app:{rqueue}:schedules",
         "app:{rqueue}:batches",
         "app:{rqueue}:workers",
+        "app:{rqueue}:pools",
     )
     assert GlobalKeys.for_prefix("app:") == GlobalKeys(
         "app:rqueue:queues",
@@ -109,6 +110,7 @@ def test_global_keys_share_one_tag_on_a_cluster_and_keep_their_names_elsewhere()
         "app:rqueue:schedules",
         "app:rqueue:batches",
         "app:rqueue:workers",
+        "app:rqueue:pools",
     )
 
 
