@@ -45,6 +45,20 @@ def main() -> None:
     """rqueue: a Laravel-style task queue on Redis."""
 
 
+def log_options(command: F) -> F:
+    """Add ``--log-level`` and ``--log-format``: the options of the commands that run
+    for long and log (``work``, ``supervise``)."""
+    command = click.option(
+        "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+    )(command)
+    return click.option(
+        "--log-level",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        default="INFO",
+        show_default=True,
+    )(command)
+
+
 def connection_options(command: F) -> F:
     """Add ``--redis-url``/``--prefix`` and turn connection failures into one line."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from rqueue.cli.common import connection_options, say
+from rqueue.cli.common import connection_options, log_options, say
 from rqueue.pools import config as pools_config
 from rqueue.pools.plan import describe
 from rqueue.settings.config import Config, ConfigError, env_flag
@@ -37,15 +37,7 @@ from rqueue.text import shown
     help="The pools file [default: ./rqueue.toml, else ./pyproject.toml's [tool.rqueue]].",
 )
 @click.option("--check", is_flag=True, help="Check the file and print the plan; start nothing.")
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-)
-@click.option(
-    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@log_options
 @connection_options
 def supervise(
     config: Config,

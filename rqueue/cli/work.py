@@ -17,7 +17,14 @@ from typing import Any
 
 import click
 
-from rqueue.cli.common import F, connection_options, declared_queues, queue_list, unknown_queues
+from rqueue.cli.common import (
+    F,
+    connection_options,
+    declared_queues,
+    log_options,
+    queue_list,
+    unknown_queues,
+)
 from rqueue.errors import describe
 from rqueue.middleware.concurrency import check_limit
 from rqueue.middleware.group_limits import GroupLimits
@@ -179,15 +186,7 @@ def _field_option(
     help="Trace each send and attempt with OpenTelemetry, in the parent and in each child "
     "after its fork (needs rqueue[otel]; default: RQUEUE_OTEL). See docs/monitoring.md.",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-)
-@click.option(
-    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@log_options
 @click.option(
     "--wait-replicas",
     type=int,
