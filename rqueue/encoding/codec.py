@@ -15,6 +15,8 @@ code  Python type             the bytes
 5     ``datetime.timedelta``  three big-endian int32: days, seconds, microseconds
 6     a registered type       a msgpack array ``[name, encoded value]``, packed by
                               this codec (so the value may hold any of these types)
+7     ``sealing.Sealed``      an encrypted call's arguments or result, as sealed by
+                              :mod:`rqueue.encoding.sealing` (opened there, not here)
 ====  ======================  =====================================================
 
 A ``time`` is naive or has a fixed UTC offset in whole minutes (a
@@ -50,6 +52,7 @@ from uuid import UUID
 
 import msgpack
 
+from rqueue.encoding.sealing import SEALED, Sealed
 from rqueue.errors import InvalidPayload, UnregisteredType, describe
 
 T = TypeVar("T")
@@ -188,6 +191,8 @@ class _Level:
             return msgpack.ExtType(
                 TIMEDELTA, _TIMEDELTA.pack(value.days, value.seconds, value.microseconds)
             )
+        if kind is Sealed:
+            return msgpack.ExtType(SEALED, value.blob)
         entry = _by_class.get(kind)
         if entry is None:
             raise TypeError(f"can not serialize {kind.__name__!r} object")
@@ -292,6 +297,7 @@ _DECODERS: dict[int, tuple[str, Callable[[bytes], Any]]] = {
     DATE: ("date", _date),
     TIME: ("time", _time),
     TIMEDELTA: ("timedelta", _timedelta),
+    SEALED: ("sealed value", Sealed),
 }
 _LEVELS = tuple(_Level(depth) for depth in range(MAX_DEPTH + 1))
 _DEFAULT, _EXT_HOOK = _LEVELS[0].default, _LEVELS[0].ext_hook

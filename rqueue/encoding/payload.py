@@ -37,6 +37,14 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
+from rqueue.encoding.sealing import (
+    KEYS_SETTING,
+    EncryptionUnavailable,
+    Keyring,
+    NotDecrypted,
+    Sealed,
+    args_data,
+)
 from rqueue.errors import (
     Fail,
     InvalidPayload,
@@ -61,6 +69,8 @@ from rqueue.tasks.arguments import STRINGS, check_arguments, describe_unencodabl
 from rqueue.tasks.progress import report
 
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
+_PAIR = b"\x92"
+"""A 2-array's marker: sealed arguments are ``[args, kwargs]``."""
 
 KEEP = "keep"
 """The ``meta`` entry of a call that keeps its result: milliseconds to keep it."""
@@ -104,9 +114,20 @@ class Job:
     """Context its producer passes to its attempts, as tracing carries it: the trace
     it continues (rqueue/contrib/). Strings only, never code; None: none (a worker
     decodes one per task, so no empty map is made for each)."""
+    encrypted: bool = False
+    """Its arguments travel sealed and its kept result is kept sealed
+    (``@task(encrypted=True)``, rqueue/encoding/sealing.py)."""
+    _sealed: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    """Its sealed arguments while this process could not open them (see :attr:`sealed`)."""
     _cancel_requested: bool = field(init=False, repr=False, compare=False)
     """Set by the worker once this run's cancel reaches it; never set otherwise, so a
     job costs nothing more to build (read through :attr:`cancelled`)."""
+
+    @property
+    def sealed(self) -> bool:
+        """True if its arguments are encrypted and this process had no key to open them:
+        ``args`` and ``kwargs`` are then empty, and what shows them says ``encrypted``."""
+        return self._sealed is not None
 
     @property
     def cancelled(self) -> bool:
@@ -201,11 +222,12 @@ class PayloadTemplate:
     (``Task.dispatch``), each giving its own time.
     """
 
-    __slots__ = ("_at", "_named", "_options", "_prefix", "job")
+    __slots__ = ("_at", "_encrypted", "_named", "_options", "_prefix", "job")
 
     def __init__(self, job: Job) -> None:
         _check_fields(job)
         self.job = job
+        self._encrypted = job.encrypted
         options: dict[str, Any] = {}
         if job.tries is not None:
             options["tries"] = job.tries
@@ -249,15 +271,21 @@ class PayloadTemplate:
         kwargs: dict[str, Any],
         max_bytes: int | None = None,
         dispatched_at: float | None = None,
+        keyring: Keyring | None = None,
     ) -> bytes:
         """One call's payload, naming the argument at fault if msgpack cannot encode it;
-        ``dispatched_at`` (epoch seconds) if not the template's job's."""
+        ``dispatched_at`` (epoch seconds) if not the template's job's. Its arguments are
+        sealed with ``keyring`` if its job is encrypted or the keyring encrypts all
+        (EncryptionUnavailable if it must be and there is none)."""
         stored_id = raw_id(task_id)
         check_arguments(self.job.task, args, kwargs)
         try:
             at = self._at if dispatched_at is None else pack(dispatched_at)
             packed_args = pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = pack(kwargs) if kwargs else _EMPTY_MAP
+            if self._encrypted or (keyring is not None and keyring.encrypt_all):
+                packed_args = self._sealed(keyring, stored_id, packed_args + packed_kwargs)
+                packed_kwargs = _EMPTY_MAP
             data = b"".join(
                 (
                     self._prefix,
@@ -281,13 +309,29 @@ class PayloadTemplate:
             )
         return data
 
+    def _sealed(self, keyring: Keyring | None, stored_id: bytes, packed: bytes) -> bytes:
+        """The ``args`` element of an encrypted call: its packed args and kwargs, as a
+        2-array, sealed for its queue, id and task."""
+        job = self.job
+        if keyring is None:
+            raise EncryptionUnavailable(
+                f"task {job.task} is encrypted (encrypted=True), but this process has no key "
+                f"to encrypt its arguments with: set {KEYS_SETTING} (`rqueue key generate` "
+                "makes one)"
+            )
+        sealed = keyring.seal(_PAIR + packed, args_data(job.queue, stored_id, job.task))
+        return pack(Sealed(sealed))
 
-def encode(job: Job, max_bytes: int | None = None) -> bytes:
-    """Encode a job, naming the argument at fault if msgpack cannot encode it."""
-    return PayloadTemplate(job).encode(job.id, job.args, job.kwargs, max_bytes)
+
+def encode(job: Job, max_bytes: int | None = None, keyring: Keyring | None = None) -> bytes:
+    """Encode a job, naming the argument at fault if msgpack cannot encode it (its
+    arguments sealed with ``keyring`` if they must be: see PayloadTemplate.encode)."""
+    return PayloadTemplate(job).encode(job.id, job.args, job.kwargs, max_bytes, None, keyring)
 
 
-def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
+def decode(
+    data: bytes, fixed: tuple[str, int, int] | None = None, keyring: Keyring | None = None
+) -> Job:
     """Decode payload bytes; anything that is not a well-formed task raises InvalidPayload.
 
     The bytes come from Redis, so nothing is trusted: every field is checked for its
@@ -295,6 +339,10 @@ def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
     with the decoded ones (a later duplicate key must not smuggle in another value).
     Nothing but InvalidPayload ever leaves this function. ``fixed`` is the header if
     the caller read it already (a worker does, for every task it reserves).
+
+    An encrypted call's arguments are opened with ``keyring`` (NotDecrypted, an
+    InvalidPayload, if they do not open); without one its job comes back ``sealed``,
+    its arguments empty, for whatever shows it to say ``encrypted``.
     """
     if fixed is None:
         fixed = header(data)
@@ -307,9 +355,40 @@ def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
     except Exception as exc:
         raise InvalidPayload(f"payload is not valid msgpack: {describe(exc)[1]}") from None
     try:
-        return _job(fields, fixed)
+        job = _job(fields, fixed)
     except Exception as exc:
         raise InvalidPayload(f"payload has the wrong shape: {describe(exc)[1]}") from None
+    if job.encrypted and keyring is not None:
+        _open(job, keyring)
+    return job
+
+
+def _open(job: Job, keyring: Keyring) -> None:
+    """Set a sealed job's arguments from its sealed bytes, opened with ``keyring``."""
+    sealed, job._sealed = job._sealed, None
+    plain = keyring.open(sealed or b"", args_data(job.queue, raw_id(job.id), job.task), "arguments")
+    try:
+        args, kwargs = unpack(plain)
+        if type(args) is not list or type(kwargs) is not dict:
+            raise TypeError("args must be a list and kwargs a map")
+        if kwargs and not STRINGS.issuperset(map(type, kwargs)):
+            raise TypeError("kwargs keys must be strings")
+    except InvalidPayload:
+        raise  # an argument type it cannot decode (UnregisteredType): the codec says which
+    except Exception as exc:
+        why = describe(exc)[1]
+        raise InvalidPayload(f"encrypted arguments have the wrong shape: {why}") from None
+    job.args, job.kwargs = tuple(args), kwargs
+
+
+def readable(data: bytes, keyring: Keyring | None) -> Job:
+    """The job in ``data`` for showing it: its arguments decrypted with ``keyring``, or
+    left ``sealed`` (shown ``encrypted``) if there is none or they do not decrypt with
+    it. A worker uses ``decode``, which refuses what does not decrypt."""
+    try:
+        return decode(data, None, keyring)
+    except NotDecrypted:
+        return decode(data)
 
 
 def task_name(data: bytes) -> str | None:
@@ -332,6 +411,9 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
     if type(stored_id) is not bytes or type(options) is not dict:
         raise TypeError("the id must be bytes and the options a map")
     task_id = stored_id.hex()
+    sealed = None
+    if type(args) is Sealed and kwargs == {}:  # an encrypted call: opened by decode
+        sealed, args = args.blob, []
     if type(args) is not list or type(kwargs) is not dict:
         raise TypeError("args must be a list and kwargs a map")
     if type(task) is not str or type(queue) is not str or type(task_id) is not str:
@@ -356,6 +438,8 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
     )
     if options:  # a plain call's is empty: nothing more to read
         _read_options(job, options)
+    if sealed is not None:
+        job.encrypted, job._sealed = True, sealed
     return job
 
 

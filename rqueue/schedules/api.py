@@ -214,7 +214,8 @@ class Schedules:
         now = self.now_ms(schedule.queue)
         job = schedule.job(now, now)
         job = replace(job, meta={**job.meta, "manual": True})
-        payload = observers.encoded(job, self.queue.config.max_payload_bytes)
+        config = self.queue.config
+        payload = observers.encoded(job, config.max_payload_bytes, config.keyring)
         self.queue.push(
             job.queue,
             [payload],

@@ -336,7 +336,8 @@ class Scheduler:
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
         job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))
-        return observers.encoded(job, self.queue.config.max_payload_bytes)
+        config = self.queue.config
+        return observers.encoded(job, config.max_payload_bytes, config.keyring)
 
     def _declare(self) -> None:
         """Keep schedules declared with ``@task(cron=...)`` in line with the imported code."""

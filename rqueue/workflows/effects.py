@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from rqueue.encoding.codec import pack
 from rqueue.encoding.payload import CHAIN, KEEP, Job
+from rqueue.encoding.sealing import Keyring, Sealed, result_data
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
 from rqueue.store.batch_store import member_count
 from rqueue.store.keys import BatchKeys
@@ -336,6 +337,13 @@ def _own_secret() -> str | None:
     return None if runner is None else runner.connection.config.secret
 
 
+def _own_keyring() -> Keyring | None:
+    """The keys of the worker running this task, which seal what it dispatches and keeps
+    of an encrypted call (none inline, where nothing is stored)."""
+    runner = current_runner()
+    return None if runner is None else runner.connection.config.keyring
+
+
 def _next_step(
     job: Job, steps: list[Any], result: Any, max_bytes: int | None, kept: Kept | None
 ) -> Completion:
@@ -368,7 +376,8 @@ def _step(call: PendingDispatch) -> Step:
 
 
 def _follower(step: Step, job: Job, max_bytes: int | None, place: str) -> Follower:
-    payload = observers.encoded(job, max_bytes)  # sent while its step's attempt is traced
+    # sent while its step's attempt is traced
+    payload = observers.encoded(job, max_bytes, _own_keyring())
     return Follower(job.queue, payload, delay_ms(step), bool(job.meta.get(KEEP)), step, place)
 
 
@@ -411,6 +420,16 @@ def _unstorable(job: Job, what: str, found: str) -> UnserializableArgument:
     return UnserializableArgument(f"the return value of {job.task} {what}: {found}")
 
 
+def _sealed_result(job: Job, result: Any) -> Any:
+    """An encrypted call's result as kept: sealed with the running worker's keys (a
+    worker without them could not have run it); as it is inline, where nothing is kept
+    in Redis."""
+    keyring = _own_keyring()
+    if keyring is None:
+        return result
+    return Sealed(keyring.seal(pack(result), result_data(job.queue, job.id)))
+
+
 def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
     record = {
         "state": state,
@@ -424,6 +443,8 @@ def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
     if job.tags:  # rqueue status shows them
         record["tags"] = list(job.tags)
     try:
+        if "result" in fields and job.encrypted:
+            record["result"] = _sealed_result(job, fields["result"])
         return pack(record)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (fields.get("result"),), {}, exc)

@@ -28,6 +28,7 @@ import msgpack
 
 from rqueue.encoding import codec
 from rqueue.encoding.payload import CHAIN, KEEP, Job, lane_of
+from rqueue.encoding.sealing import Keyring
 from rqueue.errors import RQueueError
 from rqueue.store.batch_store import BatchStore, MemberCount, Place
 from rqueue.store.calls import Push
@@ -140,7 +141,7 @@ def open_batch(
     for inner_id, inner, follows_inner in nested:
         open_batch(queue, inner_id, inner, follows_inner)
     if jobs:
-        queue.push_many(_pushes(jobs, queue.config.max_payload_bytes))
+        queue.push_many(_pushes(jobs, queue.config.max_payload_bytes, queue.config.keyring))
     store.pushed(batch_id)
     if not spec["members"]:  # nothing will complete: what a finished batch does is due now
         none = BatchCounts(0, 0, 0, 0)
@@ -197,7 +198,9 @@ def _member_chain(member: Step) -> tuple[list[Step], dict[str, Any]]:
     return list(member[CHAIN_MEMBER]), meta
 
 
-def _pushes(jobs: Sequence[tuple[Job, Step]], max_bytes: int | None) -> list[Push]:
+def _pushes(
+    jobs: Sequence[tuple[Job, Step]], max_bytes: int | None, keyring: Keyring | None
+) -> list[Push]:
     """The members' payloads, grouped by what one push.lua call shares."""
     groups: dict[tuple[str, int, int, Lane], list[Job]] = {}
     for job, step in jobs:
@@ -207,7 +210,7 @@ def _pushes(jobs: Sequence[tuple[Job, Step]], max_bytes: int | None) -> list[Pus
         Push(
             queue,
             delay,
-            [observers.encoded(job, max_bytes) for job in group],
+            [observers.encoded(job, max_bytes, keyring) for job in group],
             frozenset(job.id for job in group) if keep else frozenset(),
             keep,
             lane=lane,
@@ -339,7 +342,7 @@ def _signed_for(
 
 
 def _push(queue: RedisQueue, job: Job, step: Step) -> None:
-    payload = observers.encoded(job, queue.config.max_payload_bytes)
+    payload = observers.encoded(job, queue.config.max_payload_bytes, queue.config.keyring)
     queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, bool(job.meta.get(KEEP)))
 
 
