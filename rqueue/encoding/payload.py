@@ -37,14 +37,8 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
-from rqueue.encoding.sealing import (
-    KEYS_SETTING,
-    EncryptionUnavailable,
-    Keyring,
-    NotDecrypted,
-    Sealed,
-    args_data,
-)
+from rqueue.encoding.sealed_args import open_arguments, seal_arguments
+from rqueue.encoding.sealing import Keyring, NotDecrypted, Sealed
 from rqueue.errors import (
     Fail,
     InvalidPayload,
@@ -69,8 +63,6 @@ from rqueue.tasks.arguments import STRINGS, check_arguments, describe_unencodabl
 from rqueue.tasks.progress import report
 
 _EMPTY_ARRAY, _EMPTY_MAP = b"\x90", b"\x80"
-_PAIR = b"\x92"
-"""A 2-array's marker: sealed arguments are ``[args, kwargs]``."""
 
 KEEP = "keep"
 """The ``meta`` entry of a call that keeps its result: milliseconds to keep it."""
@@ -284,7 +276,9 @@ class PayloadTemplate:
             packed_args = pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = pack(kwargs) if kwargs else _EMPTY_MAP
             if self._encrypted or (keyring is not None and keyring.encrypt_all):
-                packed_args = self._sealed(keyring, stored_id, packed_args + packed_kwargs)
+                job = self.job
+                packed = packed_args + packed_kwargs
+                packed_args = seal_arguments(keyring, job.queue, stored_id, job.task, packed)
                 packed_kwargs = _EMPTY_MAP
             data = b"".join(
                 (
@@ -308,19 +302,6 @@ class PayloadTemplate:
                 f"{max_bytes}; pass a reference (an id or a URL) instead of the data itself"
             )
         return data
-
-    def _sealed(self, keyring: Keyring | None, stored_id: bytes, packed: bytes) -> bytes:
-        """The ``args`` element of an encrypted call: its packed args and kwargs, as a
-        2-array, sealed for its queue, id and task."""
-        job = self.job
-        if keyring is None:
-            raise EncryptionUnavailable(
-                f"task {job.task} is encrypted (encrypted=True), but this process has no key "
-                f"to encrypt its arguments with: set {KEYS_SETTING} (`rqueue key generate` "
-                "makes one)"
-            )
-        sealed = keyring.seal(_PAIR + packed, args_data(job.queue, stored_id, job.task))
-        return pack(Sealed(sealed))
 
 
 def encode(job: Job, max_bytes: int | None = None, keyring: Keyring | None = None) -> bytes:
@@ -366,19 +347,7 @@ def decode(
 def _open(job: Job, keyring: Keyring) -> None:
     """Set a sealed job's arguments from its sealed bytes, opened with ``keyring``."""
     sealed, job._sealed = job._sealed, None
-    plain = keyring.open(sealed or b"", args_data(job.queue, raw_id(job.id), job.task), "arguments")
-    try:
-        args, kwargs = unpack(plain)
-        if type(args) is not list or type(kwargs) is not dict:
-            raise TypeError("args must be a list and kwargs a map")
-        if kwargs and not STRINGS.issuperset(map(type, kwargs)):
-            raise TypeError("kwargs keys must be strings")
-    except InvalidPayload:
-        raise  # an argument type it cannot decode (UnregisteredType): the codec says which
-    except Exception as exc:
-        why = describe(exc)[1]
-        raise InvalidPayload(f"encrypted arguments have the wrong shape: {why}") from None
-    job.args, job.kwargs = tuple(args), kwargs
+    job.args, job.kwargs = open_arguments(keyring, sealed or b"", job.queue, job.id, job.task)
 
 
 def readable(data: bytes, keyring: Keyring | None) -> Job:

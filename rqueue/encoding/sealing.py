@@ -40,7 +40,8 @@ _KEY_ID_BYTES = 4
 _TAG_BYTES = 16
 OVERHEAD = _KEY_ID_BYTES + _NONCE_BYTES + _TAG_BYTES
 """Bytes a sealed value adds to what it seals (plus its extension header)."""
-_ARGS, _RESULT = b"rqueue args\0", b"rqueue result\0"
+_ARGS, _RESULT, _SCHEDULE = b"rqueue args\0", b"rqueue result\0", b"rqueue schedule\0"
+_STEP = b"rqueue step\0"
 """What sealed bytes are for comes first in their associated data, so arguments can
 never pass for a result or the other way round."""
 KEYS_SETTING = "RQUEUE_ENCRYPTION_KEYS"
@@ -115,6 +116,18 @@ def result_data(queue: str, task_id: str) -> bytes:
     return b"".join((_RESULT, queue.encode("utf-8"), b"\0", task_id.encode("ascii")))
 
 
+def schedule_data(queue: str, name: str) -> bytes:
+    """The associated data of a schedule's sealed arguments: its queue and name."""
+    return b"".join((_SCHEDULE, queue.encode("utf-8"), b"\0", name.encode("utf-8")))
+
+
+def step_data(queue: str, task: str) -> bytes:
+    """The associated data of a workflow step's sealed arguments (a chain's later step,
+    a batch's callback): its queue and task; where the step belongs is bound by its
+    signature (rqueue/store/signing.py), as for a plain one."""
+    return b"".join((_STEP, queue.encode("utf-8"), b"\0", task.encode("utf-8")))
+
+
 class Keyring:
     """The keys of one process: the first seals, every one opens (for rotation).
 
@@ -170,6 +183,14 @@ class Keyring:
                 f"the encrypted {what} do not authenticate: altered in Redis, or moved "
                 "from another task or queue"
             ) from None
+
+
+def no_key_to_seal(task: str) -> EncryptionUnavailable:
+    """Why a process without keys cannot dispatch (or store) an encrypted call of ``task``."""
+    return EncryptionUnavailable(
+        f"task {task} is encrypted (encrypted=True), but this process has no key to "
+        f"encrypt its arguments with: set {KEYS_SETTING} (`rqueue key generate` makes one)"
+    )
 
 
 def no_key(task: str) -> NotDecrypted:

@@ -330,8 +330,9 @@ def push_callbacks(
         try:
             step = trusted(step, queue.config.secret, callback_place(batch_id, name))
             gets = callback_gets(batch_id, counts, step)
-            job = step_job(step, derived_id(batch_id, what), {GETS: gets})
-            payload = observers.encoded(job, queue.config.max_payload_bytes, queue.config.keyring)
+            config = queue.config
+            job = step_job(step, derived_id(batch_id, what), {GETS: gets}, (), config.keyring)
+            payload = observers.encoded(job, config.max_payload_bytes, config.keyring)
         except RQueueError as exc:  # InvalidSignature included
             log.error("batch %s: its %s callback is refused: %s", batch_id, name, exc)
             continue

@@ -244,7 +244,8 @@ def on_failure(
     catch = job.meta.get(CATCH)
     if catch is not None:
         step = checked_step(catch)
-        catch_job = step_job(step, derived_id(job.id, "catch"), {GETS: ["failure", failure]})
+        gets = {GETS: ["failure", failure]}
+        catch_job = step_job(step, derived_id(job.id, "catch"), gets, (), _own_keyring())
         follower = _follower(step, catch_job, max_bytes, CHAIN_CATCH)
     member = None
     if BATCH in job.meta:
@@ -363,7 +364,7 @@ def _next_step(
     if is_batch_step(step):
         return Completion(kept, None, None, Opening(job.id, next_id, step, meta))
     piped = (result,) if job.meta.get(PIPE) else ()
-    next_job = step_job(step, next_id, meta, piped)
+    next_job = step_job(step, next_id, meta, piped, _own_keyring())
     try:
         return Completion(kept, _follower(step, next_job, max_bytes, CHAIN_STEP), None)
     except UnserializableArgument as exc:

@@ -17,7 +17,6 @@ from rqueue.encoding.sealing import Keyring, NotDecrypted, key_id, parse_keys
 from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config, ConfigError
 from rqueue.store.queue import RedisQueue
-from rqueue.store.signing import sign
 
 OLD, NEW = (
     "_IYSnjMGT14jqiot6nBG7_VO6gAGEK_2EHW0_1vxIcw=",
