@@ -41,7 +41,7 @@ _TAG_BYTES = 16
 OVERHEAD = _KEY_ID_BYTES + _NONCE_BYTES + _TAG_BYTES
 """Bytes a sealed value adds to what it seals (plus its extension header)."""
 _ARGS, _RESULT, _SCHEDULE = b"rqueue args\0", b"rqueue result\0", b"rqueue schedule\0"
-_STEP = b"rqueue step\0"
+_STEP, _MEMBER = b"rqueue step\0", b"rqueue member result\0"
 """What sealed bytes are for comes first in their associated data, so arguments can
 never pass for a result or the other way round."""
 KEYS_SETTING = "RQUEUE_ENCRYPTION_KEYS"
@@ -114,6 +114,12 @@ def args_data(queue: str, task_id: bytes, task: str) -> bytes:
 def result_data(queue: str, task_id: str) -> bytes:
     """The associated data of a call's sealed result: its queue and id."""
     return b"".join((_RESULT, queue.encode("utf-8"), b"\0", task_id.encode("ascii")))
+
+
+def batch_result_data(batch_id: str, index: int) -> bytes:
+    """The associated data of the sealed result a batch keeps of its member ``index``
+    for a callback that gets the results (rqueue/workflows/batch_results.py)."""
+    return b"".join((_MEMBER, batch_id.encode("ascii"), b"\0", str(index).encode("ascii")))
 
 
 def schedule_data(queue: str, name: str) -> bytes:

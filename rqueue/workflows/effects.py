@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from rqueue.encoding.codec import pack
 from rqueue.encoding.payload import CHAIN, KEEP, Job
-from rqueue.encoding.sealing import Keyring, Sealed, result_data
+from rqueue.encoding.sealing import Keyring, Sealed, batch_result_data, result_data
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
 from rqueue.store.batch_store import member_count
 from rqueue.store.keys import BatchKeys
@@ -392,6 +392,9 @@ def _sent_result(job: Job, result: Any) -> bytes | None:
         return None
     value = _encodable_result(job, result)
     try:
+        if job.encrypted:  # bound to its batch and place in it: read_results opens it
+            where = batch_result_data(job.meta[BATCH], member_index(job))
+            value = _sealed(pack(value), where, value)
         return pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (value,), {}, exc)
@@ -421,14 +424,12 @@ def _unstorable(job: Job, what: str, found: str) -> UnserializableArgument:
     return UnserializableArgument(f"the return value of {job.task} {what}: {found}")
 
 
-def _sealed_result(job: Job, result: Any) -> Any:
-    """An encrypted call's result as kept: sealed with the running worker's keys (a
-    worker without them could not have run it); as it is inline, where nothing is kept
-    in Redis."""
+def _sealed(packed: bytes, associated: bytes, value: Any) -> Any:
+    """An encrypted call's packed result, sealed with the running worker's keys for
+    ``associated`` (a worker without them could not have run it); ``value`` as it is
+    inline, where nothing is kept in Redis."""
     keyring = _own_keyring()
-    if keyring is None:
-        return result
-    return Sealed(keyring.seal(pack(result), result_data(job.queue, job.id)))
+    return value if keyring is None else Sealed(keyring.seal(packed, associated))
 
 
 def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
@@ -445,7 +446,8 @@ def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
         record["tags"] = list(job.tags)
     try:
         if "result" in fields and job.encrypted:
-            record["result"] = _sealed_result(job, fields["result"])
+            result = fields["result"]
+            record["result"] = _sealed(pack(result), result_data(job.queue, job.id), result)
         return pack(record)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (fields.get("result"),), {}, exc)

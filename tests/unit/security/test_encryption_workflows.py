@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import apptasks
+import chord_tasks as chords
 import redis
 import workflow_tasks as flows
 from support import cli, strings, wait_for
@@ -82,4 +83,20 @@ def test_a_chain_s_encrypted_step_and_a_batch_s_encrypted_callback_travel_sealed
         "note:member",
         f"{SECRET_ARG}-then:1/0/1",
     }
+    keyed.client.close()
+
+
+def test_the_results_a_batch_keeps_of_encrypted_members_are_sealed_for_its_callback(
+    config: Config, queue: RedisQueue, workers: Any
+) -> None:
+    keyed = RedisQueue(replace(config, encryption_keys=KEY))
+    member = flows.note.using(connection=keyed, encrypted=True)  # returns its argument
+    callback = chords.record.using(connection=keyed)
+    members = [member.pending(f"{SECRET_ARG}-{index}") for index in range(3)]
+    batch(members).then(callback, "then", results=True).dispatch()
+    worker = workers.start("--stop-when-empty", env={"RQUEUE_ENCRYPTION_KEYS": KEY})
+    assert worker.wait(30) == 0, worker.output()
+    assert chords.got() == [("then", [f"{SECRET_ARG}-{index}" for index in range(3)])]
+    chords.redis().delete(chords.GOT, flows.DONE)  # what the tasks wrote, in clear
+    assert SECRET_ARG.encode() not in _everything(queue.client)  # the batch's results too
     keyed.client.close()
