@@ -263,3 +263,18 @@ def test_encrypt_all_encrypts_plain_tasks_and_their_results(
     assert stored is not None and SECRET_ARG.encode() not in stored
     assert handle.result(timeout=5) == SECRET_ARG
     every.client.close()
+
+
+def test_rqueue_testing_runs_encrypted_tasks_and_their_chains_without_keys(
+    queue: RedisQueue,
+) -> None:
+    from rqueue import chain, testing
+
+    secretly = apptasks.record.using(encrypted=True)
+    with testing.fake() as fake:
+        secretly.dispatch(SECRET_ARG)
+        chain(apptasks.record.pending("first"), secretly.pending("second")).dispatch()
+        fake.assert_dispatched(apptasks.record)
+        fake.run_all()
+    assert strings(queue.client, apptasks.DONE) == [SECRET_ARG, "first", "second"]
+    assert _ready(queue) == []  # nothing reached Redis, so nothing needed a key
