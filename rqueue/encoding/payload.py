@@ -109,8 +109,9 @@ class Job:
     encrypted: bool = False
     """Its arguments travel sealed and its kept result is kept sealed
     (``@task(encrypted=True)``, rqueue/encoding/sealing.py)."""
-    _sealed: bytes | None = field(default=None, init=False, repr=False, compare=False)
-    """Its sealed arguments while this process could not open them (see :attr:`sealed`)."""
+    _sealed: bytes | None = field(init=False, repr=False, compare=False)
+    """Its sealed arguments while this process could not open them; never set
+    otherwise, so a plain job costs nothing more to build (read through :attr:`sealed`)."""
     _cancel_requested: bool = field(init=False, repr=False, compare=False)
     """Set by the worker once this run's cancel reaches it; never set otherwise, so a
     job costs nothing more to build (read through :attr:`cancelled`)."""
@@ -119,7 +120,7 @@ class Job:
     def sealed(self) -> bool:
         """True if its arguments are encrypted and this process had no key to open them:
         ``args`` and ``kwargs`` are then empty, and what shows them says ``encrypted``."""
-        return self._sealed is not None
+        return getattr(self, "_sealed", None) is not None
 
     @property
     def cancelled(self) -> bool:
@@ -336,18 +337,11 @@ def decode(
     except Exception as exc:
         raise InvalidPayload(f"payload is not valid msgpack: {describe(exc)[1]}") from None
     try:
-        job = _job(fields, fixed)
+        return _job(fields, fixed, keyring)
+    except InvalidPayload:
+        raise  # sealed arguments that do not open (NotDecrypted) or decode: it says why
     except Exception as exc:
         raise InvalidPayload(f"payload has the wrong shape: {describe(exc)[1]}") from None
-    if job.encrypted and keyring is not None:
-        _open(job, keyring)
-    return job
-
-
-def _open(job: Job, keyring: Keyring) -> None:
-    """Set a sealed job's arguments from its sealed bytes, opened with ``keyring``."""
-    sealed, job._sealed = job._sealed, None
-    job.args, job.kwargs = open_arguments(keyring, sealed or b"", job.queue, job.id, job.task)
 
 
 def readable(data: bytes, keyring: Keyring | None) -> Job:
@@ -371,7 +365,7 @@ def task_name(data: bytes) -> str | None:
     return name if type(name) is str else None
 
 
-def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
+def _job(fields: Any, fixed: tuple[str, int, int], keyring: Keyring | None) -> Job:
     if type(fields) is not list or not SMALLEST <= len(fields) <= SMALLEST + 1:
         raise ValueError(f"a payload is an array of {SMALLEST} elements (a 10th when signed)")
     attempts, timeout_ms, stored_id, task, queue, dispatched_at, args, kwargs, options = fields[
@@ -381,10 +375,10 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
         raise TypeError("the id must be bytes and the options a map")
     task_id = stored_id.hex()
     sealed = None
-    if type(args) is Sealed and kwargs == {}:  # an encrypted call: opened by decode
-        sealed, args = args.blob, []
     if type(args) is not list or type(kwargs) is not dict:
-        raise TypeError("args must be a list and kwargs a map")
+        if type(args) is not Sealed or kwargs != {}:
+            raise TypeError("args must be a list and kwargs a map")
+        sealed, args = args.blob, []  # an encrypted call: opened by decode
     if type(task) is not str or type(queue) is not str or type(task_id) is not str:
         raise TypeError("id, task and queue must be strings")
     if type(attempts) is not int or type(timeout_ms) is not int:
@@ -407,8 +401,12 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
     )
     if options:  # a plain call's is empty: nothing more to read
         _read_options(job, options)
-    if sealed is not None:
-        job.encrypted, job._sealed = True, sealed
+    if sealed is not None:  # opened with the keyring, else left sealed
+        job.encrypted = True
+        if keyring is None:
+            job._sealed = sealed
+        else:
+            job.args, job.kwargs = open_arguments(keyring, sealed, queue, task_id, task)
     return job
 
 
