@@ -8,8 +8,8 @@ sealing.py), in rounds interleaved so the machine's neighbours weigh on both ali
 - dispatch: wall and CPU microseconds per ``dispatch()`` to a local Redis;
 - per task: the child's per-task entry (``Lifecycle.process``) on one held payload,
   CPU microseconds, as speed/per_task.py measures it (admit, open, run, settle);
-- memory: Redis's ``used_memory`` growth per pending task, ``--pending`` of each kind
-  in a queue of their own, and each kind's payload size.
+- memory: what the keys of a queue holding ``--pending`` tasks of one kind take in
+  Redis (``MEMORY USAGE``), per task, and each kind's payload size.
 
 Medians of ``--rounds`` rounds (best for the CPU-only per-task figure, as per_task.py):
 
@@ -68,17 +68,19 @@ def per_task(url: str, encrypted: bool, tasks: int) -> float:
 
 
 def memory(queue: Any, task: Any, name: str, pending: int) -> tuple[float, int]:
-    """Bytes of Redis memory per pending task of ``task`` on queue ``name``, and the
-    size of one payload."""
+    """Bytes of Redis memory per pending task of ``task`` on queue ``name`` (``MEMORY
+    USAGE ... SAMPLES 0`` of every key of the queue: exact, where ``used_memory``
+    moves with the allocator), and the size of one payload."""
     queue.clear(name)
-    before = int(queue.client.info("memory")["used_memory"])
     on_queue = task.using(queue=name)
     for start in range(0, pending, 1000):
         on_queue.dispatch_many([(ORDER,)] * min(1000, pending - start))
-    grown = int(queue.client.info("memory")["used_memory"]) - before
-    size = len(queue.client.lindex(f"queues:{name}", 0))
+    client = queue.client
+    keys = list(client.scan_iter(f"queues:{name}*"))
+    used = sum(int(client.memory_usage(key, samples=0) or 0) for key in keys)
+    size = len(client.lindex(f"queues:{name}", 0))
     queue.clear(name)
-    return grown / pending, size
+    return used / pending, size
 
 
 def main() -> None:
