@@ -406,7 +406,7 @@ def _job(fields: Any, fixed: tuple[str, int, int], keyring: Keyring | None) -> J
         if keyring is None:
             job._sealed = sealed
         else:
-            job.args, job.kwargs = open_arguments(keyring, sealed, queue, task_id, task)
+            job.args, job.kwargs = open_arguments(keyring, sealed, queue, stored_id, task)
     return job
 
 

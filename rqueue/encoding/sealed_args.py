@@ -14,7 +14,6 @@ from typing import Any
 from rqueue.encoding.codec import pack, unpack
 from rqueue.encoding.sealing import Keyring, Sealed, args_data, no_key_to_seal
 from rqueue.errors import InvalidPayload, describe
-from rqueue.store.header import raw_id
 from rqueue.tasks.arguments import STRINGS
 
 _PAIR = b"\x92"
@@ -32,11 +31,12 @@ def seal_arguments(
 
 
 def open_arguments(
-    keyring: Keyring, sealed: bytes, queue: str, task_id: str, task: str
+    keyring: Keyring, sealed: bytes, queue: str, stored_id: bytes, task: str
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The args and kwargs sealed in ``sealed``, checked as decode checks a plain
-    call's; NotDecrypted or InvalidPayload saying why not."""
-    plain = keyring.open(sealed, args_data(queue, raw_id(task_id), task), "arguments")
+    """The args and kwargs sealed in ``sealed`` (of the call whose raw id is
+    ``stored_id``), checked as decode checks a plain call's; NotDecrypted or
+    InvalidPayload saying why not."""
+    plain = keyring.open(sealed, args_data(queue, stored_id, task), "arguments")
     try:
         args, kwargs = unpack(plain)
         if type(args) is not list or type(kwargs) is not dict:

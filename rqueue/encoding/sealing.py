@@ -141,13 +141,14 @@ class Keyring:
     not only those of encrypted tasks.
     """
 
-    __slots__ = ("_ciphers", "encrypt_all", "keys")
+    __slots__ = ("_ciphers", "_sealing_id", "encrypt_all", "keys")
 
     def __init__(self, keys: Sequence[bytes], encrypt_all: bool = False) -> None:
         if not keys or any(len(key) != KEY_BYTES for key in keys):
             raise ValueError(f"a keyring holds one or more keys of {KEY_BYTES} bytes")
         self.keys = tuple(keys)
         self.encrypt_all = encrypt_all
+        self._sealing_id = key_id(self.keys[0])
         self._ciphers: dict[bytes, Any] = {}
 
     def _cipher(self, ident: bytes) -> Any:
@@ -167,8 +168,7 @@ class Keyring:
 
     def seal(self, plain: bytes, associated: bytes) -> bytes:
         """``plain`` encrypted with the first key, bound to ``associated``."""
-        ident = key_id(self.keys[0])
-        nonce = os.urandom(_NONCE_BYTES)
+        ident, nonce = self._sealing_id, os.urandom(_NONCE_BYTES)
         return ident + nonce + self._cipher(ident).encrypt(nonce, plain, associated)  # type: ignore[no-any-return]
 
     def open(self, blob: bytes, associated: bytes, what: str) -> bytes:
