@@ -16,7 +16,8 @@ code  Python type             the bytes
 6     a registered type       a msgpack array ``[name, encoded value]``, packed by
                               this codec (so the value may hold any of these types)
 7     ``sealing.Sealed``      an encrypted call's arguments or result, as sealed by
-                              :mod:`rqueue.encoding.sealing` (opened there, not here)
+                              :mod:`rqueue.encoding.sealing` (opened there, not here;
+                              an ``ExtType``, so packed without ``default``)
 ====  ======================  =====================================================
 
 A ``time`` is naive or has a fixed UTC offset in whole minutes (a
@@ -191,8 +192,6 @@ class _Level:
             return msgpack.ExtType(
                 TIMEDELTA, _TIMEDELTA.pack(value.days, value.seconds, value.microseconds)
             )
-        if kind is Sealed:
-            return msgpack.ExtType(SEALED, value.blob)
         entry = _by_class.get(kind)
         if entry is None:
             raise TypeError(f"can not serialize {kind.__name__!r} object")

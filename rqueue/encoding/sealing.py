@@ -30,6 +30,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import msgpack
+
 from rqueue.errors import InvalidPayload, RQueueError
 
 SEALED = 7
@@ -47,24 +49,22 @@ never pass for a result or the other way round."""
 KEYS_SETTING = "RQUEUE_ENCRYPTION_KEYS"
 
 
-class Sealed:
-    """A sealed value as read from Redis: shown as ``encrypted`` by whatever prints it
-    (``rqueue failed show``, ``rqueue status``, the dashboard) in a process that has no
-    key to open it."""
+class Sealed(msgpack.ExtType):  # type: ignore[misc]  # msgpack ships no types
+    """A sealed value: shown as ``encrypted`` by whatever prints it (``rqueue failed
+    show``, ``rqueue status``, the dashboard) in a process that has no key to open it.
+    An ``ExtType``, so msgpack packs it natively (no ``default`` hook, no retry)."""
 
-    __slots__ = ("blob",)
+    __slots__ = ()
 
-    def __init__(self, blob: bytes) -> None:
-        self.blob = blob
+    def __new__(cls, blob: bytes) -> Sealed:
+        return super().__new__(cls, SEALED, blob)  # type: ignore[no-any-return]
+
+    @property
+    def blob(self) -> bytes:
+        return self.data  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return "encrypted"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sealed) and other.blob == self.blob
-
-    def __hash__(self) -> int:
-        return hash(self.blob)
 
 
 class EncryptionUnavailable(RQueueError):
