@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rqueue.encoding.codec import pack, unpack
-from rqueue.encoding.sealing import Keyring, Sealed, args_data, no_key_to_seal
+from rqueue.encoding.codec import unpack
+from rqueue.encoding.sealing import Keyring, args_data, no_key_to_seal, pack_sealed
 from rqueue.errors import InvalidPayload, describe
 from rqueue.tasks.arguments import STRINGS
 
@@ -27,7 +27,7 @@ def seal_arguments(
     the other, are ``packed``; EncryptionUnavailable without a keyring."""
     if keyring is None:
         raise no_key_to_seal(task)
-    return pack(Sealed(keyring.seal(_PAIR + packed, args_data(queue, stored_id, task))))
+    return pack_sealed(keyring.seal(_PAIR + packed, args_data(queue, stored_id, task)))
 
 
 def open_arguments(

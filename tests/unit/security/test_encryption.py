@@ -278,3 +278,13 @@ def test_rqueue_testing_runs_encrypted_tasks_and_their_chains_without_keys(
         fake.run_all()
     assert strings(queue.client, apptasks.DONE) == [SECRET_ARG, "first", "second"]
     assert _ready(queue) == []  # nothing reached Redis, so nothing needed a key
+
+
+@pytest.mark.parametrize("size", [0, 255, 256, 65535, 65536])
+def test_a_sealed_value_is_packed_as_msgpack_packs_its_ext_type(size: int) -> None:
+    import msgpack
+
+    from rqueue.encoding.sealing import Sealed, pack_sealed
+
+    blob = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert pack_sealed(blob) == msgpack.packb(Sealed(blob))
