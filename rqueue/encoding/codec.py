@@ -53,7 +53,7 @@ from uuid import UUID
 
 import msgpack
 
-from rqueue.encoding.sealing import SEALED, Sealed
+from rqueue.encoding.sealing import SEALED, read_sealed
 from rqueue.errors import InvalidPayload, UnregisteredType, describe
 
 T = TypeVar("T")
@@ -296,7 +296,7 @@ _DECODERS: dict[int, tuple[str, Callable[[bytes], Any]]] = {
     DATE: ("date", _date),
     TIME: ("time", _time),
     TIMEDELTA: ("timedelta", _timedelta),
-    SEALED: ("sealed value", Sealed),
+    SEALED: ("sealed value", read_sealed),
 }
 _LEVELS = tuple(_Level(depth) for depth in range(MAX_DEPTH + 1))
 _DEFAULT, _EXT_HOOK = _LEVELS[0].default, _LEVELS[0].ext_hook
