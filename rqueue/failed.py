@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from rqueue.encoding.payload import Job, decode, new_id
+from rqueue.encoding.payload import Job, new_id, readable
+from rqueue.encoding.sealing import Keyring
 from rqueue.errors import InvalidPayload, InvalidQueueName
 from rqueue.store.failed_store import FailedStore, record_key
 from rqueue.store.header import payload_id, with_attempts
@@ -63,9 +64,11 @@ class FailedTask:
     payload: bytes
     raw: bytes
 
-    def job(self) -> Job | None:
+    def job(self, keyring: Keyring | None = None) -> Job | None:
+        """Its decoded payload (None if it does not decode), an encrypted call's
+        arguments decrypted with ``keyring`` if they can be, else ``sealed``."""
         try:
-            return decode(self.payload)
+            return readable(self.payload, keyring)
         except InvalidPayload:
             return None
 

@@ -40,6 +40,12 @@ def empty() -> None:
 
 
 @task
+def takes(order: dict[str, object]) -> None:
+    """Takes an order (an email, a name, an amount) and does nothing: what its
+    arguments cost, encrypted or not (speed/encryption.py)."""
+
+
+@task
 def small_value() -> str:
     """Returns a value the size of a path or an id: what a chord's member sends."""
     return "thumbs/0123456789abcdef-200.jpg"

@@ -20,6 +20,7 @@
 - ``dashboard``: ``rqueue dashboard``, the web dashboard (``rqueue.web``).
 - ``server``: ``rqueue server``, an embedded redis-server for development.
 - ``demo``: ``rqueue demo``; ``demo_runner``: the end-to-end run behind it.
+- ``key``: ``rqueue key generate``, a new key for encrypted tasks.
 
 The CLI sits at the top: it may import anything in rqueue (``worker``, ``schedules``,
 ``workflows``, ``failed``, ``store``, ``task``, ``config``), and nothing in rqueue
@@ -41,6 +42,7 @@ from rqueue.cli import (  # noqa: E402
     demo,
     events,
     failed,
+    key,
     metrics,
     monitor,
     queues,
@@ -73,6 +75,7 @@ for _command in (
     monitor.monitor,
     metrics.metrics,
     demo.demo,
+    key.key,
 ):
     main.add_command(_command)
 

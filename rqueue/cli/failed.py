@@ -137,14 +137,17 @@ def _next_page(offset: int, limit: int, queues: tuple[str, ...], tags: tuple[str
 def failed_show(config: Config, task_id: str) -> None:
     """Show everything recorded about one failed task."""
     found = _found(task_id, FailedTasks(RedisQueue(config)).find(task_id))
-    job = found.job()
+    job = found.job(config.keyring)
     fields: list[tuple[str, object]] = [
         ("id", found.id),
         ("queue", found.queue),
         ("task", found.task or "-"),
     ]
     if job is not None:
-        fields += [("args", list(job.args)), ("kwargs", job.kwargs)]
+        if job.sealed:  # this process has no key that decrypts them
+            fields += [("args", "encrypted"), ("kwargs", "encrypted")]
+        else:
+            fields += [("args", list(job.args)), ("kwargs", job.kwargs)]
         fields += [("meta", job.meta)] if job.meta else []
     else:
         fields.append(("payload", found.payload[:200]))

@@ -182,10 +182,10 @@ def schedule_show(config: Config, name: str, count: int) -> None:
     """Show one schedule and its next COUNT run times."""
     schedule = _schedules(config).get(name)
     _describe(schedule)
-    say(
-        f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}  "
-        f"window: {_window(schedule)}  misfire: {schedule.misfire}"
-    )
+    arguments = f"args: {list(schedule.args)!r}  kwargs: {schedule.kwargs!r}"
+    if schedule.hidden:  # this process has no key that decrypts them
+        arguments = "args: encrypted  kwargs: encrypted"
+    say(f"{arguments}  window: {_window(schedule)}  misfire: {schedule.misfire}")
     for run in schedule.next_runs(count):
         say(f"  {iso(round(run.timestamp() * 1000))}")  # the one rule for times shown
 

@@ -15,6 +15,9 @@ code  Python type             the bytes
 5     ``datetime.timedelta``  three big-endian int32: days, seconds, microseconds
 6     a registered type       a msgpack array ``[name, encoded value]``, packed by
                               this codec (so the value may hold any of these types)
+7     ``sealing.Sealed``      an encrypted call's arguments or result, as sealed by
+                              :mod:`rqueue.encoding.sealing` (opened there, not here;
+                              an ``ExtType``, so packed without ``default``)
 ====  ======================  =====================================================
 
 A ``time`` is naive or has a fixed UTC offset in whole minutes (a
@@ -50,6 +53,7 @@ from uuid import UUID
 
 import msgpack
 
+from rqueue.encoding.sealing import SEALED, read_sealed
 from rqueue.errors import InvalidPayload, UnregisteredType, describe
 
 T = TypeVar("T")
@@ -292,6 +296,7 @@ _DECODERS: dict[int, tuple[str, Callable[[bytes], Any]]] = {
     DATE: ("date", _date),
     TIME: ("time", _time),
     TIMEDELTA: ("timedelta", _timedelta),
+    SEALED: ("sealed value", read_sealed),
 }
 _LEVELS = tuple(_Level(depth) for depth in range(MAX_DEPTH + 1))
 _DEFAULT, _EXT_HOOK = _LEVELS[0].default, _LEVELS[0].ext_hook

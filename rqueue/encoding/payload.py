@@ -37,6 +37,8 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
+from rqueue.encoding.sealed_args import open_arguments, seal_arguments
+from rqueue.encoding.sealing import Keyring, NotDecrypted, Sealed
 from rqueue.errors import (
     Fail,
     InvalidPayload,
@@ -104,9 +106,21 @@ class Job:
     """Context its producer passes to its attempts, as tracing carries it: the trace
     it continues (rqueue/contrib/). Strings only, never code; None: none (a worker
     decodes one per task, so no empty map is made for each)."""
+    encrypted: bool = False
+    """Its arguments travel sealed and its kept result is kept sealed
+    (``@task(encrypted=True)``, rqueue/encoding/sealing.py)."""
+    _sealed: bytes | None = field(init=False, repr=False, compare=False)
+    """Its sealed arguments while this process could not open them; never set
+    otherwise, so a plain job costs nothing more to build (read through :attr:`sealed`)."""
     _cancel_requested: bool = field(init=False, repr=False, compare=False)
     """Set by the worker once this run's cancel reaches it; never set otherwise, so a
     job costs nothing more to build (read through :attr:`cancelled`)."""
+
+    @property
+    def sealed(self) -> bool:
+        """True if its arguments are encrypted and this process had no key to open them:
+        ``args`` and ``kwargs`` are then empty, and what shows them says ``encrypted``."""
+        return getattr(self, "_sealed", None) is not None
 
     @property
     def cancelled(self) -> bool:
@@ -201,11 +215,12 @@ class PayloadTemplate:
     (``Task.dispatch``), each giving its own time.
     """
 
-    __slots__ = ("_at", "_named", "_options", "_prefix", "job")
+    __slots__ = ("_at", "_encrypted", "_named", "_options", "_prefix", "job")
 
     def __init__(self, job: Job) -> None:
         _check_fields(job)
         self.job = job
+        self._encrypted = job.encrypted
         options: dict[str, Any] = {}
         if job.tries is not None:
             options["tries"] = job.tries
@@ -249,15 +264,23 @@ class PayloadTemplate:
         kwargs: dict[str, Any],
         max_bytes: int | None = None,
         dispatched_at: float | None = None,
+        keyring: Keyring | None = None,
     ) -> bytes:
         """One call's payload, naming the argument at fault if msgpack cannot encode it;
-        ``dispatched_at`` (epoch seconds) if not the template's job's."""
+        ``dispatched_at`` (epoch seconds) if not the template's job's. Its arguments are
+        sealed with ``keyring`` if its job is encrypted or the keyring encrypts all
+        (EncryptionUnavailable if it must be and there is none)."""
         stored_id = raw_id(task_id)
         check_arguments(self.job.task, args, kwargs)
         try:
             at = self._at if dispatched_at is None else pack(dispatched_at)
             packed_args = pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = pack(kwargs) if kwargs else _EMPTY_MAP
+            if self._encrypted or (keyring is not None and keyring.encrypt_all):
+                job = self.job
+                packed = packed_args + packed_kwargs
+                packed_args = seal_arguments(keyring, job.queue, stored_id, job.task, packed)
+                packed_kwargs = _EMPTY_MAP
             data = b"".join(
                 (
                     self._prefix,
@@ -282,12 +305,15 @@ class PayloadTemplate:
         return data
 
 
-def encode(job: Job, max_bytes: int | None = None) -> bytes:
-    """Encode a job, naming the argument at fault if msgpack cannot encode it."""
-    return PayloadTemplate(job).encode(job.id, job.args, job.kwargs, max_bytes)
+def encode(job: Job, max_bytes: int | None = None, keyring: Keyring | None = None) -> bytes:
+    """Encode a job, naming the argument at fault if msgpack cannot encode it (its
+    arguments sealed with ``keyring`` if they must be: see PayloadTemplate.encode)."""
+    return PayloadTemplate(job).encode(job.id, job.args, job.kwargs, max_bytes, None, keyring)
 
 
-def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
+def decode(
+    data: bytes, fixed: tuple[str, int, int] | None = None, keyring: Keyring | None = None
+) -> Job:
     """Decode payload bytes; anything that is not a well-formed task raises InvalidPayload.
 
     The bytes come from Redis, so nothing is trusted: every field is checked for its
@@ -295,6 +321,10 @@ def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
     with the decoded ones (a later duplicate key must not smuggle in another value).
     Nothing but InvalidPayload ever leaves this function. ``fixed`` is the header if
     the caller read it already (a worker does, for every task it reserves).
+
+    An encrypted call's arguments are opened with ``keyring`` (NotDecrypted, an
+    InvalidPayload, if they do not open); without one its job comes back ``sealed``,
+    its arguments empty, for whatever shows it to say ``encrypted``.
     """
     if fixed is None:
         fixed = header(data)
@@ -307,9 +337,21 @@ def decode(data: bytes, fixed: tuple[str, int, int] | None = None) -> Job:
     except Exception as exc:
         raise InvalidPayload(f"payload is not valid msgpack: {describe(exc)[1]}") from None
     try:
-        return _job(fields, fixed)
+        return _job(fields, fixed, keyring)
+    except InvalidPayload:
+        raise  # sealed arguments that do not open (NotDecrypted) or decode: it says why
     except Exception as exc:
         raise InvalidPayload(f"payload has the wrong shape: {describe(exc)[1]}") from None
+
+
+def readable(data: bytes, keyring: Keyring | None) -> Job:
+    """The job in ``data`` for showing it: its arguments decrypted with ``keyring``, or
+    left ``sealed`` (shown ``encrypted``) if there is none or they do not decrypt with
+    it. A worker uses ``decode``, which refuses what does not decrypt."""
+    try:
+        return decode(data, None, keyring)
+    except NotDecrypted:
+        return decode(data)
 
 
 def task_name(data: bytes) -> str | None:
@@ -323,7 +365,7 @@ def task_name(data: bytes) -> str | None:
     return name if type(name) is str else None
 
 
-def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
+def _job(fields: Any, fixed: tuple[str, int, int], keyring: Keyring | None) -> Job:
     if type(fields) is not list or not SMALLEST <= len(fields) <= SMALLEST + 1:
         raise ValueError(f"a payload is an array of {SMALLEST} elements (a 10th when signed)")
     attempts, timeout_ms, stored_id, task, queue, dispatched_at, args, kwargs, options = fields[
@@ -332,8 +374,11 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
     if type(stored_id) is not bytes or type(options) is not dict:
         raise TypeError("the id must be bytes and the options a map")
     task_id = stored_id.hex()
+    sealed = None
     if type(args) is not list or type(kwargs) is not dict:
-        raise TypeError("args must be a list and kwargs a map")
+        if type(args) is not Sealed or kwargs != {}:
+            raise TypeError("args must be a list and kwargs a map")
+        sealed, args = args.blob, []  # an encrypted call: opened by decode
     if type(task) is not str or type(queue) is not str or type(task_id) is not str:
         raise TypeError("id, task and queue must be strings")
     if type(attempts) is not int or type(timeout_ms) is not int:
@@ -356,6 +401,12 @@ def _job(fields: Any, fixed: tuple[str, int, int]) -> Job:
     )
     if options:  # a plain call's is empty: nothing more to read
         _read_options(job, options)
+    if sealed is not None:  # opened with the keyring, else left sealed
+        job.encrypted = True
+        if keyring is None:
+            job._sealed = sealed
+        else:
+            job.args, job.kwargs = open_arguments(keyring, sealed, queue, stored_id, task)
     return job
 
 

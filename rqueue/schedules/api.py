@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rqueue.encoding.payload import lane_of
+from rqueue.encoding.sealing import KEYS_SETTING, EncryptionUnavailable, Keyring
 from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.schedules.builder import (
     Builder,
@@ -106,12 +107,13 @@ class Schedules:
         twice = sorted(name for name, count in Counter(names).items() if count > 1)
         if twice:
             raise ScheduleExists(f"schedule names given twice: {_named(twice)}")
+        keyring = self.queue.config.keyring
         taken = self.store.claim_names([(s.name, s.queue) for s in schedules])
         if taken:
             raise _exists(taken)
         try:
             saved = self.store.save(
-                [Saving(s.queue, s.name, b"", s.encode(), s.next_ms) for s in schedules]
+                [Saving(s.queue, s.name, b"", s.encode(keyring), s.next_ms) for s in schedules]
             )
         except BaseException:
             self.store.release_names(names)
@@ -206,15 +208,20 @@ class Schedules:
         stored = self.store.get(name)
         if not self.store.remove(name):
             raise ScheduleNotFound(f"no schedule named {name!r}")
-        return None if stored is None else _read(stored)
+        return None if stored is None else _read(stored, self.queue.config.keyring)
 
     def run_now(self, name: str) -> str:
         """Enqueue one run at once, outside the timeline; returns the task id."""
         schedule = _trusted(self.get(name))  # the push signs it: only what was signed
+        if schedule.hidden:
+            raise EncryptionUnavailable(
+                f"schedule {name!r} is encrypted: running it needs its key ({KEYS_SETTING})"
+            )
         now = self.now_ms(schedule.queue)
         job = schedule.job(now, now)
         job = replace(job, meta={**job.meta, "manual": True})
-        payload = observers.encoded(job, self.queue.config.max_payload_bytes)
+        config = self.queue.config
+        payload = observers.encoded(job, config.max_payload_bytes, config.keyring)
         self.queue.push(
             job.queue,
             [payload],
@@ -227,7 +234,7 @@ class Schedules:
     ) -> None:
         """Make the schedule declared by ``@task(cron=...)`` match the code (idempotent)."""
         stored = self.store.get(task.name)
-        current = None if stored is None else _read(stored)
+        current = None if stored is None else _read(stored, self.queue.config.keyring)
         if current is not None and (not current.trusted or current.unreadable is not None):
             # The code is the authority on a declared schedule: an unsigned, altered or
             # unreadable definition under its name (from before signing, forged, or
@@ -256,7 +263,7 @@ class Schedules:
         stored = self.store.get(name)
         if stored is None:
             raise ScheduleNotFound(f"no schedule named {name!r}")
-        found = _read(stored)
+        found = _read(stored, self.queue.config.keyring)
         if found.unreadable is not None:
             raise InvalidSchedule(
                 f"schedule {name!r} is unreadable ({found.unreadable}): remove it "
@@ -269,7 +276,9 @@ class Schedules:
         Redis, a field of the wrong type, a queue that is not one) is listed with
         ``unreadable`` set to why, its name and queue only, so it neither hides the
         others nor fails the listing; the scheduler shelves it when it is due."""
-        return sorted(map(_read, self.store.all()), key=lambda s: s.name)
+        keyring = self.queue.config.keyring
+        found = [_read(stored, keyring) for stored in self.store.all()]
+        return sorted(found, key=lambda s: s.name)
 
     # -- saving ------------------------------------------------------------------------
 
@@ -281,7 +290,8 @@ class Schedules:
                 raise ScheduleNotFound(f"no schedule named {name!r}")
             trusted = self.store.trusted(current.queue, name, read)
             # Never sign a change on top of what nobody signed: that would launder it.
-            current = _trusted(Schedule.decode(read, current.next_ms, trusted))
+            keyring = self.queue.config.keyring
+            current = _trusted(Schedule.decode(read, current.next_ms, trusted, keyring))
             now = self.now_ms(current.queue)
             if self._save(change(current, now), read, now):
                 return self.get(name)
@@ -292,7 +302,8 @@ class Schedules:
         next_ms = next_fire(schedule.timing, schedule.paused, now)
         if next_ms is None and not schedule.paused:
             schedule = replace(schedule, finished=True)
-        saving = Saving(schedule.queue, schedule.name, read, schedule.encode(), next_ms)
+        encoded = schedule.encode(self.queue.config.keyring)
+        saving = Saving(schedule.queue, schedule.name, read, encoded, next_ms)
         return self.store.save([saving])[0]
 
 
@@ -307,12 +318,14 @@ def _exists(names: Sequence[str]) -> ScheduleExists:
     return ScheduleExists(f"schedules named {_named(names)} exist already; use update")
 
 
-def _read(stored: StoredSchedule) -> Schedule:
-    """A stored record as a Schedule, or as an unreadable one saying why."""
+def _read(stored: StoredSchedule, keyring: Keyring | None) -> Schedule:
+    """A stored record as a Schedule (an encrypted one's arguments opened with
+    ``keyring``, else ``hidden``), or as an unreadable one saying why (arguments sealed
+    with a key ``keyring`` does not hold too)."""
     if stored.problem is not None:
         return Schedule.unreadable_record(stored.name, stored.queue, stored.problem)
     try:
-        return Schedule.decode(stored.definition, stored.next_ms, stored.trusted)
+        return Schedule.decode(stored.definition, stored.next_ms, stored.trusted, keyring)
     except InvalidSchedule as exc:
         return Schedule.unreadable_record(stored.name, stored.queue, str(exc))
 

@@ -11,6 +11,7 @@ The checks here also serve ``update`` (:func:`checked`, :func:`call_options`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -82,7 +83,8 @@ def checked(schedule: Schedule) -> Schedule:
             "misfire_grace must be from 0 to ten years of seconds, got "
             f"{schedule.misfire_grace_ms / 1000:g}"
         )
-    encode(schedule.job(0, 0, "0" * 32))  # refuse arguments msgpack cannot encode, now
+    # refuse arguments msgpack cannot encode, now (sealed or not, they encode alike)
+    encode(replace(schedule.job(0, 0, "0" * 32), encrypted=False))
     return schedule
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,13 @@ import msgpack
 
 from rqueue.encoding.payload import GROUP, KEEP, PRIORITY, Job, new_id
 from rqueue.encoding.ranges import Backoff, checked_group, checked_tags
+from rqueue.encoding.sealing import (
+    KEYS_SETTING,
+    EncryptionUnavailable,
+    Keyring,
+    no_key_to_seal,
+    schedule_data,
+)
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
 from rqueue.middleware.stacks import CONCURRENCY
@@ -82,6 +89,13 @@ class Schedule:
     retry_within: float | None = None
     """``retry_until`` as seconds from each run's dispatch (a timedelta or seconds:
     a moment or a callable would be the same for every run)."""
+    encrypted: bool = False
+    """Its task is encrypted (``@task(encrypted=True)``): its arguments are stored
+    sealed (in :attr:`sealed`), and so is each run's payload."""
+    sealed: bytes | None = None
+    """An encrypted schedule's arguments as stored: ``[args, kwargs]`` sealed for its
+    queue and name (rqueue/encoding/sealing.py); ``args`` and ``kwargs`` are stored
+    empty."""
     next_ms: int | None = None
     """Read from the timeline (not stored in the definition): None if paused or finished."""
     trusted: bool = True
@@ -91,6 +105,10 @@ class Schedule:
     """Not stored: why the stored definition does not read (garbage, a field of the
     wrong type or out of range), for a listing to show it as such; None if it reads.
     Such a record has its name and queue only, and never fires."""
+    hidden: bool = False
+    """Not stored: its arguments are sealed and this process has no key to open them;
+    ``args`` and ``kwargs`` are then empty, a listing says ``encrypted`` and a worker
+    does not fire it."""
 
     # The timing's fields, read where they always were (``schedule.cron``).
 
@@ -235,16 +253,35 @@ class Schedule:
             retry_until=None if self.retry_within is None else dispatched_at + self.retry_within,
             fail_on_timeout=self.fail_on_timeout,
             tags=self.tags,
+            encrypted=self.encrypted,
         )
 
-    def encode(self) -> bytes:
-        return self._packed({})
+    def encode(self, keyring: Keyring | None = None) -> bytes:
+        """Its definition; an encrypted schedule's arguments sealed with ``keyring``
+        (kept as they were read if this process could not open them)."""
+        if not self.encrypted:
+            return self._packed({})
+        if self.hidden:
+            if self.args or self.kwargs:
+                raise EncryptionUnavailable(
+                    f"schedule {self.name!r} is encrypted: new arguments need the key "
+                    f"({KEYS_SETTING})"
+                )
+            return self._packed({})
+        if keyring is None:
+            raise no_key_to_seal(self.task)
+        plain = msgpack.packb([list(self.args), self.kwargs], use_bin_type=True)
+        sealed = keyring.seal(plain, schedule_data(self.queue, self.name))
+        return self._packed({"sealed": sealed, "args": [], "kwargs": {}})
 
     def fired(self, last_ms: int | None, finished: bool) -> bytes:
         """The definition after a firing: this one with its last run and finished flag.
         Encoded without a copy of the record, which cost a scheduler firing thousands
-        at one instant a fifth of its time."""
-        return self._packed({"last_ms": last_ms, "finished": finished})
+        at one instant a fifth of its time (an encrypted one's arguments as read)."""
+        changes: dict[str, Any] = {"last_ms": last_ms, "finished": finished}
+        if self.encrypted:
+            changes.update(args=[], kwargs={})
+        return self._packed(changes)
 
     def _packed(self, changes: dict[str, Any]) -> bytes:
         stored: dict[str, Any] = {}
@@ -270,10 +307,18 @@ class Schedule:
             ) from None
 
     @classmethod
-    def decode(cls, data: bytes, next_ms: int | None = None, trusted: bool = True) -> Schedule:
+    def decode(
+        cls,
+        data: bytes,
+        next_ms: int | None = None,
+        trusted: bool = True,
+        keyring: Keyring | None = None,
+    ) -> Schedule:
         """Read a stored definition. Its timing is checked when used, not here, so a
         schedule this version would refuse still lists, pauses and is removed. Bytes that
-        are not a definition at all (they come from Redis) raise InvalidSchedule."""
+        are not a definition at all (they come from Redis) raise InvalidSchedule, and so
+        do sealed arguments ``keyring`` does not open; without a keyring they stay
+        ``hidden``."""
         try:
             stored = msgpack.unpackb(data, raw=False, strict_map_key=False)
             _check_fields(stored)
@@ -284,7 +329,11 @@ class Schedule:
             known["tags"] = checked_tags(known.get("tags") or ())
             given = {k: v for k, v in stored.items() if k in _TIMING}
             timing = Timing(**given, check=False)
-            return cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
+            hidden = known.get("sealed") is not None and keyring is None
+            if known.get("sealed") is not None and keyring is not None:
+                known["args"], known["kwargs"] = _opened(known, keyring)
+            schedule = cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
+            return replace(schedule, hidden=True) if hidden else schedule
         except Exception as exc:
             kind, message = describe(exc)
             raise InvalidSchedule(
@@ -292,8 +341,16 @@ class Schedule:
             ) from None
 
 
+def _opened(known: dict[str, Any], keyring: Keyring) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments sealed in a definition's ``sealed`` field, checked."""
+    plain = keyring.open(known["sealed"], schedule_data(known["queue"], known["name"]), "arguments")
+    args, kwargs = msgpack.unpackb(plain, raw=False, strict_map_key=False)
+    _check_fields({"args": args, "kwargs": kwargs})
+    return tuple(args), kwargs
+
+
 _STORED = tuple(
-    f.name for f in fields(Schedule) if f.name not in ("next_ms", "trusted", "unreadable")
+    f.name for f in fields(Schedule) if f.name not in ("next_ms", "trusted", "unreadable", "hidden")
 )
 """The definition's map, in its stored order: the timing's fields take its place."""
 _TIMING_FIELDS = tuple(f.name for f in fields(Timing))
@@ -370,6 +427,8 @@ _FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
     "concurrency": ("a whole number", _count, True),
     "group": ("a group's name", _group, True),
     "tags": ("a list", lambda v: type(v) is list, True),
+    "encrypted": ("true or false", _flag, False),
+    "sealed": ("sealed bytes", lambda v: type(v) is bytes, True),
 }
 """What each stored field must be. Anything read from Redis is hostile: a field of the
 wrong type or out of range (``last_ms="x"``, ``start_ms=1e20``) would otherwise fail

@@ -34,6 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from rqueue.encoding.sealing import KEYS_SETTING
 from rqueue.errors import InvalidSchedule, RQueueError
 from rqueue.schedules.api import Schedules
 from rqueue.schedules.planning import (
@@ -319,7 +320,12 @@ class Scheduler:
         self.store.check(queue_name, member, data)  # before anything reads it
         if not (math.isfinite(score) and 0 <= score <= MAX_MS):
             raise InvalidSchedule(f"its place on the timeline ({score!r}) is not a time")
-        schedule = Schedule.decode(data, int(score))
+        schedule = Schedule.decode(data, int(score), keyring=self.queue.config.keyring)
+        if schedule.hidden:
+            raise InvalidSchedule(
+                f"it is encrypted and this worker has no key to decrypt its arguments: set "
+                f"{KEYS_SETTING}"
+            )
         triggers, next_ms = plan(schedule, int(score), now)
         return Firing(
             queue=queue_name,
@@ -336,7 +342,8 @@ class Scheduler:
 
     def _payload(self, schedule: Schedule, trigger_ms: int, now: int) -> bytes:
         job = schedule.job(trigger_ms, now, trigger_id(schedule.name, trigger_ms))
-        return observers.encoded(job, self.queue.config.max_payload_bytes)
+        config = self.queue.config
+        return observers.encoded(job, config.max_payload_bytes, config.keyring)
 
     def _declare(self) -> None:
         """Keep schedules declared with ``@task(cron=...)`` in line with the imported code."""

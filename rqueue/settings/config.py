@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, NamedTuple, TypeVar
 
+from rqueue.encoding.sealing import KEYS_SETTING, Keyring, parse_keys
 from rqueue.errors import RQueueError
 from rqueue.settings.redis_url import RedisTarget, parse_redis_url, redact_url
 from rqueue.text import redact
@@ -143,6 +144,12 @@ class Config:
     """Record task events in each queue's live event stream, keeping about this many
     (``rqueue work --events``; docs/monitoring.md); 0: record none. Read by the
     worker's scripts; a producer's add ``dispatched`` events while a worker records."""
+    encryption_keys: str | None = field(default=None, repr=False)
+    """``RQUEUE_ENCRYPTION_KEYS``: comma-separated keys (32 bytes, URL-safe base64 each),
+    the first encrypting and all decrypting, for encrypted tasks (docs/security.md)."""
+    encrypt_all: bool = False
+    """``RQUEUE_ENCRYPT_ALL``: encrypt the arguments of every call dispatched, not only
+    those of tasks marked ``encrypted=True``."""
 
     @classmethod
     def resolve(
@@ -162,6 +169,8 @@ class Config:
             cluster=env_flag("RQUEUE_CLUSTER", env),
             ssl_ca_certs=env.get("RQUEUE_SSL_CA_CERTS") or None,
             secret=env.get("RQUEUE_SECRET") or None,
+            encryption_keys=env.get(KEYS_SETTING) or None,
+            encrypt_all=env_flag("RQUEUE_ENCRYPT_ALL", env),
             **{
                 name: limit.parse(variable, env[variable])
                 for name, (variable, limit) in LIMITS.items()
@@ -176,6 +185,7 @@ class Config:
         for name, (_, limit) in LIMITS.items():
             if getattr(self, name) is not None:
                 limit.check(name, getattr(self, name))
+        _ = self.keyring  # a key that is not one is refused here, by its setting's name
         if self.target.kind == "cluster":
             object.__setattr__(self, "cluster", True)  # the URL says so, as the flag would
         elif self.cluster and self.target.kind == "sentinel":
@@ -191,6 +201,21 @@ class Config:
             return parse_redis_url(self.redis_url)
         except ValueError as exc:
             raise ConfigError(redact(f"invalid Redis URL: {exc}")) from None
+
+    @cached_property
+    def keyring(self) -> Keyring | None:
+        """The encryption keys, parsed once; None without any."""
+        if not self.encryption_keys:
+            if self.encrypt_all:
+                raise ConfigError(
+                    f"RQUEUE_ENCRYPT_ALL is on but {KEYS_SETTING} is not set: there is no key "
+                    "to encrypt with (`rqueue key generate` makes one)"
+                )
+            return None
+        try:
+            return Keyring(parse_keys(self.encryption_keys), self.encrypt_all)
+        except ValueError as exc:
+            raise ConfigError(f"{KEYS_SETTING}: {exc}") from None
 
     @property
     def dispatch_retry_seconds(self) -> float:

@@ -19,6 +19,7 @@ import time
 from typing import Any, NamedTuple
 
 from rqueue.encoding.codec import unpack
+from rqueue.encoding.sealing import KEYS_SETTING, Keyring, NotDecrypted, Sealed, result_data
 from rqueue.errors import InvalidPayload, TaskCancelled, TaskFailed
 from rqueue.store.header import raw_id
 from rqueue.store.queue import RedisQueue
@@ -61,7 +62,7 @@ def read_status(queue: RedisQueue, queue_name: str, task_id: str) -> TaskStatus:
     queued = bool(pending)
     if raw is None:
         return TaskStatus(task_id, queue_name, "unknown", {})
-    record = decode_result(raw, task_id)
+    record = opened(decode_result(raw, task_id), queue_name, task_id, queue.config.keyring)
     state = record["state"]
     if state in _QUEUED:
         if not queued:
@@ -96,7 +97,13 @@ def outcome(status: TaskStatus) -> Any:
     """The value of a task that succeeded; TaskFailed or TaskCancelled otherwise."""
     record = status.record
     if status.status == "succeeded":
-        return record.get("result")
+        result = record.get("result")
+        if type(result) is Sealed:
+            raise NotDecrypted(
+                f"the result of task {status.id} is encrypted and this process has no key "
+                f"to decrypt it: set {KEYS_SETTING}"
+            )
+        return result
     if status.status == "failed":
         raise TaskFailed(
             status.id,
@@ -135,6 +142,24 @@ def decode_result(raw: bytes, task_id: str) -> dict[str, Any]:
     if type(tags) is not list or any(type(tag) is not str for tag in tags):
         raise InvalidPayload(f"the result record of task {task_id} has a bad 'tags'")
     return record
+
+
+def opened(
+    record: dict[str, Any], queue_name: str, task_id: str, keyring: Keyring | None
+) -> dict[str, Any]:
+    """``record`` with its result decrypted if it is encrypted and ``keyring`` can; left
+    sealed without a keyring (what shows it says ``encrypted``)."""
+    result = record.get("result")
+    if type(result) is not Sealed or keyring is None:
+        return record
+    plain = keyring.open(result.blob, result_data(queue_name, task_id), "result")
+    try:
+        value = unpack(plain)
+    except InvalidPayload as exc:
+        raise InvalidPayload(f"the result of task {task_id}: {exc}") from None
+    except Exception:
+        raise InvalidPayload(f"the encrypted result of task {task_id} is not msgpack") from None
+    return {**record, "result": value}
 
 
 def find_queue(queue: RedisQueue, task_id: str) -> str | None:

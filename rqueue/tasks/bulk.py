@@ -108,9 +108,12 @@ def push_calls(
         if job is not None:
             if unique and task.options.unique is not False:
                 group.locks.append(task.unique_lock(job, len(group.payloads)))
-            group.payloads.append(encode(job, limit))
+            group.payloads.append(encode(job, limit, queue.config.keyring))
         else:
-            group.payloads.append(template.encode(task_id, call.args, call.kwargs, limit))
+            keyring = queue.config.keyring
+            group.payloads.append(
+                template.encode(task_id, call.args, call.kwargs, limit, None, keyring)
+            )
         if task.keep_ms:
             group.kept.add(task_id)
             group.keep_ms = max(group.keep_ms, task.keep_ms)

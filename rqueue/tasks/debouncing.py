@@ -92,7 +92,7 @@ def push_debounced(
     guess = hints.get(job.queue, key)
     task_id, replacing = (job.id, False) if guess is None else (guess, True)
     for _ in range(_SENDS):
-        payload = template.encode(task_id, job.args, job.kwargs, limit)
+        payload = template.encode(task_id, job.args, job.kwargs, limit, None, queue.config.keyring)
         reply = queue.debounce(
             job.queue, payload, replacing, key, timing, keep_ms, options.wait_replicas
         )

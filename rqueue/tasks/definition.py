@@ -328,8 +328,9 @@ class Task(Generic[P, R]):
         queue = self.connection()
         template = self._plain
         if template is not None and not observers.watching:  # the hot path
-            task_id, limit = new_id(), queue.config.max_payload_bytes
-            payload = template.encode(task_id, args, kwargs, limit, time.time())
+            config, task_id = queue.config, new_id()
+            limit, keyring = config.max_payload_bytes, config.keyring
+            payload = template.encode(task_id, args, kwargs, limit, time.time(), keyring)
             return self._push_payload(queue, template.job, task_id, payload, delay)
         job = self.make_job(args, kwargs)
         if observers.watching:  # tracing: its span around the push, its context carried
@@ -342,7 +343,7 @@ class Task(Generic[P, R]):
     def _push(self, queue: RedisQueue, job: Job, delay: float) -> TaskHandle[Any]:
         """Encode one call's job and push it: the handle of the call, or of the one
         holding its unique lock."""
-        payload = encode(job, queue.config.max_payload_bytes)
+        payload = encode(job, queue.config.max_payload_bytes, queue.config.keyring)
         locks = [self.unique_lock(job)] if self.options.unique is not False else []
         return self._push_payload(queue, job, job.id, payload, delay, locks)
 

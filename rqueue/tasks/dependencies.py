@@ -81,7 +81,7 @@ def push_after(task: Waiter, queue: RedisQueue, job: Job, delay: float) -> TaskH
     """Dispatch ``job`` to wait for ``task.options.after`` (``Task._deliver``)."""
     options = task.options
     _check(task, delay)
-    payload = encode(job, queue.config.max_payload_bytes)
+    payload = encode(job, queue.config.max_payload_bytes, queue.config.keyring)
     state = ("a" if options.allow_failures else "n") + "-" * len(options.after)
     store.wait(queue, job.queue, job.id, payload, state, task.keep_ms)
     registrations = [

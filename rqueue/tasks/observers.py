@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, ExitStack
 from typing import TypeVar
 
 from rqueue.encoding.payload import Job, encode
+from rqueue.encoding.sealing import Keyring
 
 T = TypeVar("T")
 
@@ -85,14 +86,14 @@ def sent(sending: Sending, send: Callable[[], T]) -> T:
         return send()
 
 
-def encoded(job: Job, max_bytes: int | None) -> bytes:
+def encoded(job: Job, max_bytes: int | None, keyring: Keyring | None) -> bytes:
     """``encode(job)``, observed if any observer is registered: for the sends whose
     push comes later together with other changes (a worker's completion, a schedule's
     firing, a batch's members), so the observers' context is around the encoding."""
     if not watching:
-        return encode(job, max_bytes)
+        return encode(job, max_bytes, keyring)
     sending = Sending.of([job])
-    return sent(sending, lambda: encode(sending.onto(job), max_bytes))
+    return sent(sending, lambda: encode(sending.onto(job), max_bytes, keyring))
 
 
 def _one(names: Iterable[str]) -> str | None:

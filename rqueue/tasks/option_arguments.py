@@ -39,6 +39,7 @@ class TaskArguments(TypedDict, total=False):
     max_exceptions: int | None
     retry_until: RetryUntil | None
     fail_on_timeout: bool
+    encrypted: bool
     middleware: Sequence[Middleware]
     concurrency: int | None
     unique: UniqueKey
@@ -68,6 +69,7 @@ class UsingArguments(TypedDict, total=False):
     max_exceptions: int | None
     retry_until: RetryUntil | None
     fail_on_timeout: bool | None
+    encrypted: bool | None
     middleware: Sequence[Middleware] | None
     concurrency: int | None
     tags: Tags | None

@@ -187,6 +187,11 @@ class TaskOptions:
         metadata=_how(check=partial(check_flag, "fail_on_timeout"), job="fail_on_timeout"),
     )
     """A timeout fails it at once instead of retrying it."""
+    encrypted: bool = field(
+        default=False, metadata=_how(check=partial(check_flag, "encrypted"), job="encrypted")
+    )
+    """Its arguments travel encrypted and its kept result is kept encrypted, with the
+    keys of ``RQUEUE_ENCRYPTION_KEYS`` (docs/security.md, "Encrypted tasks")."""
     middleware: tuple[Middleware, ...] = field(
         default=(), metadata=_how(check=partial(check_stack, what="middleware"), given=tuple)
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rqueue.encoding.payload import Job, decode
+from rqueue.encoding.payload import Job, readable
 from rqueue.errors import InvalidPayload
 from rqueue.failed import FailedTask, FailedTasks
 from rqueue.metrics.registry import list_workers
@@ -91,7 +91,7 @@ def locate(
     job, payload_problem = None, ""
     if payload is not None:
         try:
-            job = decode(payload)
+            job = readable(payload, queue.config.keyring)
         except InvalidPayload as exc:
             payload_problem = str(exc)
     pending, cancelled = (

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import rqueue.tasks.registry as registry
-from rqueue.encoding.payload import Job, decode, encode, new_id
+from rqueue.encoding.payload import Job, decode, new_id
 from rqueue.errors import TaskCancelled, TaskFailed, describe
 from rqueue.middleware.base import run_through
 from rqueue.middleware.stacks import stack_of
@@ -41,7 +41,7 @@ from rqueue.tasks.decorator import registered_task
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched, TaskHandle
 from rqueue.tasks.progress import reset_sink, use_sink
-from rqueue.testing.memory_batch import LaterBatch, MemoryBatch
+from rqueue.testing.memory_batch import LaterBatch, MemoryBatch, in_memory
 from rqueue.testing.waiting import Waits
 from rqueue.worker import verdicts
 from rqueue.worker.attempt import Attempt, Participants
@@ -177,7 +177,7 @@ class InlineRunner:
         return self.encoded(first_job, delay)
 
     def encoded(self, job: Job, delay: float) -> tuple[bytes, InlineDispatched]:
-        payload = encode(job, self.max_bytes())
+        payload = in_memory(job, self.max_bytes())
         self.waiting[job.id] = "delayed" if delay > 0 else "pending"
         return payload, InlineDispatched.of(self, job.id, job.task, job.queue)
 

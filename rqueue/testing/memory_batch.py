@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from rqueue.encoding.payload import Job, encode
@@ -25,6 +26,12 @@ from rqueue.workflows.batches import GETS, Batch, callback_gets, member_id, memb
 from rqueue.workflows.nesting import after, continuation, members_of
 from rqueue.workflows.shapes import is_batch_step
 from rqueue.workflows.steps import Step, derived_id, step_job
+
+
+def in_memory(job: Job, max_bytes: int | None) -> bytes:
+    """``job``'s payload for a run in memory: an encrypted task's as a plain one's, since
+    nothing reaches Redis here (so tests need no key)."""
+    return encode(replace(job, encrypted=False) if job.encrypted else job, max_bytes)
 
 
 class BatchRunner(Protocol):
@@ -209,14 +216,14 @@ class MemoryBatch(Batch):
         counts = BatchCounts(self.total, *self._counts())
         then = after(self.id, self.follows, due, counts, self.cancelled(), failure)
         if then.catch is not None:
-            payloads.append(encode(then.catch[1], self._runner.max_bytes()))
+            payloads.append(in_memory(then.catch[1], self._runner.max_bytes()))
         if then.next is not None:
             link, meta = then.next
             next_id = derived_id(self.id, "next")
             if is_batch_step(link):
                 payloads += self._runner.open_nested(next_id, *continuation(link, meta))
             else:
-                payloads.append(encode(step_job(link, next_id, meta), self._runner.max_bytes()))
+                payloads.append(in_memory(step_job(link, next_id, meta), self._runner.max_bytes()))
         if then.outer is not None:
             outer_id, outer_index, outcome, _ = then.outer
             payloads += self._runner.count_member(outer_id, outer_index, outcome)
@@ -232,7 +239,7 @@ class MemoryBatch(Batch):
             counted = [self.total, *self._counts()]
             gets = callback_gets(self.id, counted, step)
             job = step_job(step, derived_id(self.id, what), {GETS: gets})
-            payloads.append(encode(job, self._runner.max_bytes()))
+            payloads.append(in_memory(job, self._runner.max_bytes()))
         return payloads
 
 

@@ -13,7 +13,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from rqueue.encoding.payload import Job, decode
+from rqueue.encoding.payload import Job, readable
+from rqueue.encoding.sealing import Keyring
 from rqueue.errors import InvalidPayload
 from rqueue.failed import PAGE, FailedTask, FailedTasks
 from rqueue.metrics import list_workers
@@ -82,7 +83,7 @@ def listing(queue: RedisQueue, name: str, which: str, offset: int, limit: int = 
         return _paged(name, which, rows, done.total, offset, len(done.entries))
     read = {"ready": browse.ready, "delayed": browse.delayed, "running": browse.running}[which]
     window = read(queue, name, offset, limit)
-    rows = [_row(entry) for entry in window.entries]
+    rows = [_row(entry, queue.config.keyring) for entry in window.entries]
     if which == "running":
         rows = _with_workers(queue, rows)
     return _paged(name, which, rows, window.total, offset, len(window.entries))
@@ -93,10 +94,11 @@ def _paged(name: str, which: str, rows: list[Row], total: int, offset: int, read
     return Listing(name, which, rows, total, offset, end if read and end < total else None)
 
 
-def decoded(payload: bytes) -> tuple[str, Job | None, str]:
-    """A payload's id, its job, and why it does not decode (``""`` if it does)."""
+def decoded(payload: bytes, keyring: Keyring | None = None) -> tuple[str, Job | None, str]:
+    """A payload's id, its job, and why it does not decode (``""`` if it does); an
+    encrypted call's arguments decrypted with ``keyring``, else left ``sealed``."""
     try:
-        job = decode(payload)
+        job = readable(payload, keyring)
     except InvalidPayload as exc:
         return payload_id(payload) or "", None, str(exc)
     return job.id, job, ""
@@ -113,8 +115,8 @@ def trace_id(job: Job | None) -> str | None:
     return found[2] if found[2].strip("0") else None
 
 
-def _row(entry: browse.Entry) -> Row:
-    task_id, job, problem = decoded(entry.payload)
+def _row(entry: browse.Entry, keyring: Keyring | None) -> Row:
+    task_id, job, problem = decoded(entry.payload, keyring)
     at = entry.score_ms / 1000 if entry.score_ms is not None else None
     return Row(
         task_id,

@@ -12,25 +12,38 @@ report of ``parent_failures.py``, which runs any task's ``after_failed`` hook).
 Without a secret anything that decodes is admitted: whoever can write to Redis can
 then run any task anyway (docs/security.md), and the report checks its own claim
 against the failed list before it acts.
+
+An encrypted call is decrypted here too, after its signature is checked (a producer
+encrypts, then signs the whole payload): a worker without the key refuses it alone.
 """
 
 from __future__ import annotations
 
 from rqueue.encoding.payload import Job, decode
+from rqueue.encoding.sealing import Keyring, no_key
 from rqueue.store.signing import InvalidSignature, parent_secret, verify
 from rqueue.tasks.names import is_internal
 
 
 def admit(
-    payload: bytes, queue: str, secret: str | None, fixed: tuple[str, int, int] | None = None
+    payload: bytes,
+    queue: str,
+    secret: str | None,
+    fixed: tuple[str, int, int] | None = None,
+    keyring: Keyring | None = None,
 ) -> Job:
-    """The job in ``payload`` if this worker may run it from ``queue``.
+    """The job in ``payload`` if this worker may run it from ``queue``, its arguments
+    decrypted with ``keyring`` if they are encrypted.
 
-    Raises InvalidPayload (InvalidSignature when signing refuses it), for ``:failed``.
-    ``fixed`` is the payload's header if the caller read it already (see ``decode``).
+    Raises InvalidPayload (InvalidSignature when signing refuses it, NotDecrypted when
+    its arguments cannot be decrypted here), for ``:failed``. ``fixed`` is the
+    payload's header if the caller read it already (see ``decode``).
     """
     if not secret:
-        return decode(payload, fixed)
+        job = decode(payload, fixed, keyring)
+        if job.encrypted and keyring is None:
+            raise no_key(job.task)
+        return job
     from_parent = False
     try:
         verify(payload, secret, queue)
@@ -40,7 +53,9 @@ def admit(
         except InvalidSignature:
             raise refused from None
         from_parent = True
-    job = decode(payload, fixed)
+    job = decode(payload, fixed, keyring)
+    if job.encrypted and keyring is None:
+        raise no_key(job.task)
     if is_internal(job.task) and not from_parent:
         raise InvalidSignature(
             f"task {job.task!r} is internal to rqueue and only a worker parent queues it; "

@@ -140,7 +140,7 @@ class Lifecycle:
         """The attempt at a reserved payload; None if it may not run (filed as failed)."""
         try:  # before the lookup: never import the module of a payload we refuse
             try:
-                job = admit(payload, queue, self.config.secret, header)
+                job = admit(payload, queue, self.config.secret, header, self.config.keyring)
             except UnregisteredType as unknown:
                 job = self._admit_after_import(entry, payload, queue, header, unknown)
         except InvalidPayload as exc:  # InvalidSignature included
@@ -323,4 +323,4 @@ class Lifecycle:
                 self.time_limit.disarm()
         except BaseException:  # TaskTimeout included: the import did not finish
             raise unknown from None
-        return admit(payload, queue, self.config.secret, header)
+        return admit(payload, queue, self.config.secret, header, self.config.keyring)

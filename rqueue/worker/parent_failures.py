@@ -48,7 +48,7 @@ def queue_report(queue: RedisQueue, name: str, record: bytes) -> None:
     """Queue the report of ``record``, which the parent just put in ``name``'s failed list."""
     job = report.make_job((record,), {})
     job = replace(job, queue=name)
-    encoded = encode(job, queue.config.max_payload_bytes)
+    encoded = encode(job, queue.config.max_payload_bytes, queue.config.keyring)
     secret = queue.config.secret
     sender = queue
     if secret:  # signed as the parent's own message: no producer can sign one

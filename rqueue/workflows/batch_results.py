@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rqueue.encoding.codec import unpack
+from rqueue.encoding.sealing import KEYS_SETTING, Keyring, NotDecrypted, Sealed, batch_result_data
 from rqueue.errors import InvalidPayload, ResultTooLarge, RQueueError
 from rqueue.store.batch_store import RESULTS_PAGE, BatchStore
 from rqueue.store.queue import RedisQueue
@@ -58,6 +59,7 @@ def read_results(queue: RedisQueue, batch_id: str) -> list[Any]:
             f"batch {batch_id} is gone (expired or pruned): its members' results cannot be read"
         )
     limit, held = queue.config.max_batch_results_bytes, 0
+    keyring = queue.config.keyring
     results: list[Any] = []
     for first in range(0, total, RESULTS_PAGE):
         for offset, raw in enumerate(
@@ -68,14 +70,22 @@ def read_results(queue: RedisQueue, batch_id: str) -> list[Any]:
                 raise InvalidPayload(
                     f"the results of batch {batch_id} take more than {limit} bytes ({SETTING})"
                 )
-            results.append(None if raw is None else decoded(batch_id, first + offset, raw))
+            value = None if raw is None else decoded(batch_id, first + offset, raw, keyring)
+            results.append(value)
     return results
 
 
-def decoded(batch_id: str, index: int, raw: bytes) -> Any:
-    """A member's packed value; InvalidPayload naming the batch if it does not decode."""
+def decoded(batch_id: str, index: int, raw: bytes, keyring: Keyring | None = None) -> Any:
+    """A member's packed value (an encrypted member's opened with ``keyring``);
+    InvalidPayload naming the batch if it does not decode (NotDecrypted if it does not
+    open)."""
     try:
-        return unpack(raw)
+        value = unpack(raw)
+        if type(value) is Sealed:
+            if keyring is None:
+                raise NotDecrypted(f"it is encrypted and this process has no key ({KEYS_SETTING})")
+            value = unpack(keyring.open(value.blob, batch_result_data(batch_id, index), "result"))
+        return value
     except InvalidPayload as exc:  # a value in it this process cannot decode
         raise InvalidPayload(f"the result of member {index} of batch {batch_id}: {exc}") from None
     except Exception:

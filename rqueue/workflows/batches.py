@@ -159,7 +159,8 @@ class Batch:
         for offset, call in enumerate(calls):
             member = member_job(call, self.id, first + offset, results)
             queue = call.task.connection()
-            payload = observers.encoded(member, queue.config.max_payload_bytes)
+            config = queue.config
+            payload = observers.encoded(member, config.max_payload_bytes, config.keyring)
             queue.push_once(
                 member.queue, payload, round(call.delay * 1000), ONCE_MS, bool(call.task.keep_ms)
             )
@@ -329,8 +330,9 @@ def push_callbacks(
         try:
             step = trusted(step, queue.config.secret, callback_place(batch_id, name))
             gets = callback_gets(batch_id, counts, step)
-            job = step_job(step, derived_id(batch_id, what), {GETS: gets})
-            payload = observers.encoded(job, queue.config.max_payload_bytes)
+            config = queue.config
+            job = step_job(step, derived_id(batch_id, what), {GETS: gets}, (), config.keyring)
+            payload = observers.encoded(job, config.max_payload_bytes, config.keyring)
         except RQueueError as exc:  # InvalidSignature included
             log.error("batch %s: its %s callback is refused: %s", batch_id, name, exc)
             continue

@@ -149,7 +149,7 @@ class Chain:
         def push(job: Job) -> None:
             queue.push(
                 job.queue,
-                [encode(job, queue.config.max_payload_bytes)],
+                [encode(job, queue.config.max_payload_bytes, queue.config.keyring)],
                 round(first.delay * 1000),
                 task.options.wait_replicas,
                 frozenset([job.id] if KEEP in job.meta else []),

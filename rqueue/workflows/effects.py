@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from rqueue.encoding.codec import pack
 from rqueue.encoding.payload import CHAIN, KEEP, Job
+from rqueue.encoding.sealing import Keyring, Sealed, batch_result_data, result_data
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
 from rqueue.store.batch_store import member_count
 from rqueue.store.keys import BatchKeys
@@ -243,7 +244,8 @@ def on_failure(
     catch = job.meta.get(CATCH)
     if catch is not None:
         step = checked_step(catch)
-        catch_job = step_job(step, derived_id(job.id, "catch"), {GETS: ["failure", failure]})
+        gets = {GETS: ["failure", failure]}
+        catch_job = step_job(step, derived_id(job.id, "catch"), gets, (), _own_keyring())
         follower = _follower(step, catch_job, max_bytes, CHAIN_CATCH)
     member = None
     if BATCH in job.meta:
@@ -336,6 +338,13 @@ def _own_secret() -> str | None:
     return None if runner is None else runner.connection.config.secret
 
 
+def _own_keyring() -> Keyring | None:
+    """The keys of the worker running this task, which seal what it dispatches and keeps
+    of an encrypted call (none inline, where nothing is stored)."""
+    runner = current_runner()
+    return None if runner is None else runner.connection.config.keyring
+
+
 def _next_step(
     job: Job, steps: list[Any], result: Any, max_bytes: int | None, kept: Kept | None
 ) -> Completion:
@@ -355,7 +364,7 @@ def _next_step(
     if is_batch_step(step):
         return Completion(kept, None, None, Opening(job.id, next_id, step, meta))
     piped = (result,) if job.meta.get(PIPE) else ()
-    next_job = step_job(step, next_id, meta, piped)
+    next_job = step_job(step, next_id, meta, piped, _own_keyring())
     try:
         return Completion(kept, _follower(step, next_job, max_bytes, CHAIN_STEP), None)
     except UnserializableArgument as exc:
@@ -368,7 +377,8 @@ def _step(call: PendingDispatch) -> Step:
 
 
 def _follower(step: Step, job: Job, max_bytes: int | None, place: str) -> Follower:
-    payload = observers.encoded(job, max_bytes)  # sent while its step's attempt is traced
+    # sent while its step's attempt is traced
+    payload = observers.encoded(job, max_bytes, _own_keyring())
     return Follower(job.queue, payload, delay_ms(step), bool(job.meta.get(KEEP)), step, place)
 
 
@@ -382,6 +392,9 @@ def _sent_result(job: Job, result: Any) -> bytes | None:
         return None
     value = _encodable_result(job, result)
     try:
+        if job.encrypted:  # bound to its batch and place in it: read_results opens it
+            where = batch_result_data(job.meta[BATCH], member_index(job))
+            value = _sealed(pack(value), where, value)
         return pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (value,), {}, exc)
@@ -411,6 +424,14 @@ def _unstorable(job: Job, what: str, found: str) -> UnserializableArgument:
     return UnserializableArgument(f"the return value of {job.task} {what}: {found}")
 
 
+def _sealed(packed: bytes, associated: bytes, value: Any) -> Any:
+    """An encrypted call's packed result, sealed with the running worker's keys for
+    ``associated`` (a worker without them could not have run it); ``value`` as it is
+    inline, where nothing is kept in Redis."""
+    keyring = _own_keyring()
+    return value if keyring is None else Sealed(keyring.seal(packed, associated))
+
+
 def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
     record = {
         "state": state,
@@ -424,6 +445,9 @@ def _record(job: Job, state: str, started_at: float, **fields: Any) -> bytes:
     if job.tags:  # rqueue status shows them
         record["tags"] = list(job.tags)
     try:
+        if "result" in fields and job.encrypted:
+            result = fields["result"]
+            record["result"] = _sealed(pack(result), result_data(job.queue, job.id), result)
         return pack(record)
     except (TypeError, ValueError, OverflowError) as exc:
         message = describe_unencodable(job.task, (fields.get("result"),), {}, exc)

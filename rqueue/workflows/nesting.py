@@ -28,6 +28,7 @@ import msgpack
 
 from rqueue.encoding import codec
 from rqueue.encoding.payload import CHAIN, KEEP, Job, lane_of
+from rqueue.encoding.sealing import Keyring
 from rqueue.errors import RQueueError
 from rqueue.store.batch_store import BatchStore, MemberCount, Place
 from rqueue.store.calls import Push
@@ -117,7 +118,7 @@ def open_batch(
     if follows is not None:
         callbacks[CONTINUATION] = signed(follows, secret, callback_place(batch_id, CONTINUATION))
     results = wants_results(spec.get("callbacks", {}))
-    jobs, nested = members_of(batch_id, spec, results)
+    jobs, nested = members_of(batch_id, spec, results, queue.config.keyring)
     packed = codec.pack(callbacks)
     place = _place(follows, after)
     store = BatchStore(queue)
@@ -140,7 +141,7 @@ def open_batch(
     for inner_id, inner, follows_inner in nested:
         open_batch(queue, inner_id, inner, follows_inner)
     if jobs:
-        queue.push_many(_pushes(jobs, queue.config.max_payload_bytes))
+        queue.push_many(_pushes(jobs, queue.config.max_payload_bytes, queue.config.keyring))
     store.pushed(batch_id)
     if not spec["members"]:  # nothing will complete: what a finished batch does is due now
         none = BatchCounts(0, 0, 0, 0)
@@ -157,11 +158,12 @@ class Nested(NamedTuple):
 
 
 def members_of(
-    batch_id: str, spec: dict[str, Any], results: bool = False
+    batch_id: str, spec: dict[str, Any], results: bool = False, keyring: Keyring | None = None
 ) -> tuple[list[tuple[Job, Step]], list[Nested]]:
     """The batch's members: the jobs of those that start with a task (each with the step
     it came from), and the batches among them, with what follows each. ``results``:
-    their successes send their values (a chain's last task's; a batch's, none)."""
+    their successes send their values (a chain's last task's; a batch's, none).
+    ``keyring`` opens an encrypted member's arguments."""
     jobs: list[tuple[Job, Step]] = []
     nested: list[Nested] = []
     for index, member in enumerate(spec["members"]):
@@ -173,7 +175,8 @@ def members_of(
             inner, follows = continuation(links[0], {**meta, INDEX: index})
             nested.append(Nested(derived_id(member_id(batch_id, index), "batch"), inner, follows))
         else:
-            jobs.append((step_job(links[0], member_id(batch_id, index), meta), links[0]))
+            job = step_job(links[0], member_id(batch_id, index), meta, (), keyring)
+            jobs.append((job, links[0]))
     return jobs, nested
 
 
@@ -197,7 +200,9 @@ def _member_chain(member: Step) -> tuple[list[Step], dict[str, Any]]:
     return list(member[CHAIN_MEMBER]), meta
 
 
-def _pushes(jobs: Sequence[tuple[Job, Step]], max_bytes: int | None) -> list[Push]:
+def _pushes(
+    jobs: Sequence[tuple[Job, Step]], max_bytes: int | None, keyring: Keyring | None
+) -> list[Push]:
     """The members' payloads, grouped by what one push.lua call shares."""
     groups: dict[tuple[str, int, int, Lane], list[Job]] = {}
     for job, step in jobs:
@@ -207,7 +212,7 @@ def _pushes(jobs: Sequence[tuple[Job, Step]], max_bytes: int | None) -> list[Pus
         Push(
             queue,
             delay,
-            [observers.encoded(job, max_bytes) for job in group],
+            [observers.encoded(job, max_bytes, keyring) for job in group],
             frozenset(job.id for job in group) if keep else frozenset(),
             keep,
             lane=lane,
@@ -260,17 +265,19 @@ def after(
     counts: BatchCounts,
     cancelled: bool,
     failure: dict[str, str] | None,
+    keyring: Keyring | None = None,
 ) -> After:
     """What follows a nested batch (its checked continuation ``follows``), if ``due``
     makes it due: its chain's catch at its failure (unless it allows failures), and
     at its end the next link, or the outer member counted; a batch that failed or was
-    cancelled stops its chain there."""
+    cancelled stops its chain there. ``keyring`` opens an encrypted catch's arguments."""
     meta: dict[str, Any] = follows["meta"]
     catch = None
     if "catch" in due and not follows["allow_failures"] and meta.get(CATCH) is not None:
         failed = failure or _batch_failure(batch_id, counts)
         step = checked_step(meta[CATCH])
-        catch = step, step_job(step, derived_id(batch_id, "catch"), {GETS: ["failure", failed]})
+        gets = {GETS: ["failure", failed]}
+        catch = step, step_job(step, derived_id(batch_id, "catch"), gets, (), keyring)
     if "finally" not in due:
         return After(catch)
     if cancelled:
@@ -302,7 +309,7 @@ def _go_on(
     follows = _continuation(queue, batch_id, packed)
     if follows is None:
         return
-    then = after(batch_id, follows, due, counts, cancelled, failure)
+    then = after(batch_id, follows, due, counts, cancelled, failure, queue.config.keyring)
     if then.catch is not None:
         step, job = then.catch
         if _signed_for(queue, step, CHAIN_CATCH):
@@ -322,7 +329,7 @@ def follow(queue: RedisQueue, parent_id: str, link: Step, meta: dict[str, Any]) 
     if is_batch_step(link):
         open_batch(queue, next_id, *continuation(link, meta), parent_id)
         return
-    _push(queue, step_job(link, next_id, meta), link)
+    _push(queue, step_job(link, next_id, meta, (), queue.config.keyring), link)
 
 
 def _signed_for(
@@ -339,7 +346,7 @@ def _signed_for(
 
 
 def _push(queue: RedisQueue, job: Job, step: Step) -> None:
-    payload = observers.encoded(job, queue.config.max_payload_bytes)
+    payload = observers.encoded(job, queue.config.max_payload_bytes, queue.config.keyring)
     queue.push_once(job.queue, payload, delay_ms(step), ONCE_MS, bool(job.meta.get(KEEP)))
 
 

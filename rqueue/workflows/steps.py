@@ -37,12 +37,14 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
+from rqueue.encoding.sealing import Keyring, no_key, no_key_to_seal, step_data
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.signing import step_mac, verify_step_mac
 from rqueue.tasks.debouncing import refuse_debounced
 from rqueue.tasks.definition import PendingDispatch, Task
 from rqueue.tasks.handles import Dispatched
+from rqueue.tasks.interception import current_interceptor
 from rqueue.tasks.names import check_name
 from rqueue.tasks.options import UNIQUE
 
@@ -111,7 +113,39 @@ def step_of(call: PendingDispatch) -> Step:
     meta = {key: value for key, value in job.meta.items() if key not in _OWN_META}
     if meta:
         step["meta"] = meta
+    if job.encrypted and current_interceptor() is None:  # rqueue.testing: all in memory
+        _seal(step, task.connection().config.keyring)
     return step
+
+
+def _seal(step: Step, keyring: Keyring | None) -> None:
+    """Seal an encrypted task's step's arguments in place (``sealed``; ``args`` and
+    ``kwargs`` left empty), for its queue and task, as a payload's are."""
+    if keyring is None:
+        raise no_key_to_seal(step["task"])
+    plain = codec.pack([step["args"], step["kwargs"]])
+    step["sealed"] = keyring.seal(plain, step_data(step["queue"], step["task"]))
+    step["args"], step["kwargs"], step["encrypted"] = [], {}, True
+
+
+def _opened(step: Step, keyring: Keyring | None) -> tuple[list[Any], dict[str, Any]]:
+    """A step's arguments, opened with ``keyring`` if they are sealed; NotDecrypted
+    (an InvalidPayload: the step is refused) if they cannot be."""
+    sealed = step.get("sealed")
+    if sealed is None:
+        return step["args"], step["kwargs"]
+    if keyring is None:
+        raise no_key(step["task"])
+    plain = keyring.open(sealed, step_data(step["queue"], step["task"]), "arguments")
+    try:
+        args, kwargs = codec.unpack(plain)
+    except InvalidPayload:
+        raise
+    except Exception as exc:
+        why = f"a workflow step's encrypted arguments are malformed: {exc!r}"
+        raise InvalidPayload(why) from None
+    checked_step({**step, "args": args, "kwargs": kwargs})
+    return args, kwargs
 
 
 def callback_call(
@@ -231,6 +265,10 @@ def checked_step(step: object) -> Step:
             checked_meta(step["meta"])
         if "tags" in step:
             checked_tags(step["tags"])
+        if type(step.get("encrypted", False)) is not bool:
+            raise TypeError("encrypted must be true or false")
+        if type(step.get("sealed", b"")) is not bytes:
+            raise TypeError("sealed must be bytes")
     except Exception as exc:
         raise InvalidPayload(f"a workflow step is malformed: {exc!r}") from None
     return step
@@ -270,9 +308,15 @@ def derived_id(parent_id: str, what: str) -> str:
 
 
 def step_job(
-    step: Step, task_id: str, meta: dict[str, Any], first_args: tuple[Any, ...] = ()
+    step: Step,
+    task_id: str,
+    meta: dict[str, Any],
+    first_args: tuple[Any, ...] = (),
+    keyring: Keyring | None = None,
 ) -> Job:
-    """The job a step becomes, with ``first_args`` before its own (a piped value)."""
+    """The job a step becomes, with ``first_args`` before its own (a piped value); an
+    encrypted step's arguments opened with ``keyring``."""
+    args, kwargs = _opened(step, keyring)
     if step.get("keep"):
         meta = {**meta, KEEP: step["keep"]}
     if step.get("meta"):
@@ -280,8 +324,8 @@ def step_job(
     job = Job(
         id=task_id,
         task=step["task"],
-        args=(*first_args, *step["args"]),
-        kwargs=step["kwargs"],
+        args=(*first_args, *args),
+        kwargs=kwargs,
         queue=step["queue"],
         tries=step.get("tries"),
         timeout=step.get("timeout"),
@@ -289,6 +333,7 @@ def step_job(
         dispatched_at=time.time(),
         meta=meta,
         tags=tuple(step.get("tags") or ()),
+        encrypted=step.get("encrypted") is True,
     )
     if "controls" in step:
         job.max_exceptions, job.retry_until, job.fail_on_timeout = checked_controls(

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.text",
         "rqueue.settings.redis_url",
         "rqueue.settings.config",
+        "rqueue.encoding.sealing",
         "rqueue.encoding.codec",
         # The folders' own __init__ modules import nothing: ``from rqueue.tasks import
         # registry`` names the folder on its way to a module of its layer.
@@ -30,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "rqueue.tasks.arguments",
         "rqueue.encoding.ranges",
+        "rqueue.encoding.sealed_args",
         "rqueue.encoding.payload",
         "rqueue.timing",
         "rqueue.tasks.validation",

@@ -95,7 +95,9 @@ def failed_task_page(request: Request) -> Response:
     record = FailedTasks(found.queue).find(task_id)
     if record is None:
         raise HTTPException(404, "no failed task with that id")
-    return found.pages.render(request, "failed_task.html", record=record, job=record.job())
+    return found.pages.render(
+        request, "failed_task.html", record=record, job=record.job(found.queue.config.keyring)
+    )
 
 
 async def retry_action(request: Request) -> Response:

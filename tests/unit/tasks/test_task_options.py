@@ -18,6 +18,8 @@ from rqueue.errors import InvalidTaskOption
 from rqueue.middleware import Middleware
 from rqueue.schedules.builder import call_options
 from rqueue.schedules.record import Schedule
+from rqueue.settings.config import Config
+from rqueue.store.queue import RedisQueue
 from rqueue.tasks.definition import Task
 from rqueue.tasks.options import JOB_ATTRIBUTES, JOB_META, TaskOptions, declared
 from rqueue.timing import Timing
@@ -40,6 +42,7 @@ class Stamp(Middleware):
     max_exceptions=2,
     retry_until=UNTIL,
     fail_on_timeout=True,
+    encrypted=True,
     tags=lambda x: [f"x:{x}", "every"],
     iterable=True,
     priority=2,
@@ -67,9 +70,10 @@ def _assert_same(made: Job, carried: Job, skip: tuple[str, ...] = ()) -> None:
 
 
 def test_a_workflow_step_makes_the_job_a_dispatch_makes() -> None:
-    target = _with()
+    keyed = RedisQueue(Config(encryption_keys="WvP0c3q3yPZb4s8oFv5yiwqIhldyB5ZZMnWVqhsD6uc="))
+    target = _with(connection=keyed)  # every_option is encrypted: its step needs a key
     made = target.make_job((1,), {})
-    carried = step_job(step_of(target.pending(1)), "0" * 32, {})
+    carried = step_job(step_of(target.pending(1)), "0" * 32, {}, (), keyed.config.keyring)
     _assert_same(made, carried)
 
 
