@@ -18,6 +18,7 @@ them to :data:`main`), so there is no import circle.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import sys
 from collections.abc import Callable, Collection, Sequence
@@ -26,7 +27,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import redis
 
-from rqueue.errors import InvalidQueueName, RQueueError
+from rqueue.errors import InvalidQueueName, RQueueError, describe
 from rqueue.settings.config import Config, ConfigError, read_url_file
 from rqueue.settings.redis_url import parse_redis_url
 from rqueue.store.keys import validate_queue_name
@@ -216,3 +217,21 @@ def warn_of_unknown_queues(queue: RedisQueue, names: Sequence[str]) -> None:
             f"it is empty (a typo?); known queues: {', '.join(known) or 'none'}.",
             err=True,
         )
+
+
+def preload_module(module: str) -> None:
+    """Import an ``-A`` module here, so that a typo or a module that raises is a usage
+    error naming it (exit 2), not a traceback from the worker's parent (or from a
+    pool's: ``rqueue supervise --check`` imports the pools' ``app`` modules too)."""
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        found = None
+    if found is None:
+        raise click.UsageError(f"-A/--app: no module named {module!r} here or on sys.path")
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        kind, message = describe(exc)
+        raised = f"-A/--app {module}: importing it raised {kind}: {message}"
+        raise click.UsageError(shown(raised)) from None

@@ -13,10 +13,19 @@ from pathlib import Path
 
 import click
 
-from rqueue.cli.common import connection_options, log_options, say
+from rqueue.cli.common import (
+    connection_options,
+    declared_queues,
+    log_options,
+    preload_module,
+    say,
+    unknown_queues,
+)
 from rqueue.pools import config as pools_config
 from rqueue.pools.plan import describe
 from rqueue.settings.config import Config, ConfigError, env_flag
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import REDIS_ERRORS
 from rqueue.text import shown
 
 
@@ -56,6 +65,7 @@ def supervise(
     except ConfigError as exc:
         raise click.UsageError(shown(exc)) from None
     if check:
+        _check_queues(found, config)
         env = f" (environment {found.environment})" if found.environment else ""
         say(f"{found.path}{env}: {len(found.pools)} pools")
         for pool in found.pools:
@@ -69,3 +79,36 @@ def supervise(
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     sys.exit(PoolSupervisor(found.pools, config).run())
+
+
+def _check_queues(found: pools_config.PoolsFile, config: Config) -> None:
+    """A warning (on standard error) naming the pool's key for each queue nothing names (a typo:
+    ``emial``): no task of the pools' ``app`` modules (imported here: one that does not
+    import is a usage error) is declared on it, producers and workers never named it
+    and no data in Redis does. ``rqueue work``'s rule, and a warning as there: a pool
+    may be set up before the first dispatch to a new queue. Not checked, with a note,
+    while Redis cannot be reached."""
+    for pool in found.pools:
+        for module in pool.work.get("app", ()):
+            preload_module(module)
+    queue = RedisQueue(config)
+    names = tuple(dict.fromkeys(name for pool in found.pools for name in pool.queues))
+    try:
+        unknown, known = unknown_queues(queue, names, declared_queues())
+    except REDIS_ERRORS as exc:
+        say(shown(f"queues not checked: Redis at {config.redacted_url()} unreachable ({exc})"))
+        return
+    finally:
+        queue.client.close()
+    for pool in found.pools:
+        for name in pool.queues:
+            if name in unknown:
+                click.echo(
+                    shown(
+                        f"warning: {found.path}: pools.{pool.name}.queues: unknown queue "
+                        f"{name!r}: no task of the pools' app modules is declared on it, "
+                        "nothing was ever pushed to it and it is empty (a typo?); known "
+                        f"queues: {', '.join(known) or 'none'}"
+                    ),
+                    err=True,
+                )

@@ -22,10 +22,10 @@ from rqueue.cli.common import (
     connection_options,
     declared_queues,
     log_options,
+    preload_module,
     queue_list,
     unknown_queues,
 )
-from rqueue.errors import describe
 from rqueue.middleware.concurrency import check_limit
 from rqueue.middleware.group_limits import GroupLimits
 from rqueue.settings.config import MAX_EVENTS, Config, ConfigError, Limit, env_flag
@@ -244,7 +244,7 @@ def work(
         sys.path.insert(0, os.getcwd())
     logs.configure(log_level, log_format)
     for module in worker_options.preload:  # a typo, or a module that raises, is one line
-        _preload(module)
+        preload_module(module)
     _warn_of_unknown_queues(config, worker_options.queues)
     sys.exit(Supervisor(worker_options, config).run())
 
@@ -290,23 +290,6 @@ def _traced(otel: bool | None) -> bool:
             "--otel (or RQUEUE_OTEL) needs OpenTelemetry: pip install 'rqueue[otel]'"
         )
     return on
-
-
-def _preload(module: str) -> None:
-    """Import an ``-A`` module here, so that a typo or a module that raises is a usage
-    error naming it (exit 2), not a traceback from the worker's parent."""
-    try:
-        found = importlib.util.find_spec(module)
-    except ModuleNotFoundError:
-        found = None
-    if found is None:
-        raise click.UsageError(f"-A/--app: no module named {module!r} here or on sys.path")
-    try:
-        importlib.import_module(module)
-    except Exception as exc:
-        kind, message = describe(exc)
-        raised = f"-A/--app {module}: importing it raised {kind}: {message}"
-        raise click.UsageError(shown(raised)) from None
 
 
 def _warn_of_unknown_queues(config: Config, names: tuple[str, ...]) -> None:

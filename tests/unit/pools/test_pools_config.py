@@ -158,6 +158,9 @@ def test_the_deployment_guide_s_pools_file_passes_the_check(config: Config, tmp_
     guide = (Path(__file__).parents[3] / "docs" / "deployment.md").read_text()
     example = guide.split("```toml\n")[1].split("```")[0]
     _write(tmp_path, example, "rqueue.toml")
+    (tmp_path / "myapp").mkdir()  # the app its pool names: --check imports it
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "tasks.py").write_text("")
     for args in ((), ("--env", "production")):
         result = cli(config, "supervise", "--check", *args, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
@@ -166,3 +169,26 @@ def test_the_deployment_guide_s_pools_file_passes_the_check(config: Config, tmp_
     result = cli(config, "supervise", "--check", cwd=tmp_path)
     shown = result.stderr.splitlines()[-1]
     assert f"\n{shown}\n" in guide  # the error the guide shows is the one printed
+
+
+def test_check_warns_of_a_queue_nothing_names(config: Config, tmp_path: Path) -> None:
+    (tmp_path / "pool_app.py").write_text(
+        "from rqueue import task\n\n@task(queue='emails')\ndef send(to): ...\n"
+    )
+    _write(
+        tmp_path,
+        '[pools.mail]\nqueues = ["emails", "emial"]\nbalance = "off"\napp = ["pool_app"]\n',
+        "rqueue.toml",
+    )
+    result = cli(config, "supervise", "--check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1, result.stderr  # emails is a task's: only the typo
+    assert "pools.mail.queues: unknown queue 'emial'" in warned[0]
+
+
+def test_check_refuses_an_app_module_that_does_not_import(config: Config, tmp_path: Path) -> None:
+    _write(tmp_path, '[pools.mail]\nqueues = ["emails"]\napp = ["no_such_app"]\n', "rqueue.toml")
+    result = cli(config, "supervise", "--check", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no module named 'no_such_app'" in result.stderr
