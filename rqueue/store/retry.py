@@ -69,14 +69,23 @@ def transient_reply(reply: str) -> str | None:
     return reply if reply.split(" ", 1)[0] in TRANSIENT_REPLIES else None
 
 
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, RedisUnavailable)
+_TRANSIENT_ERRORS = (
+    RedisUnavailable,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+)
+"""The transient replies as exceptions: ours, and those redis-py's cluster client raises
+itself for ``CLUSTERDOWN`` (a cluster that lost a master and has not failed over yet),
+``TRYAGAIN`` and ``READONLY`` once its own retries are spent, before our parser sees them."""
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, *_TRANSIENT_ERRORS)
 """What an outage raises: a lost or refused connection, a timeout, a transient refusal."""
 
 
 def refusal(exc: BaseException) -> bool:
     """Whether Redis refused a command for good: an error reply that is not one of the
     transient ones an outage gives (sending it again would meet the same refusal)."""
-    return isinstance(exc, redis.ResponseError) and not isinstance(exc, RedisUnavailable)
+    return isinstance(exc, redis.ResponseError) and not isinstance(exc, _TRANSIENT_ERRORS)
 
 
 def unsent(error: redis.TimeoutError) -> bool:

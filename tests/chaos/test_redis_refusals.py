@@ -23,7 +23,13 @@ from rqueue.schedules.scheduler import Scheduler
 from rqueue.server import RedisServer, free_port
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
-from rqueue.store.retry import TRANSIENT_REPLIES, RedisUnavailable, transient_reply
+from rqueue.store.retry import (
+    REDIS_ERRORS,
+    TRANSIENT_REPLIES,
+    RedisUnavailable,
+    refusal,
+    transient_reply,
+)
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.recovery import Recovery
 from rqueue.worker.scoreboard import Scoreboard
@@ -140,6 +146,25 @@ def test_transient_replies_are_recognised_bare_and_inside_a_script(code: str) ->
 )
 def test_other_errors_are_not_transient(reply: str) -> None:
     assert transient_reply(reply) is None
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        redis.exceptions.ClusterDownError("CLUSTERDOWN The cluster is down"),
+        redis.exceptions.MasterDownError("MASTERDOWN Link with MASTER is down"),
+        redis.exceptions.TryAgainError("TRYAGAIN Multiple keys request during rehashing"),
+        redis.exceptions.ReadOnlyError("READONLY You can't write against a read only replica"),
+    ],
+)
+def test_what_redis_pys_cluster_client_raises_for_a_transient_reply_is_an_outage(
+    raised: redis.ResponseError,
+) -> None:
+    """redis-py's cluster client parses these replies itself (a worker started while a
+    cluster had a master down quit with "refused: CLUSTERDOWN"): an outage to ride out,
+    never a refusal for good."""
+    assert isinstance(raised, REDIS_ERRORS)
+    assert not refusal(raised)
 
 
 def test_a_refusal_inside_a_pipeline_leaves_the_connection_in_step(
