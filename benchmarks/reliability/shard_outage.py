@@ -9,7 +9,12 @@ cluster has failed over (its replica serves the slots: 2-3 s here). Printed per 
 the pickup p50/p99/max of the healthy queues' tasks dispatched before the kill and of
 those dispatched during the outage (from the kill until the failover was seen).
 
-    python benchmarks/reliability/shard_outage.py --runs 3
+By default the cluster requires full coverage (Redis's default): from the moment the
+nodes mark the master failed until its replica is promoted, every shard answers
+``CLUSTERDOWN``, and no worker can take anything anywhere. ``--no-full-coverage``
+(``cluster-require-full-coverage no``) keeps the other shards serving meanwhile.
+
+    python benchmarks/reliability/shard_outage.py --runs 3 [--no-full-coverage]
     PYTHONPATH=/tmp/base python benchmarks/reliability/shard_outage.py  # another tree
 """
 
@@ -22,6 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
@@ -52,8 +58,10 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
 
 
-def one_run(every: float, before: float) -> tuple[list[float], list[float]]:
-    with LocalCluster() as cluster:
+def one_run(
+    every: float, before: float, full_coverage: bool, log: IO[bytes] | None
+) -> tuple[list[float], list[float]]:
+    with LocalCluster(full_coverage=full_coverage) as cluster:
         config = Config.resolve(redis_url=cluster.seed_url)
         queue = RedisQueue(config)
         use(queue)  # the producer's dispatches
@@ -66,7 +74,7 @@ def one_run(every: float, before: float) -> tuple[list[float], list[float]]:
             cwd=Path(outage_tasks.__file__).parent,
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=log,
         )
         stop = threading.Event()
         sent: list[tuple[float, str]] = []
@@ -114,11 +122,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--every", type=float, default=0.02, help="seconds between dispatches")
     parser.add_argument("--before", type=float, default=2.0, help="seconds before the kill")
+    parser.add_argument(
+        "--full-coverage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cluster-require-full-coverage (yes: every shard refuses while one is failed)",
+    )
+    parser.add_argument("--log", type=Path, help="the worker's log, appended to this file")
     args = parser.parse_args()
+    log = args.log.open("ab") if args.log else None
     print(machine_summary())
     rows, p99s = [], []
     for run in range(1, args.runs + 1):
-        earlier, during = one_run(args.every, args.before)
+        earlier, during = one_run(args.every, args.before, args.full_coverage, log)
         ms = [1000 * percentile(v, s) for v in (earlier, during) for s in (0.5, 0.99, 1.0)]
         p99s.append(ms[4])
         rows.append(

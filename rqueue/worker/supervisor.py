@@ -163,12 +163,27 @@ class Supervisor(InterruptibleWaits):
             self._resize()
             wait = min(wait, self.due.migrate(_TICK))  # due tasks are what we woke up for
             self._check_limits()
-            wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
+            wait = min(wait, self._fire_schedules())
             if self.heartbeat is not None:
                 self.heartbeat.beat(self._running)
             self.metrics.flush_if_due()  # of the tasks it settled for dead children
         if self.children or not self.stopping:
             self._wait_delivering_cancels(min(wait, self._time_to_next_deadline()))
+
+    def _fire_schedules(self) -> float:
+        """Fire due schedules (``scheduler.py``); seconds until the next is due.
+
+        The scheduler reads every queue's timeline in one go, so on Redis Cluster one
+        shard that is down fails it all; the tick goes on (the other shards' due tasks
+        move every tick, ``due_tasks.py``) and the schedules are tried next tick. On
+        one server the outage is the whole tick's: raised, for the parent to back off.
+        """
+        try:
+            return self.scheduler.tick()
+        except REDIS_ERRORS:
+            if not self.config.cluster:
+                raise
+            return _TICK
 
     def _running(self) -> list[Running]:
         """What each child runs now, from the scoreboard, for the worker registry."""
