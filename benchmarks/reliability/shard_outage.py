@@ -2,12 +2,15 @@
 
 One ``rqueue work -c 1`` serves three queues whose slots are on three masters of a
 local cluster (tests/topologies.py, one replica each). A producer dispatches a task
-every ``--every`` seconds, in turn to the two queues whose masters stay up; each
-task records how long it waited from its dispatch to its start. After ``--before``
+every ``--every`` seconds, in turn to the two queues whose masters stay up, every
+other one delayed by ``--delay`` (moved to ready by the worker parent's tick); each
+task records how long it waited from its dispatch (a delayed one: from when it was
+due) to its start. After ``--before``
 seconds the third queue's master is killed (SIGKILL) and the run goes on until the
 cluster has failed over (its replica serves the slots: 2-3 s here). Printed per run:
-the pickup p50/p99/max of the healthy queues' tasks dispatched before the kill and of
-those dispatched during the outage (from the kill until the failover was seen).
+the pickup p50/p99/max of the healthy queues' ready tasks dispatched before the kill
+and of those dispatched during the outage (from the kill until the failover was
+seen), and the p99/max of the delayed ones due during the outage.
 
 By default the cluster requires full coverage (Redis's default): from the moment the
 nodes mark the master failed until its replica is promoted, every shard answers
@@ -59,8 +62,8 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def one_run(
-    every: float, before: float, full_coverage: bool, log: IO[bytes] | None
-) -> tuple[list[float], list[float]]:
+    every: float, delay: float, before: float, full_coverage: bool, log: IO[bytes] | None
+) -> tuple[list[float], list[float], list[float]]:
     with LocalCluster(full_coverage=full_coverage) as cluster:
         config = Config.resolve(redis_url=cluster.seed_url)
         queue = RedisQueue(config)
@@ -83,8 +86,11 @@ def one_run(
             turn = 0
             while not stop.is_set():
                 name = healthy[turn % 2]
-                at = time.time()
-                outage_tasks.picked.using(queue=name).dispatch(at, keys[name])
+                on, at = outage_tasks.picked.using(queue=name), time.time()
+                if turn % 4 < 2:
+                    on.dispatch(at, keys[name])
+                else:
+                    on.later(delay, at + delay, keys[name], "delayed")
                 sent.append((at, name))
                 turn += 1
                 stop.wait(every)
@@ -111,16 +117,18 @@ def one_run(
             stop.set()
             worker.terminate()
             worker.wait(30)
-        waits = [(float(a), float(w)) for a, w in (r.split(":") for r in records)]
-        earlier = [w for a, w in waits if a < killed]
-        during = [w for a, w in waits if killed <= a <= back]
-        return earlier, during
+        waits = [(k, float(a), float(w)) for k, a, w in (r.split(":") for r in records)]
+        earlier = [w for k, a, w in waits if k == "ready" and a < killed]
+        during = [w for k, a, w in waits if k == "ready" and killed <= a <= back]
+        late = [w for k, a, w in waits if k == "delayed" and killed <= a <= back]
+        return earlier, during, late
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--every", type=float, default=0.02, help="seconds between dispatches")
+    parser.add_argument("--delay", type=float, default=0.1, help="delayed tasks' delay, s")
     parser.add_argument("--before", type=float, default=2.0, help="seconds before the kill")
     parser.add_argument(
         "--full-coverage",
@@ -134,28 +142,17 @@ def main() -> None:
     print(machine_summary())
     rows, p99s = [], []
     for run in range(1, args.runs + 1):
-        earlier, during = one_run(args.every, args.before, args.full_coverage, log)
+        runs = one_run(args.every, args.delay, args.before, args.full_coverage, log)
+        earlier, during, late = runs
         ms = [1000 * percentile(v, s) for v in (earlier, during) for s in (0.5, 0.99, 1.0)]
+        ms += [1000 * percentile(late, s) for s in (0.99, 1.0)]
         p99s.append(ms[4])
-        rows.append(
-            (
-                run,
-                len(earlier),
-                *[f"{x:.1f}" for x in ms[:3]],
-                len(during),
-                *[f"{x:.1f}" for x in ms[3:]],
-            )
-        )
+        counts = (len(earlier), len(during), len(late))
+        cells = [f"{x:.1f}" for x in ms]
+        rows.append((run, counts[0], *cells[:3], counts[1], *cells[3:6], counts[2], *cells[6:]))
     head = (
-        "run",
-        "before n",
-        "p50 ms",
-        "p99 ms",
-        "max ms",
-        "outage n",
-        "p50 ms",
-        "p99 ms",
-        "max ms",
+        *("run", "before n", "p50 ms", "p99 ms", "max ms"),
+        *("outage n", "p50 ms", "p99 ms", "max ms", "delayed n", "late p99 ms", "max ms"),
     )
     table(head, rows)
     print(f"median pickup p99 on the healthy shards during the outage: {median(p99s):.1f} ms")

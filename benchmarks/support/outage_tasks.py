@@ -1,5 +1,5 @@
 """The task ``benchmarks/reliability/shard_outage.py`` dispatches: it records how long
-it waited, from its dispatch to its start, in a list of its own queue's slot."""
+it waited, from its dispatch (or its due time) to its start, in a list of its own queue's slot."""
 
 from __future__ import annotations
 
@@ -10,5 +10,5 @@ from rqueue.store.default import default_queue
 
 
 @task
-def picked(sent: float, key: str) -> None:
-    default_queue().client.rpush(key, f"{sent}:{time.time() - sent}")
+def picked(sent: float, key: str, kind: str = "ready") -> None:
+    default_queue().client.rpush(key, f"{kind}:{sent}:{time.time() - sent}")

@@ -393,7 +393,10 @@ class ChildWorker(InterruptibleWaits):
         its wait is exactly until its limit frees the next task, at most a second at a
         time so that a pause or a stop is seen as soon as in any idle wait. Nor are
         those of a queue whose shard is down (``outages.py``): the wait lasts until its
-        back-off ends, when it is tried again.
+        back-off ends, when it is tried again. A wait cut short by a shard's outage on
+        Redis Cluster goes straight to the next take (which finds the queues that are
+        down), not through the child's back-off: the other shards' pushes are not kept
+        waiting.
         """
         queues, longest = self.options.queues, 1.0
         limited, outages = self.reservations.limited, self.reservations.outages
@@ -407,6 +410,10 @@ class ChildWorker(InterruptibleWaits):
             self._interruptible = True
             try:
                 woken = self.store.wait_for_ready(queues, min(self.options.block_for, longest))
+            except REDIS_ERRORS:
+                if not self.config.cluster:
+                    raise
+                woken = None  # a shard's outage: the next take marks its queues down
             finally:
                 self._interruptible = False
             self.heard(woken, idle=True)
