@@ -6,8 +6,9 @@ delayed task is due, to wake up for it. On Redis Cluster those calls go to sever
 shards, and one shard may be down while the others serve: its queues' calls fail
 alone (``ClusterPipeline`` gives a node's connection error to that node's commands)
 and those queues are left for a back-off (``outages.py``), while the other queues'
-due tasks move on time. Only when no queue answered is the outage raised, for the
-parent to back off as a whole (one server down).
+due tasks move on time; its wait for the next due time leaves them out too. Only when
+no queue answered is the outage raised, for the parent to back off as a whole (one
+server down).
 """
 
 from __future__ import annotations
@@ -54,3 +55,18 @@ class DueTasks:
         if failed and len(failed) == len(queues):
             raise failed[0]  # nothing answered: the parent backs off as a whole
         return min(wait, self.outages.next_try())
+
+    def wait(self, seconds: float) -> bool:
+        """Block until a delayed push to a queue that is up moves its due time earlier
+        (True) or ``seconds`` pass (False). On Redis Cluster a shard's outage ends the
+        wait early (True: the next tick finds its queues and leaves them out); on one
+        server it is raised, for the parent to back off."""
+        queues = self.queues
+        if self.outages:
+            queues = [name for name in queues if not self.outages.down(name)]
+        try:
+            return bool(queues) and self.queue.wait_for_timer(queues, seconds) is not None
+        except REDIS_ERRORS:
+            if not self.queue.config.cluster:
+                raise
+            return True

@@ -233,7 +233,7 @@ class Supervisor(InterruptibleWaits):
             # the default hz 10), so block only until shortly before the due time and
             # sleep the rest here: delayed tasks start within milliseconds of it.
             block = seconds - _REDIS_TIMEOUT_SLACK
-            if block > 0.01 and self.queue.wait_for_timer(self.options.queues, block):
+            if block > 0.01 and self.due.wait(block):
                 return True  # a push moved the earliest due time (or asked a cancel)
             remaining = deadline - time.monotonic()
             if remaining > 0:
