@@ -213,6 +213,8 @@ class LocalCluster(_Topology):
 
     A short node timeout and ``cluster-replica-validity-factor 0`` (a replica may
     always take over, however long its link was down) make a failover take ~2-3 s.
+    Without ``full_coverage`` the other masters keep serving while one with no
+    replica is down (``cluster-require-full-coverage no``): a shard down until restarted.
     """
 
     def __init__(
@@ -222,6 +224,7 @@ class LocalCluster(_Topology):
         *,
         node_timeout_ms: int = 1000,
         min_replicas_to_write: int = 0,
+        full_coverage: bool = True,
     ) -> None:
         super().__init__("rqueue-cluster-")
         self._masters, self._replicas = masters, replicas_per_master
@@ -233,6 +236,7 @@ class LocalCluster(_Topology):
             # on an idle master waits for a ping: every 10 s by default.
             *("--repl-ping-replica-period", "1"),
             *_data_args(min_replicas_to_write),
+            *("--cluster-require-full-coverage", "yes" if full_coverage else "no"),
         )
         self.nodes: list[Node] = []
 

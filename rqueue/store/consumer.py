@@ -201,14 +201,32 @@ class Consumer(QueueBase):
         """One migrate.lua call per queue, pipelined ``_MIGRATE_QUEUES`` at a time: a worker
         parent of 10^4 queues paid 10^4 round trips (1.5 s) every tick. ``aging``: seconds
         after which a waiting priority level's oldest task is promoted (0: never)."""
-        aging_ms = round(aging * 1000)
         migrations: list[Migration] = []
+        for migration in self.migrate_each(queues, limit, aging):
+            if isinstance(migration, Exception):
+                raise migration
+            migrations.append(migration)
+        return migrations
+
+    def migrate_each(
+        self, queues: Sequence[str], limit: int = _MIGRATE_LIMIT, aging: float = 0
+    ) -> list[Migration | Exception]:
+        """:meth:`migrate_all`, each queue's error in its place: on Redis Cluster a
+        shard that is down fails its own queues' calls, and the others' still count
+        (``ClusterPipeline`` gives a node's connection error to its commands alone).
+        On one server a lost connection fails the whole pipeline: raised."""
+        aging_ms = round(aging * 1000)
+        migrations: list[Migration | Exception] = []
         for start in range(0, len(queues), _MIGRATE_QUEUES):
             pipe = self.client.pipeline(transaction=False)
             for queue in queues[start : start + _MIGRATE_QUEUES]:
                 call = calls.migrate(self.keys(queue), limit, self.config.events, aging_ms)
                 self.scripts.migrate.queue(pipe, *call)
-            for moved, next_due, now, notices in execute(pipe, self.scripts):
+            for reply in execute(pipe, self.scripts, raise_on_error=False):
+                if isinstance(reply, Exception):
+                    migrations.append(reply)
+                    continue
+                moved, next_due, now, notices = reply
                 due = None if int(next_due) < 0 else int(next_due)
                 migrations.append(Migration(int(moved), due, int(now), int(notices)))
         return migrations

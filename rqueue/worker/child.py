@@ -204,7 +204,7 @@ class ChildWorker(InterruptibleWaits):
             self._limit_reached()
             return
         if batch is None:
-            self.reservations.flush()
+            self.reservations.flush(skip_down=True)
             self.slot.set(State.EMPTY)
             setproctitle(f"{self.title}: waiting")
             self._wait_for_work()
@@ -219,7 +219,8 @@ class ChildWorker(InterruptibleWaits):
         if self.reservations.acks_pending():
             # No reserve call carried them, and the batch they belong to has left our
             # slot: if we died now, the parent could not tell those tasks had finished.
-            self.persist(self.reservations.flush)
+            # (Those of a shard that is down wait for it: the others' queues do not.)
+            self.persist(functools.partial(self.reservations.flush, skip_down=True))
         self.run_batch(batch, headers, entries)
         self.time_limit.stop()
 
@@ -390,12 +391,18 @@ class ChildWorker(InterruptibleWaits):
 
         A rate-limited queue's pushes are not waited for (it could take none of them):
         its wait is exactly until its limit frees the next task, at most a second at a
-        time so that a pause or a stop is seen as soon as in any idle wait.
+        time so that a pause or a stop is seen as soon as in any idle wait. Nor are
+        those of a queue whose shard is down (``outages.py``): the wait lasts until its
+        back-off ends, when it is tried again. A wait cut short by a shard's outage on
+        Redis Cluster goes straight to the next take (which finds the queues that are
+        down), not through the child's back-off: the other shards' pushes are not kept
+        waiting.
         """
         queues, longest = self.options.queues, 1.0
-        if self.reservations.limited:
-            queues = tuple(q for q in queues if q not in self.reservations.limited)
-            longest = min(1.0, *self.reservations.limited.values())
+        limited, outages = self.reservations.limited, self.reservations.outages
+        if limited or outages:
+            queues = tuple(q for q in queues if q not in limited and not outages.down(q))
+            longest = min(1.0, outages.next_try(), *limited.values())
             if not queues:
                 self._sleep(longest)
                 return
@@ -403,6 +410,10 @@ class ChildWorker(InterruptibleWaits):
             self._interruptible = True
             try:
                 woken = self.store.wait_for_ready(queues, min(self.options.block_for, longest))
+            except REDIS_ERRORS:
+                if not self.config.cluster:
+                    raise
+                woken = None  # a shard's outage: the next take marks its queues down
             finally:
                 self._interruptible = False
             self.heard(woken, idle=True)

@@ -25,6 +25,13 @@ A queue with a rate limit (``--rate``) hands out no more tasks than the limit fr
 (reserve.lua); when it held tasks back, the reply says when it frees the next one,
 and ``limited`` tells the child how long to wait for it.
 
+On Redis Cluster one shard may be down while the others serve: a queue whose call
+meets an outage is left for a back-off of its own (``outages.py``) and the child goes
+on to its other queues at once; only when no queue answered does the call raise, for
+the child to back off as a whole (one server down). What such a call may have
+reserved is given back once the queue answers again (``_reclaim``), before anything
+else is reserved from it; its acks wait for it meanwhile.
+
 Redis may refuse a call that carries acknowledgements with a command error (not an
 outage): a result record it will not take. Sending the same call again would meet
 the same refusal for ever, so the acks are then sent one at a time, and each one
@@ -42,10 +49,11 @@ import redis
 
 from rqueue.errors import describe
 from rqueue.store.queue import Kept, RedisQueue, Reservation
-from rqueue.store.retry import refusal
+from rqueue.store.retry import REDIS_ERRORS, refusal
 from rqueue.worker.held_work import HeldWork
 from rqueue.worker.member_counts import OwedCounts
 from rqueue.worker.options import WorkerOptions
+from rqueue.worker.outages import Outages
 from rqueue.worker.queue_order import queue_order
 
 _GROWTH = 4
@@ -97,6 +105,8 @@ class Reservations:
         self._order = queue_order(store, options.queues)
         self._lost: set[str] = set()
         """Queues whose last reserve call's reply was lost: what it reserved goes back."""
+        self.outages = Outages()
+        """Queues whose Redis did not answer, left alone for a back-off (see the module)."""
         self._rates = {name: (r.limit, r.period_ms) for name, r in options.rates.items()}
         self.limited: dict[str, float] = {}
         """After a ``take`` that found nothing: queues whose rate limit held back ready
@@ -122,15 +132,25 @@ class Reservations:
         if self._lost:
             self._reclaim()
         self._count_owed()
-        batch = self.settle()
+        outages: list[BaseException] = []
+        try:
+            batch = self.settle()
+        except REDIS_ERRORS as exc:
+            if not self.store.config.cluster:
+                raise
+            batch = None  # that queue is down: settle marked it
+            outages.append(exc)
         if batch is not None:
             self._order.tried(batch.queue_index, batch.reservation)
             if batch.reservation.payloads:
                 return self._grown(batch)
         count = min(allowed, self._size)
         self.limited = {}
+        answered = batch is not None
         for index in self._order.indices(first, self._owed):
             name = self.options.queues[index]
+            if self.outages and self.outages.down(name):
+                continue  # in its back-off (and reclaimed, if lost, before it is tried)
             acks, kept = self._acks.get(name, []), self._kept.get(name, [])
             size = self.held.count(name, count, at_once)
             sent_at = time.monotonic()
@@ -138,10 +158,16 @@ class Reservations:
                 reservation = self._reserve(name, size, acks, kept)()
             except BaseException as exc:
                 self._lost.add(name)
+                if self._shard_down(name, exc):  # its shard alone: on to the next queue
+                    outages.append(exc)
+                    continue
                 if not (refusal(exc) and (acks or kept)):
                     raise
                 self._ack_each(name)  # then reserve without them
                 reservation = self._reserve(name, size, [], [])()
+            answered = True
+            if self.outages:
+                self.outages.answered(name)
             if acks or kept:
                 self._acks.pop(name, None)
                 self._kept.pop(name, None)
@@ -151,6 +177,8 @@ class Reservations:
                 return self._grown(Reserved(index, reservation, sent_at))
             if reservation.rate_wait_ms and reservation.still_ready:
                 self.limited[name] = reservation.rate_wait_ms / 1000
+        if outages and not answered:
+            raise outages[0]  # nothing answered: the child backs off as a whole
         self._size = 1
         return None
 
@@ -175,10 +203,10 @@ class Reservations:
         self._reset_ack_deadline()
         try:
             reply = self._reserve(name, self._size, acks, kept)
-        except BaseException:
+        except BaseException as exc:
             # Not sent, or not all of it (a connection broken by a Redis restart): the
             # acks go with the next call, and whatever it may have reserved is reclaimed.
-            self._restore(name, acks, kept)
+            self._restore(name, acks, kept, exc)
             raise
         self._ahead = _ReadAhead(0, time.monotonic(), reply, acks, kept)
 
@@ -196,8 +224,9 @@ class Reservations:
         index, sent_at = self.options.queues.index(queue), time.monotonic()
         try:
             reply = self._reserve(queue, 1, [], [])
-        except BaseException:
+        except BaseException as exc:
             self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
+            self._shard_down(queue, exc)
             raise
         self._ahead = _ReadAhead(index, sent_at, reply, [], [])
 
@@ -214,19 +243,21 @@ class Reservations:
         except BaseException as exc:
             # Whether the acks landed is unknown: send them again (ZREM is idempotent),
             # before the next task starts.
-            self._restore(self.options.queues[ahead.queue_index], ahead.acks, ahead.kept)
+            self._restore(self.options.queues[ahead.queue_index], ahead.acks, ahead.kept, exc)
             if refusal(exc) and (ahead.acks or ahead.kept):
                 return None  # the next call carries them, and meets the refusal (take)
             raise
         return Reserved(ahead.queue_index, reservation, ahead.sent_at)
 
-    def _restore(self, name: str, acks: list[bytes], kept: list[Kept]) -> None:
+    def _restore(self, name: str, acks: list[bytes], kept: list[Kept], exc: BaseException) -> None:
         """Put back acks a reserve call may not have delivered, due at once, and mark
-        its reply lost so that what it may have reserved is given back (_reclaim)."""
+        its reply lost so that what it may have reserved is given back (_reclaim);
+        the queue is down for a back-off if ``exc`` is an outage."""
         self._acks.setdefault(name, [])[:0] = acks
         self._kept.setdefault(name, [])[:0] = kept
         self._ack_deadline = 0.0
         self._lost.add(name)
+        self._shard_down(name, exc)
 
     def acknowledge(
         self,
@@ -259,12 +290,23 @@ class Reservations:
         """True if a pending ack's reservation could run out by ``moment``: flush first."""
         return moment >= self._ack_deadline
 
-    def flush(self) -> None:
-        """Send the pending acks now (``ack.lua``), with no reserve call to carry them."""
+    def flush(self, skip_down: bool = False) -> None:
+        """Send the pending acks now (``ack.lua``), with no reserve call to carry them.
+
+        With ``skip_down``, a running child's flush: the acks of a queue that is down
+        (or goes down now) wait for it, and the child goes on with its other queues.
+        Without, every ack is sent or the outage raised (for the caller to retry).
+        """
         self._count_owed()
         for name in {*self._acks, *self._kept}:
+            if skip_down and self.outages.down(name):
+                continue
             try:
                 self.store.ack(name, self._acks.get(name, []), self._kept.get(name, []))
+            except REDIS_ERRORS as exc:
+                if not (self._shard_down(name, exc) and skip_down):
+                    raise
+                continue
             except redis.ResponseError as exc:
                 if not refusal(exc):
                     raise
@@ -291,8 +333,8 @@ class Reservations:
                     reason = f"Redis refused its acknowledgement: {describe(exc)[1]}"
                     self.refused.append(Refused(name, kept[0].payload, reason))
                 del kept[0]
-        except BaseException:
-            self._restore(name, acks, kept)
+        except BaseException as exc:
+            self._restore(name, acks, kept, exc)
             raise
         finally:
             self._reset_ack_deadline()
@@ -323,13 +365,31 @@ class Reservations:
         left). If it did, its batch is under our claims key, and nobody else would
         give it back before the reservations expire. Tasks we finished (acks still
         pending) stay; release.lua moves only what is still reserved with these bytes.
-        Only the queues whose call was lost: every other call's reply was read.
+        Only the queues whose call was lost: every other call's reply was read. A
+        queue that is down keeps its place here (``take`` reserves nothing from it)
+        until it answers.
         """
         for name in sorted(self._lost):
+            if self.outages.down(name):
+                continue
             finished = {*self._acks.get(name, ()), *(k.payload for k in self._kept.get(name, ()))}
-            unstarted = [p for p in self.store.claimed(name, self.claims) if p not in finished]
-            self.store.release(name, unstarted, unstarted=True, claims=self.claims)
+            try:
+                claimed = self.store.claimed(name, self.claims)
+                unstarted = [p for p in claimed if p not in finished]
+                self.store.release(name, unstarted, unstarted=True, claims=self.claims)
+            except REDIS_ERRORS as exc:
+                if not self._shard_down(name, exc):
+                    raise
+                continue
             self._lost.discard(name)
+
+    def _shard_down(self, name: str, exc: BaseException) -> bool:
+        """Whether ``exc`` is an outage of ``name``'s shard of a Redis Cluster, the
+        queue then left for a back-off; on one server an outage is every queue's."""
+        if not (self.store.config.cluster and isinstance(exc, REDIS_ERRORS)):
+            return False
+        self.outages.failed(name)
+        return True
 
     def _reserve(
         self, name: str, count: int, acks: list[bytes], kept: list[Kept]

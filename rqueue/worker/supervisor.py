@@ -31,6 +31,7 @@ from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
 from rqueue.worker.cancels import CancelWatch
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
+from rqueue.worker.due_tasks import DueTasks
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.participants import recorder
@@ -39,7 +40,6 @@ from rqueue.worker.recovery import Recovery, counted_by_parent
 from rqueue.worker.scaling import TargetFile, resize, respawn_delay
 from rqueue.worker.scoreboard import Entry, Scoreboard, State
 from rqueue.worker.stop_reasons import StopReasons
-from rqueue.workflows.dependencies import drain
 
 log = logging.getLogger("rqueue.worker")
 
@@ -87,6 +87,7 @@ class Supervisor(InterruptibleWaits):
         self.queue = RedisQueue(self.config)
         self.queue.ping()
         self.scheduler = Scheduler(self.queue, self.options.queues, self.options.schedule)
+        self.due = DueTasks(self.queue, self.options.queues, self.options.aging)
         self.board = Scoreboard(self.options.capacity, self.options.held_limit)
         # Registered in the registry by the first tick, which also rides out a Redis that
         # refuses writes for now (a failover): reading works on a replica too.
@@ -160,26 +161,29 @@ class Supervisor(InterruptibleWaits):
         if not self.stopping:
             self._respawn()  # before any Redis call: an outage must not hold it up
             self._resize()
-            wait = min(wait, self._migrate())  # due tasks are what we woke up for
+            wait = min(wait, self.due.migrate(_TICK))  # due tasks are what we woke up for
             self._check_limits()
-            wait = min(wait, self.scheduler.tick())  # fire due schedules (scheduler.py)
+            wait = min(wait, self._fire_schedules())
             if self.heartbeat is not None:
                 self.heartbeat.beat(self._running)
             self.metrics.flush_if_due()  # of the tasks it settled for dead children
         if self.children or not self.stopping:
             self._wait_delivering_cancels(min(wait, self._time_to_next_deadline()))
 
-    def _migrate(self) -> float:
-        """Move due tasks back to the lists; return seconds until the next is due."""
-        wait = _TICK
-        queues = self.options.queues
-        migrations = self.queue.migrate_all(queues, aging=self.options.aging)
-        for name, migration in zip(queues, migrations, strict=True):
-            if migration.notices:  # tasks waiting for its tasks (workflows/dependencies.py)
-                drain(self.queue, name)
-            if migration.next_due_ms is not None:
-                wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
-        return wait
+    def _fire_schedules(self) -> float:
+        """Fire due schedules (``scheduler.py``); seconds until the next is due.
+
+        The scheduler reads every queue's timeline in one go, so on Redis Cluster one
+        shard that is down fails it all; the tick goes on (the other shards' due tasks
+        move every tick, ``due_tasks.py``) and the schedules are tried next tick. On
+        one server the outage is the whole tick's: raised, for the parent to back off.
+        """
+        try:
+            return self.scheduler.tick()
+        except REDIS_ERRORS:
+            if not self.config.cluster:
+                raise
+            return _TICK
 
     def _running(self) -> list[Running]:
         """What each child runs now, from the scoreboard, for the worker registry."""
@@ -229,7 +233,7 @@ class Supervisor(InterruptibleWaits):
             # the default hz 10), so block only until shortly before the due time and
             # sleep the rest here: delayed tasks start within milliseconds of it.
             block = seconds - _REDIS_TIMEOUT_SLACK
-            if block > 0.01 and self.queue.wait_for_timer(self.options.queues, block):
+            if block > 0.01 and self.due.wait(block):
                 return True  # a push moved the earliest due time (or asked a cancel)
             remaining = deadline - time.monotonic()
             if remaining > 0:

@@ -1,0 +1,72 @@
+"""The worker parent's move of its queues' due tasks back to their ready lists.
+
+Each tick the parent sends one migrate.lua call per queue, pipelined (delayed tasks
+now due, expired reservations, aged priority levels), and learns when the next
+delayed task is due, to wake up for it. On Redis Cluster those calls go to several
+shards, and one shard may be down while the others serve: its queues' calls fail
+alone (``ClusterPipeline`` gives a node's connection error to that node's commands)
+and those queues are left for a back-off (``outages.py``), while the other queues'
+due tasks move on time; its wait for the next due time leaves them out too. Only when
+no queue answered is the outage raised, for the parent to back off as a whole (one
+server down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import REDIS_ERRORS
+from rqueue.worker.outages import Outages
+from rqueue.workflows.dependencies import drain
+
+
+class DueTasks:
+    """Moves due tasks back to ready, queue by queue, a down shard's queues left out."""
+
+    def __init__(self, queue: RedisQueue, queues: Sequence[str], aging: float) -> None:
+        self.queue = queue
+        self.queues = queues
+        self.aging = aging
+        self.outages = Outages()
+
+    def migrate(self, longest: float) -> float:
+        """Move due tasks back to the lists; return seconds until the next is due (or a
+        down queue's back-off ends), at most ``longest``."""
+        wait = longest
+        queues = self.queues
+        if self.outages:
+            queues = [name for name in queues if not self.outages.down(name)]
+        migrations = self.queue.migrate_each(queues, aging=self.aging)
+        failed: list[Exception] = []
+        for name, migration in zip(queues, migrations, strict=True):
+            if isinstance(migration, Exception):
+                if not (self.queue.config.cluster and isinstance(migration, REDIS_ERRORS)):
+                    raise migration
+                self.outages.failed(name)
+                failed.append(migration)
+                continue
+            if self.outages:
+                self.outages.answered(name)
+            if migration.notices:  # tasks waiting for its tasks (workflows/dependencies.py)
+                drain(self.queue, name)
+            if migration.next_due_ms is not None:
+                wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
+        if failed and len(failed) == len(queues):
+            raise failed[0]  # nothing answered: the parent backs off as a whole
+        return min(wait, self.outages.next_try())
+
+    def wait(self, seconds: float) -> bool:
+        """Block until a delayed push to a queue that is up moves its due time earlier
+        (True) or ``seconds`` pass (False). On Redis Cluster a shard's outage ends the
+        wait early (True: the next tick finds its queues and leaves them out); on one
+        server it is raised, for the parent to back off."""
+        queues = self.queues
+        if self.outages:
+            queues = [name for name in queues if not self.outages.down(name)]
+        try:
+            return bool(queues) and self.queue.wait_for_timer(queues, seconds) is not None
+        except REDIS_ERRORS:
+            if not self.queue.config.cluster:
+                raise
+            return True

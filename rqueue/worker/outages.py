@@ -1,0 +1,54 @@
+"""Queues a worker leaves alone for a moment because their Redis did not answer.
+
+On Redis Cluster each queue lives on the shard that serves its slot, and one shard can
+be down (a killed master, until its replica takes over: 2-3 s) while the others serve.
+A worker that backed off as a whole at the first unreachable queue made every queue
+wait out that shard's outage. So a connection error on one queue marks that queue
+down for a back-off of its own (``backoff_delay``, growing while it keeps failing),
+and the worker goes on to its other queues at once; when the back-off ends the queue
+is tried again. A worker child (``reservations.py``) and its parent's migrate tick
+(``supervisor.py``) each keep one.
+
+On one server every queue fails together: the caller sees that nothing answered and
+backs off as a whole, as before. Keeping nothing here until a call fails, the hot
+path pays one test of an empty dict.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rqueue.store.retry import backoff_delay
+
+
+class Outages:
+    """Which queues are down, until when (monotonic), and how often in a row."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._failures: dict[str, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._until)
+
+    def failed(self, name: str) -> None:
+        """A call on ``name`` met an outage: leave it for its next back-off."""
+        failures = self._failures[name] = self._failures.get(name, 0) + 1
+        self._until[name] = time.monotonic() + backoff_delay(failures)
+
+    def answered(self, name: str) -> None:
+        """A call on ``name`` went through: its back-off starts afresh next time."""
+        if self._until:
+            self._until.pop(name, None)
+            self._failures.pop(name, None)
+
+    def down(self, name: str) -> bool:
+        """Whether ``name`` is still in its back-off (not to be called yet)."""
+        until = self._until.get(name)
+        return until is not None and time.monotonic() < until
+
+    def next_try(self) -> float:
+        """Seconds until the first back-off ends (inf with none)."""
+        if not self._until:
+            return float("inf")
+        return max(0.0, min(self._until.values()) - time.monotonic())

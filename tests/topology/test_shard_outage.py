@@ -1,0 +1,80 @@
+"""Redis Cluster: one shard down holds up no queue of the others (issue #34).
+
+A worker serves three queues whose slots are on three masters. One master is killed
+and, with no replica and ``cluster-require-full-coverage no``, its shard stays down
+until the test restarts it: tasks dispatched meanwhile to the two healthy shards (ready
+at once, and delayed: moved by the parent's tick) must run while it is still down. How
+fast they start is ``benchmarks/shard_outage.py``'s to print, not a test's to time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apptasks
+import pytest
+from support import Workers, strings, wait_for
+from test_cluster import on_each_shard
+from topologies import LocalCluster, Node
+
+from rqueue.settings.config import Config
+from rqueue.store.queue import RedisQueue
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def lonely_cluster() -> Iterator[LocalCluster]:
+    """Masters without replicas that serve while one of them is down."""
+    with LocalCluster(replicas_per_master=0, full_coverage=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def config(lonely_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> Config:
+    monkeypatch.setenv("REDIS_URL", lonely_cluster.seed_url)
+    return Config.resolve(redis_url=lonely_cluster.seed_url)
+
+
+def victim_of(cluster: LocalCluster, queue: RedisQueue, names: list[str]) -> str:
+    """A queue whose master holds neither the global keys nor the tasks' record."""
+    spared = {
+        cluster.master_of(queue.global_keys.known_queues).port,
+        cluster.master_of(apptasks.DONE).port,
+    }
+    return next(n for n in names if cluster.master_of(f"queues:{{{n}}}").port not in spared)
+
+
+def test_tasks_of_healthy_shards_run_while_another_is_down(
+    lonely_cluster: LocalCluster, queue: RedisQueue, workers: Workers
+) -> None:
+    names = on_each_shard(lonely_cluster)
+    victim = victim_of(lonely_cluster, queue, names)
+    healthy = [name for name in names if name != victim]
+    # The down queue first: a child that stopped at it would never reach the others.
+    workers.start(",".join([victim, *healthy]), "-c", "1")
+    for name in names:
+        apptasks.record.using(queue=name).dispatch(f"before:{name}")
+    wait_for(lambda: len(strings(queue.client, apptasks.DONE)) == 3, 30, "the first three tasks")
+    node: Node = lonely_cluster.master_of(f"queues:{{{victim}}}")
+    lonely_cluster.kill(node)
+    try:
+        for name in healthy:
+            apptasks.record.using(queue=name).dispatch(f"during:{name}")
+        apptasks.record.using(queue=healthy[0]).later(0.2, "during:delayed")
+        expected = {f"during:{name}" for name in healthy} | {"during:delayed"}
+        wait_for(
+            lambda: expected <= set(strings(queue.client, apptasks.DONE)),
+            30,
+            "the healthy shards' tasks, ready and delayed, to run",
+        )
+        assert not node.running, "they ran while the shard was still down"
+    finally:
+        lonely_cluster.restart(node)
+    # Back: its queue is served again, and what was lost there is given back.
+    apptasks.record.using(queue=victim).dispatch(f"after:{victim}")
+    wait_for(
+        lambda: f"after:{victim}" in strings(queue.client, apptasks.DONE),
+        30,
+        "the restarted shard's task to run",
+    )
