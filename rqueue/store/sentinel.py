@@ -74,7 +74,7 @@ class MasterLocator:
         self._names = ", ".join(f"{h}:{p}" for h, p in target.hosts)
         self._address: Address | None = None
         self._checked = -self.check_interval
-        self._changed = threading.Condition()
+        self._changed = threading.Condition(threading.Lock())
         self._holding_until = 0.0
         self._left: Address | None = None
         self._left_until = 0.0
@@ -146,7 +146,7 @@ class MasterLocator:
     def _after_fork(self) -> None:
         """In a forked child: the parent's lock may have been held by its watcher, and
         that thread is not here. A fresh lock; a watcher of its own on first use."""
-        self._changed = threading.Condition()
+        self._changed = threading.Condition(threading.Lock())
         self._watched = False
 
     def _ask(self) -> Address:
