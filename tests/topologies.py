@@ -467,6 +467,12 @@ class LocalSentinel(_Topology):
         running = [node for node in self.sentinels if node.running]
         _await(f"a failover from {old_master.port}", running, moved, timeout)
 
+    def wait_for_replicas(self, timeout: float = TIMEOUT) -> None:
+        """Until every running sentinel sees every other data node as a replica in sync
+        (after a manual failover the old master becomes one ~10 s later)."""
+        running = [node for node in self.sentinels if node.running]
+        _await("every replica in sync", running, self._watching, timeout)
+
     def failover(self) -> None:
         """Ask a sentinel for a failover now, without waiting for the master to fail."""
         next(s for s in self.sentinels if s.running).ask("SENTINEL", "FAILOVER", self.master_name)

@@ -33,6 +33,8 @@ have the task: Redis ``WAIT``)::
     python benchmarks/reliability/failover.py
     python benchmarks/reliability/failover.py --runs sentinel-manual \
         --min-replicas 0 --wait-replicas 0
+    python benchmarks/reliability/failover.py --runs sentinel-manual --replicas 2 \
+        --min-replicas 1 --wait-replicas 0   # two replicas: no pause for want of one
 """
 
 from __future__ import annotations
@@ -108,6 +110,9 @@ class Params:
     concurrency: int = 2
     drain: float = 60.0
     """Seconds the queue may take to drain after the producer stopped."""
+    replicas: int = 1
+    """Replicas of each master: with ``min-replicas-to-write``, run two, or a promoted
+    replica refuses writes until the old master has rejoined it."""
 
 
 @dataclass
@@ -208,13 +213,15 @@ class Producer(threading.Thread):
 
 
 @contextlib.contextmanager
-def topology(scenario: Scenario) -> Iterator[tuple[Topology, str]]:
+def topology(scenario: Scenario, replicas: int) -> Iterator[tuple[Topology, str]]:
     """The topology of ``scenario``, started, and the URL rqueue reaches it by."""
     if scenario.run.startswith("cluster"):
-        with LocalCluster(min_replicas_to_write=scenario.min_replicas) as cluster:
+        with LocalCluster(
+            replicas_per_master=replicas, min_replicas_to_write=scenario.min_replicas
+        ) as cluster:
             yield cluster, cluster.seed_url
     else:
-        with LocalSentinel(min_replicas_to_write=scenario.min_replicas) as sentinel:
+        with LocalSentinel(replicas, min_replicas_to_write=scenario.min_replicas) as sentinel:
             yield sentinel, sentinel.url
 
 
@@ -331,7 +338,7 @@ def run(scenario: Scenario, params: Params) -> Outcome:
     """One run of ``scenario`` on a topology of its own, start to finish."""
     outcome = Outcome(scenario)
     logs = Path(tempfile.mkdtemp(prefix="rqueue-failover-"))
-    with open_book(), topology(scenario) as (nodes, url):
+    with open_book(), topology(scenario, params.replicas) as (nodes, url):
         queue = RedisQueue(Config(redis_url=url, wait_replicas=scenario.wait_replicas))
         producer = Producer(queue, params.rate)
         # A short timeout brings stranded reservations back within the run.
@@ -379,11 +386,14 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=Params.after, help="acks after the rejoin")
     parser.add_argument("--workers", type=int, default=Params.workers)
     parser.add_argument("--concurrency", type=int, default=Params.concurrency)
+    parser.add_argument("--replicas", type=int, default=Params.replicas, help="per master")
     args = parser.parse_args()
     runs = args.runs.split(",")
     if unknown := set(runs) - set(RUNS):
         parser.error(f"unknown runs {sorted(unknown)}; choose from {', '.join(RUNS)}")
-    params = Params(args.rate, args.before, args.after, args.workers, args.concurrency)
+    params = Params(
+        args.rate, args.before, args.after, args.workers, args.concurrency, replicas=args.replicas
+    )
     print(f"command: python benchmarks/reliability/failover.py {' '.join(sys.argv[1:])}".rstrip())
     print(machine_summary(), flush=True)
     outcomes = []
@@ -403,7 +413,8 @@ def main() -> None:
         HEADERS,
         [o.row() for o in outcomes],
         f"Failover under load ({params.rate:g} dispatches/s, {params.workers} worker(s) x "
-        f"{params.concurrency}; load = 1-minute load average at the end of each run)",
+        f"{params.concurrency}, {params.replicas} replica(s) per master; "
+        "load = 1-minute load average at the end of each run)",
     )
 
 

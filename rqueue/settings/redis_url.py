@@ -6,7 +6,9 @@
   a client starting while one of them is down still finds the cluster.
 - ``redis+sentinel://h1:26379,h2:26379/mymaster/0``: the master Sentinel names
   ``mymaster``. The URL's user and password are the data nodes'; the sentinels' own go
-  in ``?sentinel_username=`` and ``?sentinel_password=``, since they are often different.
+  in ``?sentinel_username=`` and ``?sentinel_password=``, since they are often different;
+  ``?sentinel_check_interval=`` is how often the sentinels are asked again for the
+  master (seconds; their announcements move a client at once, this is the fallback).
 
 ``rediss+cluster://`` and ``rediss+sentinel://`` use TLS for every connection. Read
 here, at layer 0, so a malformed URL is a usage error where it was given (the option or
@@ -33,7 +35,8 @@ from rqueue.text import mask_credentials
 _SINGLE = ("redis", "rediss", "unix")
 _CLUSTER = ("redis+cluster", "rediss+cluster")
 _SENTINEL = ("redis+sentinel", "rediss+sentinel")
-_SENTINEL_CREDENTIALS = ("sentinel_username", "sentinel_password")
+_SENTINEL_OWN = ("sentinel_username", "sentinel_password", "sentinel_check_interval")
+"""A Sentinel URL's options that are about the sentinels, not passed to redis-py."""
 _SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*")
 DEFAULT_SENTINEL_PORT = 26379
 DEFAULT_PORT = 6379
@@ -60,6 +63,8 @@ class RedisTarget:
     """The name Sentinel monitors the master under."""
     sentinel_username: str | None = None
     sentinel_password: str | None = field(default=None, repr=False)
+    sentinel_check_interval: float = 1.0
+    """Seconds a master's address is trusted before the sentinels are asked again."""
 
     @property
     def tls(self) -> bool:
@@ -130,6 +135,9 @@ OPTIONS: Mapping[str, _Option] = {
     "ssl_password": _Option("a password", _anything, tls_only=True),
     "sentinel_username": _Option("a user name", _anything, sentinel_only=True),
     "sentinel_password": _Option("a password", _anything, sentinel_only=True),
+    "sentinel_check_interval": _Option(
+        "a number from 0.1 to 86400 (seconds)", _number(0.1, 86400), sentinel_only=True
+    ),
 }
 """Every query option a Redis URL may carry. Any other is refused by name: redis-py
 would pass it on to its connection class, which fails at the first connect."""
@@ -183,8 +191,8 @@ def parse_redis_url(url: str) -> RedisTarget:
                 "redis+sentinel://host:port,host:port/mastername/0"
             )
         path = f"/{db or 0}"
-        extra = {k: v for k, v in query if k in _SENTINEL_CREDENTIALS}  # already decoded
-        query = [(k, v) for k, v in query if k not in _SENTINEL_CREDENTIALS]
+        extra = {k: v for k, v in query if k in _SENTINEL_OWN}  # already decoded
+        query = [(k, v) for k, v in query if k not in _SENTINEL_OWN]
     host, port = hosts[0]
     credentials = f"{userinfo}@" if userinfo else ""
     options = f"?{urlencode(query)}" if query else ""
@@ -198,6 +206,7 @@ def parse_redis_url(url: str) -> RedisTarget:
         service=unquote(service),
         sentinel_username=extra.get("sentinel_username"),
         sentinel_password=extra.get("sentinel_password"),
+        sentinel_check_interval=float(extra.get("sentinel_check_interval") or 1.0),
     )
 
 

@@ -19,7 +19,7 @@ from redis.retry import Retry
 from rqueue.settings.config import Config, ConfigError
 from rqueue.store.cluster import ClusterClient, SlotMap
 from rqueue.store.retry import ROLE_CHANGES, RedisUnavailable, transient_reply
-from rqueue.store.sentinel import MasterLocator, sentinel_managed
+from rqueue.store.sentinel import locator, sentinel_managed
 
 
 @functools.cache
@@ -74,8 +74,8 @@ def connect(config: Config) -> redis.Redis:
         seeds = target.hosts or [_address(node_client(config))]
         return ClusterClient(SlotMap(seeds, lambda host, port: node_client(config, (host, port))))
     if target.kind == "sentinel":
-        locator = MasterLocator(target, _options(config))
-        return node_client(config, routed=lambda connection: sentinel_managed(connection, locator))
+        master = locator(target, _options(config))
+        return node_client(config, routed=lambda connection: sentinel_managed(connection, master))
     return node_client(config)
 
 

@@ -2,16 +2,19 @@
 
 The core suite runs on Sentinel too (``tox -e sentinel``); these tests pin what only
 Sentinel has: separate passwords, following the master the sentinels name through a
-failover, and waiting for a replica after a dispatch. Each starts its own set (about
-0.2 s), since it kills or fails over nodes.
+failover (as they announce it), and waiting for a replica after a dispatch. Each starts
+its own set (about 0.2 s), since it kills or fails over nodes.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+
 import apptasks
 import pytest
-from support import TASKS_DIR, Workers, cli, strings
-from topologies import LocalSentinel
+from support import TASKS_DIR, Workers, cli, strings, wait_for
+from topologies import LocalSentinel, Node
 
 from rqueue.errors import ReplicasNotReached
 from rqueue.failed import FailedTasks
@@ -47,6 +50,9 @@ def test_a_dispatch_rides_out_the_death_of_the_master(config: Config) -> None:
         sentinel.kill(old)
         # Sent while no master is known: retried until the sentinels name a new one.
         apptasks.record.using(connection=queue).dispatch("after")
+        # Sent as soon as the promoted replica was announced, maybe before every
+        # sentinel names it.
+        sentinel.wait_for_failover(old)
         new = sentinel.master()
         assert new is not old
         assert new.ask("LLEN", "queues:default") == 2
@@ -108,3 +114,100 @@ def test_work_wait_replicas_makes_the_tasks_own_dispatches_wait(config: Config) 
         result = cli(config, "work", "--wait-replicas", "-1", "--once")
         assert result.returncode == 2
         assert "Invalid value for --wait-replicas" in result.stderr
+
+
+FOLLOW_ONLY = "?sentinel_check_interval=86400"
+"""Never ask the sentinels again on a timer: only their announcements (or a refusal)
+can move the client."""
+
+
+def _subscribed(sentinel: Node) -> bool:
+    """Whether a client listens to ``sentinel``'s announcements now."""
+    return re.search(r"\bsub=[1-9]", sentinel.ask("CLIENT", "LIST")) is not None
+
+
+def _following(sentinel: LocalSentinel, queue: RedisQueue) -> None:
+    """Push once (which starts the process's watcher), then until it listens to every
+    running sentinel: an announcement made before it subscribed is not heard."""
+    queue.push("default", [b"first"])
+    running = [node for node in sentinel.sentinels if node.running]
+    wait_for(lambda: all(_subscribed(node) for node in running), 30, "never subscribed")
+
+
+def _failover_followed(sentinel: LocalSentinel, queue: RedisQueue) -> None:
+    """A manual failover; the push after it lands on the new master, none on the old.
+
+    The old master takes writes for seconds after it (until the sentinels demote it),
+    and the client never asks the sentinels on a timer: only the announcements, heard
+    from the sentinels still running, can have moved it."""
+    sentinel.wait_for_replicas()  # one failover after another: the last one is over
+    old = sentinel.master()
+    before = old.ask("LLEN", "queues:default")
+    sentinel.failover()
+    sentinel.wait_for_failover(old)
+    new = sentinel.master()
+    queue.push("default", [b"after"])
+    lengths = {node.port: node.ask("LLEN", "queues:default") for node in sentinel.data_nodes}
+    assert lengths[new.port] == before + 1, f"{before} before, now {lengths}, {new.port} new"
+
+
+def test_a_manual_failover_is_followed_through_the_announcements(config: Config) -> None:
+    with LocalSentinel() as sentinel:
+        queue = RedisQueue(Config.resolve(redis_url=sentinel.url + FOLLOW_ONLY))
+        _following(sentinel, queue)
+        _failover_followed(sentinel, queue)
+
+
+def test_a_lost_sentinel_is_subscribed_again_and_the_others_drive_the_switch(
+    config: Config,
+) -> None:
+    with LocalSentinel() as sentinel:
+        queue = RedisQueue(Config.resolve(redis_url=sentinel.url + FOLLOW_ONLY))
+        _following(sentinel, queue)
+        sentinel.kill(sentinel.sentinels[0])
+        _failover_followed(sentinel, queue)
+        # Its connection lost (as to a sentinel restarted, without a port to race for):
+        cut = sentinel.sentinels[1]
+        cut.ask("CLIENT", "KILL", "TYPE", "pubsub")
+        wait_for(lambda: _subscribed(cut), 30, "the sentinel lost was never subscribed again")
+        sentinel.sentinels[2].ask("CLIENT", "KILL", "TYPE", "pubsub")
+        wait_for(lambda: _subscribed(sentinel.sentinels[2]), 30, "never subscribed again")
+        _failover_followed(sentinel, queue)
+
+
+def test_no_dispatch_is_lost_across_three_manual_failovers_under_load(config: Config) -> None:
+    with LocalSentinel(replicas=2, min_replicas_to_write=1) as sentinel:
+        queue = RedisQueue(Config.resolve(redis_url=sentinel.url))
+        _following(sentinel, queue)
+        acknowledged: list[str] = []
+        errors: list[Exception] = []
+        stop = threading.Event()
+
+        def produce() -> None:
+            while not stop.is_set():
+                payload = str(len(acknowledged))
+                try:
+                    queue.push("default", [payload.encode()])
+                except Exception as exc:  # said below, with the count
+                    errors.append(exc)
+                    return
+                acknowledged.append(payload)
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        try:
+            for _ in range(3):
+                old, more = sentinel.master(), len(acknowledged) + 100
+                wait_for(lambda: len(acknowledged) > more, 30, "no dispatch went through")  # noqa: B023
+                sentinel.failover()
+                sentinel.wait_for_failover(old)
+                # Until every replica (the old master too) is in sync and known again,
+                # so the next failover has a replica to choose.
+                sentinel.wait_for_replicas()
+        finally:
+            stop.set()
+            producer.join(30)
+        assert not producer.is_alive() and not errors, errors
+        kept = set(sentinel.master().ask("LRANGE", "queues:default", 0, -1))
+        lost = [payload for payload in acknowledged if payload not in kept]
+        assert not lost, f"{len(lost)} of {len(acknowledged)} acknowledged dispatches lost"

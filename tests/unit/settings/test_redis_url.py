@@ -54,6 +54,16 @@ def test_a_sentinel_url_keeps_the_data_and_sentinel_passwords_apart() -> None:
     assert shown.count("***") == 2, shown
 
 
+def test_a_sentinel_url_sets_how_often_the_sentinels_are_asked_again() -> None:
+    assert parse_redis_url("redis+sentinel://s/m/0").sentinel_check_interval == 1.0
+    target = parse_redis_url("redis+sentinel://s/m/0?sentinel_check_interval=60&db=0")
+    assert target.sentinel_check_interval == 60.0
+    assert "sentinel_check_interval" not in target.node_url  # not redis-py's to read
+    for value in ("0", "0.01", "nan", "90000", "x"):
+        with pytest.raises(ConfigError, match=r"option sentinel_check_interval .* must be"):
+            Config(redis_url=f"redis+sentinel://s/m/0?sentinel_check_interval={value}")
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
@@ -252,6 +262,7 @@ def test_a_worker_logs_a_malformed_url_without_its_password(config: Config) -> N
         ("db=-1", "option db of the Redis URL must be a whole number"),
         ("db=1&db=2", "option db is given twice"),
         ("sentinel_password=x", "unknown option 'sentinel_password'"),
+        ("sentinel_check_interval=5", "unknown option 'sentinel_check_interval'"),
     ],
 )
 def test_an_unknown_query_option_or_a_bad_value_is_refused_by_name(

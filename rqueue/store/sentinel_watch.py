@@ -1,0 +1,144 @@
+"""Following a failover as the sentinels announce it, step by step.
+
+Every sentinel publishes each step of a failover on a channel of its own: ``+try-failover``
+and ``+failover-state-*`` while it is under way, ``+promoted-slave`` once the chosen
+replica answers as master, ``+switch-master`` once the sentinel's config names it. The
+sentinel leading a failover publishes the steps, the others only the switch they learn
+of, and any one may be down: so one daemon thread per process and service listens to
+every sentinel (one subscriber connection each), subscribing again every
+:data:`RESUBSCRIBE` seconds to those it lost. What it hears it tells the process's
+:class:`~rqueue.store.sentinel.MasterLocator` (a ``Follower``); asking the sentinels
+once per check interval stays the fallback, should an announcement be missed.
+
+The thread holds its locator weakly and ends with it.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+import weakref
+from typing import Protocol
+
+import redis
+from redis.client import PubSub
+
+from rqueue.store.retry import REDIS_ERRORS
+
+Address = tuple[str, int]
+RESUBSCRIBE = 0.5
+"""Seconds between two attempts to subscribe again to a sentinel that was lost."""
+UNDER_WAY = (
+    "+try-failover",
+    "+elected-leader",
+    "+failover-state-select-slave",
+    "+selected-slave",
+    "+failover-state-send-slaveof-noone",
+    "+failover-state-wait-promotion",
+)
+"""A failover of the master has started: what it takes now may be lost."""
+NAMED = ("+promoted-slave", "+switch-master")
+"""The new master is known (the first as soon as it answers as one)."""
+OVER = (
+    "+failover-end",
+    "+failover-end-for-timeout",
+    "-failover-abort-not-elected",
+    "-failover-abort-no-good-slave",
+    "-failover-abort-slave-timeout",
+)
+"""The failover ended, or was given up: if no new master was named, nothing moved."""
+
+
+class Follower(Protocol):
+    """What the watch tells of a failover (``MasterLocator``)."""
+
+    service: str
+    sentinels: list[redis.Redis]
+
+    def failover_under_way(self) -> None: ...
+
+    def master_named(self, address: Address) -> None: ...
+
+    def failover_over(self) -> None: ...
+
+
+class FailoverWatch(threading.Thread):
+    """The thread that listens to every sentinel of one service for its failovers."""
+
+    def __init__(self, follower: Follower) -> None:
+        super().__init__(name=f"rqueue-sentinel-watch-{follower.service}", daemon=True)
+        self._follower = weakref.ref(follower)
+        self._service = follower.service
+        self._sentinels = list(follower.sentinels)
+        self._subscribed: dict[int, PubSub] = {}
+
+    def run(self) -> None:
+        resubscribe_at = 0.0
+        while True:
+            if time.monotonic() >= resubscribe_at:
+                self._subscribe_lost()
+                resubscribe_at = time.monotonic() + RESUBSCRIBE
+            sockets = [p.connection._sock for p in self._subscribed.values() if p.connection]  # type: ignore[attr-defined]
+            if sockets:
+                select.select(sockets, [], [], RESUBSCRIBE)
+            else:
+                time.sleep(RESUBSCRIBE)
+            follower = self._follower()
+            if follower is None:  # every client of the service is gone
+                for pubsub in self._subscribed.values():
+                    pubsub.close()
+                return
+            self._read(follower)
+            del follower
+
+    def _subscribe_lost(self) -> None:
+        for index, sentinel in enumerate(self._sentinels):
+            if index in self._subscribed:
+                continue
+            pubsub = sentinel.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(*UNDER_WAY, *NAMED, *OVER)
+            except (*REDIS_ERRORS, OSError):
+                pubsub.close()
+                continue
+            self._subscribed[index] = pubsub
+
+    def _read(self, follower: Follower) -> None:
+        """Every message waiting, from every sentinel (an SSL socket may hold some
+        that ``select`` does not see); a sentinel lost is dropped, to subscribe again."""
+        for index, pubsub in list(self._subscribed.items()):
+            try:
+                while (message := pubsub.get_message(timeout=0)) is not None:
+                    if message["type"] == "message":
+                        self._heard(follower, _text(message["channel"]), _text(message["data"]))
+            except (*REDIS_ERRORS, OSError):
+                pubsub.close()
+                del self._subscribed[index]
+
+    def _heard(self, follower: Follower, channel: str, data: str) -> None:
+        words = data.split()
+        # +switch-master: <name> <old ip> <old port> <new ip> <new port>; the others:
+        # master <name> <ip> <port>, or <type> <name> <ip> <port> @ <master> <ip> <port>.
+        if len(words) < 5:
+            return  # none of these: a sentinel of another version, not to be guessed at
+        if channel == "+switch-master":
+            master = words[0]
+        elif words[:1] == ["master"]:
+            master = words[1]
+        else:
+            master = words[words.index("@") + 1] if "@" in words else ""
+        if master != self._service:
+            return
+        if channel in UNDER_WAY:
+            follower.failover_under_way()
+        elif channel == "+switch-master":
+            follower.master_named((words[3], int(words[4])))
+        elif channel == "+promoted-slave":
+            follower.master_named((words[2], int(words[3])))
+        else:
+            follower.failover_over()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
