@@ -225,6 +225,8 @@ class Result:
     outage_dispatch_max: float = 0.0
     outage_dispatch_stored: int = 0
     tracebacks: int = 0
+    first_traceback: str = ""
+    """The first traceback a worker logged, to show with the figures."""
     deadline_kills: int = 0
     worker_exits: int = 0
     parent_rss: tuple[float, float, float, int] | None = None
@@ -291,6 +293,8 @@ class Result:
         rows.append(("children killed for overrunning", self.deadline_kills))
         rows.append(("workers that exited by themselves (restarted)", self.worker_exits))
         rows.append(("tracebacks in worker logs", self.tracebacks))
+        if self.first_traceback:
+            rows.append(("the first of them", self.first_traceback))
         for reason, count in sorted(self.failed_reasons.items()):
             rows.append((f"failed: {reason}", count))
         return rows
@@ -770,6 +774,9 @@ class Chaos:
         for worker in self.workers:
             text = worker.log_path.read_text(errors="replace")
             result.tracebacks += text.count("Traceback (most recent call last)")
+            if "Traceback" in text and not result.first_traceback:
+                at = text.index("Traceback")
+                result.first_traceback = text[at : at + 2000]
             result.deadline_kills += text.count("overran its deadline")
         self.server.cleanup()
         if not self.params.quiet:
