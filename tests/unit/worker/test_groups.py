@@ -236,15 +236,18 @@ def test_a_payload_with_a_group_no_dispatch_gives_is_plain(
 def test_a_worker_limits_each_groups_concurrency(
     tasks: ModuleType, queue: RedisQueue, fair_workers: Workers
 ) -> None:
-    dispatch_by_group(tasks.held, "a1", "a2", "a3", "b1")
     fair_workers.start(
         QUEUE, "-A", "fair_tasks", "--threads", "4", "--prefetch", "1", "--group-concurrency", "1"
     )
     try:
-        wait_for(
-            lambda: {"start-a1", "start-b1"} <= set(strings(queue.client, ORDER)),
-            message="a1 and b1 started",
-        )
+        # a1 first, and the others once it holds its group's slot: which of a1 and a2
+        # took the slot first was a race between two threads, and a test that waited for
+        # a1 while a2 held the slot waited for ever
+        dispatch_by_group(tasks.held, "a1")
+        wait_for(lambda: "start-a1" in strings(queue.client, ORDER), message="a1 started")
+        dispatch_by_group(tasks.held, "a2", "a3", "b1")
+        wait_for(lambda: "start-b1" in strings(queue.client, ORDER), message="b1 started")
+        wait_for(lambda: queue.sizes([QUEUE])[0].delayed == 2, message="a2 and a3 parked")
         queue.client.rpush(GO, *["go"] * 4)
         try:
             wait_for(lambda: len(strings(queue.client, ORDER)) == 8, timeout=60)
