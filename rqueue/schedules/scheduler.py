@@ -48,6 +48,7 @@ from rqueue.schedules.planning import (
     send_due,
 )
 from rqueue.schedules.record import Schedule
+from rqueue.store.outages import Outages
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.schedule_store import MAX_MS, Firing, Read, ScheduleStore
@@ -151,6 +152,7 @@ class Scheduler:
         each time cost a parent with 10^5 schedules most of its CPU in parsing entries
         not yet due; now a tick reads what is due and one more (docs/benchmarks.md)."""
         self._plan = Plan()
+        self.outages = Outages()
         self._planned_until: dict[str, int] = {}
         """Per queue, the fire time (ms) up to which the plan holds what is due."""
         self._replan_at = 0.0
@@ -190,13 +192,18 @@ class Scheduler:
         for firing, won in send_due(self._plan, self.store):
             _fired(firing, won)
         due: list[Due] = []
-        upcoming = IDLE  # until the next unplanned fire time
+        upcoming = min(IDLE, self.outages.next_try())  # a down queue: tried after its back-off
         bounds = self._plan.bounds()
-        reads = [Read(q, self._reads[q], high=bounds.get(q, "+inf")) for q in self.queues]
-        clocks: list[tuple[int, float]] = []
-        for read, (now, entries) in zip(reads, self.store.earliest(reads), strict=True):
-            name, count = read.queue, read.limit
-            clocks.append((now, time.monotonic()))
+        reads = [
+            Read(q, self._reads[q], high=bounds.get(q, "+inf"))
+            for q in self.outages.up(self.queues)
+        ]
+        clocks: dict[str, tuple[int, float]] = {}
+        for read, timeline in zip(reads, self._earliest(reads), strict=True):
+            if timeline is None:
+                continue  # its shard is down
+            (now, entries), name, count = timeline, read.queue, read.limit
+            clocks[name] = (now, time.monotonic())
             before = len(due)
             for member, score, definition in entries:
                 if score <= now:
@@ -250,7 +257,16 @@ class Scheduler:
                 _fired(firing, won)
         return soonest
 
-    def _plan_ahead(self, clocks: list[tuple[int, float]]) -> None:
+    def _earliest(
+        self, reads: Sequence[Read]
+    ) -> list[tuple[int, list[tuple[bytes, float, bytes | None]]] | None]:
+        """:meth:`ScheduleStore.earliest`, None for a queue whose shard is down (left
+        for a back-off, ``store/outages.py``): on Redis Cluster the other shards'
+        schedules fire on time while one is down."""
+        names = [read.queue for read in reads]
+        return self.outages.settle(names, self.store.earliest(reads), self.queue.config.cluster)
+
+    def _plan_ahead(self, clocks: dict[str, tuple[int, float]]) -> None:
         """Plan the firings due within PLAN_AHEAD of each queue's clock (``clocks``: as
         read, and when, on this process's monotonic clock) and not planned yet,
         PLAN_PAGE entries a queue and round trip, until PLAN_LIMIT a queue or the first
@@ -261,19 +277,20 @@ class Scheduler:
         if not self._plan:
             self._planned_until.clear()
         ahead = int(PLAN_AHEAD * 1000)
-        clock = dict(zip(self.queues, clocks, strict=True))
-        low = {q: max(now, self._planned_until.get(q, now)) for q, (now, _) in clock.items()}
+        low = {q: max(now, self._planned_until.get(q, now)) for q, (now, _) in clocks.items()}
         groups: dict[tuple[str, int], list[Firing]] = {}
-        pending = list(self.queues)
+        pending = list(clocks)
         first = time.monotonic() + self._plan.wait() if self._plan else math.inf
         for skip in range(0, PLAN_LIMIT, PLAN_PAGE):
             reads = [
-                Read(q, PLAN_PAGE, f"({low[q]}", str(clock[q][0] + ahead), skip, ahead)
+                Read(q, PLAN_PAGE, f"({low[q]}", str(clocks[q][0] + ahead), skip, ahead)
                 for q in pending
             ]
             pending = []
-            for read, (_, entries) in zip(reads, self.store.earliest(reads), strict=True):
-                now, read_at = clock[read.queue]
+            for read, found in zip(reads, self._earliest(reads), strict=True):
+                if found is None:
+                    continue  # down since the tick's read: planned once it is back
+                entries, (now, read_at) = found[1], clocks[read.queue]
                 self._planned_until[read.queue] = now + ahead
                 for member, score, data in entries:
                     firing = self._planned(read.queue, member, score, data)
@@ -288,7 +305,7 @@ class Scheduler:
             if not pending or time.monotonic() >= first:
                 break
         for (queue, instant), firings in groups.items():
-            now, read_at = clock[queue]
+            now, read_at = clocks[queue]
             at = read_at + (instant - now) / 1000
             self._plan.add(Group(at, queue, instant, self.store.prepare(firings)))
         self._replan_at = time.monotonic() + PLAN_SLICE

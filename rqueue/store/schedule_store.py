@@ -25,6 +25,7 @@ import msgpack
 from rqueue.errors import InvalidPayload, InvalidQueueName
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.queue import RedisQueue
+from rqueue.store.retry import REDIS_ERRORS
 from rqueue.store.scripts import execute
 from rqueue.store.signing import sign, sign_definition, verify_definition
 
@@ -159,6 +160,7 @@ class ScheduleStore:
     def __init__(self, queue: RedisQueue) -> None:
         self.queue = queue
         self.client = queue.client
+        self._cluster = queue.config.cluster
 
     def now_ms(self, queue: str) -> int:
         """Redis's clock (``TIME``), the only one rqueue trusts: on Redis Cluster, the
@@ -339,12 +341,15 @@ class ScheduleStore:
 
     def earliest(
         self, reads: Sequence[Read]
-    ) -> list[tuple[int, list[tuple[bytes, float, bytes | None]]]]:
+    ) -> list[tuple[int, list[tuple[bytes, float, bytes | None]]] | Exception]:
         """Per read, Redis's clock and the ``(name, fire time, definition)`` entries of
         its range of the timeline, the definition read only for those due by then or
         within the read's ``ahead_ms`` (else None), read together from the queue's
         node, so "due" means due by the clock of the node that fires it
-        (earliest_schedules.lua). One round trip per node."""
+        (earliest_schedules.lua). One round trip per node.
+
+        On Redis Cluster a read whose shard is down gets its error in its place (the
+        other shards' schedules still fire); on one server it is raised."""
         pipe = self.client.pipeline(transaction=False)
         for read in reads:
             keys = self.queue.keys(read.queue)
@@ -352,8 +357,11 @@ class ScheduleStore:
             self.queue.scripts.earliest_schedules.queue(
                 pipe, (keys.schedules, keys.schedule_defs), args
             )
-        found = []
-        for reply in execute(pipe, self.queue.scripts):
+        found: list[tuple[int, list[tuple[bytes, float, bytes | None]]] | Exception] = []
+        for reply in execute(pipe, self.queue.scripts, raise_on_error=not self._cluster):
+            if isinstance(reply, Exception):
+                found.append(reply)
+                continue
             now, *entries = msgpack.unpackb(reply, raw=True)
             found.append(
                 (
@@ -394,7 +402,11 @@ class ScheduleStore:
     def send(self, batch: Sequence[Prepared]) -> list[Sent]:
         """Send prepared firings, all in one round trip: one fire_schedules.lua call per
         queue and :data:`FIRE_CHUNK` firings (each call's keys in its queue's hash
-        slot). What became of each, per prepared."""
+        slot). What became of each, per prepared.
+
+        On Redis Cluster the calls to a shard that is down are not won (their schedules
+        stay due, and fire once it is back), unless no shard answered: then, as on one
+        server, the outage is raised."""
         by_queue: dict[str, list[tuple[int, int]]] = {}
         for b, prepared in enumerate(batch):
             for i, firing in enumerate(prepared.firings):
@@ -415,9 +427,18 @@ class ScheduleStore:
         won = [[True] * len(prepared.firings) for prepared in batch]
         early: list[list[int]] = [[] for _ in batch]
         wait = [0.0] * len(batch)
-        for (_, chunk), (lost, ahead, now) in zip(
-            calls, execute(pipe, self.queue.scripts), strict=True
-        ):
+        replies = execute(pipe, self.queue.scripts, raise_on_error=not self._cluster)
+        if replies and all(isinstance(reply, Exception) for reply in replies):
+            raise replies[0]
+        for (_, chunk), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, Exception):
+                if not isinstance(reply, REDIS_ERRORS):
+                    raise reply
+                # Its shard is down: not fired, the schedules stay due on its timeline.
+                for b, i in chunk:
+                    won[b][i] = False
+                continue
+            lost, ahead, now = reply
             for place in lost:
                 b, i = chunk[place - 1]
                 won[b][i] = False

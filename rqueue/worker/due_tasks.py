@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rqueue.store.outages import Outages
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
-from rqueue.worker.outages import Outages
 from rqueue.workflows.dependencies import drain
 
 
@@ -34,26 +34,17 @@ class DueTasks:
         """Move due tasks back to the lists; return seconds until the next is due (or a
         down queue's back-off ends), at most ``longest``."""
         wait = longest
-        queues = self.queues
-        if self.outages:
-            queues = [name for name in queues if not self.outages.down(name)]
+        queues = self.outages.up(self.queues)
         migrations = self.queue.migrate_each(queues, aging=self.aging)
-        failed: list[Exception] = []
-        for name, migration in zip(queues, migrations, strict=True):
-            if isinstance(migration, Exception):
-                if not (self.queue.config.cluster and isinstance(migration, REDIS_ERRORS)):
-                    raise migration
-                self.outages.failed(name)
-                failed.append(migration)
-                continue
-            if self.outages:
-                self.outages.answered(name)
+        cluster = self.queue.config.cluster
+        settled = self.outages.settle(queues, migrations, cluster)
+        for name, migration in zip(queues, settled, strict=True):
+            if migration is None:
+                continue  # its shard is down
             if migration.notices:  # tasks waiting for its tasks (workflows/dependencies.py)
                 drain(self.queue, name)
             if migration.next_due_ms is not None:
                 wait = min(wait, max(0.0, (migration.next_due_ms - migration.now_ms) / 1000))
-        if failed and len(failed) == len(queues):
-            raise failed[0]  # nothing answered: the parent backs off as a whole
         return min(wait, self.outages.next_try())
 
     def wait(self, seconds: float) -> bool:
@@ -61,9 +52,7 @@ class DueTasks:
         (True) or ``seconds`` pass (False). On Redis Cluster a shard's outage ends the
         wait early (True: the next tick finds its queues and leaves them out); on one
         server it is raised, for the parent to back off."""
-        queues = self.queues
-        if self.outages:
-            queues = [name for name in queues if not self.outages.down(name)]
+        queues = self.outages.up(self.queues)
         try:
             return bool(queues) and self.queue.wait_for_timer(queues, seconds) is not None
         except REDIS_ERRORS:

@@ -48,12 +48,12 @@ from typing import NamedTuple
 import redis
 
 from rqueue.errors import describe
+from rqueue.store.outages import Outages
 from rqueue.store.queue import Kept, RedisQueue, Reservation
 from rqueue.store.retry import REDIS_ERRORS, refusal
 from rqueue.worker.held_work import HeldWork
 from rqueue.worker.member_counts import OwedCounts
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.outages import Outages
 from rqueue.worker.queue_order import queue_order
 
 _GROWTH = 4

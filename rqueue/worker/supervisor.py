@@ -173,10 +173,11 @@ class Supervisor(InterruptibleWaits):
     def _fire_schedules(self) -> float:
         """Fire due schedules (``scheduler.py``); seconds until the next is due.
 
-        The scheduler reads every queue's timeline in one go, so on Redis Cluster one
-        shard that is down fails it all; the tick goes on (the other shards' due tasks
-        move every tick, ``due_tasks.py``) and the schedules are tried next tick. On
-        one server the outage is the whole tick's: raised, for the parent to back off.
+        On Redis Cluster a shard that is down holds up only its own queues' schedules
+        (the scheduler leaves them for a back-off); when no shard answers, the tick goes
+        on (due tasks move per queue, ``due_tasks.py``) and the schedules are tried next
+        tick. On one server the outage is the whole tick's: raised, for the parent to
+        back off.
         """
         try:
             return self.scheduler.tick()

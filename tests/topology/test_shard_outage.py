@@ -3,7 +3,8 @@
 A worker serves three queues whose slots are on three masters. One master is killed
 and, with no replica and ``cluster-require-full-coverage no``, its shard stays down
 until the test restarts it: tasks dispatched meanwhile to the two healthy shards (ready
-at once, and delayed: moved by the parent's tick) must run while it is still down. How
+at once, delayed: moved by the parent's tick, and a schedule's: fired by its scheduler)
+must run while it is still down. How
 fast they start is ``benchmarks/shard_outage.py``'s to print, not a test's to time.
 """
 
@@ -17,6 +18,7 @@ from support import Workers, strings, wait_for
 from test_cluster import on_each_shard
 from topologies import LocalCluster, Node
 
+from rqueue.schedules.api import Schedules
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 
@@ -62,11 +64,14 @@ def test_tasks_of_healthy_shards_run_while_another_is_down(
         for name in healthy:
             apptasks.record.using(queue=name).dispatch(f"during:{name}")
         apptasks.record.using(queue=healthy[0]).later(0.2, "during:delayed")
-        expected = {f"during:{name}" for name in healthy} | {"during:delayed"}
+        Schedules(queue).add(
+            "during", apptasks.record, every=1, args=("during:schedule",), queue=healthy[1]
+        )
+        expected = {f"during:{name}" for name in healthy} | {"during:delayed", "during:schedule"}
         wait_for(
             lambda: expected <= set(strings(queue.client, apptasks.DONE)),
             30,
-            "the healthy shards' tasks, ready and delayed, to run",
+            "the healthy shards' tasks, ready, delayed and scheduled, to run",
         )
         assert not node.running, "they ran while the shard was still down"
     finally:
