@@ -21,10 +21,21 @@ stranded comes back after the worker's timeout + grace + 15 s). Per run:
 - ran: acknowledged tasks that ran; lost: acknowledged, never ran, neither failed nor
   still waiting in the queue; duplicated: ran more than once (at-least-once);
   refused but ran: the dispatch raised, yet the task ran;
-- failovers: how many the fault set off (the epoch's step); more than one means a
+- failovers: how many the faults set off (the epoch's step); more than faults means a
   freshly promoted master was itself taken for down and failed over again;
 - failover s: from the fault until the sentinels or the cluster named a new master;
-  write pause s: the longest gap between two acknowledgements from the fault on.
+  write pause s: the longest gap between two acknowledgements from the fault on;
+  resumed s: from the fault until the acknowledgement that ended that gap (beside
+  failover s: how long after the switch rqueue's writes went on);
+- ran twice, and why, from each run's attempt number (the task records it): with the
+  same attempt, the worker's reserve was lost (the task was back in ready on the new
+  master, and reserved again); with a later attempt, its acknowledgement was lost (the
+  reservation, kept, expired and was given back).
+
+``--faults K`` fails the serving master K times in one run (each once the previous
+failed node is back as a replica), as the issue's 3 failovers under 150 dispatches a
+second: ``--runs sentinel-manual --replicas 2 --rate 150 --faults 3``. ``--repeat N``
+runs each case N times.
 
 Every run goes with and without ``min-replicas-to-write 1`` on every data node, and
 with and without ``RQUEUE_WAIT_REPLICAS=1`` (each dispatch waits for one replica to
@@ -60,7 +71,7 @@ import redis
 from bookkeeping import book, open_book
 from common import BENCH_DIR, machine_summary, table, wait_until
 
-from rqueue import task
+from rqueue import current_job, task
 from rqueue.encoding.payload import decode
 from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config
@@ -70,6 +81,8 @@ sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # the tests' local topologi
 from topologies import LocalCluster, LocalSentinel, Node
 
 DONE = "failover:done"
+RUNS_LOG = "failover:runs"
+"""Each run of a task: ``number attempt monotonic-time``, in the order they ran."""
 RUNS = ("cluster-kill", "sentinel-kill", "sentinel-manual")
 PREFETCH = 10
 """Tasks a worker child reserves at once: few, so that a failover strands few."""
@@ -79,8 +92,13 @@ Topology = LocalCluster | LocalSentinel
 
 @task(queue=chaos.QUEUE)
 def numbered(number: int) -> None:
-    """Count one run of task ``number`` in the book."""
-    book().hincrby(DONE, str(number), 1)
+    """Count one run of task ``number`` in the book, and note its attempt and time."""
+    job = current_job()
+    attempt = job.attempts if job is not None else 0
+    pipe = book().pipeline(transaction=False)
+    pipe.hincrby(DONE, str(number), 1)
+    pipe.rpush(RUNS_LOG, f"{number} {attempt} {time.monotonic():.4f}")
+    pipe.execute()
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,8 @@ class Params:
     concurrency: int = 2
     drain: float = 60.0
     """Seconds the queue may take to drain after the producer stopped."""
+    faults: int = 1
+    """Faults in one run, one after another."""
     replicas: int = 1
     """Replicas of each master: with ``min-replicas-to-write``, run two, or a promoted
     replica refuses writes until the old master has rejoined it."""
@@ -126,11 +146,20 @@ class Outcome:
     pending: int = 0
     failed: int = 0
     duplicated: int = 0
+    reserve_lost: int = 0
+    """Of ``duplicated``: ran again at the same attempt (its reserve was lost)."""
+    ack_lost: int = 0
+    """Of ``duplicated``: ran again at a later attempt (its acknowledgement was lost)."""
+    twice: list[tuple[int, list[tuple[int, float]]]] = field(default_factory=list)
+    """Each duplicated task's number and runs: (attempt, seconds after the last fault
+    before it)."""
     refused_but_ran: int = 0
     acknowledged_after_fault: int = 0
     failovers: int = 0
-    failover_s: float = 0.0
+    failover_s: list[float] = field(default_factory=list)
+    """Per fault."""
     write_pause_s: float = 0.0
+    resumed_s: float = 0.0
     tracebacks: int = 0
     load: float = 0.0
     lost_tasks: list[tuple[int, float]] = field(default_factory=list)
@@ -151,11 +180,14 @@ class Outcome:
             self.lost,
             self.pending,
             self.failed,
-            self.duplicated,
+            f"{self.duplicated} ({self.reserve_lost} reserve, {self.ack_lost} ack)"
+            if self.duplicated
+            else 0,
             self.refused_but_ran,
             self.failovers,
-            f"{self.failover_s:.1f}",
+            " / ".join(f"{s:.1f}" for s in self.failover_s),
             f"{self.write_pause_s:.1f}",
+            f"{self.resumed_s:.1f}",
             self.tracebacks,
             f"{self.load:.1f}",
         )
@@ -171,11 +203,12 @@ HEADERS = (
     "lost",
     "pending",
     "failed",
-    "duplicated",
+    "ran twice (lost reserve, lost ack)",
     "refused but ran",
     "failovers",
     "failover s",
     "write pause s",
+    "resumed s",
     "tracebacks",
     "load",
 )
@@ -292,8 +325,9 @@ def failed_numbers(queue: RedisQueue) -> set[int]:
     return {int(job.args[0]) for job in jobs if job is not None}
 
 
-def account(outcome: Outcome, producer: Producer, queue: RedisQueue, fault_at: float) -> None:
-    """Fill in the counts from the book, the queue and what the producer saw."""
+def account(outcome: Outcome, producer: Producer, queue: RedisQueue, faults: list[float]) -> None:
+    """Fill in the counts from the book, the queue and what the producer saw; ``faults``:
+    when each fault was set off (monotonic)."""
     counts = {int(k): int(v) for k, v in book().hgetall(DONE).items()}
     failed, waiting = failed_numbers(queue), waiting_numbers(queue)
     acknowledged = [number for number, _ in producer.acknowledged]
@@ -306,19 +340,46 @@ def account(outcome: Outcome, producer: Producer, queue: RedisQueue, fault_at: f
         1 for n in acknowledged if not counts.get(n) and n not in failed and n in waiting
     )
     outcome.lost_tasks = [
-        (n, round(at - fault_at, 3))
+        (n, round(at - _last_fault(faults, at), 3))
         for n, at in producer.acknowledged
         if not counts.get(n) and n not in failed and n not in waiting
     ]
     outcome.lost = len(outcome.lost_tasks)
     outcome.duplicated = sum(1 for c in counts.values() if c >= 2)
+    _explain_twice(outcome, {n for n, c in counts.items() if c >= 2}, faults)
     outcome.refused_but_ran = sum(1 for n in producer.errors if counts.get(n))
     times = [at for _, at in producer.acknowledged]
-    outcome.acknowledged_after_fault = sum(1 for at in times if at > fault_at)
-    since = [at for at in times if at > fault_at]
-    last_before = max((at for at in times if at <= fault_at), default=fault_at)
-    gaps = [b - a for a, b in itertools.pairwise([last_before, *since])]
-    outcome.write_pause_s = max(gaps, default=0.0)
+    outcome.acknowledged_after_fault = sum(1 for at in times if at > faults[0])
+    since = [at for at in times if at > faults[0]]
+    last_before = max((at for at in times if at <= faults[0]), default=faults[0])
+    gaps = list(itertools.pairwise([last_before, *since]))
+    if gaps:
+        start, end = max(gaps, key=lambda gap: gap[1] - gap[0])
+        outcome.write_pause_s = end - start
+        outcome.resumed_s = end - _last_fault(faults, end)
+
+
+def _last_fault(faults: list[float], at: float) -> float:
+    """When the last fault before ``at`` was set off (the first, if none was)."""
+    return max((fault for fault in faults if fault <= at), default=faults[0])
+
+
+def _explain_twice(outcome: Outcome, numbers: set[int], faults: list[float]) -> None:
+    """Sort each task that ran more than once by what the failover lost: its reserve
+    (ran again at the same attempt) or its acknowledgement (at a later one)."""
+    runs: dict[int, list[tuple[int, float]]] = {}
+    for line in book().lrange(RUNS_LOG, 0, -1):
+        number, attempt, at = line.split()
+        if int(number) in numbers:
+            runs.setdefault(int(number), []).append((int(attempt), float(at)))
+    for number, seen in sorted(runs.items()):
+        attempts = [attempt for attempt, _ in seen]
+        if len(set(attempts)) < len(attempts):
+            outcome.reserve_lost += 1
+        else:
+            outcome.ack_lost += 1
+        timeline = [(attempt, round(at - _last_fault(faults, at), 3)) for attempt, at in seen]
+        outcome.twice.append((number, timeline))
 
 
 def keep_evidence(nodes: Topology, logs: Path) -> Path:
@@ -347,14 +408,16 @@ def run(scenario: Scenario, params: Params) -> Outcome:
         try:
             producer.start()
             producer.await_acknowledged(params.before, params.rate)
-            fault_at, epoch_before = time.monotonic(), epoch(nodes)
-            outcome.failover_s = fail(nodes, serving(nodes, queue), scenario.run)
-            producer.await_acknowledged(len(producer.acknowledged) + params.after, params.rate)
+            faults, epoch_before = [], epoch(nodes)
+            for _ in range(params.faults):
+                faults.append(time.monotonic())
+                outcome.failover_s.append(fail(nodes, serving(nodes, queue), scenario.run))
+                producer.await_acknowledged(len(producer.acknowledged) + params.after, params.rate)
             producer.halt.set()
             producer.join()
             with contextlib.suppress(TimeoutError):  # what is left is reported as pending
                 wait_until(lambda: drained(queue), timeout=params.drain, interval=0.1)
-            account(outcome, producer, queue, fault_at)
+            account(outcome, producer, queue, faults)
             outcome.failovers = epoch(nodes) - epoch_before
         finally:
             producer.halt.set()
@@ -367,7 +430,7 @@ def run(scenario: Scenario, params: Params) -> Outcome:
         )
         # More repeats than tasks in flight at the fault is more than a failover explains;
         # tasks left waiting say a worker stopped running them (its log says why).
-        in_flight = params.workers * params.concurrency * PREFETCH
+        in_flight = params.workers * params.concurrency * PREFETCH * params.faults
         surprising = outcome.lost or outcome.pending or outcome.duplicated > in_flight
         if surprising or outcome.tracebacks:
             outcome.evidence = keep_evidence(nodes, logs)
@@ -387,33 +450,47 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=Params.workers)
     parser.add_argument("--concurrency", type=int, default=Params.concurrency)
     parser.add_argument("--replicas", type=int, default=Params.replicas, help="per master")
+    parser.add_argument("--faults", type=int, default=Params.faults, help="faults in each run")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each case")
     args = parser.parse_args()
     runs = args.runs.split(",")
     if unknown := set(runs) - set(RUNS):
         parser.error(f"unknown runs {sorted(unknown)}; choose from {', '.join(RUNS)}")
+    if args.faults < 1 or args.repeat < 1:
+        parser.error("--faults and --repeat must be at least 1")
     params = Params(
-        args.rate, args.before, args.after, args.workers, args.concurrency, replicas=args.replicas
+        args.rate,
+        args.before,
+        args.after,
+        args.workers,
+        args.concurrency,
+        replicas=args.replicas,
+        faults=args.faults,
     )
     print(f"command: python benchmarks/reliability/failover.py {' '.join(sys.argv[1:])}".rstrip())
     print(machine_summary(), flush=True)
     outcomes = []
-    for wait_replicas, name, min_replicas in itertools.product(
+    for wait_replicas, name, min_replicas, _ in itertools.product(
         [int(v) for v in args.wait_replicas.split(",")],
         runs,
         [int(v) for v in args.min_replicas.split(",")],
+        range(args.repeat),
     ):
         outcome = run(Scenario(name, min_replicas, wait_replicas), params)
         outcomes.append(outcome)
         print(f"  {outcome.scenario.label}: lost {outcome.lost}", flush=True)
         if outcome.lost_tasks:
             print(f"    lost (task, s after the fault), first 10: {outcome.lost_tasks[:10]}")
+        for number, seen in outcome.twice[:10]:
+            print(f"    task {number} ran at (attempt, s after the fault): {seen}")
         if outcome.evidence:
             print(f"    kept the nodes' folders and worker logs in {outcome.evidence}", flush=True)
     table(
         HEADERS,
         [o.row() for o in outcomes],
         f"Failover under load ({params.rate:g} dispatches/s, {params.workers} worker(s) x "
-        f"{params.concurrency}, {params.replicas} replica(s) per master; "
+        f"{params.concurrency}, {params.replicas} replica(s) per master, {params.faults} "
+        "fault(s) a run; "
         "load = 1-minute load average at the end of each run)",
     )
 
