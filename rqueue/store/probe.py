@@ -72,30 +72,57 @@ def _sparse(
 
 
 def _replies(client: redis.Redis, commands: Sequence[tuple[str, ...]]) -> list[int]:
-    """The integer replies of read-only commands, in order, sent to each one's node."""
+    """The integer replies of read-only commands, in order, sent to each one's node.
+
+    On a cluster a node that does not answer (its shard is down) answers 1 for each of
+    its commands, as an error does: the reserve call on such a queue meets the outage
+    itself, and the worker leaves that queue for a back-off (``outages.py``) while it
+    serves the others. Only when no node answered is the outage raised."""
     slots = client.slots if isinstance(client, ClusterClient) else None
     nodes: dict[Address | None, list[int]] = {}
     for index, command in enumerate(commands):
         nodes.setdefault(None if slots is None else slots.address(command), []).append(index)
     replies = [0] * len(commands)
+    outages: list[BaseException] = []
     for node, indices in nodes.items():
-        pool = (client if slots is None or node is None else slots.client(node)).connection_pool
-        connection = pool.get_connection()
         try:
-            for start in range(0, len(indices), CHUNK):
-                chunk = indices[start : start + CHUNK]
-                packed = b"".join(_packed(commands[i]) for i in chunk)
-                connection.send_packed_command([packed], check_health=False)  # type: ignore[no-untyped-call]
-                for index in chunk:
-                    replies[index] = _read(slots, connection)
-        except BaseException as exc:
-            connection.disconnect()  # type: ignore[no-untyped-call]
-            if slots is not None and isinstance(exc, REDIS_ERRORS):
-                slots.lost()
-            raise
-        finally:
-            pool.release(connection)
+            _node_replies(client, slots, node, commands, indices, replies)
+        except REDIS_ERRORS as exc:
+            if slots is None:
+                raise
+            slots.lost()
+            outages.append(exc)
+            for index in indices:
+                replies[index] = 1
+    if outages and len(outages) == len(nodes):
+        raise outages[0]
     return replies
+
+
+def _node_replies(
+    client: redis.Redis,
+    slots: SlotMap | None,
+    node: Address | None,
+    commands: Sequence[tuple[str, ...]],
+    indices: Sequence[int],
+    replies: list[int],
+) -> None:
+    """Send one node its commands (``indices``), CHUNK at a time; their replies go to
+    their places in ``replies``. A connection that fails is dropped."""
+    pool = (client if slots is None or node is None else slots.client(node)).connection_pool
+    connection = pool.get_connection()
+    try:
+        for start in range(0, len(indices), CHUNK):
+            chunk = indices[start : start + CHUNK]
+            packed = b"".join(_packed(commands[i]) for i in chunk)
+            connection.send_packed_command([packed], check_health=False)  # type: ignore[no-untyped-call]
+            for index in chunk:
+                replies[index] = _read(slots, connection)
+    except BaseException:
+        connection.disconnect()  # type: ignore[no-untyped-call]
+        raise
+    finally:
+        pool.release(connection)
 
 
 def _packed(command: tuple[str, ...]) -> bytes:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from rqueue.store.outages import Outages
 from rqueue.store.queue import RedisQueue, Reservation
 
 PROBED_ABOVE = 16
@@ -60,9 +61,11 @@ class InTurn:
 class Probed(InTurn):
     """Only the queues worth a reserve call, found by a probe (see the module)."""
 
-    def __init__(self, queue: RedisQueue, names: Sequence[str]) -> None:
+    def __init__(self, queue: RedisQueue, names: Sequence[str], outages: Outages) -> None:
         super().__init__(names)
         self.queue = queue
+        self.outages = outages
+        """Queues whose shard is down: not probed until their back-off ends."""
         self._places = {name: index for index, name in enumerate(names)}
         self._ready: set[int] = set()
         """Queues with tasks, as the last probe and the reserve replies since say."""
@@ -101,12 +104,14 @@ class Probed(InTurn):
 
     def _probe(self) -> None:
         began = time.monotonic()
-        lengths = self.queue.ready_lengths(self.names)
-        self._ready = {index for index, length in enumerate(lengths) if length}
+        up = [index for index, name in enumerate(self.names) if not self.outages.down(name)]
+        lengths = self.queue.ready_lengths([self.names[index] for index in up])
+        self._ready = {index for index, length in zip(up, lengths, strict=True) if length}
         ended = time.monotonic()
         self._probe_serves_until = ended + REUSE * (ended - began)
 
 
-def queue_order(queue: RedisQueue, names: Sequence[str]) -> InTurn:
-    """How a child of ``names`` picks the queues for its next batch."""
-    return Probed(queue, names) if len(names) > PROBED_ABOVE else InTurn(names)
+def queue_order(queue: RedisQueue, names: Sequence[str], outages: Outages) -> InTurn:
+    """How a child of ``names`` picks the queues for its next batch (``outages``: those
+    it leaves alone for now)."""
+    return Probed(queue, names, outages) if len(names) > PROBED_ABOVE else InTurn(names)

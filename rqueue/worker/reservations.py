@@ -102,11 +102,11 @@ class Reservations:
         self._ack_deadline = float("inf")
         self._size = 1
         self._ahead: _ReadAhead | None = None
-        self._order = queue_order(store, options.queues)
-        self._lost: set[str] = set()
-        """Queues whose last reserve call's reply was lost: what it reserved goes back."""
         self.outages = Outages()
         """Queues whose Redis did not answer, left alone for a back-off (see the module)."""
+        self._order = queue_order(store, options.queues, self.outages)
+        self._lost: set[str] = set()
+        """Queues whose last reserve call's reply was lost: what it reserved goes back."""
         self._rates = {name: (r.limit, r.period_ms) for name, r in options.rates.items()}
         self.limited: dict[str, float] = {}
         """After a ``take`` that found nothing: queues whose rate limit held back ready

@@ -21,6 +21,7 @@ from topologies import LocalCluster, Node
 from rqueue.schedules.api import Schedules
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
+from rqueue.worker.queue_order import PROBED_ABOVE
 
 pytestmark = pytest.mark.cluster
 
@@ -47,14 +48,18 @@ def victim_of(cluster: LocalCluster, queue: RedisQueue, names: list[str]) -> str
     return next(n for n in names if cluster.master_of(f"queues:{{{n}}}").port not in spared)
 
 
+@pytest.mark.parametrize("fillers", [0, PROBED_ABOVE], ids=["in-turn", "probed"])
 def test_tasks_of_healthy_shards_run_while_another_is_down(
-    lonely_cluster: LocalCluster, queue: RedisQueue, workers: Workers
+    lonely_cluster: LocalCluster, queue: RedisQueue, workers: Workers, fillers: int
 ) -> None:
+    """``fillers``: more empty queues on the worker, so many that its children probe
+    their lengths (``queue_order.py``) rather than try each in turn."""
     names = on_each_shard(lonely_cluster)
     victim = victim_of(lonely_cluster, queue, names)
     healthy = [name for name in names if name != victim]
     # The down queue first: a child that stopped at it would never reach the others.
-    workers.start(",".join([victim, *healthy]), "-c", "1")
+    others = [f"filler{i}" for i in range(fillers)]
+    workers.start(",".join([victim, *healthy, *others]), "-c", "1")
     for name in names:
         apptasks.record.using(queue=name).dispatch(f"before:{name}")
     wait_for(lambda: len(strings(queue.client, apptasks.DONE)) == 3, 30, "the first three tasks")
