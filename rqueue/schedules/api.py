@@ -31,7 +31,8 @@ from rqueue.schedules.builder import (
 )
 from rqueue.schedules.record import Schedule
 from rqueue.store.default import default_queue
-from rqueue.store.schedule_store import Saving, ScheduleStore, StoredSchedule
+from rqueue.store.schedule_calls import Saving
+from rqueue.store.schedule_store import ScheduleStore, StoredSchedule
 from rqueue.store.signing import InvalidSignature
 from rqueue.tasks import observers
 from rqueue.tasks.decorator import registered

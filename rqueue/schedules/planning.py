@@ -24,7 +24,8 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from rqueue.store.schedule_store import Firing, Prepared, ScheduleStore
+from rqueue.store.schedule_calls import Firing, Prepared
+from rqueue.store.schedule_store import ScheduleStore
 
 PLAN_AHEAD = 1.0
 """Seconds before a trigger that a tick plans its firings: enough to plan a few

@@ -51,7 +51,8 @@ from rqueue.schedules.record import Schedule
 from rqueue.store.outages import Outages
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
-from rqueue.store.schedule_store import MAX_MS, Firing, Read, ScheduleStore
+from rqueue.store.schedule_calls import Firing, Read
+from rqueue.store.schedule_store import MAX_MS, ScheduleStore
 from rqueue.tasks import observers
 from rqueue.tasks.decorator import registered
 from rqueue.timing import iso
