@@ -74,7 +74,7 @@ def connect(config: Config) -> redis.Redis:
         seeds = target.hosts or [_address(node_client(config))]
         return ClusterClient(SlotMap(seeds, lambda host, port: node_client(config, (host, port))))
     if target.kind == "sentinel":
-        master = locator(target, _options(config))
+        master = locator(target, _options(config), lambda node: node_client(config, node))
         return node_client(config, routed=lambda connection: sentinel_managed(connection, master))
     return node_client(config)
 

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -35,6 +36,8 @@ HOLD = 2.0
 """Seconds sends wait at most for a failover under way to name the new master: then
 they go on as without announcements (a refusal is retried, the sentinels asked again).
 A manual failover names it about a second after it starts."""
+ASK_TIMEOUT = 0.2
+"""Seconds a chosen replica is given to answer ``ROLE``."""
 LEFT_FOR = 15.0
 """Seconds after an announced switch during which a sentinel still naming the old
 master (it has not heard of the switch yet) is not believed."""
@@ -43,13 +46,16 @@ _LOCATORS: weakref.WeakValueDictionary[tuple[Any, ...], MasterLocator] = (
 )
 
 
-def locator(target: RedisTarget, options: dict[str, Any]) -> MasterLocator:
+def locator(
+    target: RedisTarget, options: dict[str, Any], node: Callable[[Address], redis.Redis]
+) -> MasterLocator:
     """The process's locator of ``target``'s master: one per service, so one watcher
-    of its sentinels however many clients the process opens."""
+    of its sentinels however many clients the process opens. ``node`` opens a client
+    of a data node (the URL's credentials and TLS)."""
     key = (target, options.get("socket_timeout"), options.get("ssl_ca_certs"))
     found = _LOCATORS.get(key)
     if found is None:
-        found = _LOCATORS[key] = MasterLocator(target, options)
+        found = _LOCATORS[key] = MasterLocator(target, options, node)
     return found
 
 
@@ -57,8 +63,16 @@ class MasterLocator:
     """Where the master of one service is: asked of the sentinels, told by their
     announcements, held for every connection of the process."""
 
-    def __init__(self, target: RedisTarget, options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        target: RedisTarget,
+        options: dict[str, Any],
+        node: Callable[[Address], redis.Redis],
+    ) -> None:
         self.service = target.service
+        self._node = node
+        self._asked: tuple[Address, redis.Redis] | None = None
+        """The replica a failover chose, and the client that asks it its role."""
         self.check_interval = target.sentinel_check_interval
         self.sentinels = [
             redis.Redis(
@@ -132,6 +146,24 @@ class MasterLocator:
                 self._checked = -self.check_interval
                 self._changed.notify_all()
 
+    def answers_as_master(self, address: Address) -> bool:
+        """Whether the data node at ``address`` answers ``ROLE`` as a master now (the
+        replica a failover under way chose: ``sentinel_watch.py``). Asked briefly: a
+        node that does not answer within ASK_TIMEOUT is not one yet."""
+        if self._asked is None or self._asked[0] != address:
+            if self._asked is not None:
+                self._asked[1].close()
+            client = self._node(address)
+            client.connection_pool.connection_kwargs.update(
+                socket_timeout=ASK_TIMEOUT, socket_connect_timeout=ASK_TIMEOUT
+            )
+            self._asked = (address, client)
+        try:
+            role = self._asked[1].execute_command("ROLE")  # type: ignore[no-untyped-call]
+        except (*REDIS_ERRORS, redis.ResponseError):
+            return False
+        return bool(role) and role[0] in (b"master", "master")
+
     def _hold(self) -> None:
         while self._holding_until and (left := self._holding_until - time.monotonic()) > 0:
             self._changed.wait(left)
@@ -148,6 +180,7 @@ class MasterLocator:
         that thread is not here. A fresh lock; a watcher of its own on first use."""
         self._changed = threading.Condition(threading.Lock())
         self._watched = False
+        self._asked = None  # the parent's connection: not this process's to use
 
     def _ask(self) -> Address:
         errors = []

@@ -10,6 +10,14 @@ every sentinel (one subscriber connection each), subscribing again every
 :class:`~rqueue.store.sentinel.MasterLocator` (a ``Follower``); asking the sentinels
 once per check interval stays the fallback, should an announcement be missed.
 
+The leader names the replica it chose (``+selected-slave``) and sends it ``SLAVEOF NO
+ONE`` at once, but announces it promoted only once its own check of that replica, once
+a second, sees it answer as master: about a second in which the process's writes
+wait. So from the choice on, the thread asks the chosen replica's ``ROLE`` itself
+every :data:`POLL` seconds (for :data:`POLL_FOR` at most), and names it the master as
+soon as it answers as one: the failover is then past its point of no return (a
+sentinel gives up only a promotion that did not happen).
+
 The thread holds its locator weakly and ends with it.
 """
 
@@ -29,6 +37,10 @@ from rqueue.store.retry import REDIS_ERRORS
 Address = tuple[str, int]
 RESUBSCRIBE = 0.5
 """Seconds between two attempts to subscribe again to a sentinel that was lost."""
+POLL = 0.02
+"""Seconds between two ``ROLE`` asked of the replica a failover chose."""
+POLL_FOR = 2.0
+"""Seconds the chosen replica is asked at most (as long as writes are held for)."""
 UNDER_WAY = (
     "+try-failover",
     "+elected-leader",
@@ -38,6 +50,12 @@ UNDER_WAY = (
     "+failover-state-wait-promotion",
 )
 """A failover of the master has started: what it takes now may be lost."""
+CHOSEN = (
+    "+selected-slave",
+    "+failover-state-send-slaveof-noone",
+    "+failover-state-wait-promotion",
+)
+"""Of those, the steps that name the replica chosen to be the new master."""
 NAMED = ("+promoted-slave", "+switch-master")
 """The new master is known (the first as soon as it answers as one)."""
 OVER = (
@@ -62,6 +80,8 @@ class Follower(Protocol):
 
     def failover_over(self) -> None: ...
 
+    def answers_as_master(self, address: Address) -> bool: ...
+
 
 class FailoverWatch(threading.Thread):
     """The thread that listens to every sentinel of one service for its failovers."""
@@ -72,6 +92,9 @@ class FailoverWatch(threading.Thread):
         self._service = follower.service
         self._sentinels = list(follower.sentinels)
         self._subscribed: dict[int, PubSub] = {}
+        self._chosen: Address | None = None
+        """The replica a failover under way chose, asked until it answers as master."""
+        self._chosen_until = 0.0
 
     def run(self) -> None:
         resubscribe_at = 0.0
@@ -80,16 +103,18 @@ class FailoverWatch(threading.Thread):
                 self._subscribe_lost()
                 resubscribe_at = time.monotonic() + RESUBSCRIBE
             sockets = [p.connection._sock for p in self._subscribed.values() if p.connection]  # type: ignore[attr-defined]
+            wait = RESUBSCRIBE if self._chosen is None else POLL
             if sockets:
-                select.select(sockets, [], [], RESUBSCRIBE)
+                select.select(sockets, [], [], wait)
             else:
-                time.sleep(RESUBSCRIBE)
+                time.sleep(wait)
             follower = self._follower()
             if follower is None:  # every client of the service is gone
                 for pubsub in self._subscribed.values():
                     pubsub.close()
                 return
             self._read(follower)
+            self._ask_chosen(follower)
             del follower
 
     def _subscribe_lost(self) -> None:
@@ -132,12 +157,28 @@ class FailoverWatch(threading.Thread):
             return
         if channel in UNDER_WAY:
             follower.failover_under_way()
-        elif channel == "+switch-master":
+            if channel in CHOSEN and words[0] == "slave":
+                self._chosen = (words[2], int(words[3]))
+                self._chosen_until = time.monotonic() + POLL_FOR
+            return
+        self._chosen = None
+        if channel == "+switch-master":
             follower.master_named((words[3], int(words[4])))
         elif channel == "+promoted-slave":
             follower.master_named((words[2], int(words[3])))
         else:
             follower.failover_over()
+
+    def _ask_chosen(self, follower: Follower) -> None:
+        """Name the chosen replica the master once it answers as one."""
+        chosen = self._chosen
+        if chosen is None:
+            return
+        if time.monotonic() > self._chosen_until:
+            self._chosen = None  # the announcements, or the re-check, take it from here
+        elif follower.answers_as_master(chosen):
+            self._chosen = None
+            follower.master_named(chosen)
 
 
 def _text(value: bytes | str) -> str:

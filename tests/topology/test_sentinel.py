@@ -8,11 +8,14 @@ its own set (about 0.2 s), since it kills or fails over nodes.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 
 import apptasks
 import pytest
+import redis
 from support import TASKS_DIR, Workers, cli, strings, wait_for
 from topologies import LocalSentinel, Node
 
@@ -156,6 +159,56 @@ def test_a_manual_failover_is_followed_through_the_announcements(config: Config)
         queue = RedisQueue(Config.resolve(redis_url=sentinel.url + FOLLOW_ONLY))
         _following(sentinel, queue)
         _failover_followed(sentinel, queue)
+
+
+def test_the_chosen_replica_is_followed_once_it_answers_as_master(config: Config) -> None:
+    """Every sentinel is frozen (SIGSTOP) as soon as the leader told the replica it chose
+    to become master: none can announce it promoted or name it, and the client asks the
+    sentinels on no timer. It can reach the new master only by asking that replica's
+    role itself (``sentinel_watch.py``); without, its push goes to the old master."""
+    with LocalSentinel() as sentinel:
+        # A frozen sentinel answers nothing: the client's connect asks each, and gives
+        # up on it after the socket timeout. Short, so that they are frozen well under
+        # the 2 s after which a sentinel goes into TILT mode and stops acting for 30 s.
+        url = sentinel.url + FOLLOW_ONLY
+        queue = RedisQueue(Config.resolve(redis_url=url, socket_timeout=0.2))
+        _following(sentinel, queue)
+        sentinel.wait_for_replicas()
+        old = sentinel.master()
+        (chosen,) = [node for node in sentinel.data_nodes if node.port != old.port]
+        before = chosen.ask("LLEN", "queues:default")
+        pubsubs = [
+            redis.Redis(port=node.port, socket_timeout=30).pubsub() for node in sentinel.sentinels
+        ]
+        for pubsub in pubsubs:
+            pubsub.subscribe("+failover-state-wait-promotion")
+        sentinel.failover()
+        frozen: list[int] = []
+        try:
+            wait_for(
+                lambda: any(_message(pubsub) for pubsub in pubsubs),
+                30,
+                "the leader never sent the chosen replica SLAVEOF NO ONE",
+            )
+            for node in sentinel.sentinels:
+                assert node.pid is not None
+                os.kill(node.pid, signal.SIGSTOP)
+                frozen.append(node.pid)
+            queue.push("default", [b"early"])
+            assert chosen.ask("LLEN", "queues:default") == before + 1
+            assert old.ask("LLEN", "queues:default") == before
+        finally:
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+            for pubsub in pubsubs:
+                pubsub.close()
+        sentinel.wait_for_failover(old)
+
+
+def _message(pubsub: redis.client.PubSub) -> bool:
+    """Whether a message other than the subscription's own came on ``pubsub``."""
+    message = pubsub.get_message(timeout=0.01)
+    return message is not None and message["type"] == "message"
 
 
 def test_a_lost_sentinel_is_subscribed_again_and_the_others_drive_the_switch(
