@@ -249,7 +249,10 @@ class Producer(QueueBase):
                         f"time ({exc}); the task may or may not have been queued"
                     ) from None
                 failures += 1
-                delay = min(0.5, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
+                # At most 0.2 s apart: a dispatch goes through within that of Redis
+                # taking writes again (a promoted master refuses them until its first
+                # replica follows it, with min-replicas-to-write: about a second).
+                delay = min(0.2, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
                 if time.monotonic() + delay <= deadline:
                     time.sleep(delay)
                     continue

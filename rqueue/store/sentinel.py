@@ -35,7 +35,7 @@ Address = tuple[str, int]
 HOLD = 2.0
 """Seconds sends wait at most for a failover under way to name the new master: then
 they go on as without announcements (a refusal is retried, the sentinels asked again).
-A manual failover names it about a second after it starts."""
+A manual failover's new master answers as one about 0.2 s after it starts."""
 ASK_TIMEOUT = 0.2
 """Seconds a chosen replica is given to answer ``ROLE``."""
 LEFT_FOR = 15.0
