@@ -27,10 +27,12 @@ stranded comes back after the worker's timeout + grace + 15 s). Per run:
   write pause s: the longest gap between two acknowledgements from the fault on;
   resumed s: from the fault until the acknowledgement that ended that gap (beside
   failover s: how long after the switch rqueue's writes went on);
-- ran twice, and why, from each run's attempt number (the task records it): with the
-  same attempt, the worker's reserve was lost (the task was back in ready on the new
-  master, and reserved again); with a later attempt, its acknowledgement was lost (the
-  reservation, kept, expired and was given back).
+- ran twice, and why, from each run's attempt number and time (the task records
+  them): with a later attempt, its acknowledgement was lost (the reservation, kept,
+  expired and was given back); with the same attempt, first run before the new master
+  took over, the worker's reserve was lost (the task was back in ready on the new
+  master, and reserved again); with the same attempt, both after, it was queued twice
+  (its dispatch lost its reply as the master died, and was sent again).
 
 ``--faults K`` fails the serving master K times in one run (each once the previous
 failed node is back as a replica), as the issue's 3 failovers under 150 dispatches a
@@ -147,9 +149,13 @@ class Outcome:
     failed: int = 0
     duplicated: int = 0
     reserve_lost: int = 0
-    """Of ``duplicated``: ran again at the same attempt (its reserve was lost)."""
+    """Of ``duplicated``: ran again at the same attempt, first before the new master took
+    over (its reserve was lost)."""
     ack_lost: int = 0
     """Of ``duplicated``: ran again at a later attempt (its acknowledgement was lost)."""
+    queued_twice: int = 0
+    """Of ``duplicated``: ran twice at the same attempt, both after the new master took
+    over (its dispatch was sent again after its reply was lost)."""
     twice: list[tuple[int, list[tuple[int, float]]]] = field(default_factory=list)
     """Each duplicated task's number and runs: (attempt, seconds after the last fault
     before it)."""
@@ -180,7 +186,7 @@ class Outcome:
             self.lost,
             self.pending,
             self.failed,
-            f"{self.duplicated} ({self.reserve_lost} reserve, {self.ack_lost} ack)"
+            f"{self.duplicated} ({self.reserve_lost} / {self.ack_lost} / {self.queued_twice})"
             if self.duplicated
             else 0,
             self.refused_but_ran,
@@ -203,7 +209,7 @@ HEADERS = (
     "lost",
     "pending",
     "failed",
-    "ran twice (lost reserve, lost ack)",
+    "ran twice (lost reserve / lost ack / queued twice)",
     "refused but ran",
     "failovers",
     "failover s",
@@ -365,19 +371,26 @@ def _last_fault(faults: list[float], at: float) -> float:
 
 
 def _explain_twice(outcome: Outcome, numbers: set[int], faults: list[float]) -> None:
-    """Sort each task that ran more than once by what the failover lost: its reserve
-    (ran again at the same attempt) or its acknowledgement (at a later one)."""
+    """Sort each task that ran more than once by what the failover lost: its
+    acknowledgement (ran again at a later attempt), its reserve (at the same attempt,
+    first before the new master took over) or its dispatch's reply (the same attempt,
+    both after: queued twice)."""
     runs: dict[int, list[tuple[int, float]]] = {}
     for line in book().lrange(RUNS_LOG, 0, -1):
         number, attempt, at = line.split()
         if int(number) in numbers:
             runs.setdefault(int(number), []).append((int(attempt), float(at)))
+    took_over = [fault + seconds for fault, seconds in zip(faults, outcome.failover_s, strict=True)]
     for number, seen in sorted(runs.items()):
         attempts = [attempt for attempt, _ in seen]
-        if len(set(attempts)) < len(attempts):
+        first = min(at for _, at in seen)
+        before = [over for fault, over in zip(faults, took_over, strict=True) if fault <= first]
+        if len(set(attempts)) == len(attempts):
+            outcome.ack_lost += 1
+        elif not before or first < before[-1]:  # reserved from the old master
             outcome.reserve_lost += 1
         else:
-            outcome.ack_lost += 1
+            outcome.queued_twice += 1
         timeline = [(attempt, round(at - _last_fault(faults, at), 3)) for attempt, at in seen]
         outcome.twice.append((number, timeline))
 
