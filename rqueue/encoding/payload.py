@@ -38,7 +38,7 @@ from rqueue.encoding.ranges import (
     checked_tries,
 )
 from rqueue.encoding.sealed_args import open_arguments, seal_arguments
-from rqueue.encoding.sealing import Keyring, NotDecrypted, Sealed
+from rqueue.encoding.sealing import Keyring, NotDecrypted, Sealed, must_seal
 from rqueue.errors import (
     Fail,
     InvalidPayload,
@@ -276,7 +276,7 @@ class PayloadTemplate:
             at = self._at if dispatched_at is None else pack(dispatched_at)
             packed_args = pack(args) if args else _EMPTY_ARRAY
             packed_kwargs = pack(kwargs) if kwargs else _EMPTY_MAP
-            if self._encrypted or (keyring is not None and keyring.encrypt_all):
+            if must_seal(self._encrypted, keyring):
                 job = self.job
                 packed = packed_args + packed_kwargs
                 packed_args = seal_arguments(keyring, job.queue, stored_id, job.task, packed)

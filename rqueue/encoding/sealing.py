@@ -152,6 +152,12 @@ def step_data(queue: str, task: str) -> bytes:
     return b"".join((_STEP, queue.encode("utf-8"), b"\0", task.encode("utf-8")))
 
 
+def must_seal(encrypted: bool, keyring: Keyring | None) -> bool:
+    """Whether a call's arguments are sealed: its task's (or call's) ``encrypted``, or
+    a keyring that encrypts every call (``RQUEUE_ENCRYPT_ALL``)."""
+    return encrypted or (keyring is not None and keyring.encrypt_all)
+
+
 class Keyring:
     """The keys of one process: the first seals, every one opens (for rotation).
 

@@ -260,7 +260,7 @@ class Schedule:
         """Its definition; an encrypted schedule's arguments sealed with ``keyring``
         (kept as they were read if this process could not open them)."""
         if not self.encrypted:
-            return self._packed({})
+            return self._packed({"sealed": None})  # arguments sealed before stay behind
         if self.hidden:
             if self.args or self.kwargs:
                 raise EncryptionUnavailable(
@@ -270,7 +270,7 @@ class Schedule:
             return self._packed({})
         if keyring is None:
             raise no_key_to_seal(self.task)
-        plain = msgpack.packb([list(self.args), self.kwargs], use_bin_type=True)
+        plain = self._msgpack([list(self.args), self.kwargs])
         sealed = keyring.seal(plain, schedule_data(self.queue, self.name))
         return self._packed({"sealed": sealed, "args": [], "kwargs": {}})
 
@@ -295,8 +295,12 @@ class Schedule:
         stored["middleware"] = list(self.middleware)
         stored["tags"] = list(self.tags)
         stored.update(changes)
+        return self._msgpack(stored)
+
+    def _msgpack(self, value: Any) -> bytes:
+        """``value`` packed with msgpack's own types, or InvalidSchedule saying why not."""
         try:
-            return msgpack.packb(stored, use_bin_type=True)  # type: ignore[no-any-return]
+            return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
         except (TypeError, ValueError, OverflowError) as exc:
             # Definitions are read by every process that lists or fires them, which may
             # not have registered a type: so they hold msgpack's own types only.
@@ -329,8 +333,11 @@ class Schedule:
             known["tags"] = checked_tags(known.get("tags") or ())
             given = {k: v for k, v in stored.items() if k in _TIMING}
             timing = Timing(**given, check=False)
-            hidden = known.get("sealed") is not None and keyring is None
-            if known.get("sealed") is not None and keyring is not None:
+            # Sealed arguments count only on an encrypted schedule: a plain one's
+            # arguments are those stored in clear.
+            sealed = bool(known.get("encrypted")) and known.get("sealed") is not None
+            hidden = sealed and keyring is None
+            if sealed and keyring is not None:
                 known["args"], known["kwargs"] = _opened(known, keyring)
             schedule = cls(**known, timing=timing, next_ms=next_ms, trusted=trusted)
             return replace(schedule, hidden=True) if hidden else schedule

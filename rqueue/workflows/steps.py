@@ -37,7 +37,7 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
-from rqueue.encoding.sealing import Keyring, no_key, no_key_to_seal, step_data
+from rqueue.encoding.sealing import Keyring, must_seal, no_key, no_key_to_seal, step_data
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import validate_queue_name
 from rqueue.store.signing import step_mac, verify_step_mac
@@ -113,8 +113,10 @@ def step_of(call: PendingDispatch) -> Step:
     meta = {key: value for key, value in job.meta.items() if key not in _OWN_META}
     if meta:
         step["meta"] = meta
-    if job.encrypted and current_interceptor() is None:  # rqueue.testing: all in memory
-        _seal(step, task.connection().config.keyring)
+    if current_interceptor() is None:  # rqueue.testing: all in memory, never sealed
+        keyring = task.connection().config.keyring
+        if must_seal(job.encrypted, keyring):
+            _seal(step, keyring)
     return step
 
 

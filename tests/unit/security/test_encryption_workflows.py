@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import signal
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import apptasks
 import chord_tasks as chords
+import pytest
 import redis
 import workflow_tasks as flows
 from support import cli, strings, wait_for
 
 from rqueue import batch, chain
+from rqueue.errors import InvalidSchedule
 from rqueue.schedules.api import Schedules
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
@@ -99,4 +102,51 @@ def test_the_results_a_batch_keeps_of_encrypted_members_are_sealed_for_its_callb
     assert chords.got() == [("then", [f"{SECRET_ARG}-{index}" for index in range(3)])]
     chords.redis().delete(chords.GOT, flows.DONE)  # what the tasks wrote, in clear
     assert SECRET_ARG.encode() not in _everything(queue.client)  # the batch's results too
+    keyed.client.close()
+
+
+def test_encrypt_all_seals_a_chain_s_later_step_and_a_batch_s_callback_too(
+    config: Config, queue: RedisQueue, workers: Any
+) -> None:
+    every = RedisQueue(replace(config, encryption_keys=KEY, encrypt_all=True))
+    plainly = flows.note.using(connection=every)  # a plain task: sealed as every call is
+    chain(plainly.pending("first"), plainly.pending(f"{SECRET_ARG}-chain")).dispatch()
+    callback = flows.batch_callback.using(connection=every)
+    batch([plainly.pending("member")]).then(callback, f"{SECRET_ARG}-then").dispatch()
+    assert SECRET_ARG.encode() not in _everything(queue.client)
+    worker = workers.start("--stop-when-empty", env={"RQUEUE_ENCRYPTION_KEYS": KEY})
+    assert worker.wait(30) == 0, worker.output()
+    assert set(strings(queue.client, flows.DONE)) == {
+        "note:first",
+        f"note:{SECRET_ARG}-chain",
+        "note:member",
+        f"{SECRET_ARG}-then:1/0/1",
+    }
+    every.client.close()
+
+
+def test_a_schedule_updated_to_a_plain_task_leaves_its_sealed_arguments_behind(
+    config: Config, queue: RedisQueue
+) -> None:
+    keyed = RedisQueue(replace(config, encryption_keys=KEY))
+    Schedules(keyed).add(
+        "nightly", apptasks.record.using(encrypted=True), every=60, args=[SECRET_ARG]
+    )
+    Schedules(keyed).update("nightly", task=apptasks.record, args=["plain"])
+    for reader in (keyed, queue):  # with the key, and without
+        schedule = Schedules(reader).get("nightly")
+        assert (schedule.args, schedule.encrypted, schedule.hidden) == (("plain",), False, False)
+    keyed.client.close()
+
+
+def test_an_encrypted_schedule_s_arguments_are_refused_as_a_plain_one_s_are(
+    config: Config, queue: RedisQueue
+) -> None:
+    keyed = RedisQueue(replace(config, encryption_keys=KEY))
+    for name, target in (
+        ("plain", apptasks.record),
+        ("sealed", apptasks.record.using(encrypted=True)),
+    ):
+        with pytest.raises(InvalidSchedule, match="msgpack's own types"):
+            Schedules(keyed).add(name, target, every=60, args=[Decimal("1.5")])
     keyed.client.close()
