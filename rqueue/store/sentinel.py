@@ -29,13 +29,9 @@ import redis
 
 from rqueue.settings.redis_url import RedisTarget
 from rqueue.store.retry import REDIS_ERRORS
-from rqueue.store.sentinel_watch import FailoverWatch
+from rqueue.store.sentinel_watch import HOLD, FailoverWatch
 
 Address = tuple[str, int]
-HOLD = 2.0
-"""Seconds sends wait at most for a failover under way to name the new master: then
-they go on as without announcements (a refusal is retried, the sentinels asked again).
-A manual failover's new master answers as one about 0.2 s after it starts."""
 ASK_TIMEOUT = 0.2
 """Seconds a chosen replica is given to answer ``ROLE``."""
 LEFT_FOR = 15.0

@@ -14,7 +14,7 @@ The leader names the replica it chose (``+selected-slave``) and sends it ``SLAVE
 ONE`` at once, but announces it promoted only once its own check of that replica, once
 a second, sees it answer as master: about a second in which the process's writes
 wait. So from the choice on, the thread asks the chosen replica's ``ROLE`` itself
-every :data:`POLL` seconds (for :data:`POLL_FOR` at most), and names it the master as
+every :data:`POLL` seconds (for :data:`HOLD` at most), and names it the master as
 soon as it answers as one: the failover is then past its point of no return (a
 sentinel gives up only a promotion that did not happen).
 
@@ -23,6 +23,7 @@ The thread holds its locator weakly and ends with it.
 
 from __future__ import annotations
 
+import logging
 import select
 import threading
 import time
@@ -35,12 +36,16 @@ from redis.client import PubSub
 from rqueue.store.retry import REDIS_ERRORS
 
 Address = tuple[str, int]
+log = logging.getLogger("rqueue.sentinel")
 RESUBSCRIBE = 0.5
 """Seconds between two attempts to subscribe again to a sentinel that was lost."""
 POLL = 0.02
 """Seconds between two ``ROLE`` asked of the replica a failover chose."""
-POLL_FOR = 2.0
-"""Seconds the chosen replica is asked at most (as long as writes are held for)."""
+HOLD = 2.0
+"""Seconds sends wait at most for a failover under way to name the new master: then
+they go on as without announcements (a refusal is retried, the sentinels asked again).
+A manual failover's new master answers as one about 0.2 s after it starts. The chosen
+replica is asked for as long."""
 UNDER_WAY = (
     "+try-failover",
     "+elected-leader",
@@ -113,8 +118,11 @@ class FailoverWatch(threading.Thread):
                 for pubsub in self._subscribed.values():
                     pubsub.close()
                 return
-            self._read(follower)
-            self._ask_chosen(follower)
+            try:
+                self._read(follower)
+                self._ask_chosen(follower)
+            except Exception:  # the thread must outlive any surprise: it is the only one
+                log.exception("following the sentinels of %s; going on", self._service)
             del follower
 
     def _subscribe_lost(self) -> None:
@@ -145,27 +153,28 @@ class FailoverWatch(threading.Thread):
         words = data.split()
         # +switch-master: <name> <old ip> <old port> <new ip> <new port>; the others:
         # master <name> <ip> <port>, or <type> <name> <ip> <port> @ <master> <ip> <port>.
-        if len(words) < 5:
-            return  # none of these: a sentinel of another version, not to be guessed at
-        if channel == "+switch-master":
-            master = words[0]
-        elif words[:1] == ["master"]:
-            master = words[1]
+        # Any other shape (a sentinel of another version) is not to be guessed at.
+        if channel == "+switch-master" and len(words) == 5:
+            master, named = words[0], words[3:5]
+        elif words[:1] == ["master"] and len(words) == 4:
+            master, named = words[1], []
+        elif len(words) == 8 and words[4] == "@":
+            master, named = words[5], words[2:4]
         else:
-            master = words[words.index("@") + 1] if "@" in words else ""
+            return
         if master != self._service:
             return
+        address = (named[0], int(named[1])) if named and named[1].isdigit() else None
         if channel in UNDER_WAY:
             follower.failover_under_way()
-            if channel in CHOSEN and words[0] == "slave":
-                self._chosen = (words[2], int(words[3]))
-                self._chosen_until = time.monotonic() + POLL_FOR
+            if channel in CHOSEN and words[0] == "slave" and address is not None:
+                self._chosen = address
+                self._chosen_until = time.monotonic() + HOLD
             return
         self._chosen = None
-        if channel == "+switch-master":
-            follower.master_named((words[3], int(words[4])))
-        elif channel == "+promoted-slave":
-            follower.master_named((words[2], int(words[3])))
+        if channel in NAMED:
+            if address is not None:
+                follower.master_named(address)
         else:
             follower.failover_over()
 
