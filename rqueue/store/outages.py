@@ -82,7 +82,12 @@ class Outages:
         return until is not None and time.monotonic() < until
 
     def next_try(self) -> float:
-        """Seconds until the first back-off ends (inf with none)."""
+        """Seconds until the first back-off still running ends (inf with none). A queue
+        whose back-off ended is tried like any other, and stays noted until a call on it
+        answers: it must not wake anyone (a recovered queue with nothing to reserve
+        made an idle child spin)."""
         if not self._until:
             return float("inf")
-        return max(0.0, min(self._until.values()) - time.monotonic())
+        now = time.monotonic()
+        ahead = [until for until in self._until.values() if until > now]
+        return min(ahead) - now if ahead else float("inf")

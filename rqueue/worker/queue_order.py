@@ -104,9 +104,11 @@ class Probed(InTurn):
 
     def _probe(self) -> None:
         began = time.monotonic()
-        up = [index for index, name in enumerate(self.names) if not self.outages.down(name)]
-        lengths = self.queue.ready_lengths([self.names[index] for index in up])
-        self._ready = {index for index, length in zip(up, lengths, strict=True) if length}
+        names, down = self.names, self.outages.down
+        up = [index for index, name in enumerate(names) if not down(name)] if self.outages else None
+        lengths = self.queue.ready_lengths(names if up is None else [names[i] for i in up])
+        places = range(len(names)) if up is None else up
+        self._ready = {index for index, length in zip(places, lengths, strict=True) if length}
         ended = time.monotonic()
         self._probe_serves_until = ended + REUSE * (ended - began)
 

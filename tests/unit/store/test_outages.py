@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
@@ -45,3 +47,12 @@ def test_settle_raises_when_no_queue_answered_or_on_one_server() -> None:
         Outages().settle(["a", "b"], [1, down], cluster=False)
     with pytest.raises(redis.ResponseError):  # a script's error is no outage
         Outages().settle(["a", "b"], [1, redis.ResponseError("bad")], cluster=True)
+
+
+def test_a_back_off_that_ended_wakes_no_one_while_its_queue_has_not_answered() -> None:
+    outages = Outages()
+    outages.failed("a")
+    outages._until["a"] = time.monotonic() - 1  # its back-off over, as after a while
+    assert not outages.down("a")  # tried again like any other queue
+    assert outages.next_try() == float("inf")  # and no idle wait cut short for it
+    assert outages  # noted until a call on it answers: its next back-off grows
