@@ -290,8 +290,8 @@ class ChildWorker(InterruptibleWaits):
                     )
                     self.slot.set(State.HOLDING, entries[index] + 1)  # no longer ours
                     continue
-            if self.reservations.acks_due_by(worst_end):
-                self.persist(self.reservations.flush)
+            if self.reservations.acks_due_by(worst_end):  # a down shard's acks wait for it
+                self.persist(functools.partial(self.reservations.flush, skip_down=True))
             fixed, entry = headers[index], entries[index]
             self.lifecycle.process(
                 entry, queue, payload, None if fixed is _NO_HEADER else fixed, expires_at
