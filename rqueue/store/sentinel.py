@@ -18,10 +18,10 @@ round trip: the check is a look at the answer held.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,9 +37,11 @@ ASK_TIMEOUT = 0.2
 LEFT_FOR = 15.0
 """Seconds after an announced switch during which a sentinel still naming the old
 master (it has not heard of the switch yet) is not believed."""
-_LOCATORS: weakref.WeakValueDictionary[tuple[Any, ...], MasterLocator] = (
-    weakref.WeakValueDictionary()
-)
+_LOCATORS: dict[tuple[Any, ...], MasterLocator] = {}
+"""The process's locators, one per service and connection settings, kept for the
+process's life (its watcher thread with it): a client's connections are classes made
+for their locator, and a process names few services."""
+_LOCATORS_LOCK = threading.Lock()
 
 
 def locator(
@@ -49,9 +51,10 @@ def locator(
     of its sentinels however many clients the process opens. ``node`` opens a client
     of a data node (the URL's credentials and TLS)."""
     key = (target, options.get("socket_timeout"), options.get("ssl_ca_certs"))
-    found = _LOCATORS.get(key)
-    if found is None:
-        found = _LOCATORS[key] = MasterLocator(target, options, node)
+    with _LOCATORS_LOCK:  # two threads connecting at once share one watcher
+        found = _LOCATORS.get(key)
+        if found is None:
+            found = _LOCATORS[key] = MasterLocator(target, options, node)
     return found
 
 
@@ -89,7 +92,6 @@ class MasterLocator:
         self._left: Address | None = None
         self._left_until = 0.0
         self._watched = False
-        _FORKABLE.add(self)
 
     def address(self, fresh: bool = False) -> Address:
         """The master's address: asked now if ``fresh`` or the last answer is old; while
@@ -204,17 +206,15 @@ class MasterLocator:
         )
 
 
-_FORKABLE: weakref.WeakSet[MasterLocator] = weakref.WeakSet()
-
-
 def _forked() -> None:
-    for each in list(_FORKABLE):
+    for each in _LOCATORS.values():
         each._after_fork()
 
 
 os.register_at_fork(after_in_child=_forked)
 
 
+@functools.cache
 def sentinel_managed(connection: type, master: MasterLocator) -> type:
     """``connection``, sent to the master ``master`` locates (see the module's docstring)."""
 

@@ -18,7 +18,7 @@ every :data:`POLL` seconds (for :data:`HOLD` at most), and names it the master a
 soon as it answers as one: the failover is then past its point of no return (a
 sentinel gives up only a promotion that did not happen).
 
-The thread holds its locator weakly and ends with it.
+The thread, like its locator, lasts as long as the process.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import logging
 import select
 import threading
 import time
-import weakref
 from typing import Protocol
 
 import redis
@@ -93,7 +92,7 @@ class FailoverWatch(threading.Thread):
 
     def __init__(self, follower: Follower) -> None:
         super().__init__(name=f"rqueue-sentinel-watch-{follower.service}", daemon=True)
-        self._follower = weakref.ref(follower)
+        self._follower = follower
         self._service = follower.service
         self._sentinels = list(follower.sentinels)
         self._subscribed: dict[int, PubSub] = {}
@@ -113,17 +112,11 @@ class FailoverWatch(threading.Thread):
                 select.select(sockets, [], [], wait)
             else:
                 time.sleep(wait)
-            follower = self._follower()
-            if follower is None:  # every client of the service is gone
-                for pubsub in self._subscribed.values():
-                    pubsub.close()
-                return
             try:
-                self._read(follower)
-                self._ask_chosen(follower)
+                self._read(self._follower)
+                self._ask_chosen(self._follower)
             except Exception:  # the thread must outlive any surprise: it is the only one
                 log.exception("following the sentinels of %s; going on", self._service)
-            del follower
 
     def _subscribe_lost(self) -> None:
         for index, sentinel in enumerate(self._sentinels):
