@@ -64,6 +64,8 @@ def supervise(
         found = pools_config.load(pools_config.find(path, Path()), environment)
     except ConfigError as exc:
         raise click.UsageError(shown(exc)) from None
+    if os.getcwd() not in sys.path:  # the pools' app modules, as `rqueue work` finds them
+        sys.path.insert(0, os.getcwd())
     if check:
         _check_queues(found, config)
         env = f" (environment {found.environment})" if found.environment else ""
@@ -76,8 +78,6 @@ def supervise(
     from rqueue.worker import logs
 
     logs.configure(log_level, log_format)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     sys.exit(PoolSupervisor(found.pools, config).run())
 
 

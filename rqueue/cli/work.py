@@ -28,7 +28,7 @@ from rqueue.cli.common import (
 )
 from rqueue.middleware.concurrency import check_limit
 from rqueue.middleware.group_limits import GroupLimits
-from rqueue.settings.config import MAX_EVENTS, Config, ConfigError, Limit, env_flag
+from rqueue.settings.config import EVENTS_LENGTH, Config, ConfigError, env_flag
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.text import shown
@@ -37,7 +37,6 @@ from rqueue.worker.options import LIMITS, Rate, WorkerOptions, parse_rates
 
 DEFAULT_EVENTS = 10_000
 """Events each queue's stream keeps with ``--events`` (about: ``XADD MAXLEN ~``)."""
-_EVENTS_LENGTH = Limit(1, MAX_EVENTS, whole=True, unit="events")
 
 
 def _field_option(
@@ -257,7 +256,7 @@ def _with_events(config: Config, record: bool, length: int | None) -> Config:
     if not record:
         return config
     try:
-        cap = _EVENTS_LENGTH.check("--events-length", DEFAULT_EVENTS if length is None else length)
+        cap = EVENTS_LENGTH.check("--events-length", DEFAULT_EVENTS if length is None else length)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--events-length") from None
     return replace(config, events=cap)

@@ -22,8 +22,8 @@ from typing import Any
 
 from rqueue.errors import InvalidQueueName
 from rqueue.middleware.concurrency import check_limit
+from rqueue.settings.config import EVENTS_LENGTH, ConfigError, Limit
 from rqueue.settings.config import LIMITS as CONFIG_LIMITS
-from rqueue.settings.config import MAX_EVENTS, ConfigError, Limit
 from rqueue.store.keys import validate_queue_name
 from rqueue.worker.options import LIMITS, Rate, WorkerOptions, parse_rates
 
@@ -60,7 +60,6 @@ POOL_LIMITS: Mapping[str, Limit] = {
     "time_to_clear": Limit(0.1, 86_400, unit="seconds"),
 }
 POOL_KEYS = ("queues", "balance", *POOL_LIMITS, *WORK_KEYS)
-_EVENTS_LENGTH = Limit(1, MAX_EVENTS, whole=True, unit="events")
 _POOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -120,7 +119,8 @@ def load(path: Path, environment: str | None = None) -> PoolsFile:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     root, where = document, ""
     if path.name == "pyproject.toml" or "tool" in document:
-        root, where = document.get("tool", {}).get("rqueue"), "tool.rqueue"
+        tool = document.get("tool", {})
+        root, where = tool.get("rqueue") if isinstance(tool, dict) else None, "tool.rqueue"
         if not isinstance(root, dict):
             raise ConfigError(f"{path}: no [tool.rqueue] table")
     prefix = f"{where}." if where else ""
@@ -178,7 +178,7 @@ def pool(name: str, values: Mapping[str, Any], sources: Mapping[str, str], where
     queues = _queues(values.get("queues"), key("queues"))
     numbers = {k: POOL_LIMITS[k].check(key(k), values[k]) for k in POOL_LIMITS if k in values}
     least, most = numbers.get("min_processes", 1), numbers.get("max_processes")
-    most = max(least, 1) if most is None else most
+    most = least if most is None else most  # least is 1 or more (its limit)
     if least > most:
         raise ConfigError(f"{key('min_processes')} ({least}) is above max_processes ({most})")
     balance = values.get("balance", "auto")
@@ -231,7 +231,7 @@ def _check_other(name: str, value: Any, key: str, queues: tuple[str, ...]) -> No
         elif name == "group_concurrency":
             check_limit(value, "it")
         elif name == "events_length":
-            _EVENTS_LENGTH.check("it", value)
+            EVENTS_LENGTH.check("it", value)
         else:
             CONFIG_LIMITS["wait_replicas"][1].check("it", value)
     except ValueError as exc:

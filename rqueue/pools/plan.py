@@ -24,17 +24,20 @@ class Parent:
     least: int
     most: int
 
-    @property
-    def label(self) -> str:
-        return f"{self.pool.name}/{','.join(self.queues)}"
-
-    def argv(self, count: int, count_file: str | None = None) -> list[str]:
-        """``rqueue work ...`` (after ``python -m rqueue``) starting ``count`` children;
-        with ``count_file``, following the count that file holds."""
-        args = ["work", ",".join(self.queues), "--concurrency", str(count)]
-        if count_file is not None:
-            args += ["--max-concurrency", str(self.most), "--concurrency-file", count_file]
-        return args + work_options(self.pool, self.queues)
+    def argv(self, count: int, count_file: str) -> list[str]:
+        """``rqueue work ...`` (after ``python -m rqueue``) starting ``count`` children,
+        then following the count ``count_file`` holds."""
+        return [
+            "work",
+            ",".join(self.queues),
+            "--concurrency",
+            str(count),
+            "--max-concurrency",
+            str(self.most),
+            "--concurrency-file",
+            count_file,
+            *work_options(self.pool, self.queues),
+        ]
 
 
 def parents(pool: Pool) -> tuple[Parent, ...]:

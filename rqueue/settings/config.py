@@ -83,6 +83,8 @@ class Limit(NamedTuple):
 
 MAX_EVENTS = 10_000_000
 """The most events a queue's stream may be asked to keep: more is taken for a mistake."""
+EVENTS_LENGTH = Limit(1, MAX_EVENTS, whole=True, unit="events")
+"""A queue's stream length as ``--events-length`` and a pool's ``events_length`` take it."""
 
 LIMITS: Mapping[str, tuple[str | None, Limit]] = {
     "max_payload_bytes": (

@@ -59,7 +59,9 @@ def test_hostile_or_broken_entries_are_shown_inert_or_left_out(queue: RedisQueue
         "decided": time.time(),
     }
     queue.client.set(keys.pool("h/ok"), msgpack.packb(entry))
-    queue.client.set(keys.pool("h/bad"), msgpack.packb({**entry, "inputs": [["q", "5", 0]]}))
+    queue.client.set(
+        keys.pool("h/bad"), msgpack.packb({**entry, "inputs": [["q", "5", 0, None, None]]})
+    )
     queue.client.set(keys.pool("h/junk"), b"\xc1not msgpack")
     later = round(time.time() * 1000) + 60_000
     queue.client.zadd(keys.pools, {"h/ok": later, "h/bad": later, "h/junk": later})

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -9,7 +12,7 @@ import pytest
 from support import cli
 
 from rqueue.cli.work import work
-from rqueue.pools.config import POOL_KEYS, WORK_KEYS, load
+from rqueue.pools.config import WORK_KEYS, load
 from rqueue.pools.plan import parents
 from rqueue.settings.config import Config, ConfigError
 
@@ -76,6 +79,7 @@ def test_an_error_in_a_pool_is_a_usage_error_naming_its_key(
         (GOOD + "[tool.rqueue.environments.production.pools.mail]\n", None, "not valid TOML"),
         (GOOD + "[tool.rqueue.extra]\n", None, "tool.rqueue: unknown key 'extra'"),
         ("[tool.other]\n", None, "no [tool.rqueue] table"),
+        ("tool = 1\n", None, "no [tool.rqueue] table"),
         ("[tool.rqueue]\n", None, "tool.rqueue.pools: no pool declared"),
         (GOOD, "staging", "tool.rqueue.environments: no environment 'staging'"),
         (
@@ -146,7 +150,6 @@ def test_every_rqueue_work_option_is_a_pool_key_or_left_out_on_purpose() -> None
         else:
             name = str(param.name)
         assert name in left_out or name in WORK_KEYS, f"{name} is no pool key"
-    assert set(WORK_KEYS) <= set(POOL_KEYS)
 
 
 def test_a_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -169,6 +172,24 @@ def test_the_deployment_guide_s_pools_file_passes_the_check(config: Config, tmp_
     result = cli(config, "supervise", "--check", cwd=tmp_path)
     shown = result.stderr.splitlines()[-1]
     assert f"\n{shown}\n" in guide  # the error the guide shows is the one printed
+
+
+def test_check_by_the_rqueue_command_imports_the_app_from_the_folder(
+    config: Config, tmp_path: Path
+) -> None:
+    """``python -m rqueue`` (the other tests' way) puts the folder on the import path
+    itself; the installed ``rqueue`` command does not."""
+    _write(tmp_path, '[pools.main]\nqueues = ["default"]\napp = ["pool_app"]\n', "rqueue.toml")
+    (tmp_path / "pool_app.py").write_text("")
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "rqueue"), "supervise", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={**os.environ, "REDIS_URL": config.redis_url},
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_check_warns_of_a_queue_nothing_names(config: Config, tmp_path: Path) -> None:
