@@ -35,7 +35,7 @@ from typing import IO
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import outage_tasks
-from common import BENCH_DIR, machine_summary, median, table, wait_until
+from common import BENCH_DIR, machine_summary, median, percentile, table, wait_until
 
 from rqueue.settings.config import Config
 from rqueue.store.default import use
@@ -54,11 +54,6 @@ def on_three_masters(cluster: LocalCluster, spared: set[int]) -> tuple[str, list
             break
     victim = next(name for port, name in found.items() if port not in spared)
     return victim, [name for name in found.values() if name != victim]
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
 
 
 def one_run(

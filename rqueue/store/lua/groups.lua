@@ -27,12 +27,17 @@ end
 -- group after them. Enough for a reserve call of `most` to take its fair share, and
 -- never 0 while a group has a task (the caller keeps workers woken by it).
 local function group_lengths(turns, most)
-  local total = 0
+  local total, plain_read = 0, false
   local heads = redis.call('ZRANGE', turns, 0, most - 1)
   for _, group in ipairs(heads) do
-    if group ~= '' then total = total + redis.call('LLEN', turns .. group) end
+    if group ~= '' then total = total + redis.call('LLEN', turns .. group)
+    else plain_read = true end
   end
-  return total + math.max(0, redis.call('ZCARD', turns) - #heads)
+  local rest = redis.call('ZCARD', turns) - #heads
+  if rest > 0 and not plain_read and redis.call('ZSCORE', turns, '') then
+    rest = rest - 1  -- the plain list's turn: its tasks are the caller's to count
+  end
+  return total + rest
 end
 -- take_turns(turns, plain, count): up to `count` ready tasks, one from each group (and
 -- the plain list) in turn; returns them, and true once no group has tasks left (the
