@@ -36,7 +36,16 @@ def open_arguments(
     """The args and kwargs sealed in ``sealed`` (of the call whose raw id is
     ``stored_id``), checked as decode checks a plain call's; NotDecrypted or
     InvalidPayload saying why not."""
-    plain = keyring.open(sealed, args_data(queue, stored_id, task), "arguments")
+    args, kwargs = open_call(keyring, sealed, args_data(queue, stored_id, task))
+    return tuple(args), kwargs
+
+
+def open_call(
+    keyring: Keyring, sealed: bytes, associated: bytes
+) -> tuple[list[Any], dict[str, Any]]:
+    """The ``[args, kwargs]`` sealed in ``sealed`` for ``associated`` (a payload's, a
+    workflow step's), shaped as a call's; NotDecrypted or InvalidPayload saying why not."""
+    plain = keyring.open(sealed, associated, "arguments")
     try:
         args, kwargs = unpack(plain)
         if type(args) is not list or type(kwargs) is not dict:
@@ -48,4 +57,4 @@ def open_arguments(
     except Exception as exc:
         why = describe(exc)[1]
         raise InvalidPayload(f"encrypted arguments have the wrong shape: {why}") from None
-    return tuple(args), kwargs
+    return args, kwargs

@@ -37,6 +37,7 @@ from rqueue.encoding.ranges import (
     checked_timeout,
     checked_tries,
 )
+from rqueue.encoding.sealed_args import open_call
 from rqueue.encoding.sealing import Keyring, must_seal, no_key, no_key_to_seal, step_data
 from rqueue.errors import InvalidPayload
 from rqueue.store.keys import validate_queue_name
@@ -138,14 +139,7 @@ def _opened(step: Step, keyring: Keyring | None) -> tuple[list[Any], dict[str, A
         return step["args"], step["kwargs"]
     if keyring is None:
         raise no_key(step["task"])
-    plain = keyring.open(sealed, step_data(step["queue"], step["task"]), "arguments")
-    try:
-        args, kwargs = codec.unpack(plain)
-    except InvalidPayload:
-        raise
-    except Exception as exc:
-        why = f"a workflow step's encrypted arguments are malformed: {exc!r}"
-        raise InvalidPayload(why) from None
+    args, kwargs = open_call(keyring, sealed, step_data(step["queue"], step["task"]))
     checked_step({**step, "args": args, "kwargs": kwargs})
     return args, kwargs
 
