@@ -159,8 +159,8 @@ class Supervisor(InterruptibleWaits):
         # blocking wait starts would otherwise cost a whole tick.
         wait = 0.05 if self.stopping else _TICK / 4 if self.options.stops_when_idle else _TICK
         if not self.stopping:
+            self._resize()  # first: no child respawned only to be stopped
             self._respawn()  # before any Redis call: an outage must not hold it up
-            self._resize()
             wait = min(wait, self.due.migrate(_TICK))  # due tasks are what we woke up for
             self._check_limits()
             wait = min(wait, self._fire_schedules())
