@@ -172,10 +172,10 @@ class PoolSupervisor:
 
     def _scale_due(self) -> None:
         now = time.monotonic()
-        for pool in self.pools:
-            if now < self._due.get(pool.name, 0.0):
-                continue
+        due = [pool for pool in self.pools if now >= self._due.get(pool.name, 0.0)]
+        for pool in due:  # each waits its cooldown, whether it scaled or Redis failed
             self._due[pool.name] = now + max(pool.balance_cooldown, _TICK)
+        for pool in due:
             try:
                 self._scale(pool)
             except REDIS_ERRORS as exc:
