@@ -228,7 +228,7 @@ class ChildWorker(InterruptibleWaits):
         """Reserve and hold a batch of at most ``most`` tasks: how many this child was
         allowed, the batch (None: none ready), its headers and its scoreboard entries.
         While ``--max-jobs`` counts every child's tasks, children take turns."""
-        if self.options.effective_max_jobs and self.options.effective_concurrency > 1:
+        if self.options.effective_max_jobs and self.options.capacity > 1:  # it may grow
             with self.slot.board.claiming():
                 return self._claim(most)
         return self._claim(most)
