@@ -68,14 +68,16 @@ def test_an_encrypted_schedule_keeps_its_arguments_sealed_and_fires_only_with_th
     keyed.client.close()
 
 
-def test_a_chain_s_encrypted_step_and_a_batch_s_encrypted_callback_travel_sealed(
-    config: Config, queue: RedisQueue, workers: Any
+def _chain_and_batch_travel_sealed(
+    queue: RedisQueue, workers: Any, keyed: RedisQueue, secret: dict[str, Any]
 ) -> None:
-    keyed = RedisQueue(replace(config, encryption_keys=KEY))
-    secretly = flows.note.using(connection=keyed, encrypted=True)
+    """A chain whose later step, and a batch whose callback, are dispatched through
+    ``keyed`` (``secret``: those two's ``using()``): no secret argument in Redis, and
+    a worker with the key runs them all."""
+    secretly = flows.note.using(connection=keyed, **secret)
     plainly = flows.note.using(connection=keyed)
     chain(plainly.pending("first"), secretly.pending(f"{SECRET_ARG}-chain")).dispatch()
-    callback = flows.batch_callback.using(connection=keyed, encrypted=True)
+    callback = flows.batch_callback.using(connection=keyed, **secret)
     batch([plainly.pending("member")]).then(callback, f"{SECRET_ARG}-then").dispatch()
     assert SECRET_ARG.encode() not in _everything(queue.client)
     worker = workers.start("--stop-when-empty", env={"RQUEUE_ENCRYPTION_KEYS": KEY})
@@ -87,6 +89,13 @@ def test_a_chain_s_encrypted_step_and_a_batch_s_encrypted_callback_travel_sealed
         f"{SECRET_ARG}-then:1/0/1",
     }
     keyed.client.close()
+
+
+def test_a_chain_s_encrypted_step_and_a_batch_s_encrypted_callback_travel_sealed(
+    config: Config, queue: RedisQueue, workers: Any
+) -> None:
+    keyed = RedisQueue(replace(config, encryption_keys=KEY))
+    _chain_and_batch_travel_sealed(queue, workers, keyed, {"encrypted": True})
 
 
 def test_the_results_a_batch_keeps_of_encrypted_members_are_sealed_for_its_callback(
@@ -109,20 +118,7 @@ def test_encrypt_all_seals_a_chain_s_later_step_and_a_batch_s_callback_too(
     config: Config, queue: RedisQueue, workers: Any
 ) -> None:
     every = RedisQueue(replace(config, encryption_keys=KEY, encrypt_all=True))
-    plainly = flows.note.using(connection=every)  # a plain task: sealed as every call is
-    chain(plainly.pending("first"), plainly.pending(f"{SECRET_ARG}-chain")).dispatch()
-    callback = flows.batch_callback.using(connection=every)
-    batch([plainly.pending("member")]).then(callback, f"{SECRET_ARG}-then").dispatch()
-    assert SECRET_ARG.encode() not in _everything(queue.client)
-    worker = workers.start("--stop-when-empty", env={"RQUEUE_ENCRYPTION_KEYS": KEY})
-    assert worker.wait(30) == 0, worker.output()
-    assert set(strings(queue.client, flows.DONE)) == {
-        "note:first",
-        f"note:{SECRET_ARG}-chain",
-        "note:member",
-        f"{SECRET_ARG}-then:1/0/1",
-    }
-    every.client.close()
+    _chain_and_batch_travel_sealed(queue, workers, every, {})  # plain tasks, all sealed
 
 
 def test_a_schedule_updated_to_a_plain_task_leaves_its_sealed_arguments_behind(
