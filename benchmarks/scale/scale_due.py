@@ -57,6 +57,7 @@ from rqueue.store.queue import Push, RedisQueue
 from rqueue.store.scripts import Scripts
 from rqueue.tasks.current import Runner, set_runner
 from rqueue.worker.child import ChildWorker
+from rqueue.worker.due_tasks import DueTasks
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.scoreboard import Scoreboard
 from rqueue.worker.stop_reasons import StopReasons
@@ -236,10 +237,15 @@ def redis_url(cluster: bool) -> Iterator[str]:
             yield server.url
 
 
+PARENT_TICK = 1.0
+"""The longest wait of a parent's tick (``supervisor._TICK``)."""
+
+
 def in_process_parent(url: str, queues: Sequence[str]) -> Supervisor:
     """A worker parent in this process with no children, ready for ``parent_tick``."""
     supervisor = Supervisor(WorkerOptions(queues=tuple(queues)), Config.resolve(redis_url=url))
     supervisor.queue = RedisQueue(supervisor.config)
+    supervisor.due = DueTasks(supervisor.queue, supervisor.options.queues, supervisor.options.aging)
     supervisor.stop_reasons = StopReasons(supervisor.queue, supervisor.options, Scoreboard(1, 1))
     return supervisor
 
@@ -247,7 +253,7 @@ def in_process_parent(url: str, queues: Sequence[str]) -> Supervisor:
 def parent_tick(supervisor: Supervisor) -> float:
     """The Redis work of one turn of ``Supervisor._tick`` but the scheduler's: migrate
     every queue's due tasks, check in to the registry. Returns the wait it computed."""
-    wait = supervisor._migrate()
+    wait = supervisor.due.migrate(PARENT_TICK)
     supervisor.stop_reasons.restart_requested()
     return wait
 

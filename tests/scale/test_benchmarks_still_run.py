@@ -1,0 +1,55 @@
+"""The benchmarks that drive rqueue's internals in-process still run (#30).
+
+Some benchmarks run a worker parent or child inside their own process, calling what
+a real one calls (``benchmarks/support/in_process.py``, ``scale/scale_due.py``): a
+refactor of those internals breaks them without any test noticing, until someone
+wants a figure. ``scale_schedule_burst.py`` was found broken that way (a parent's tick
+renamed). Each is run here at its smallest, with the real interpreter and a server of
+its own: its exit status and that it printed a table are checked, never its figures.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+RUNS = {
+    "schedule burst (in-process parent)": (
+        "scale/scale_schedule_burst.py",
+        "--due",
+        "200",
+        "--add",
+        "500",
+        "--runs",
+        "1",
+    ),
+    "workflows (in-process child)": (
+        "speed/workflows.py",
+        "--tasks",
+        "300",
+        "--members",
+        "300",
+        "--rounds",
+        "1",
+    ),
+    "hot path (in-process child)": ("speed/hot_path.py", "--tasks", "2000", "--rounds", "1"),
+}
+
+
+@pytest.mark.parametrize("command", RUNS.values(), ids=RUNS.keys())
+def test_the_benchmark_runs_to_its_tables(command: tuple[str, ...]) -> None:
+    script, *arguments = command
+    ran = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    rows = [line for line in ran.stdout.splitlines() if line.startswith("| ")]
+    assert rows, ran.stdout[-2000:]
