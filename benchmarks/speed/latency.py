@@ -141,7 +141,9 @@ def main() -> None:
     parser.add_argument("--delayed", type=int, default=200, help="delayed tasks due together")
     parser.add_argument("--ahead", type=float, default=2.0, help="seconds until they are due")
     parser.add_argument(
-        "--modes", default="process,async", help="process, async or both (taking turns)"
+        "--modes",
+        default="process,async",
+        help="process, async, or process,async: both, taking turns (the default)",
     )
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--slots", type=int, default=100, help="rqueue work --slots")
@@ -160,6 +162,9 @@ def main() -> None:
         "precisely a blocking wait's timeout fires",
     )
     args = parser.parse_args()
+    modes = args.modes.split(",")
+    if not set(modes) <= {"process", "async"}:
+        parser.error(f"--modes: {args.modes!r}; expected process, async or process,async")
 
     extra = ("--hz", str(args.hz)) if args.hz else ()
     log = Path(tempfile.mkdtemp(prefix="rqueue-latency-")) / "starts.log"
@@ -172,7 +177,6 @@ def main() -> None:
         print(machine_summary(client))
         worker = rqueue_work(server.url, args.concurrency, "--slots", str(args.slots))
         both = {"process": bench_tasks.record_start, "async": bench_tasks.record_start_async}
-        modes = args.modes.split(",")
         try:
             for task in both.values():  # warm up: children forked and connected, loop made
                 task.dispatch()
