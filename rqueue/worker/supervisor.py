@@ -280,6 +280,12 @@ class Supervisor(InterruptibleWaits):
                 logging.shutdown()
                 os._exit(code)
         self.children[pid] = Child(number, time.monotonic(), claims)
+        if self.stopping:
+            # Held in this thread only: a stop sent to the process while we forked went
+            # to another thread (the Sentinel watcher's, a library's), and its handler
+            # ran before this child was recorded, signalling every child but this one.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL if self.cold else signal.SIGTERM)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
 
     def _reap(self) -> None:

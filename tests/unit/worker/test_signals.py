@@ -221,6 +221,18 @@ def test_a_child_whose_parent_died_finishes_its_task_and_gives_back_the_rest(
     assert [payload_attempts(p) for p in ready(queue)] == [0] * 3
 
 
+def test_a_stop_taken_by_another_thread_during_a_fork_reaches_the_new_child(
+    workers: Workers,
+) -> None:
+    """With the parent's signals held in its main thread across fork(), a stop goes to
+    another thread, and its handler runs before the new child is recorded: that child
+    was never told to stop, and the parent waited for it for ever (seen with the
+    Sentinel watcher's thread). ``fork_signal`` sends it from inside the first fork."""
+    worker = workers.start("-c", "2", "--app", "fork_signal", *FAST)
+    assert worker.wait(20) == 0
+    assert "SIGTERM: warm shutdown" in worker.output()
+
+
 def test_a_stop_signal_while_children_are_being_forked_stops_them_all(
     queue: RedisQueue, workers: Workers
 ) -> None:
