@@ -104,11 +104,12 @@ class Probed(InTurn):
 
     def _probe(self) -> None:
         began = time.monotonic()
-        names, down = self.names, self.outages.down
-        up = [index for index, name in enumerate(names) if not down(name)] if self.outages else None
-        lengths = self.queue.ready_lengths(names if up is None else [names[i] for i in up])
-        places = range(len(names)) if up is None else up
-        self._ready = {index for index, length in zip(places, lengths, strict=True) if length}
+        names, outages = self.names, self.outages
+        up: Sequence[int] = range(len(names))
+        if outages:  # a queue in its back-off is not probed
+            up = [index for index in up if not outages.down(names[index])]
+        lengths = self.queue.ready_lengths([names[index] for index in up])
+        self._ready = {index for index, length in zip(up, lengths, strict=True) if length}
         ended = time.monotonic()
         self._probe_serves_until = ended + REUSE * (ended - began)
 
