@@ -37,8 +37,9 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.participants import recorder
 from rqueue.worker.process import without_redis_url
 from rqueue.worker.recovery import Recovery, counted_by_parent
+from rqueue.worker.running_now import running_now
 from rqueue.worker.scaling import TargetFile, resize, respawn_delay
-from rqueue.worker.scoreboard import Entry, Scoreboard, State
+from rqueue.worker.scoreboard import Scoreboard, State
 from rqueue.worker.stop_reasons import StopReasons
 
 log = logging.getLogger("rqueue.worker")
@@ -187,28 +188,9 @@ class Supervisor(InterruptibleWaits):
             return _TICK
 
     def _running(self) -> list[Running]:
-        """What each child runs now, from the scoreboard, for the worker registry."""
-        queues, running = self.options.queues, []
-        for child in self.children.values():
-            view = self.board.read(child.number - 1)
-            if view is None:
-                continue
-            slot = child.number - 1
-            if view.state == State.CONCURRENT:
-                running += [
-                    Running(
-                        child.number,
-                        e.held.id,
-                        queues[e.queue_index],
-                        self.board.task_name(slot, entry),
-                    )
-                    for entry, e in enumerate(view.entries)
-                    if e.state == Entry.RUNNING
-                ]
-            elif view.state == State.RUNNING and view.current < len(view.held):
-                held, name = view.held[view.current], self.board.task_name(slot, view.current)
-                running.append(Running(child.number, held.id, queues[view.queue_index], name))
-        return running
+        """What each child runs now, for the worker registry (``running_now.py``)."""
+        numbers = [child.number for child in self.children.values()]
+        return running_now(self.board, numbers, self.options.queues)
 
     def _wait_delivering_cancels(self, seconds: float) -> None:
         """Wait ``seconds`` (a push to a timer list ends it early), delivering the cancels
