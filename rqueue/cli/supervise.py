@@ -1,7 +1,7 @@
 """``rqueue supervise``: run every worker pool of the pools file, scaled by load.
 
-The file and its checks are :mod:`rqueue.pools.config`; the process that runs the
-pools is :mod:`rqueue.pools.supervisor`. One per host: several hosts each run theirs
+The file and its checks are :mod:`rqueue.worker.pools.config`; the process that runs the
+pools is :mod:`rqueue.worker.pools.supervisor`. One per host: several hosts each run theirs
 against the same Redis, with no leader (docs/deployment.md).
 """
 
@@ -21,12 +21,12 @@ from rqueue.cli.common import (
     say,
     unknown_queues,
 )
-from rqueue.pools import config as pools_config
-from rqueue.pools.plan import describe
 from rqueue.settings.config import Config, ConfigError, env_flag
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 from rqueue.text import shown
+from rqueue.worker.pools import config as pools_config
+from rqueue.worker.pools.plan import describe
 
 
 @click.command()
@@ -74,8 +74,8 @@ def supervise(
             for line in describe(pool):
                 say(line)
         return
-    from rqueue.pools.supervisor import PoolSupervisor
     from rqueue.worker import logs
+    from rqueue.worker.pools.supervisor import PoolSupervisor
 
     logs.configure(log_level, log_format)
     sys.exit(PoolSupervisor(found.pools, config).run())

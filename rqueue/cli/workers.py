@@ -15,9 +15,9 @@ import click
 
 from rqueue.cli.common import connection_options, moment, say, table
 from rqueue.metrics import WorkerInfo, list_workers
-from rqueue.pools.status import PoolStatus, list_pools
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
+from rqueue.worker.pools.status import PoolStatus, list_pools
 
 
 @click.command()

@@ -33,7 +33,10 @@
 - ``timeouts``: per-task time limits; ``process``: a child's OS-level guards;
   ``interrupts``: the idle waits a signal may cut short, in the parent and the child;
   ``options``: :class:`WorkerOptions`; ``logs``: log set-up and the per-task log line;
-  ``queue_order``: which queues a reserve call tries.
+  ``queue_order``: which queues a reserve call tries; ``running_now``: what the
+  children run, for the registry.
+- ``pools``: ``rqueue supervise``, pools of worker parents from one config file,
+  scaled by load.
 
 May import: the task layer (``tasks``, ``encoding``, ``events``, ``failed``,
 ``middleware``, ``workflows``), ``metrics``, ``schedules``, ``store`` and

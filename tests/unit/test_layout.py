@@ -61,7 +61,7 @@ LAYERS: list[tuple[str, ...]] = [
         "rqueue.server",
     ),
     ("rqueue.schedules", "rqueue.workflows"),
-    ("rqueue.worker", "rqueue.pools"),
+    ("rqueue.worker",),
     ("rqueue", "rqueue.testing"),
     ("rqueue.cli", "rqueue.__main__", "rqueue.web", "rqueue.contrib"),
 ]

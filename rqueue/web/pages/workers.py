@@ -2,7 +2,7 @@
 
 From the worker registry (:func:`rqueue.metrics.list_workers`): entries expire
 a few seconds after a worker dies, so the page never shows one for long. Above them,
-the pools ``rqueue supervise`` runs (:func:`rqueue.pools.status.list_pools`): each
+the pools ``rqueue supervise`` runs (:func:`rqueue.worker.pools.status.list_pools`): each
 one's targets and the inputs of its last scaling decision.
 """
 
@@ -15,8 +15,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from rqueue.metrics import list_workers
-from rqueue.pools.status import list_pools
 from rqueue.web.state import dashboard
+from rqueue.worker.pools.status import list_pools
 
 
 def workers_page(request: Request) -> Response:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rqueue.pools.config import Pool
-from rqueue.pools.plan import parents
-from rqueue.pools.scaling import QueueLoad, decide, initial
+from rqueue.worker.pools.config import Pool
+from rqueue.worker.pools.plan import parents
+from rqueue.worker.pools.scaling import QueueLoad, decide, initial
 
 
 def _pool(**fields: object) -> Pool:

@@ -10,12 +10,12 @@ import pytest
 from browser import served_dashboard
 from support import cli
 
-from rqueue.pools.config import Pool
-from rqueue.pools.plan import parents
-from rqueue.pools.scaling import QueueLoad, decide
-from rqueue.pools.status import leave, list_pools, write
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
+from rqueue.worker.pools.config import Pool
+from rqueue.worker.pools.plan import parents
+from rqueue.worker.pools.scaling import QueueLoad, decide
+from rqueue.worker.pools.status import leave, list_pools, write
 
 pytestmark = pytest.mark.topology  # the pools keys on Cluster and Sentinel as well
 

@@ -12,9 +12,9 @@ import pytest
 from support import cli
 
 from rqueue.cli.work import work
-from rqueue.pools.config import WORK_KEYS, load
-from rqueue.pools.plan import parents
 from rqueue.settings.config import Config, ConfigError
+from rqueue.worker.pools.config import WORK_KEYS, load
+from rqueue.worker.pools.plan import parents
 
 GOOD = """
 [tool.rqueue.pools.mail]

@@ -16,9 +16,9 @@ import pytest
 from support import RQUEUE, TASKS_DIR, WorkerProcess, cli, follow_log, logged, strings, wait_for
 
 from rqueue.metrics import list_workers
-from rqueue.pools.status import list_pools
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
+from rqueue.worker.pools.status import list_pools
 
 Start = Callable[[str], tuple[WorkerProcess, list[str]]]
 

@@ -19,8 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rqueue.pools.config import Pool
-from rqueue.pools.plan import Parent, floor
+from rqueue.worker.pools.config import Pool
+from rqueue.worker.pools.plan import Parent, floor
 
 DEFAULT_RUNTIME = 1.0
 """Seconds a task is taken to run while its queue has no runtime measured yet."""

@@ -32,14 +32,14 @@ from types import FrameType
 
 from setproctitle import setproctitle
 
-from rqueue.pools import status
-from rqueue.pools.config import Pool
-from rqueue.pools.load import measure
-from rqueue.pools.plan import Parent, parents
-from rqueue.pools.scaling import decide, initial
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
+from rqueue.worker.pools import status
+from rqueue.worker.pools.config import Pool
+from rqueue.worker.pools.load import measure
+from rqueue.worker.pools.plan import Parent, parents
+from rqueue.worker.pools.scaling import decide, initial
 from rqueue.worker.process import parent_death_signal
 from rqueue.worker.scaling import write_target
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import msgpack
 
-from rqueue.pools.config import Pool
-from rqueue.pools.plan import Parent
-from rqueue.pools.scaling import Decision, QueueLoad
 from rqueue.store.queue import RedisQueue
+from rqueue.worker.pools.config import Pool
+from rqueue.worker.pools.plan import Parent
+from rqueue.worker.pools.scaling import Decision, QueueLoad
 
 _MAX_POOLS = 10_000
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from rqueue.metrics.read import queue_rows, totals_of
 from rqueue.metrics.schema import TaskCounts
-from rqueue.pools.scaling import QueueLoad
 from rqueue.store.queue import RedisQueue
+from rqueue.worker.pools.scaling import QueueLoad
 
 
 def measure(store: RedisQueue, queues: Sequence[str]) -> dict[str, QueueLoad]:

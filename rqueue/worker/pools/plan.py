@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rqueue.pools.config import WORK_FLAGS, Pool
+from rqueue.worker.pools.config import WORK_FLAGS, Pool
 
 
 @dataclass(frozen=True)

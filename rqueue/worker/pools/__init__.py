@@ -1,7 +1,7 @@
 """Worker pools from one config file, scaled by load: what ``rqueue supervise`` runs.
 
 - ``config``: the file (``[tool.rqueue]`` in pyproject.toml, or an rqueue.toml), read
-  and checked once into :class:`~rqueue.pools.config.Pool` values.
+  and checked once into :class:`~rqueue.worker.pools.config.Pool` values.
 - ``plan``: each pool's worker parents (one, or one a queue) and their command lines.
 - ``scaling``: how many children each parent should run, from the queues' load; pure.
 - ``load``: that load, read from Redis.
