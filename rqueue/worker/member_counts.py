@@ -34,6 +34,7 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import refusal
 from rqueue.workflows.batch_results import RESULTS, over_limit
 from rqueue.workflows.batches import BATCH, member_index
+from rqueue.workflows.effects import Member
 from rqueue.workflows.nesting import count_members
 
 log = logging.getLogger("rqueue.worker")
@@ -44,10 +45,9 @@ class Owed(NamedTuple):
 
     queue: str
     payload: bytes
-    member_index: int
-    task_id: str
-    value: bytes | None = None
-    """Its packed return value, for a callback of its batch that gets the results."""
+    member: Member
+    """Its batch, index and task id, and its packed return value for a callback of its
+    batch that gets the results."""
 
 
 class Uncounted(NamedTuple):
@@ -70,19 +70,11 @@ class OwedCounts:
     def __bool__(self) -> bool:
         return bool(self._owed)
 
-    def owe(
-        self,
-        queue: str,
-        payload: bytes,
-        batch_id: str,
-        index: int,
-        task_id: str,
-        value: bytes | None = None,
-    ) -> None:
+    def owe(self, queue: str, payload: bytes, member: Member) -> None:
         """Count this member as succeeded before its ack goes. Only successes wait: a
         failure's or a skip's count goes at once, with the call that settles it (a
         parent counts a dead child's finished tasks as successes)."""
-        self._owed.setdefault(batch_id, []).append(Owed(queue, payload, index, task_id, value))
+        self._owed.setdefault(member.batch_id, []).append(Owed(queue, payload, member))
 
     def settle(self, store: RedisQueue) -> list[Uncounted]:
         """Count every member owed, one call per batch, pushing the callbacks due; the
@@ -91,7 +83,7 @@ class OwedCounts:
         refused: list[Uncounted] = []
         for batch_id in list(self._owed):
             owed = self._owed[batch_id]
-            members = [member_count(m.member_index, "s", m.task_id, m.value) for m in owed]
+            members = [member_count(m.member_index, "s", m.task_id, m.value) for _, _, m in owed]
             try:
                 counted = count_members(store, batch_id, members)
             except Exception as exc:
@@ -113,11 +105,11 @@ def _over_bound(
     instead), to fail for good."""
     limit = store.config.max_batch_results_bytes
     over = []
-    for member, said in zip(owed, counted, strict=False):
+    for (queue, payload, member), said in zip(owed, counted, strict=False):
         if said == "x":
             size = len(member.value or b"")
             reason = str(over_limit(batch_id, member.member_index, size, limit))
-            over.append(Uncounted(member.queue, member.payload, reason, "ResultTooLarge"))
+            over.append(Uncounted(queue, payload, reason, "ResultTooLarge"))
     return over
 
 
@@ -139,7 +131,8 @@ def count_finished(store: RedisQueue, queue: str, payloads: Sequence[bytes]) -> 
             if job.meta.get(RESULTS) is True:
                 again.append(payload)
             else:
-                owed.owe(queue, payload, job.meta[BATCH], member_index(job), job.id)
+                member = Member(job.meta[BATCH], member_index(job), "s", job.id)
+                owed.owe(queue, payload, member)
         except InvalidPayload:
             continue  # not a member this worker could have counted either
     for uncounted in owed.settle(store):

@@ -55,6 +55,7 @@ from rqueue.worker.held_work import HeldWork
 from rqueue.worker.member_counts import OwedCounts
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import queue_order
+from rqueue.workflows.effects import Member
 
 _GROWTH = 4
 
@@ -271,14 +272,14 @@ class Reservations:
         payload: bytes,
         expires_at: float,
         kept: Kept | None = None,
-        member: tuple[str, int, str, bytes | None] | None = None,
+        member: Member | None = None,
     ) -> None:
         """Remember a success, to go with the next reserve call for its queue; ``kept``
         is its result record if it keeps one (written by that same call), ``member``
-        its batch id, index, task id and value to keep for the batch (or None) if it is
-        a batch's member (counted just before that call: member_counts.py)."""
+        its count (with its value to keep for the batch) if it is a batch's member
+        (counted just before that call: member_counts.py)."""
         if member is not None:
-            self.owed.owe(queue, payload, *member)
+            self.owed.owe(queue, payload, member)
         if kept is None:
             self._acks.setdefault(queue, []).append(payload)
         else:

@@ -57,18 +57,22 @@ def completion(
         raise ResultNotStored(str(exc)) from None
     except PayloadTooLarge as exc:
         raise ResultNotStored(f"the next step of {job.task} could not be queued: {exc}") from None
-    stored = [("result record", len(done.kept.record))] if done.kept is not None else []
+    if done.kept is not None:
+        _check_size(job, queue, limits, "result record", len(done.kept.record))
     if done.member is not None and done.member.value is not None:
-        stored.append(("value kept for its batch", len(done.member.value)))
-    for what, size in stored:
-        limit, setting = limits.result_bytes(queue)
-        if size > limit:
-            raise ResultTooLarge(
-                f"the return value of {job.task} could not be stored: its {what} is "
-                f"{size} bytes, over the limit of {limit} ({setting}); return a reference "
-                "(an id or a URL) to the data instead of the data itself"
-            )
+        _check_size(job, queue, limits, "value kept for its batch", len(done.member.value))
     return done
+
+
+def _check_size(job: Job, queue: RedisQueue, limits: Limits, what: str, size: int) -> None:
+    """ResultTooLarge if ``what`` (``size`` bytes) is over what this child may keep."""
+    limit, setting = limits.result_bytes(queue)
+    if size > limit:
+        raise ResultTooLarge(
+            f"the return value of {job.task} could not be stored: its {what} is "
+            f"{size} bytes, over the limit of {limit} ({setting}); return a reference "
+            "(an id or a URL) to the data instead of the data itself"
+        )
 
 
 def _server_bulk_limit(queue: RedisQueue) -> int | None:

@@ -117,10 +117,8 @@ class WorkflowPart:
         ``counts_wait`` is off)."""
         queue, payload = attempt.queue, attempt.payload
         if self.counts_wait and completion.follower is None and completion.member is not None:
-            done = completion.member
-            expires_at, kept = attempt.expires_at, completion.kept
-            member = (done.batch_id, done.member_index, attempt.job.id, done.value)
-            reservations.acknowledge(queue, payload, expires_at, kept, member)
+            kept, member = completion.kept, completion.member
+            reservations.acknowledge(queue, payload, attempt.expires_at, kept, member)
             return True
         apply = functools.partial(effects.apply, completion, self.store, (queue, payload))
         try:
