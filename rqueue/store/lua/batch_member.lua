@@ -29,9 +29,24 @@
 -- only: a member counted before never overwrites its own, and the running total
 -- ('results_bytes') holds each stored value once, never over ARGV[2]. The batch expires
 -- keep_ms after it finished, every key with it.
+-- Cost: the counts are read once and written once per call, kept in locals between
+-- (the script is atomic, so they stay exact); a success without a value is one SETBIT
+-- (its old bit says whether it was counted before), and a member's failed and skipped
+-- bits are read only while some member is counted so (a count is its bits' sum).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local fields = redis.call('HMGET', KEYS[1], 'total', 'allow_failures', 'keep_ms', 'progress')
+local COUNTS = {'succeeded', 'failed', 'skipped'}
+local fields = redis.call('HMGET', KEYS[1], 'total', 'allow_failures', 'keep_ms', 'progress',
+  unpack(COUNTS))
 local total = tonumber(fields[1])
+local counted_before = {}
+for i = 1, #COUNTS do
+  local value = tonumber(fields[4 + i] or '0')
+  if value == nil or value ~= math.floor(value) then
+    return redis.error_reply('ERR the batch counts are not integers')
+  end
+  counted_before[i] = value
+end
+local succeeded, failed, skipped = unpack(counted_before)
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
@@ -49,42 +64,45 @@ local function kept(index, value)
 end
 
 local function count(index, outcome, task_id, value)
-  local s = redis.call('GETBIT', KEYS[2], index)
-  local f = redis.call('GETBIT', KEYS[3], index)
-  local k = redis.call('GETBIT', KEYS[4], index)
+  local s
+  if outcome == 's' and type(value) ~= 'string' then
+    s = redis.call('SETBIT', KEYS[2], index, 1) -- counted now, unless it was before
+  else
+    s = redis.call('GETBIT', KEYS[2], index)
+  end
+  local f = (s == 0 and failed > 0) and redis.call('GETBIT', KEYS[3], index) or 0
+  local k = (s == 0 and skipped > 0) and redis.call('GETBIT', KEYS[4], index) or 0
   local changed, over = false, false
   if outcome == 's' and s == 0 and not kept(index, value) then
     outcome, over = 'f', true
   end
   if outcome == 's' and s == 0 then
-    redis.call('SETBIT', KEYS[2], index, 1)
-    redis.call('HINCRBY', KEYS[1], 'succeeded', 1)
+    if type(value) == 'string' then redis.call('SETBIT', KEYS[2], index, 1) end
+    succeeded = succeeded + 1
     if f == 1 then
       redis.call('SETBIT', KEYS[3], index, 0)
-      redis.call('HINCRBY', KEYS[1], 'failed', -1)
+      failed = failed - 1
       redis.call('SREM', KEYS[5], task_id)
     end
     if k == 1 then
       redis.call('SETBIT', KEYS[4], index, 0)
-      redis.call('HINCRBY', KEYS[1], 'skipped', -1)
+      skipped = skipped - 1
     end
     changed = true
   elseif outcome == 'f' and s == 0 and f == 0 then
     redis.call('SETBIT', KEYS[3], index, 1)
-    redis.call('HINCRBY', KEYS[1], 'failed', 1)
+    failed = failed + 1
     redis.call('SADD', KEYS[5], task_id)
     if k == 1 then
       redis.call('SETBIT', KEYS[4], index, 0)
-      redis.call('HINCRBY', KEYS[1], 'skipped', -1)
+      skipped = skipped - 1
     end
     changed = true
   elseif outcome == 'k' and s == 0 and f == 0 and k == 0 then
     redis.call('SETBIT', KEYS[4], index, 1)
-    redis.call('HINCRBY', KEYS[1], 'skipped', 1)
+    skipped = skipped + 1
     changed = true
   end
-  local counts = redis.call('HMGET', KEYS[1], 'succeeded', 'failed', 'skipped')
-  local succeeded, failed, skipped = tonumber(counts[1]), tonumber(counts[2]), tonumber(counts[3])
   local due = {}
   local function trigger(name, condition)
     local by = name .. '_by'
@@ -131,6 +149,11 @@ for _, member in ipairs(cmsgpack.unpack(ARGV[1])) do
   end
 end
 if held then redis.call('HSET', KEYS[1], 'results_bytes', held) end
+for i, counted_now in ipairs({succeeded, failed, skipped}) do
+  if counted_now ~= counted_before[i] then
+    redis.call('HINCRBY', KEYS[1], COUNTS[i], counted_now - counted_before[i])
+  end
+end
 local reply = {1, redis.call('HEXISTS', KEYS[1], 'cancelled_at'), '', table.concat(counted)}
 if #found > 0 then reply[3] = redis.call('HGET', KEYS[1], 'callbacks') or '' end
 for _, value in ipairs(found) do reply[#reply + 1] = value end

@@ -8,6 +8,7 @@ from dataclasses import replace
 import apptasks
 import httpx
 import pytest
+import redis
 import workflow_tasks as flows
 from browser import served_dashboard
 from support import Workers, cli, push_job, strings, wait_for
@@ -114,6 +115,25 @@ def test_a_batch_whose_state_was_overwritten_fails_its_member_alone(
     assert strings(queue.client, apptasks.DONE) == ["after"]
     [failed] = FailedTasks(queue).list()
     assert "WRONGTYPE" in failed.message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("succeeded", "abc"), ("failed", "1.5"), ("skipped", "")]
+)
+def test_a_batch_whose_counts_are_garbage_refuses_a_count_before_changing_anything(
+    queue: RedisQueue, field: str, value: str
+) -> None:
+    """batch_member.lua reads the counts once per call: one that is not an integer is
+    refused before any member's bit is set, so the bits still say who was counted."""
+    b = batch([flows.member.pending(0), flows.member.pending(1)]).dispatch()
+    store = BatchStore(queue)
+    keys = store.keys(b.id)
+    queue.client.hset(keys.state, field, value)
+    members = [(0, "s", b.id), (1, "f", b.id)]
+    with pytest.raises(redis.ResponseError, match="the batch counts are not integers"):
+        store.count(b.id, members)
+    assert [queue.client.getbit(key, 0) for key in (keys.succeeded, keys.failed)] == [0, 0]
+    assert queue.client.hget(keys.state, field) == value.encode()
 
 
 def test_garbage_callbacks_are_logged_and_the_member_still_counts(
