@@ -14,6 +14,8 @@ those ready or reserved when it opened. Per task:
 - round trips, socket writes and bytes the worker sent, per process: counted inside the
   worker by ``support/wire_counts/sitecustomize.py``, which only this script puts on
   the worker's PYTHONPATH (one per ``send_packed_command``: a command or a pipeline);
+  and how long a child's main thread spent in its sends and reads per round trip (the
+  event loop's, in thread and slot mode: what its Redis calls keep it from);
 - script calls, Redis commands by name (those run inside scripts too) and the Redis
   microseconds they took: ``INFO commandstats`` (a script's time includes its commands');
 - bytes into and out of Redis: ``INFO stats`` (total_net_input_bytes / _output_bytes);
@@ -70,6 +72,8 @@ from rqueue.store.keys import QueueKeys
 from rqueue.store.queue import RedisQueue
 from rqueue.tasks.definition import Task
 
+IO = ("send", "read")
+"""The child's main thread's time in sends and reads (wire_counts' send_ns, read_ns)."""
 HARNESS = ("llen", "zcard", "info")
 """Commands only the harness sends: not counted as the worker's."""
 TIMEOUT = 600.0
@@ -299,6 +303,8 @@ def print_case(case: Case, f: Figures) -> None:
             if f.get(f"{name}.parent", 0.0) + f.get(f"{name}.children", 0.0) > 0
         ),
         ("Redis commands, inside scripts too", *alone(sum(worker_commands(f).values()))),
+        ("main thread in sends, us", *split("send_ns", 1e-3, 2)),
+        ("main thread in reads, us", *split("read_ns", 1e-3, 2)),
         ("worker CPU us", *split("cpu", 1e6, 2)),
         ("Redis CPU us", *alone(f.get("redis.cpu", 0.0) * 1e6, 2)),
         ("wall us (1 / tasks per second)", *alone(f["wall"] * 1e6, 2)),
@@ -312,6 +318,13 @@ def print_case(case: Case, f: Figures) -> None:
         f"{case.label}: Redis commands by name (INFO commandstats; a script's time "
         "includes its commands')",
     )
+
+
+def main_thread_io(f: Figures) -> tuple[str, str]:
+    """The µs a child's main thread spent in sends and in reads, per round trip."""
+    trips = f.get("main_requests.children", 0.0) or 1.0
+    sending, reading = (f.get(f"{name}_ns.children", 0.0) / 1e3 / trips for name in IO)
+    return f"{sending:.1f}", f"{reading:.1f}"
 
 
 def print_summaries(results: Sequence[tuple[Case, Figures]], harness: HarnessCost) -> None:
@@ -358,6 +371,15 @@ def print_summaries(results: Sequence[tuple[Case, Figures]], harness: HarnessCos
                 f.get("cpu.parent", 0.0) / f["wall"] * 1e3,
             )
         )
+    table(
+        ("mode, task", "its round trips per task", "sending", "reading"),
+        [
+            (case.label, f"{f.get('main_requests.children', 0.0):.3f}", *main_thread_io(f))
+            for case, f in results
+        ],
+        "A child's main thread per round trip: µs in its sends and in its reads (waiting "
+        "for Redis, and for the GIL once a socket call returns)",
+    )
     table(
         (
             "mode, task",

@@ -18,7 +18,7 @@ import psutil
 
 WIRE_COUNTS = Path(__file__).resolve().parent / "wire_counts"
 """The folder of the counting ``sitecustomize``."""
-FIELDS = ("requests", "writes", "bytes")
+FIELDS = ("requests", "writes", "bytes", "main_requests", "send_ns", "read_ns")
 """Its first counters, in file order, as it writes them; one per script follows."""
 
 

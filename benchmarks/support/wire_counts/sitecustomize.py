@@ -16,11 +16,16 @@ would be one more thing the worker handles. Per process, unsigned 64-bit integer
   redis-py's pool, send through it;
 - writes: the ``sendall`` calls those make (a packed command may be several chunks);
 - bytes: what those writes carried;
+- main_requests, send_ns, read_ns: the requests the process's main thread sent, and the
+  wall nanoseconds it spent in those sends and in ``read_response`` (the event loop's
+  thread in thread and slot mode, the only one in process mode): how long its round
+  trips held it, waiting for Redis and, once a call returns, for the GIL, which every
+  socket call lets go of and takes back;
 - then one per script SHA: the EVALSHA calls of it, pipelined ones included (every
   command is packed by the serializer's ``pack``, alone or in a pipeline).
 
-The two wrappers add about half a microsecond of the worker's CPU per round trip
-(measured: 0.2 us on a ``pack``), so a few tenths of a microsecond per task.
+The wrappers add about a microsecond of the worker's CPU per round trip (measured: 0.2
+us on a ``pack``), so a few tenths of a microsecond per task.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import threading
+import time
 from typing import Any
 
-FIELDS = ("requests", "writes", "bytes")
+FIELDS = ("requests", "writes", "bytes", "main_requests", "send_ns", "read_ns")
 """The first counters, in file order; the scripts' follow."""
 DIRECTORY = os.environ.get("RQUEUE_BENCH_WIRE_DIR")
 SHAS = {
@@ -65,9 +72,34 @@ def _count_sends() -> None:
         counts[0] += 1
         counts[1] += len(chunks)
         counts[2] += sum(len(chunk) for chunk in chunks)
-        send(connection, chunks, check_health)  # type: ignore[no-untyped-call]
+        if threading.current_thread() is not threading.main_thread():
+            send(connection, chunks, check_health)  # type: ignore[no-untyped-call]
+            return
+        counts[3] += 1
+        started = time.perf_counter_ns()
+        try:
+            send(connection, chunks, check_health)  # type: ignore[no-untyped-call]
+        finally:
+            counts[4] += time.perf_counter_ns() - started
 
     AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+
+
+def _time_reads() -> None:
+    from redis.connection import AbstractConnection
+
+    read = AbstractConnection.read_response
+
+    def timed(connection: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return read(connection, *args, **kwargs)
+        started = time.perf_counter_ns()
+        try:
+            return read(connection, *args, **kwargs)
+        finally:
+            _counts[0][5] += time.perf_counter_ns() - started
+
+    AbstractConnection.read_response = timed  # type: ignore[method-assign]
 
 
 def _count_scripts(serializer: Any) -> None:
@@ -88,6 +120,7 @@ def _install() -> None:
     from redis import connection
 
     _count_sends()
+    _time_reads()
     for name in ("PythonRespSerializer", "HiredisRespSerializer"):
         if hasattr(connection, name):
             _count_scripts(getattr(connection, name))
