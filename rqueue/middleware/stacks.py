@@ -17,6 +17,8 @@ from rqueue.middleware.group_limits import GroupLimits
 
 CONCURRENCY = "concurrency"
 """The ``meta`` entry of a call of a task with ``concurrency=N``: N."""
+_STACKING = frozenset({MIDDLEWARE, CONCURRENCY, GROUP})
+"""The ``meta`` entries that add middleware: a job with none runs its task's own."""
 
 
 def stack_of(
@@ -26,7 +28,7 @@ def stack_of(
     worker's) and the slot of its ``concurrency`` option first (a call waiting for
     one runs nothing else), then its task's declared ones, then its own
     (InvalidPayload if any cannot be built)."""
-    if not job.meta:
+    if not job.meta or _STACKING.isdisjoint(job.meta):  # a batch's member, say
         return declared
     stack = (*declared, *carried(job.meta[MIDDLEWARE])) if MIDDLEWARE in job.meta else declared
     if CONCURRENCY in job.meta:

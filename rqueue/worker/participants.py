@@ -2,9 +2,9 @@
 
 A worker child (and the parent, settling a dead child's tasks) builds one
 :class:`Roster` when it starts. :meth:`Roster.of` picks an attempt's participants
-from its job with two cheap tests (``job.meta`` and ``job.max_exceptions`` empty:
-the plain case) among tuples made once, so a plain task with metrics off calls no
-hook at all, and one with metrics on calls the collector's alone.
+from its job with two cheap tests (no ``max_exceptions``, and none of the ``meta``
+entries that add one: the plain case) among tuples made once, so a plain task with
+metrics off calls no hook at all, and one with metrics on calls the collector's alone.
 
 Metrics are a participant like the others (:class:`Metrics`): the lifecycle tells
 them each outcome through the same hooks as unique locks and exception counting, and
@@ -28,6 +28,8 @@ from rqueue.encoding.payload import Job
 from rqueue.metrics.collector import Collector, NoMetrics
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
+from rqueue.tasks.iterable import ITERABLE
+from rqueue.tasks.options import UNIQUE
 from rqueue.worker.attempt import Participant, Participants
 from rqueue.worker.iteration import ForgetCheckpoint, is_iterable
 from rqueue.worker.max_exceptions import ExceptionCount
@@ -63,6 +65,9 @@ def recorder(
     return Metrics(store, counted) if enabled else NoMetrics()
 
 
+_CHOOSING = frozenset({UNIQUE, ITERABLE})
+"""The ``meta`` entries that add a participant: a job with none and no
+``max_exceptions`` (a batch's member, a chain's step) has a plain task's."""
 _joined: Participants = ()
 """The integrations' participants, in the order they joined: process-wide, as the
 SDKs they serve are (one ``sentry_sdk.init`` per process)."""
@@ -108,7 +113,7 @@ class Roster:
 
     def of(self, job: Job | None) -> Participants:
         """The participants of ``job``'s attempt (None: a payload that could not be read)."""
-        if job is None or (not job.meta and job.max_exceptions is None):
+        if job is None or (job.max_exceptions is None and _CHOOSING.isdisjoint(job.meta)):
             return self.plain
         chosen = self._chosen[job.max_exceptions is not None, bool(job.meta) and is_unique(job)]
         return (*chosen, self._forget) if job.meta and is_iterable(job) else chosen
