@@ -64,12 +64,11 @@ local function kept(index, value)
 end
 
 local function count(index, outcome, task_id, value)
-  local s
-  if outcome == 's' and type(value) ~= 'string' then
-    s = redis.call('SETBIT', KEYS[2], index, 1) -- counted now, unless it was before
-  else
-    s = redis.call('GETBIT', KEYS[2], index)
-  end
+  -- A success without a value is counted by setting its bit at once (its old bit says
+  -- whether it was counted before); one with a value only once the value is kept.
+  local set_at_once = outcome == 's' and type(value) ~= 'string'
+  local s = set_at_once and redis.call('SETBIT', KEYS[2], index, 1)
+    or redis.call('GETBIT', KEYS[2], index)
   local f = (s == 0 and failed > 0) and redis.call('GETBIT', KEYS[3], index) or 0
   local k = (s == 0 and skipped > 0) and redis.call('GETBIT', KEYS[4], index) or 0
   local changed, over = false, false
@@ -77,7 +76,7 @@ local function count(index, outcome, task_id, value)
     outcome, over = 'f', true
   end
   if outcome == 's' and s == 0 then
-    if type(value) == 'string' then redis.call('SETBIT', KEYS[2], index, 1) end
+    if not set_at_once then redis.call('SETBIT', KEYS[2], index, 1) end
     succeeded = succeeded + 1
     if f == 1 then
       redis.call('SETBIT', KEYS[3], index, 0)
