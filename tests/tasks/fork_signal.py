@@ -13,16 +13,31 @@ import os
 import signal
 import threading
 import time
+from types import FrameType
 
 _sent: list[bool] = []
 
 
 def _stop_during_first_fork() -> None:
+    """Send the stop, and return once its handler has run (here, between two short
+    sleeps: in the fork, before the parent records the child), 10 s at most."""
     if _sent:
         return
     _sent.append(True)
+    handled = threading.Event()
+    handler = signal.getsignal(signal.SIGTERM)
+    assert callable(handler)
+
+    def noted(signum: int, frame: FrameType | None) -> None:
+        handled.set()
+        signal.signal(signal.SIGTERM, handler)
+        handler(signum, frame)
+
+    signal.signal(signal.SIGTERM, noted)
     os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(0.5)  # the handler runs in here, and the sleep goes on after it
+    deadline = time.monotonic() + 10
+    while not handled.is_set() and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 threading.Thread(target=threading.Event().wait, name="takes-signals", daemon=True).start()
