@@ -18,6 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
+import msgpack
 import redis
 from common import machine_summary, table
 
@@ -61,7 +62,9 @@ class _Recorder:
     def queue(self, pipe: Any, keys: Sequence[Any], args: Sequence[Any]) -> None:
         self(pipe, keys, args)
 
-    def send(self, wire: Any, keys: Sequence[Any], args: Sequence[Any]) -> Callable[[], Any]:
+    def send(
+        self, wire: Any, keys: Sequence[Any], args: Sequence[Any], reuse: bool = False
+    ) -> Callable[[], Any]:
         reply = self(wire, keys, args)
         return lambda: reply
 
@@ -70,7 +73,7 @@ def _script_calls(queue: RedisQueue, payload: bytes) -> tuple[_Recorder, _Record
     """The exact push and reserve calls rqueue makes, so the ceiling follows the code."""
     scripts = queue.scripts
     real_push, real_reserve = scripts.push, scripts.reserve
-    push, reserve = _Recorder(1), _Recorder([0, 0])
+    push, reserve = _Recorder(1), _Recorder(msgpack.packb([0, 0]))  # as reserve.lua replies
     try:
         scripts.push, scripts.reserve = push, reserve  # type: ignore[assignment]
         queue.push("limit", [payload])

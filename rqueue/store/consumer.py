@@ -114,14 +114,14 @@ class Consumer(QueueBase):
         reply = self.scripts.reserve.send(self.wire, *call, reuse=not (ack or kept))
 
         def reservation() -> Reservation:
-            raw = reply()
-            if int(raw[1]) < 0:  # priority levels in use: ask again, with their lists
+            raw = msgpack.unpackb(reply(), raw=True)
+            if raw[1] < 0:  # priority levels in use: ask again, with their lists
                 self._leveled.add(queue)
                 timing = (default_timeout_ms, grace_ms, margin_ms)
                 return self.send_reserve(queue, count, *timing, share, (), claims, (), rate)()
             if rate is None:
-                return Reservation(int(raw[0]), queue, raw[2:], int(raw[1]))
-            return Reservation(int(raw[0]), queue, raw[3:], int(raw[1]), int(raw[2]))
+                return Reservation(raw[0], queue, raw[2:], raw[1])
+            return Reservation(raw[0], queue, raw[3:], raw[1], raw[2])
 
         return reservation
 

@@ -4,8 +4,8 @@
 -- key, its done list, the queue's finished index, its dependents set, the queue's
 -- resolved and timer lists)
 -- ARGV[1] the event stream's cap; 0: no events (see events.lua)
--- ARGV[2] n: how many plain acks follow
--- ARGV[3..2+n] reserved payloads, the exact bytes reserve.lua returned
+-- ARGV[2] the plain acks: the reserved payloads, the exact bytes reserve.lua returned,
+-- as one msgpack array (one argument: packed in C, not one argument each in Python)
 -- then one triple per kept result: reserved payload, result record (msgpack, built by
 -- the worker), milliseconds to keep it
 -- Returns how many were still reserved.
@@ -20,14 +20,14 @@
 -- @dependents
 -- @keep_result
 -- @events
-local cap, plain = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cap, acks = tonumber(ARGV[1]), cmsgpack.unpack(ARGV[2])
 local removed = 0
-if plain > 0 then removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3, 2 + plain)) end
+if #acks > 0 then removed = redis.call('ZREM', KEYS[1], unpack(acks)) end
 if cap > 0 then
-  for i = 3, 2 + plain do task_event(KEYS[2], cap, 'succeeded', ARGV[i]) end
+  for _, acked in ipairs(acks) do task_event(KEYS[2], cap, 'succeeded', acked) end
 end
 for i = 1, (#KEYS - 2) / 6 do
-  local at = 3 + plain + 3 * (i - 1)
+  local at = 3 + 3 * (i - 1)
   keep_result(6 * i - 3, ARGV[at + 1], ARGV[at + 2], ARGV[at])
   removed = removed + redis.call('ZREM', KEYS[1], ARGV[at])
   if cap > 0 then task_event(KEYS[2], cap, 'succeeded', ARGV[at]) end

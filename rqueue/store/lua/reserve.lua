@@ -30,10 +30,11 @@
 -- ARGV[4] margin in ms (slack for the worker to start the task and report back)
 -- ARGV[5] how many workers share the queue: take at most a fair share of what is
 --         ready, so a short queue is spread over idle children instead of hoarded
--- ARGV[6] n: how many plain acks follow   ARGV[7] k: how many kept results follow them
+-- ARGV[6] the reserved payloads of tasks that completed (plain acks), as one msgpack
+--         array: removed first, as ack.lua does
+-- ARGV[7] k: how many kept results follow
 -- ARGV[8] the event stream's cap (about how many entries it keeps); 0: no events
--- ARGV[9..8+n] reserved payloads of tasks that completed: removed first, as ack.lua does
--- then k triples (reserved payload, result record, milliseconds to keep it) of tasks
+-- ARGV[9..] k triples (reserved payload, result record, milliseconds to keep it) of tasks
 -- that completed and keep their result: each is removed the same way and its record
 -- written to KEYS[last-6k+6i-5] (its result key), with a token pushed to the next
 -- key (its done list) that wakes whoever waits for the result, and its id added to
@@ -55,7 +56,9 @@
 -- only the reserved bytes, which the worker acks, releases or fails by (the
 -- original differs in the attempt counter only). With a rate limit, the ms until the
 -- limit frees its next task (0: free now) comes third: {now_ms, still_ready, wait_ms,
--- reserved_1, ...}; the claims key holds the reply without it.
+-- reserved_1, ...}; the claims key holds the reply without it. The reply is that array
+-- packed as msgpack, one bulk string: the worker unpacks it in C, where reading a
+-- hundred bulk strings cost redis-py's parser (without hiredis) a Python step each.
 -- Invariant: a popped task is in the reserved set before the script ends, its
 -- attempt counter (4 bytes in its fixed header, see header.lua) one higher than in the list;
 -- with a rate limit, no more tasks are reserved than it has free now.
@@ -70,20 +73,20 @@
 -- @dependents
 -- @keep_result
 -- @events
-local plain, kept, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local rate_at, last = 9 + plain + 3 * kept, #KEYS
+local acks, kept, cap = cmsgpack.unpack(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local rate_at, last = 9 + 3 * kept, #KEYS
 local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
-if plain > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 9, 8 + plain)) end
+if #acks > 0 then redis.call('ZREM', KEYS[2], unpack(acks)) end
 local fixed = 8  -- KEYS before the claims key
 if KEYS[14] == KEYS[1] then fixed = 19 end
 local claims = false
 if last == fixed + 1 + 6 * kept then claims = KEYS[fixed + 1] end
 if cap > 0 then
-  for i = 9, 8 + plain do task_event(KEYS[7], cap, 'succeeded', ARGV[i]) end
+  for _, acked in ipairs(acks) do task_event(KEYS[7], cap, 'succeeded', acked) end
 end
 if kept > 0 then
-  local first_key, first_arg = last - 6 * kept, 8 + plain
+  local first_key, first_arg = last - 6 * kept, 8
   for i = 1, kept do
     local at = first_arg + 3 * (i - 1)
     keep_result(first_key + 6 * i - 5, ARGV[at + 2], ARGV[at + 3], ARGV[at + 1])
@@ -100,7 +103,7 @@ if leveled and fixed == 8 then  -- the caller must call again, with the lists (a
   local time = redis.call('TIME')
   local asked = {tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), -1}
   if rate then asked[3] = 0 end
-  return asked
+  return cmsgpack.pack(asked)
 elseif leveled then
   local order = {PLAIN_LEVEL}
   for _, member in ipairs(redis.call('SMEMBERS', KEYS[8])) do
@@ -181,7 +184,7 @@ if not items then
   redis.call('DEL', KEYS[3])
   if claims then redis.call('DEL', claims) end
   if limited then limited(result) end
-  return result
+  return cmsgpack.pack(result)
 end
 local default_timeout = tonumber(ARGV[2])
 local grace = tonumber(ARGV[3])
@@ -215,8 +218,9 @@ if #scored > 0 then redis.call('ZADD', KEYS[2], unpack(scored)) end
 if cap > 0 then
   for i = 3, #result do task_event(KEYS[7], cap, 'started', result[i]) end
 end
+local reply = cmsgpack.pack(result)
 if claims and #result > 2 then
-  redis.call('SET', claims, cmsgpack.pack(result), 'PX', margin + longest + grace)
+  redis.call('SET', claims, reply, 'PX', margin + longest + grace)
 elseif claims then
   redis.call('DEL', claims)
 end
@@ -226,5 +230,8 @@ if ready > #items then
 else
   redis.call('DEL', KEYS[3])
 end
-if limited then limited(result) end
-return result
+if limited then
+  limited(result)
+  reply = cmsgpack.pack(result)
+end
+return reply
