@@ -9,6 +9,11 @@ sharing two cores).
 
     python benchmarks/speed/hot_path.py               # 30,000 tasks, 3 rounds
     python benchmarks/speed/hot_path.py --prefetch 1  # one task per reserve call
+    python benchmarks/speed/hot_path.py --task incr   # one INCR per task, beside bare INCRs
+
+``--task incr`` runs ``bench_tasks.incr`` (one redis-py INCR) instead of the empty task,
+and times the same INCR in a bare loop in this process after the rounds: a task's cost
+beside the sum of its parts, the loop (the empty task's figure) and its INCR.
 
 Each round runs one child with metrics off and one with metrics on (``--no-metrics``
 and the default), in alternating order, so both see the same machine: the cost of the
@@ -54,16 +59,30 @@ def record_cost(queue: RedisQueue, calls: int = 200_000, rounds: int = 5) -> tup
     return best[True], best[False]
 
 
+def bare_incr_cpu(calls: int) -> float:
+    """CPU microseconds per INCR of ``bench_tasks.incr``'s own client in a tight loop."""
+    client = bench_tasks.client()
+    figures = []
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(calls):
+            client.incr(bench_tasks.COUNTER)
+        figures.append((time.process_time() - start) / calls * 1e6)
+    return median(figures)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=30_000, help="tasks per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prefetch", type=int, default=100)
+    parser.add_argument("--task", choices=("empty", "incr"), default="empty")
     args = parser.parse_args()
     logging.getLogger("rqueue").setLevel(logging.WARNING)
     with RedisServer() as server:
         os.environ["REDIS_URL"] = server.url
         children = {on: in_process_child(server.url, args.prefetch, on) for on in (False, True)}
+        measured = bench_tasks.incr if args.task == "incr" else bench_tasks.empty
         client = children[True].store.client
         print(machine_summary(client))
         rows = []
@@ -73,7 +92,7 @@ def main() -> None:
         for round_number in range(1, args.rounds + 1):
             order = (False, True) if round_number % 2 else (True, False)
             for metrics in order:
-                fill(lambda count: bench_tasks.empty.dispatch_many([()] * count), args.tasks)
+                fill(lambda count: measured.dispatch_many([()] * count), args.tasks)
                 calls = command_calls(client)
                 cpu, wall = drain(children[metrics], args.tasks)
                 # Every call the child makes on the hot path is a script (EVALSHA):
@@ -93,10 +112,11 @@ def main() -> None:
                     )
                 )
         cost = record_cost(children[True].store)
+        bare = bare_incr_cpu(args.tasks) if args.task == "incr" else None
     table(
         ("round", "metrics", "tasks", "child CPU us/task", "tasks/s", "script calls/task"),
         rows,
-        f"One worker child in-process, empty tasks, --prefetch {args.prefetch}",
+        f"One worker child in-process, {args.task} tasks, --prefetch {args.prefetch}",
     )
     # The best round of each is the least disturbed by whatever else the machine runs.
     for label, figures, unit, best in (
@@ -116,6 +136,8 @@ def main() -> None:
         f"one success recorded and flushed: {cost[0]:.3f} us, with --no-metrics "
         f"{cost[1]:.3f} us (best of 5 x 200,000)"
     )
+    if bare is not None:
+        print(f"the same INCR in a bare loop here: {bare:.2f} us of CPU each (median of 3)")
 
 
 if __name__ == "__main__":

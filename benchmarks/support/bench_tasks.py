@@ -12,8 +12,10 @@ import asyncio
 import contextlib
 import os
 import sys
+import threading
 import time
 
+import msgpack
 import redis
 import redis.asyncio
 from peers._runner import IO_WAIT
@@ -160,6 +162,34 @@ def wait_then_incr() -> None:
     database), then the INCR."""
     time.sleep(IO_WAIT)
     client().incr(COUNTER)
+
+
+WAITS = "bench:waits"
+"""Where ``timed_wait_then_incr`` reports: msgpack arrays of [sleep overshoot, INCR] pairs."""
+REPORT_EVERY = 500
+_waits: list[tuple[float, float]] = []
+_waits_lock = threading.Lock()
+
+
+def wait_then_incr_timed() -> None:
+    """``wait_then_incr``, timing in this thread how much longer than asked its sleep
+    took and how long its INCR took (on a thread, each is mostly the wait for the GIL
+    once the call returns); the timings go to ``WAITS``, ``REPORT_EVERY`` at a time."""
+    asleep = time.perf_counter()
+    time.sleep(IO_WAIT)
+    awake = time.perf_counter()
+    client().incr(COUNTER)
+    done = time.perf_counter()
+    with _waits_lock:
+        _waits.append((awake - asleep - IO_WAIT, done - awake))
+        if len(_waits) < REPORT_EVERY:
+            return
+        batch = msgpack.packb(_waits)
+        _waits.clear()
+    client().rpush(WAITS, batch)
+
+
+timed_wait_then_incr = task(wait_then_incr_timed)
 
 
 _async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}

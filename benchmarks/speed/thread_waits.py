@@ -1,0 +1,147 @@
+"""How long a thread-mode task's own steps take, beside plain threads doing the same.
+
+Each task sleeps 20 ms, then INCRs (compare.py's io workload), and times both in its
+thread: how much longer than 20 ms its sleep took, and its INCR's round trip. On a
+thread, most of each is the wait to take the GIL back once the call returns, so the
+figures show what the worker's loop and its task threads cost each other. Measured in
+``rqueue work -c N --threads T`` (``bench_tasks.timed_wait_then_incr``) and in ``N``
+plain processes of ``T`` threads each running the same function back to back, no queue
+(what compare.py's thread-mode rate is up against), alternated ``--rounds`` times.
+
+    python benchmarks/speed/thread_waits.py
+    python benchmarks/speed/thread_waits.py --tasks 20000 --threads 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
+
+import bench_tasks
+import msgpack
+import redis
+from common import let_go_at_once, machine_summary, rqueue_work, table, wait_until
+
+from rqueue.server import RedisServer, stop_process
+from rqueue.settings.config import Config
+from rqueue.store.default import use
+from rqueue.store.queue import RedisQueue
+
+TIMEOUT = 300.0
+
+
+def _plain_threads(count: int, threads: int, ready: Any, go: Any, done: Any) -> None:
+    """One no-queue process: ``threads`` threads share ``count`` calls, back to back."""
+    bench_tasks.client().ping()
+    left, lock = [count], threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                if not left[0]:
+                    return
+                left[0] -= 1
+            bench_tasks.wait_then_incr_timed()
+
+    ready.release()
+    go.wait()
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done.put(None)
+
+
+def _reports(client: redis.Redis) -> list[tuple[float, float]]:
+    """Every pair reported (a process's last few hundred, short of a report, are not),
+    read once the processes that report them have ended."""
+    raw: list[bytes] = client.lrange(bench_tasks.WAITS, 0, -1)  # type: ignore[assignment]
+    client.delete(bench_tasks.WAITS, bench_tasks.COUNTER)
+    return [(pair[0], pair[1]) for batch in raw for pair in msgpack.unpackb(batch)]
+
+
+def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> list[tuple[float, float]]:
+    for start in range(0, args.tasks, 1000):
+        bench_tasks.timed_wait_then_incr.dispatch_many([()] * min(1000, args.tasks - start))
+    worker = rqueue_work(
+        url, args.processes, "--threads", str(args.threads), "--log-level", "WARNING"
+    )
+    try:
+        wait_until(lambda: int(client.get(bench_tasks.COUNTER) or 0) >= args.tasks, TIMEOUT)
+    finally:
+        stop_process(worker)
+    return _reports(client)
+
+
+def _plain(client: redis.Redis, args: argparse.Namespace) -> list[tuple[float, float]]:
+    share = args.tasks // args.processes
+    let_go_at_once(_plain_threads, [(share, args.threads)] * args.processes, TIMEOUT)
+    return _reports(client)
+
+
+def _row(name: str, pairs: list[tuple[float, float]]) -> tuple[Any, ...]:
+    overshoots, incrs = sorted(p[0] for p in pairs), sorted(p[1] for p in pairs)
+
+    def at(values: list[float], share: float) -> float:
+        return values[min(len(values) - 1, int(len(values) * share))] * 1000
+
+    return (
+        name,
+        len(pairs),
+        *(at(overshoots, q) for q in (0.5, 0.9, 0.99)),
+        *(at(incrs, q) for q in (0.5, 0.9, 0.99)),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=100, help="per process")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    for name in ("tasks", "threads", "processes", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    rows = []
+    with RedisServer() as server:
+        os.environ["REDIS_URL"] = server.url
+        queue = RedisQueue(Config(redis_url=server.url))
+        use(queue)
+        client = queue.client
+        print(machine_summary(client))
+        for number in range(1, args.rounds + 1):
+            rows.append(
+                _row(
+                    f"rqueue --threads {args.threads}, round {number}",
+                    _rqueue(server.url, client, args),
+                )
+            )
+            rows.append(_row(f"plain threads, round {number}", _plain(client, args)))
+            time.sleep(0.5)
+    table(
+        (
+            "run",
+            "tasks timed",
+            "sleep over 20 ms p50 ms",
+            "p90",
+            "p99",
+            "INCR p50 ms",
+            "p90",
+            "p99",
+        ),
+        rows,
+        f"{args.processes} processes x {args.threads} threads, each task: sleep 20 ms, then INCR",
+    )
+
+
+if __name__ == "__main__":
+    main()
