@@ -467,6 +467,23 @@ class LocalSentinel(_Topology):
         running = [node for node in self.sentinels if node.running]
         _await(f"a failover from {old_master.port}", running, moved, timeout)
 
+    def wait_for_one_master(self, timeout: float = TIMEOUT) -> None:
+        """Until every running sentinel names a master that says it is one, and every other
+        running data node says it is a replica: the set has settled after a failover,
+        whether it went through or its leader aborted it (then turning the replica it
+        had promoted back into a replica)."""
+
+        def settled(sentinel: Node) -> bool:
+            named = self._named_by(sentinel)
+            return all(
+                (node.ask("ROLE")[0] == "master") == (node is named)
+                for node in self.data_nodes
+                if node.running
+            )
+
+        running = [node for node in self.sentinels if node.running]
+        _await("one master", running, settled, timeout)
+
     def wait_for_replicas(self, timeout: float = TIMEOUT) -> None:
         """Until every running sentinel sees every other data node as a replica in sync
         (after a manual failover the old master becomes one ~10 s later)."""

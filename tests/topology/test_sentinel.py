@@ -198,7 +198,7 @@ def test_the_chosen_replica_is_followed_once_it_answers_as_master(config: Config
             assert chosen.ask("LLEN", "queues:default") == before + 1
             # Not written to the old master: unless the leader, before it froze, had
             # made it a replica of the new one already (it then holds the push's copy).
-            if old.ask("ROLE")[0] == b"master":
+            if old.ask("ROLE")[0] == "master":
                 assert old.ask("LLEN", "queues:default") == before
         finally:
             for pid in frozen:
@@ -206,8 +206,10 @@ def test_the_chosen_replica_is_followed_once_it_answers_as_master(config: Config
             for pubsub in pubsubs:
                 pubsub.close()
         # A sentinel frozen past about 2 s on a loaded machine goes into TILT mode and
-        # acts again only 30 s later: the failover is waited for past that.
-        sentinel.wait_for_failover(old, timeout=75)
+        # acts again only 30 s later, and its leader may then abort the failover (its
+        # promotion timed out meanwhile): the set is waited for past that, to settle with
+        # one master, either node.
+        sentinel.wait_for_one_master(timeout=75)
 
 
 def _message(pubsub: redis.client.PubSub) -> bool:
