@@ -18,7 +18,6 @@ import argparse
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import bench_tasks
 import msgpack
 import redis
 from common import let_go_at_once, machine_summary, rqueue_work, table, wait_until
+from in_process import fill
 
 from rqueue.server import RedisServer, stop_process
 from rqueue.settings.config import Config
@@ -69,8 +69,7 @@ def _reports(client: redis.Redis) -> list[tuple[float, float]]:
 
 
 def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> list[tuple[float, float]]:
-    for start in range(0, args.tasks, 1000):
-        bench_tasks.timed_wait_then_incr.dispatch_many([()] * min(1000, args.tasks - start))
+    fill(lambda count: bench_tasks.timed_wait_then_incr.dispatch_many([()] * count), args.tasks)
     worker = rqueue_work(
         url, args.processes, "--threads", str(args.threads), "--log-level", "WARNING"
     )
@@ -126,7 +125,6 @@ def main() -> None:
                 )
             )
             rows.append(_row(f"plain threads, round {number}", _plain(client, args)))
-            time.sleep(0.5)
     table(
         (
             "run",
