@@ -7,6 +7,9 @@ figures show what the worker's loop and its task threads cost each other. Measur
 ``rqueue work -c N --threads T`` (``bench_tasks.timed_wait_then_incr``) and in ``N``
 plain processes of ``T`` threads each running the same function back to back, no queue
 (what compare.py's thread-mode rate is up against), alternated ``--rounds`` times.
+Beside them, each run's CPU and context switches per task, its processes' threads
+summed (the worker's parent and children from the first INCR to the last): a wait for
+the GIL that the holder does not end soon is a futex wait, a switch, and a wake.
 
     python benchmarks/speed/thread_waits.py
     python benchmarks/speed/thread_waits.py --tasks 20000 --threads 50
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import threading
 from pathlib import Path
@@ -27,6 +31,7 @@ import bench_tasks
 import msgpack
 import redis
 from common import let_go_at_once, machine_summary, rqueue_work, table, wait_until
+from cpu_account import tree_switches
 from in_process import fill
 
 from rqueue.server import RedisServer, stop_process
@@ -38,7 +43,8 @@ TIMEOUT = 300.0
 
 
 def _plain_threads(count: int, threads: int, ready: Any, go: Any, done: Any) -> None:
-    """One no-queue process: ``threads`` threads share ``count`` calls, back to back."""
+    """One no-queue process: ``threads`` threads share ``count`` calls, back to back; it
+    puts the CPU seconds and context switches its threads used for them."""
     bench_tasks.client().ping()
     left, lock = [count], threading.Lock()
 
@@ -52,12 +58,20 @@ def _plain_threads(count: int, threads: int, ready: Any, go: Any, done: Any) -> 
 
     ready.release()
     go.wait()
+    start = _own_usage()
     workers = [threading.Thread(target=work) for _ in range(threads)]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
-    done.put(None)
+    end = _own_usage()
+    done.put((end[0] - start[0], end[1] - start[1]))
+
+
+def _own_usage() -> tuple[float, int]:
+    """(CPU seconds, context switches) of this process so far, every thread's summed."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw + usage.ru_nivcsw
 
 
 def _reports(client: redis.Redis) -> list[tuple[float, float]]:
@@ -68,25 +82,41 @@ def _reports(client: redis.Redis) -> list[tuple[float, float]]:
     return [(pair[0], pair[1]) for batch in raw for pair in msgpack.unpackb(batch)]
 
 
-def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> list[tuple[float, float]]:
+Run = tuple[list[tuple[float, float]], float, float]
+"""A run's reported (sleep overshoot, INCR) pairs, and its processes' CPU microseconds
+and context switches per task."""
+
+
+def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> Run:
+    """The worker's parent and children counted from the first INCR to the last."""
     fill(lambda count: bench_tasks.timed_wait_then_incr.dispatch_many([()] * count), args.tasks)
     worker = rqueue_work(
         url, args.processes, "--threads", str(args.threads), "--log-level", "WARNING"
     )
+
+    def done() -> int:
+        return int(client.get(bench_tasks.COUNTER) or 0)
+
     try:
-        wait_until(lambda: int(client.get(bench_tasks.COUNTER) or 0) >= args.tasks, TIMEOUT)
+        wait_until(lambda: done() > 0, TIMEOUT, 0.001)
+        first, start = done(), tree_switches(worker.pid)
+        wait_until(lambda: done() >= args.tasks, TIMEOUT, 0.001)
+        end, tasks = tree_switches(worker.pid), max(1, done() - first)
     finally:
         stop_process(worker)
-    return _reports(client)
+    return _reports(client), (end[0] - start[0]) / tasks * 1e6, (end[1] - start[1]) / tasks
 
 
-def _plain(client: redis.Redis, args: argparse.Namespace) -> list[tuple[float, float]]:
+def _plain(client: redis.Redis, args: argparse.Namespace) -> Run:
     share = args.tasks // args.processes
-    let_go_at_once(_plain_threads, [(share, args.threads)] * args.processes, TIMEOUT)
-    return _reports(client)
+    _, used = let_go_at_once(_plain_threads, [(share, args.threads)] * args.processes, TIMEOUT)
+    tasks = share * args.processes
+    cpu, switches = sum(u[0] for u in used), sum(u[1] for u in used)
+    return _reports(client), cpu / tasks * 1e6, switches / tasks
 
 
-def _row(name: str, pairs: list[tuple[float, float]]) -> tuple[Any, ...]:
+def _row(name: str, run: Run) -> tuple[Any, ...]:
+    pairs, cpu, switches = run
     overshoots, incrs = sorted(p[0] for p in pairs), sorted(p[1] for p in pairs)
 
     def at(values: list[float], share: float) -> float:
@@ -97,6 +127,8 @@ def _row(name: str, pairs: list[tuple[float, float]]) -> tuple[Any, ...]:
         len(pairs),
         *(at(overshoots, q) for q in (0.5, 0.9, 0.99)),
         *(at(incrs, q) for q in (0.5, 0.9, 0.99)),
+        cpu,
+        switches,
     )
 
 
@@ -135,6 +167,8 @@ def main() -> None:
             "INCR p50 ms",
             "p90",
             "p99",
+            "CPU us/task",
+            "context switches/task",
         ),
         rows,
         f"{args.processes} processes x {args.threads} threads, each task: sleep 20 ms, then INCR",

@@ -136,3 +136,26 @@ def test_a_slot_mode_entry_is_named_when_it_starts() -> None:
         scoreboard.Entry.RUNNING,
         scoreboard.Entry.RUNNING,
     ]
+
+
+def test_a_concurrent_batch_takes_the_lowest_free_entries_however_they_were_freed() -> None:
+    board = Scoreboard(slots=1, max_held=6)
+    slot = board.slot(0)
+    slot.hold(0, [("a" * 32, 1, 0)])
+    slot.start(0, "app:first", 5.0)
+    slot.enter_concurrent()
+    assert list(slot.hold(0, [("b" * 32, 1, 0)] * 3)) == [1, 2, 3]
+    slot.finished(2)
+    slot.linger(1, 9.0)  # done, but its thread runs on: not free until it ends
+    slot.finished(0)
+    slot.forget([3])  # given back unstarted: free at once
+    slot.recycle_done()  # 0 and 2 are free now; 1 keeps its deadline
+    assert (slot.free(), slot.running()) == (5, 0)
+    assert list(slot.hold(0, [("c" * 32, 1, 0)] * 4)) == [0, 2, 3, 4]
+    slot.finished(1)
+    slot.recycle_done()
+    assert list(slot.hold(0, [("d" * 32, 1, 0)] * 2)) == [1, 5]
+    with pytest.raises(RuntimeError, match="full"):
+        slot.hold(0, [("e" * 32, 1, 0)])
+    view = board.read(0)
+    assert view is not None and [e.held.id[0] for e in view.entries] == list("cdcccd")
