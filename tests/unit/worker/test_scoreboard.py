@@ -121,12 +121,18 @@ def test_a_started_task_is_named_in_its_entry_until_the_entry_holds_another() ->
     assert board.task_name(0, 5) is None  # out of range: nothing
 
 
-def test_a_slot_mode_entry_is_named_when_it_starts() -> None:
-    board = Scoreboard(slots=1, max_held=4)
+def _concurrent(board: Scoreboard) -> scoreboard.Slot:
+    """Slot 0 in concurrent mode, its first task (``app:first``, entry 0) running."""
     slot = board.slot(0)
     slot.hold(0, [("a" * 32, 1, 0)])
     slot.start(0, "app:first", 5.0)
     slot.enter_concurrent()
+    return slot
+
+
+def test_a_slot_mode_entry_is_named_when_it_starts() -> None:
+    board = Scoreboard(slots=1, max_held=4)
+    slot = _concurrent(board)
     (entry,) = slot.hold(0, [("b" * 32, 1, 0)])
     assert board.task_name(0, entry) is None
     slot.start(entry, "app:second", 6.0)
@@ -140,10 +146,7 @@ def test_a_slot_mode_entry_is_named_when_it_starts() -> None:
 
 def test_a_concurrent_batch_takes_the_lowest_free_entries_however_they_were_freed() -> None:
     board = Scoreboard(slots=1, max_held=6)
-    slot = board.slot(0)
-    slot.hold(0, [("a" * 32, 1, 0)])
-    slot.start(0, "app:first", 5.0)
-    slot.enter_concurrent()
+    slot = _concurrent(board)
     assert list(slot.hold(0, [("b" * 32, 1, 0)] * 3)) == [1, 2, 3]
     slot.finished(2)
     slot.linger(1, 9.0)  # done, but its thread runs on: not free until it ends
