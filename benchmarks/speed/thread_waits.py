@@ -31,7 +31,7 @@ import bench_tasks
 import msgpack
 import redis
 from common import let_go_at_once, machine_summary, rqueue_work, table, wait_until
-from cpu_account import tree_switches
+from cpu_account import tree_usage
 from in_process import fill
 
 from rqueue.server import RedisServer, stop_process
@@ -99,9 +99,9 @@ def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> Run:
 
     try:
         wait_until(lambda: done() > 0, TIMEOUT, 0.001)
-        first, start = done(), tree_switches(worker.pid)
+        first, start = done(), tree_usage(worker.pid)
         wait_until(lambda: done() >= args.tasks, TIMEOUT, 0.001)
-        end, tasks = tree_switches(worker.pid), max(1, done() - first)
+        end, tasks = tree_usage(worker.pid), max(1, done() - first)
     finally:
         stop_process(worker)
     return _reports(client), (end[0] - start[0]) / tasks * 1e6, (end[1] - start[1]) / tasks

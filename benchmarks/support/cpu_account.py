@@ -48,7 +48,7 @@ def process_ns(pid: int) -> tuple[int, int]:
     return cpu, wait
 
 
-def tree_switches(pid: int) -> tuple[float, int]:
+def tree_usage(pid: int) -> tuple[float, int]:
     """(CPU seconds, context switches) so far of a process and its children, their
     threads summed: what a thread's every wait for the GIL costs shows up as switches
     (each a futex wait and its wake), which no CPU profile of Python code names."""
