@@ -194,6 +194,13 @@ def test_the_chosen_replica_is_followed_once_it_answers_as_master(config: Config
                 assert node.pid is not None
                 os.kill(node.pid, signal.SIGSTOP)
                 frozen.append(node.pid)
+            # Pushed once the chosen replica is master: before, it still replicates the
+            # old master, and a push that went there would show on both.
+            wait_for(
+                lambda: chosen.ask("ROLE")[0] == "master",
+                10,
+                "the chosen replica never answered as master",
+            )
             queue.push("default", [b"early"])
             assert chosen.ask("LLEN", "queues:default") == before + 1
             # Not written to the old master: unless the leader, before it froze, had
