@@ -185,22 +185,34 @@ def test_the_chosen_replica_is_followed_once_it_answers_as_master(config: Config
         sentinel.failover()
         frozen: list[int] = []
         try:
-            wait_for(
-                lambda: any(_message(pubsub) for pubsub in pubsubs),
+            leader = wait_for(
+                lambda: next(
+                    (n for n, p in zip(sentinel.sentinels, pubsubs, strict=True) if _message(p)),
+                    None,
+                ),
                 30,
                 "the leader never sent the chosen replica SLAVEOF NO ONE",
             )
-            for node in sentinel.sentinels:
+
+            def freeze(node: Node) -> None:
                 assert node.pid is not None
                 os.kill(node.pid, signal.SIGSTOP)
                 frozen.append(node.pid)
-            # Pushed once the chosen replica is master: before, it still replicates the
-            # old master, and a push that went there would show on both.
+
+            # The leader announces that state as it queues the command, and sends it on
+            # its next turn: the others are frozen at once, the leader once the replica
+            # answers as master (it names it to no one before its next INFO, 1 s later).
+            # Frozen earlier, it could keep the command, and a push that went to the old
+            # master would show on the replica too, still replicating it.
+            for node in sentinel.sentinels:
+                if node is not leader:
+                    freeze(node)
             wait_for(
                 lambda: chosen.ask("ROLE")[0] == "master",
                 10,
                 "the chosen replica never answered as master",
             )
+            freeze(leader)
             queue.push("default", [b"early"])
             assert chosen.ask("LLEN", "queues:default") == before + 1
             # Not written to the old master: unless the leader, before it froze, had
