@@ -154,9 +154,9 @@ class ChildWorker(InterruptibleWaits):
                 failures += 1
                 log.exception("worker %d: unexpected error; backing off", self.number)
                 self._backoff(failures, None)
+        self._give_back_read_ahead()  # at once: a warm stop may wait for long tasks
         if self._concurrent is not None:  # a warm stop lets running coroutines finish
             self._concurrent.drain()
-        self._give_back_read_ahead()
         self.persist(self.reservations.flush)
         self._fail_refused()
         self.metrics.flush()
@@ -209,13 +209,8 @@ class ChildWorker(InterruptibleWaits):
             setproctitle(f"{self.title}: waiting")
             self._wait_for_work()
             return
-        if not (self.options.effective_max_jobs or self.options.threads or self.should_exit()):
-            # A limit counted over all children reads none; a thread mode child starts
-            # every task it holds, so it may hold no more than it has threads for. If
-            # Redis cannot take the call, only a head start is lost: the batch in hand
-            # runs all the same.
-            with contextlib.suppress(*REDIS_ERRORS):
-                self.reservations.read_ahead(batch)
+        if not self.options.threads:  # thread mode reads ahead once its threads run
+            self.read_ahead(batch)
         if self.reservations.acks_pending():
             # No reserve call carried them, and the batch they belong to has left our
             # slot: if we died now, the parent could not tell those tasks had finished.
@@ -223,6 +218,16 @@ class ChildWorker(InterruptibleWaits):
             self.persist(functools.partial(self.reservations.flush, skip_down=True))
         self.run_batch(batch, headers, entries)
         self.time_limit.stop()
+
+    def read_ahead(self, batch: Reserved, size: int = 0) -> None:
+        """Send the next reserve call before ``batch`` runs (reservations.py), of ``size``
+        tasks (0: as many as ``batch`` grew to). Not while a limit counted over all
+        children applies (it reads none) or the child stops. If Redis cannot take the
+        call, only a head start is lost: the batch in hand runs all the same."""
+        if self.options.effective_max_jobs or self.should_exit():
+            return
+        with contextlib.suppress(*REDIS_ERRORS):
+            self.reservations.read_ahead(batch, size)
 
     def claim(self, most: int) -> tuple[int, Reserved | None, list[Header], Sequence[int]]:
         """Reserve and hold a batch of at most ``most`` tasks: how many this child was

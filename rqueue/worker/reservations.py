@@ -12,6 +12,8 @@ that carries them, one call per batch (``member_counts.py``). Two refinements li
   tasks are left there for every child's next batch, the child sends its next reserve
   call before running the batch and reads the reply after it. Redis reserves the next
   batch while the child works, instead of the child waiting for it between batches.
+  A child running tasks at once (threads, slots) sends it once a batch has started,
+  for a tenth of its slots, and reads it when slots free (concurrent.py).
   Every reserve call also records its batch under the child's claims key, so if the
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).
@@ -183,14 +185,16 @@ class Reservations:
         self._size = 1
         return None
 
-    def read_ahead(self, batch: Reserved) -> None:
-        """Send the next reserve call now if the first queue is deep (see the module doc).
+    def read_ahead(self, batch: Reserved, size: int = 0) -> None:
+        """Send the next reserve call now, for ``size`` tasks (0: as many as batches grew
+        to), if the first queue is deep (see the module doc).
 
         Never with ``--prefetch 1``, whose promise is one task held at a time, nor on a
         queue with priority levels (``held_work.py``); and a short queue is left to the
         idle children rather than reserved ahead by one.
         """
-        deep = self._size * self.options.effective_concurrency
+        size = min(size, self.options.batch_limit) or self._size
+        deep = size * self.options.effective_concurrency
         name = self.options.queues[0]
         if (
             self.options.batch_limit == 1
@@ -203,7 +207,7 @@ class Reservations:
         acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
         self._reset_ack_deadline()
         try:
-            reply = self._reserve(name, self._size, acks, kept)
+            reply = self._reserve(name, size, acks, kept)
         except BaseException as exc:
             # Not sent, or not all of it (a connection broken by a Redis restart): the
             # acks go with the next call, and whatever it may have reserved is reclaimed.

@@ -26,6 +26,8 @@ LOCKED = "test:threads:locked"
 """``enter n`` / ``leave n`` around the locked part of a locked task."""
 AWAITED = "test:threads:awaited"
 """How many of its child's asyncio tasks awaited an attempt, as each ``awaited`` saw it."""
+RELEASE = "test:threads:release"
+"""Tokens that let ``held`` runs end, one each."""
 
 
 def note(key: str, text: str) -> None:
@@ -63,6 +65,16 @@ def overrun(seconds: float) -> None:
 def slow(n: int, seconds: float) -> None:
     default_queue().client.incr(STARTED)
     time.sleep(seconds)
+    finished(n)
+
+
+@task(timeout=30, tries=1)
+def held(n: int) -> None:
+    """Runs until the test pushes a token to ``RELEASE`` (at most 20 s)."""
+    client = default_queue().client
+    client.incr(STARTED)
+    if client.blpop([RELEASE], 20) is None:
+        raise TimeoutError("never released")
     finished(n)
 
 

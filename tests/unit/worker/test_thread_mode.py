@@ -95,6 +95,39 @@ def test_sigterm_lets_running_threads_finish(queue: RedisQueue, workers: Workers
     assert not failures(queue)
 
 
+def test_a_busy_child_reserves_its_next_tasks_before_a_thread_frees(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """Every thread busy and the queue deep: the child holds the next tenth of its slots
+    (10) reserved, not started, so a thread that frees waits for no round trip."""
+    tt.held.dispatch_many([(n,) for n in range(30)])
+    workers.start("-c", "1", "--threads", "2", *FAST)
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "2 running, 10 read ahead")
+    assert int(queue.client.get(tt.STARTED) or 0) == 2  # held, not started
+    queue.client.rpush(tt.RELEASE, *["go"] * 30)
+    wait_for(lambda: len(done(queue)) == 30, 30, "every run")
+    assert sorted(int(n) for n, *_ in done(queue)) == list(range(30))
+    assert not failures(queue)
+    wait_for(lambda: settled(queue), 5, "every ack")
+
+
+def test_sigterm_gives_back_the_tasks_read_ahead_before_the_running_ones_end(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    tt.held.dispatch_many([(n,) for n in range(30)])
+    worker = workers.start("-c", "1", "--threads", "2", *FAST)
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "2 running, 10 read ahead")
+    worker.signal(signal.SIGTERM)
+    wait_for(lambda: queue.sizes(["default"])[0].ready == 28, 10, "the 10 given back")
+    assert not done(queue)  # the two running ones still run
+    queue.client.rpush(tt.RELEASE, "go", "go")
+    assert worker.wait(20) == 0
+    assert len(done(queue)) == 2
+    size = queue.sizes(["default"])[0]
+    assert (size.ready, size.reserved) == (28, 0)
+    assert not failures(queue)
+
+
 def test_sync_tasks_in_threads_take_no_asyncio_task(queue: RedisQueue, workers: Workers) -> None:
     """Thread mode settles a call as its thread's end reaches the loop: before, each
     sync task was awaited by an asyncio task of its own (one per running task here)."""
