@@ -14,7 +14,7 @@ keeps the loop fed: whenever fewer than ``--slots`` tasks are unfinished it rese
 another batch (up to a tenth of the slots per turn, or per millisecond of a slower
 turn: see ``step``), starts its async tasks as coroutines and runs its sync ones
 inline as in process mode (the loop waits meanwhile) or in threads, sends the call
-that reserves the next tenth from a deep queue (read once slots free, as process mode
+that reserves a fifth more from a deep queue (read once slots free, as process mode
 reads ahead: reservations.py), then lets the loop run; with slots free and the queues
 empty, the loop waits for a push meanwhile (``_listen``, ``listener.py``). Once none is
 left it sends its acks and goes back to process mode.
@@ -95,6 +95,10 @@ no thread can wait for a push instead (``--block-for 0``, rate-limited queues)."
 _SPREAD = 10
 """A turn of the loop, or a millisecond of a slower turn, starts at most this fraction of
 the slots (see ``ConcurrentRunner.step``)."""
+_AHEAD = 5
+"""The batch read ahead is this fraction of the tasks a child runs at once (its threads
+in thread mode, else its slots): a fifth read 1.07x the tasks/s of a tenth, and two
+fifths no more (--threads 100, tasks that wait 20 ms, 4 rounds alternated)."""
 _LISTEN_FOR = 0.5
 """Longest wait for a push while coroutines run: a child that leaves the concurrent runner
 waits for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
@@ -144,6 +148,10 @@ class ConcurrentRunner:
         )
         """Sync tasks running in threads (``--threads``): thread mode (threaded.py)."""
         self._tenth = max(1, child.options.slots // _SPREAD)
+        options = child.options
+        at_once = min(options.slots, options.threads) if options.threads else options.slots
+        self._ahead = max(1, at_once // _AHEAD)
+        """How many tasks the batch read ahead holds (see ``step``)."""
         self._claimed_at = 0.0
         """When the last reserve call was sent (monotonic): the starts allowed now grow
         with the time since (see ``step``)."""
@@ -228,8 +236,8 @@ class ConcurrentRunner:
                 # The next batch is reserved while these run, and read once they free
                 # threads or slots: the loop's thread then waits for no round trip
                 # between a task's end and the next one's start (measured: 1.2x the
-                # tasks/s with --threads 100 on tasks that wait 20 ms).
-                child.read_ahead(batch, self._tenth)
+                # tasks/s with --threads 100 on tasks that wait 20 ms, docs/benchmarks.md).
+                child.read_ahead(batch, self._ahead)
                 # One title per batch: setting it is a system call, too dear per coroutine.
                 setproctitle(f"{child.title}: running {self.running()} tasks")
                 self._run(0.0)  # let the new coroutines take their first step

@@ -13,7 +13,7 @@ that carries them, one call per batch (``member_counts.py``). Two refinements li
   call before running the batch and reads the reply after it. Redis reserves the next
   batch while the child works, instead of the child waiting for it between batches.
   A child running tasks at once (threads, slots) sends it once a batch has started,
-  for a tenth of its slots, and reads it when slots free (concurrent.py).
+  for a fifth of what it runs at once, and reads it when one frees (concurrent.py).
   Every reserve call also records its batch under the child's claims key, so if the
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).

@@ -98,11 +98,13 @@ def test_sigterm_lets_running_threads_finish(queue: RedisQueue, workers: Workers
 def test_a_busy_child_reserves_its_next_tasks_before_a_thread_frees(
     queue: RedisQueue, workers: Workers
 ) -> None:
-    """Every thread busy and the queue deep: the child holds the next tenth of its slots
-    (10) reserved, not started, so a thread that frees waits for no round trip."""
+    """Every thread busy and the queue deep: the child holds the next fifth of its
+    threads (at least one) reserved, not started, so a thread that frees waits for no
+    round trip."""
     tt.held.dispatch_many([(n,) for n in range(30)])
     workers.start("-c", "1", "--threads", "2", *FAST)
-    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "2 running, 10 read ahead")
+    wait_for(lambda: int(queue.client.get(tt.STARTED) or 0) == 2, 10, "both threads busy")
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 3, 10, "2 running, 1 read ahead")
     assert int(queue.client.get(tt.STARTED) or 0) == 2  # held, not started
     queue.client.rpush(tt.RELEASE, *["go"] * 30)
     wait_for(lambda: len(done(queue)) == 30, 30, "every run")
@@ -116,9 +118,9 @@ def test_sigterm_gives_back_the_tasks_read_ahead_before_the_running_ones_end(
 ) -> None:
     tt.held.dispatch_many([(n,) for n in range(30)])
     worker = workers.start("-c", "1", "--threads", "2", *FAST)
-    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "2 running, 10 read ahead")
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 3, 10, "2 running, 1 read ahead")
     worker.signal(signal.SIGTERM)
-    wait_for(lambda: queue.sizes(["default"])[0].ready == 28, 10, "the 10 given back")
+    wait_for(lambda: queue.sizes(["default"])[0].ready == 28, 10, "the one given back")
     assert not done(queue)  # the two running ones still run
     queue.client.rpush(tt.RELEASE, "go", "go")
     assert worker.wait(20) == 0
