@@ -9,7 +9,9 @@ plain processes of ``T`` threads each running the same function back to back, no
 (what compare.py's thread-mode rate is up against), alternated ``--rounds`` times.
 Beside them, each run's CPU and context switches per task, its processes' threads
 summed (the worker's parent and children from the first INCR to the last): a wait for
-the GIL that the holder does not end soon is a futex wait, a switch, and a wake.
+the GIL that the holder does not end soon is a futex wait, a switch, and a wake; and
+its tasks per second (rqueue's from the first INCR to the last, the plain threads' from
+their start to the last one's end).
 
     python benchmarks/speed/thread_waits.py
     python benchmarks/speed/thread_waits.py --tasks 20000 --threads 50
@@ -22,6 +24,7 @@ import os
 import resource
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +85,9 @@ def _reports(client: redis.Redis) -> list[tuple[float, float]]:
     return [(pair[0], pair[1]) for batch in raw for pair in msgpack.unpackb(batch)]
 
 
-Run = tuple[list[tuple[float, float]], float, float]
-"""A run's reported (sleep overshoot, INCR) pairs, and its processes' CPU microseconds
-and context switches per task."""
+Run = tuple[list[tuple[float, float]], float, float, float]
+"""A run's reported (sleep overshoot, INCR) pairs, its processes' CPU microseconds and
+context switches per task, and its tasks per second."""
 
 
 def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> Run:
@@ -99,24 +102,26 @@ def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> Run:
 
     try:
         wait_until(lambda: done() > 0, TIMEOUT, 0.001)
-        first, start = done(), tree_usage(worker.pid)
+        first, start, began = done(), tree_usage(worker.pid), time.perf_counter()
         wait_until(lambda: done() >= args.tasks, TIMEOUT, 0.001)
-        end, tasks = tree_usage(worker.pid), max(1, done() - first)
+        ended, end, tasks = time.perf_counter(), tree_usage(worker.pid), max(1, done() - first)
     finally:
         stop_process(worker)
-    return _reports(client), (end[0] - start[0]) / tasks * 1e6, (end[1] - start[1]) / tasks
+    cpu, switches = (end[0] - start[0]) / tasks * 1e6, (end[1] - start[1]) / tasks
+    return _reports(client), cpu, switches, tasks / (ended - began)
 
 
 def _plain(client: redis.Redis, args: argparse.Namespace) -> Run:
     share = args.tasks // args.processes
-    _, used = let_go_at_once(_plain_threads, [(share, args.threads)] * args.processes, TIMEOUT)
+    began, used = let_go_at_once(_plain_threads, [(share, args.threads)] * args.processes, TIMEOUT)
+    rate = share * args.processes / (time.perf_counter() - began)  # to the last one's end
     tasks = share * args.processes
     cpu, switches = sum(u[0] for u in used), sum(u[1] for u in used)
-    return _reports(client), cpu / tasks * 1e6, switches / tasks
+    return _reports(client), cpu / tasks * 1e6, switches / tasks, rate
 
 
 def _row(name: str, run: Run) -> tuple[Any, ...]:
-    pairs, cpu, switches = run
+    pairs, cpu, switches, rate = run
     overshoots, incrs = sorted(p[0] for p in pairs), sorted(p[1] for p in pairs)
 
     def at(values: list[float], share: float) -> float:
@@ -129,6 +134,7 @@ def _row(name: str, run: Run) -> tuple[Any, ...]:
         *(at(incrs, q) for q in (0.5, 0.9, 0.99)),
         cpu,
         switches,
+        rate,
     )
 
 
@@ -169,6 +175,7 @@ def main() -> None:
             "p99",
             "CPU us/task",
             "context switches/task",
+            "tasks/s",
         ),
         rows,
         f"{args.processes} processes x {args.threads} threads, each task: sleep 20 ms, then INCR",

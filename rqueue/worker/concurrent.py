@@ -14,10 +14,11 @@ keeps the loop fed: whenever fewer than ``--slots`` tasks are unfinished it rese
 another batch (up to a tenth of the slots per turn, or per millisecond of a slower
 turn: see ``step``), starts its async tasks as coroutines and runs its sync ones
 inline as in process mode (the loop waits meanwhile) or in threads, sends the call
-that reserves a fifth more from a deep queue (read once slots free, as process mode
-reads ahead: reservations.py), then lets the loop run; with slots free and the queues
-empty, the loop waits for a push meanwhile (``_listen``, ``listener.py``). Once none is
-left it sends its acks and goes back to process mode.
+that reserves a fifth more from a deep queue if its tasks end a few at a time (read
+once slots free, as process mode reads ahead: reservations.py), then lets the loop
+run; with slots free and the queues empty, the loop waits for a push meanwhile
+(``_listen``, ``listener.py``). Once none is left it sends its acks and goes back to
+process mode.
 
 Each coroutine runs in its own context (``current_job()`` is its own job). One
 watchdog per loop, a callback every ``_WATCH_EVERY`` seconds, cancels the coroutines
@@ -97,8 +98,8 @@ _SPREAD = 10
 the slots (see ``ConcurrentRunner.step``)."""
 _AHEAD = 5
 """The batch read ahead is this fraction of the tasks a child runs at once (its threads
-in thread mode, else its slots): a fifth read 1.07x the tasks/s of a tenth, and two
-fifths no more (--threads 100, tasks that wait 20 ms, 4 rounds alternated)."""
+in thread mode, else its slots): a fifth ran 1.06x the tasks/s of a tenth, and two
+fifths no more (--threads 100, tasks that wait 20 ms, medians of 4 alternated runs)."""
 _LISTEN_FOR = 0.5
 """Longest wait for a push while coroutines run: a child that leaves the concurrent runner
 waits for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
@@ -233,11 +234,16 @@ class ConcurrentRunner:
             if batch is not None:
                 child.run_batch(batch, headers, entries)
                 child.time_limit.stop()
-                # The next batch is reserved while these run, and read once they free
-                # threads or slots: the loop's thread then waits for no round trip
-                # between a task's end and the next one's start (measured: 1.2x the
-                # tasks/s with --threads 100 on tasks that wait 20 ms, docs/benchmarks.md).
-                child.read_ahead(batch, self._ahead)
+                # Tasks that end a few at a time (fewer than the batch read ahead came
+                # free since the last call): the next batch is reserved while these run
+                # and read once threads or slots free, so the loop's thread waits for
+                # no round trip between a task's end and the next one's start (1.2x
+                # the tasks/s with --threads 100 on tasks that wait 20 ms). Tasks that
+                # end all at once free as many while the call is out: a batch read
+                # ahead would start them a few per turn (0.6x the tasks/s of no-op
+                # tasks with --threads 10; docs/benchmarks.md).
+                if most < self._ahead:
+                    child.read_ahead(batch, self._ahead)
                 # One title per batch: setting it is a system call, too dear per coroutine.
                 setproctitle(f"{child.title}: running {self.running()} tasks")
                 self._run(0.0)  # let the new coroutines take their first step

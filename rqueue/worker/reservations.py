@@ -12,8 +12,9 @@ that carries them, one call per batch (``member_counts.py``). Two refinements li
   tasks are left there for every child's next batch, the child sends its next reserve
   call before running the batch and reads the reply after it. Redis reserves the next
   batch while the child works, instead of the child waiting for it between batches.
-  A child running tasks at once (threads, slots) sends it once a batch has started,
-  for a fifth of what it runs at once, and reads it when one frees (concurrent.py).
+  A child running tasks at once (threads, slots) whose tasks end a few at a time sends
+  it once a batch has started, for a fifth of what it runs at once, and reads it when
+  one frees (concurrent.py).
   Every reserve call also records its batch under the child's claims key, so if the
   child dies with a batch reserved but unread, its parent still gives those tasks
   back at once (``recovery.py``).
