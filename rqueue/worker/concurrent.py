@@ -234,8 +234,8 @@ class ConcurrentRunner:
             if batch is not None:
                 child.run_batch(batch, headers, entries)
                 child.time_limit.stop()
-                # Tasks that end a few at a time (fewer than the batch read ahead came
-                # free since the last call): the next batch is reserved while these run
+                # Tasks that end a few at a time (fewer free now than the batch read
+                # ahead would hold): the next batch is reserved while these run
                 # and read once threads or slots free, so the loop's thread waits for
                 # no round trip between a task's end and the next one's start (1.2x
                 # the tasks/s with --threads 100 on tasks that wait 20 ms). Tasks that
