@@ -114,8 +114,8 @@ def _rqueue(url: str, client: redis.Redis, args: argparse.Namespace) -> Run:
 def _plain(client: redis.Redis, args: argparse.Namespace) -> Run:
     share = args.tasks // args.processes
     began, used = let_go_at_once(_plain_threads, [(share, args.threads)] * args.processes, TIMEOUT)
-    rate = share * args.processes / (time.perf_counter() - began)  # to the last one's end
     tasks = share * args.processes
+    rate = tasks / (time.perf_counter() - began)  # to the last one's end
     cpu, switches = sum(u[0] for u in used), sum(u[1] for u in used)
     return _reports(client), cpu / tasks * 1e6, switches / tasks, rate
 

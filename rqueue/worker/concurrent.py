@@ -21,13 +21,9 @@ run; with slots free and the queues empty, the loop waits for a push meanwhile
 process mode.
 
 Each coroutine runs in its own context (``current_job()`` is its own job). One
-watchdog per loop, a callback every ``_WATCH_EVERY`` seconds, cancels the coroutines
-past their deadlines: an overrun cancels that coroutine alone and is reported as
-``TaskTimeout``, up to that period late. A coroutine that blocks the loop
-(``time.sleep`` in an ``async def``) cannot be cancelled: the parent kills the child at
-the slot's deadline and recovery settles every entry. Middleware are sync code: a
-stack runs in a thread of its own, whose ``call_next()`` runs the coroutine on the
-loop and waits for it.
+watchdog per loop cancels the coroutines past their deadlines (watchdog.py).
+Middleware are sync code: a stack runs in a thread of its own, whose ``call_next()``
+runs the coroutine on the loop and waits for it.
 
 With ``--threads N`` (thread mode) the child's sync tasks run here too, each in one of
 N threads, and are settled as their ends reach the loop, in bunches, with no coroutine
@@ -52,7 +48,6 @@ from typing import Any, Protocol, TypeVar
 
 from setproctitle import setproctitle
 
-from rqueue.errors import TaskCancelled, TaskTimeout
 from rqueue.settings.config import Config
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_run
@@ -61,9 +56,10 @@ from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.listener import Listener, Woken
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.reservations import Reservations, Reserved
-from rqueue.worker.scoreboard import Slot, State
+from rqueue.worker.scoreboard import Slot
 from rqueue.worker.threaded import ThreadedAttempts
 from rqueue.worker.timeouts import TimeLimit
+from rqueue.worker.watchdog import Watchdog
 
 
 class ChildLoop(Protocol):
@@ -105,9 +101,6 @@ _LISTEN_FOR = 0.5
 waits for it to end (a push ends it at once), so this bounds how late a stop is seen then."""
 _FULL_WAIT = 0.2
 """Longest the loop runs, with every slot taken, before the child looks at signals."""
-_WATCH_EVERY = 0.05
-"""Seconds between the watchdog's rounds: how late past its deadline a coroutine may be
-cancelled. One periodic callback costs far less than a timer per coroutine."""
 
 
 def _resolve(future: asyncio.Future[None], *_: object) -> None:
@@ -148,6 +141,8 @@ class ConcurrentRunner:
             child.number,
         )
         """Sync tasks running in threads (``--threads``): thread mode (threaded.py)."""
+        self.watchdog = Watchdog(self.loop, self.slot, child.options.kill_grace, self.threaded)
+        """The running coroutines' and threads' deadlines, and cancels (watchdog.py)."""
         self._tenth = max(1, child.options.slots // _SPREAD)
         options = child.options
         at_once = min(options.slots, options.threads) if options.threads else options.slots
@@ -163,12 +158,6 @@ class ConcurrentRunner:
         self._wake: Woken | None = None
         """A wait for a push to the queues while slots are free (the loop waits for it
         beside the coroutines), so a free slot takes a new task at once."""
-        self._deadlines: dict[asyncio.Task[Any], tuple[float, Attempt]] = {}
-        """The running coroutines' deadlines (monotonic) and attempts, by the asyncio task
-        awaiting them: the attempt's own, or the one ``call_next()`` started (middleware)."""
-        self._overdue: set[asyncio.Task[Any]] = set()
-        """Those the watchdog cancelled: their ``CancelledError`` is a ``TaskTimeout``."""
-        self._watchdog: asyncio.TimerHandle | None = None
 
     def start(self, attempt: Attempt) -> None:
         """Start an attempt whose entry the slot already marks running (lifecycle.py)."""
@@ -182,7 +171,7 @@ class ConcurrentRunner:
             self._fresh = True
         else:
             self.threaded.start(attempt)
-            self._arm_watchdog()
+            self.watchdog.arm()
 
     def running(self) -> int:
         """Attempts running here: coroutines, and sync tasks in threads."""
@@ -390,7 +379,7 @@ class ConcurrentRunner:
 
         def coroutine() -> Awaitable[Any]:
             call: Awaitable[Any] = task.fn(*attempt.args, **job.kwargs)  # type: ignore[assignment]
-            return self._timed(call, attempt)
+            return self.watchdog.timed(call, attempt)
 
         if not attempt.stack:
             self.lifecycle.before_call(attempt)
@@ -414,69 +403,9 @@ class ConcurrentRunner:
         thread's, called on the loop). Nothing if it ended meanwhile."""
         if running is None:
             self.threaded.extend(attempt)
-            return
-        if running not in self._deadlines:
-            return
-        deadline = time.monotonic() + attempt.timeout
-        self._deadlines[running] = (deadline, attempt)
-        self.slot.set(State.RUNNING, attempt.entry, deadline + self.child.options.kill_grace)
-
-    async def _timed(self, coroutine: Awaitable[Any], attempt: Attempt) -> Any:
-        """Await ``coroutine``; the watchdog cancels it once the attempt's deadline
-        (monotonic: loop.time()'s clock) passes, and that cancellation is raised as
-        ``TaskTimeout``; one for the attempt's cancel (:meth:`deliver_cancels`), as
-        ``TaskCancelled``.
-
-        A ``TimeoutError`` the task raises itself stays its own.
-        """
-        running = asyncio.current_task()
-        assert running is not None  # a coroutine runs in a task
-        self._deadlines[running] = (attempt.started + attempt.timeout, attempt)
-        self._arm_watchdog()
-        try:
-            return await coroutine
-        except asyncio.CancelledError:
-            if running in self._overdue:
-                raise TaskTimeout(f"task timed out after {attempt.timeout:g} s") from None
-            if attempt.job.cancelled:
-                raise TaskCancelled(f"task {attempt.job.id} was cancelled while it ran") from None
-            raise
-        finally:
-            del self._deadlines[running]
-            self._overdue.discard(running)
-
-    def _arm_watchdog(self) -> None:
-        if self._watchdog is None:
-            self._watchdog = self.loop.call_later(_WATCH_EVERY, self._watch)
-
-    def _watch(self) -> None:
-        """The watchdog: cancel each coroutine past its deadline, time out each thread's
-        attempt past its own, then come again while any runs (the loop only calls it while
-        it runs, as it would a timer)."""
-        now = self.loop.time()  # the monotonic clock
-        for running, (deadline, _) in self._deadlines.items():
-            if deadline <= now and running not in self._overdue:
-                self._overdue.add(running)
-                running.cancel()
-        self.threaded.watch(now)
-        self._watchdog = None
-        if self._deadlines or self.threaded.running:
-            self._arm_watchdog()
+        else:
+            self.watchdog.extend(attempt, running)
 
     def deliver_cancels(self) -> None:
-        """The parent asked for cancels (SIGUSR1: the child's handler calls this, so the
-        loop is woken to deliver them). Each running attempt whose entry the parent
-        named with its id is marked cancelled (``current_job().cancelled``); an ``async
-        def`` one's coroutine is cancelled too, and ends as ``TaskCancelled``. A thread
-        cannot be stopped: it stops at its next ``check_cancelled()``, or its child is
-        killed ``--kill-grace`` seconds later (the parent's watch, ``cancels.py``)."""
-        self.loop.call_soon_threadsafe(self._deliver_cancels)
-
-    def _deliver_cancels(self) -> None:
-        for running, (_, attempt) in list(self._deadlines.items()):
-            job = attempt.job
-            if job.cancelled or self.slot.cancel_requested(attempt.entry) != job.id:
-                continue
-            job.request_cancel()
-            running.cancel()
-        self.threaded.deliver_cancels()
+        """The parent asked for cancels (SIGUSR1): see ``Watchdog.deliver_cancels``."""
+        self.watchdog.deliver_cancels()

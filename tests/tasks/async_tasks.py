@@ -24,6 +24,10 @@ IN_FLIGHT = "test:async:in-flight"
 """How many ``counted`` runs are in flight now (a counter)."""
 MOST_IN_FLIGHT = "test:async:most-in-flight"
 """Each ``counted`` run's count of runs in flight, itself included, as it started."""
+HELD = "test:async:held"
+"""A counter of ``held`` runs that have started."""
+RELEASE = "test:async:release"
+"""Tokens that let ``held`` runs end, one each."""
 
 
 def note(key: str, text: str) -> None:
@@ -51,6 +55,20 @@ async def counted(n: int, seconds: float = 0.1) -> None:
     note(MOST_IN_FLIGHT, str(client.incr(IN_FLIGHT)))
     await asyncio.sleep(seconds)
     client.decr(IN_FLIGHT)
+    note(DONE, f"{n} {attempt()}")
+
+
+@task(timeout=30, tries=1)
+async def held(n: int) -> None:
+    """Runs until the test pushes a token to ``RELEASE`` (at most 20 s), looking for one
+    every 10 ms (each look a quick call: the loop is not held up)."""
+    client = default_queue().client
+    client.incr(HELD)
+    give_up = time.monotonic() + 20
+    while client.lpop(RELEASE) is None:
+        if time.monotonic() > give_up:
+            raise TimeoutError("never released")
+        await asyncio.sleep(0.01)
     note(DONE, f"{n} {attempt()}")
 
 

@@ -47,6 +47,25 @@ def test_no_more_coroutines_than_slots_run_at_once_even_from_one_prefetched_batc
     wait_for(lambda: settled(queue), 5, "every ack")
 
 
+def test_a_busy_child_reserves_its_next_tasks_before_a_slot_frees(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """As in thread mode: every slot busy, tasks ending one at a time, the queue deep:
+    the child holds a fifth of its slots more reserved, not started."""
+    at.held.dispatch_many([(n,) for n in range(40)])
+    workers.start("-c", "1", "--slots", "10", *FAST)
+    wait_for(lambda: int(queue.client.get(at.HELD) or 0) == 10, 10, "ten slots busy")
+    queue.client.rpush(at.RELEASE, "go")
+    wait_for(lambda: int(queue.client.get(at.HELD) or 0) == 11, 10, "the next one started")
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "10 running, 2 read ahead")
+    assert int(queue.client.get(at.HELD) or 0) == 11  # held, not started
+    queue.client.rpush(at.RELEASE, *["go"] * 39)
+    wait_for(lambda: len(done(queue)) == 40, 30, "every run")
+    assert sorted(int(n) for n, _ in done(queue)) == list(range(40))
+    assert not failures(queue)
+    wait_for(lambda: settled(queue), 5, "every ack")
+
+
 def test_a_timeout_cancels_only_the_coroutine_that_overran(
     queue: RedisQueue, workers: Workers
 ) -> None:
