@@ -27,6 +27,7 @@ each row is also set beside what its tasks in flight allow (in flight / 20 ms).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -186,29 +187,41 @@ def _ceiling(url: str, args: argparse.Namespace) -> float:
     return bare_incr_rate(url, args.tasks, args.concurrency)
 
 
+def _has_option(option: str) -> bool:
+    """Whether ``rqueue work`` in this checkout has ``option``."""
+    return option in _work_usage()
+
+
+@functools.cache
+def _work_usage() -> str:
+    """``rqueue work --help`` of this checkout."""
+    usage = subprocess.run(
+        [sys.executable, "-m", "rqueue", "work", "--help"], capture_output=True, text=True
+    )
+    return usage.stdout
+
+
 def _modes_available() -> list[str]:
     """The execution modes of ``rqueue work`` in this checkout, beside process mode:
     ``threads`` (``--threads``) and ``async`` (``--slots``, where ``@task`` takes
     bench_tasks' ``async def`` task: it stays a plain function where refused)."""
-    usage = subprocess.run(
-        [sys.executable, "-m", "rqueue", "work", "--help"], capture_output=True, text=True
-    )
     import bench_tasks
 
-    modes = ["threads"] if "--threads" in usage.stdout else []
-    if "--slots" in usage.stdout and isinstance(bench_tasks.wait_then_incr_async, Task):
+    modes = ["threads"] if _has_option("--threads") else []
+    if _has_option("--slots") and isinstance(bench_tasks.wait_then_incr_async, Task):
         modes.append("async")
     return modes
 
 
 def _rqueue_variants(workload: str, only: set[str]) -> list[str]:
     """rqueue's runs: one for the incr workload; for the io workload process mode, then
-    thread and async mode where this checkout has them."""
+    thread and async mode where this checkout has them. Each again with ``--pin-cpus``
+    where it has that (not process mode's io run: 40 s of one task per child at a time)."""
     if only and "rqueue" not in only:
         return []
-    if workload == "incr":
-        return ["default"]
-    return ["sync", *_modes_available()]
+    modes = ["default"] if workload == "incr" else _modes_available()
+    pinned = [f"{mode}-pinned" for mode in modes if _has_option("--pin-cpus")]
+    return [*(["sync"] if workload == "io" else []), *modes, *pinned]
 
 
 def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:

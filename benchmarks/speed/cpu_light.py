@@ -14,12 +14,18 @@ After each run the ceiling is measured once more with the INCRs shared rather th
 in fixed halves (``bare_incr_spans(shared=True)``): on a busy machine one client of the
 split ceiling often finishes its half long before the other, which then runs alone.
 
+``--pinned``: each tree's worker once more per round with ``--pin-cpus`` (its children
+one to a CPU), and after the rounds the ceiling beside the same ceiling with its clients
+pinned the same way (3 runs each, interleaved): the ratios stay those to the unpinned
+ceiling, as the issue defines it.
+
 ``--work-us 0,5,10``: the ceiling again with that much Python work per INCR, after the
 rounds: what a queue's per-task cost does to the same clients on this machine.
 
     python benchmarks/speed/cpu_light.py                            # 3 rounds
     python benchmarks/speed/cpu_light.py --tree /tmp/before --tree . --rounds 5
     python benchmarks/speed/cpu_light.py --rounds 1 --work-us 0,4,8,12,16
+    python benchmarks/speed/cpu_light.py --pinned --rounds 4
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ from rqueue.store.queue import RedisQueue
 
 Span = tuple[float, float, int]
 Window = cpu_account.Window
+Run = tuple[Path, tuple[str, ...]]
+"""A checkout, and what its ``rqueue work`` is given beyond the harness' own options."""
 
 
 def spans_table(name: str, spans: list[Span]) -> list[tuple[str, str, str, str, str]]:
@@ -87,7 +95,7 @@ def ceiling(
 
 
 def rqueue_run(
-    queue: RedisQueue, url: str, tree: Path, tasks: int, concurrency: int
+    queue: RedisQueue, url: str, tree: Path, tasks: int, concurrency: int, *extra: str
 ) -> tuple[list[Span], Window]:
     client = queue.client
     queue.clear("default")
@@ -96,7 +104,7 @@ def rqueue_run(
         cpu_account.incr_marked.dispatch_many([()] * min(1000, tasks - start))
     with tempfile.TemporaryDirectory() as folder:
         env = {"PYTHONPATH": str(tree), "BENCH_MARKS": folder}
-        worker = rqueue_work(url, concurrency, env=env)
+        worker = rqueue_work(url, concurrency, *extra, env=env)
         try:
             root = psutil.Process(worker.pid)
             wait_until(lambda: len(root.children()) >= concurrency, 30, 0.001)
@@ -134,19 +142,20 @@ def accounting(tasks: int, ours: Window, bare: Window) -> list[tuple[str, ...]]:
 
 
 def one_round(
-    queue: RedisQueue, url: str, tree: Path, tasks: int, processes: int, title: str
+    queue: RedisQueue, url: str, run: Run, tasks: int, processes: int, title: str
 ) -> tuple[float, float]:
-    """The ceiling, the tree's run and the shared ceiling, printed: the run's rate as a
+    """The ceiling, the run's and the shared ceiling, printed: the run's rate as a
     fraction of the ceiling just before it, and of the shared one just after."""
     load = os.getloadavg()[0]
     bare_spans, bare = ceiling(url, tasks, processes)
-    spans, ours = rqueue_run(queue, url, tree, tasks, processes)
+    tree, extra = run
+    spans, ours = rqueue_run(queue, url, tree, tasks, processes, *extra)
     shared_spans = ceiling(url, tasks, processes, shared=True)[0]
     before, after = rate(spans) / rate(bare_spans), rate(spans) / rate(shared_spans)
     table(
         ("process", "first INCR +ms", "last INCR -ms", "INCRs", "own rate /s"),
         spans_table("ceiling client", bare_spans) + spans_table("rqueue child", spans),
-        f"{title}, {tree}: rqueue {rate(spans):,.0f}/s; ceiling just before "
+        f"{title}, {label(run)}: rqueue {rate(spans):,.0f}/s; ceiling just before "
         f"{rate(bare_spans):,.0f}/s (x {before:.2f}), shared just after "
         f"{rate(shared_spans):,.0f}/s (x {after:.2f}); load {load:.1f}; spans "
         f"{ours.span * 1000:.0f} / {bare.span * 1000:.0f} ms",
@@ -154,6 +163,23 @@ def one_round(
     headers = ("where", "rqueue ms", "of CPUs x span", "µs/task", "ceiling ms", "of", "µs/op")
     table(headers, accounting(tasks, ours, bare))
     return before, after
+
+
+def pinned_ceiling(url: str, tasks: int, processes: int) -> None:
+    """The ceiling beside the same with its clients pinned one to a CPU, 3 runs each."""
+    found: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(3):
+        for pinned, rates in found.items():
+            rates.append(rate(bare_incr_spans(url, tasks, processes, pinned=pinned)))
+    print(
+        f"the ceiling: {statistics.median(found[False]):,.0f} INCR/s; its clients pinned one "
+        f"to a CPU: {statistics.median(found[True]):,.0f} INCR/s (medians of 3, interleaved)"
+    )
+
+
+def label(run: Run) -> str:
+    tree, extra = run
+    return " ".join((str(tree), *extra))
 
 
 def work_curve(url: str, tasks: int, processes: int, works: list[float]) -> None:
@@ -180,26 +206,32 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tree", type=Path, action="append", help="a checkout (repeatable)")
     parser.add_argument("--work-us", default="", help="ceilings with Python work per INCR")
+    parser.add_argument("--pinned", action="store_true", help="also with --pin-cpus")
     options = parser.parse_args()
     trees = [tree.resolve() for tree in options.tree or [Path(__file__).resolve().parents[2]]]
-    ratios: dict[Path, list[tuple[float, float]]] = {tree: [] for tree in trees}
+    variants = [(), ("--pin-cpus",)] if options.pinned else [()]
+    runs: list[Run] = [(tree, extra) for tree in trees for extra in variants]
+    ratios: dict[Run, list[tuple[float, float]]] = {run: [] for run in runs}
     with RedisServer() as server:
         queue = RedisQueue(Config(redis_url=server.url))
         use(queue)
         print(machine_summary(queue.client), flush=True)
         for number in range(options.rounds):
-            for tree in trees if number % 2 == 0 else trees[::-1]:
+            for run in runs if number % 2 == 0 else runs[::-1]:
                 title = f"round {number + 1}"
-                ratios[tree].append(
-                    one_round(queue, server.url, tree, options.tasks, options.processes, title)
+                ratios[run].append(
+                    one_round(queue, server.url, run, options.tasks, options.processes, title)
                 )
+        if options.pinned:
+            pinned_ceiling(server.url, options.tasks, options.processes)
         works = [float(w) for w in options.work_us.split(",") if w]
         if works:
             work_curve(server.url, options.tasks, options.processes, works)
-    for tree, found in ratios.items():
+    for run, found in ratios.items():
         before, after = ([pair[i] for pair in found] for i in (0, 1))
         print(
-            f"{tree}: x bare-INCR ceiling just before {', '.join(f'{r:.2f}' for r in before)}, "
+            f"{label(run)}: x bare-INCR ceiling just before "
+            f"{', '.join(f'{r:.2f}' for r in before)}, "
             f"median {statistics.median(before):.2f}; x shared ceiling just after "
             f"{', '.join(f'{r:.2f}' for r in after)}, median {statistics.median(after):.2f}"
         )

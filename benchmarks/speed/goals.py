@@ -27,7 +27,12 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parents[1]
 
 SPEED = (
-    ("CPU-light", "speed/cpu_light.py", ("--rounds", "3"), ("--rounds", "1", "--tasks", "2000")),
+    (
+        "CPU-light",
+        "speed/cpu_light.py",
+        ("--rounds", "3", "--pinned"),
+        ("--rounds", "1", "--tasks", "2000", "--pinned"),
+    ),
     (
         "CPU-light, the peer harness",
         "speed/compare.py",

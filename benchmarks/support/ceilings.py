@@ -22,6 +22,7 @@ it, or the other way round, would not be the same work.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,7 +43,11 @@ def _rate(tasks: int, spans: Sequence[tuple[float, ...]]) -> float:
     return tasks / (max(span[1] for span in spans) - min(span[0] for span in spans))
 
 
-def _incr(url: str, count: int, work: float, shared: bool, ready: Any, go: Any, done: Any) -> None:
+def _incr(
+    url: str, count: int, work: float, shared: bool, cpu: int | None, ready: Any, go: Any, done: Any
+) -> None:
+    if cpu is not None:  # as ``rqueue work --pin-cpus`` pins its children
+        os.sched_setaffinity(0, {cpu})
     client = redis.Redis.from_url(url)
     client.ping()
     ready.release()
@@ -87,6 +92,7 @@ def bare_incr_spans(
     work: float = 0.0,
     on_ready: Callable[[list[int]], None] | None = None,
     shared: bool = False,
+    pinned: bool = False,
 ) -> list[tuple[float, float, int]]:
     """Each process's (first INCR, end, INCRs) of a ``bare_incr_rate`` run, ``work`` seconds
     of Python work after each INCR; ``on_ready`` is given their pids before they go.
@@ -94,12 +100,16 @@ def bare_incr_spans(
     ``shared``: the processes share the ``tasks`` INCRs as a queue's workers share its
     tasks, each going on until the counter reaches ``tasks`` (its reply says), instead of
     doing a fixed share each: a process slowed by the machine then leaves no other to
-    finish alone (``work`` does not apply)."""
+    finish alone (``work`` does not apply). ``pinned``: each process on one CPU of this
+    one's, the n-th on the n-th, as ``rqueue work --pin-cpus`` runs its children."""
+    usable = sorted(os.sched_getaffinity(0))
+    cpus = [usable[i % len(usable)] if pinned else None for i in range(processes)]
     if shared:
         redis.Redis.from_url(url).delete(COUNTER)
-        argsets = [(url, tasks, 0.0, True)] * processes
+        argsets = [(url, tasks, 0.0, True, cpu) for cpu in cpus]
     else:
-        argsets = [(url, n, work, False) for n in _shares(tasks, processes)]
+        shares = zip(_shares(tasks, processes), cpus, strict=True)
+        argsets = [(url, n, work, False, cpu) for n, cpu in shares]
     _, spans = let_go_at_once(_incr, argsets, on_ready=on_ready)
     return list(spans)
 

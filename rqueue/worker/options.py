@@ -10,6 +10,7 @@ from rqueue.encoding.ranges import MAX_TIMEOUT_SECONDS, MAX_TRIES
 from rqueue.middleware.group_limits import GroupLimits
 from rqueue.settings.config import ConfigError, Limit
 from rqueue.store.keys import validate_queue_name
+from rqueue.worker.cpus import CAN_PIN
 
 MAX_COUNT = 2**32 - 1
 """The largest count of tasks or megabytes an option takes: more is taken for a mistake."""
@@ -152,6 +153,9 @@ class WorkerOptions:
     """Queue name -> its rate limit (``--rate``); queues not named have none."""
     group_limits: GroupLimits | None = None
     """Limits on each fair group's calls (``--group-concurrency``, ``--group-rate``)."""
+    pin_cpus: bool = False
+    """Run each child on one CPU of the worker's own, child n on the n-th, round robin
+    (``--pin-cpus``; Linux only): see ``cpus.py`` for why and for what it costs."""
     metrics: bool = True
     """Count outcomes per task in Redis and list this worker in the registry
     (``rqueue workers``, the dashboard); ``--no-metrics`` turns both off."""
@@ -171,6 +175,8 @@ class WorkerOptions:
             raise ValueError(
                 f"max_concurrency {self.max_concurrency} is below concurrency {self.concurrency}"
             )
+        if self.pin_cpus and not CAN_PIN:
+            raise ValueError("pin_cpus (--pin-cpus): this system cannot pin a process to a CPU")
         for name, rate in self.rates.items():
             if name not in self.queues or not isinstance(rate, Rate):
                 raise ValueError(f"rates: {name!r} -> {rate!r} is not a Rate for one of queues")

@@ -31,6 +31,7 @@ from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
 from rqueue.worker.cancels import CancelWatch
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
+from rqueue.worker.cpus import pin, usable_cpus
 from rqueue.worker.due_tasks import DueTasks
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
@@ -110,6 +111,8 @@ class Supervisor(InterruptibleWaits):
             if options.metrics
             else None
         )
+        self.cpus = usable_cpus() if options.pin_cpus else ()
+        """The CPUs children are pinned to, one each (``--pin-cpus``): the worker's own."""
         self._install_signals()
         setproctitle(shown(f"rqueue: master {','.join(self.options.queues)}"))
         log.info(
@@ -123,6 +126,8 @@ class Supervisor(InterruptibleWaits):
             else "imported on demand from the project directory (name them with -A to "
             "allow only those)",
         )
+        if self.cpus:
+            log.info("children pinned one to a CPU, of CPUs %s", ",".join(map(str, self.cpus)))
         for number in range(1, self.options.effective_concurrency + 1):
             if self.stopping:  # a stop signal arrived mid-way: start no child it missed
                 break
@@ -250,6 +255,8 @@ class Supervisor(InterruptibleWaits):
             try:
                 for restored in (signal.SIGCHLD, signal.SIGCONT):
                     signal.signal(restored, signal.SIG_DFL)
+                if self.cpus:
+                    pin(number, self.cpus)
                 for setup in self.options.child_setup:
                     setup()
                 worker = ChildWorker(

@@ -28,6 +28,8 @@ AWAITED = "test:threads:awaited"
 """How many of its child's asyncio tasks awaited an attempt, as each ``awaited`` saw it."""
 RELEASE = "test:threads:release"
 """Tokens that let ``held`` runs end, one each."""
+CPUS = "test:threads:cpus"
+"""``pid cpu,cpu,...`` of each ``cpus`` run: the CPUs its thread may run on."""
 
 
 def note(key: str, text: str) -> None:
@@ -76,6 +78,12 @@ def held(n: int) -> None:
     if client.blpop([RELEASE], 20) is None:
         raise TimeoutError("never released")
     finished(n)
+
+
+@task
+def cpus() -> None:
+    allowed = ",".join(map(str, sorted(os.sched_getaffinity(0))))  # this thread's own
+    note(CPUS, f"{os.getpid()} {allowed}")
 
 
 @task

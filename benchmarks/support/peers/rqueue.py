@@ -7,7 +7,8 @@ The io workload has three variants: ``sync`` (``bench_tasks.wait_then_incr``, a 
 wait, one task at a time per child: process mode), ``threads`` (the same task under
 ``--threads``, up to that many at once per child) and ``async``
 (``bench_tasks.wait_then_incr_async`` under ``--slots``, up to that many at once per
-child). compare.py runs the last two only where ``rqueue work`` has the option.
+child). compare.py runs the last two only where ``rqueue work`` has the option. Each
+variant ending in ``-pinned`` runs the same with ``--pin-cpus`` (children one to a CPU).
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from peers._runner import arguments, run, version
 
 
 def main() -> None:
-    args = arguments(("default", "sync", "threads", "async"))
+    plain = ("default", "sync", "threads", "async")
+    args = arguments((*plain, *(f"{variant}-pinned" for variant in plain)))
     io = args.workload == "io"
+    variant = args.variant.removesuffix("-pinned")
+    pinned = ["--pin-cpus"] if variant != args.variant else []
     import bench_tasks
 
     from rqueue.settings.config import Config
@@ -31,15 +35,16 @@ def main() -> None:
 
     job: Any = bench_tasks.incr
     if io:
-        async_ = args.variant == "async"
+        async_ = variant == "async"
         job = bench_tasks.wait_then_incr_async if async_ else bench_tasks.wait_then_incr
 
     def enqueue(count: int) -> None:
         for start in range(0, count, 1000):
             job.dispatch_many([()] * min(1000, count - start))
 
-    at_once = {"threads": "--threads", "async": "--slots"}.get(args.variant) if io else None
+    at_once = {"threads": "--threads", "async": "--slots"}.get(variant) if io else None
     mode = [at_once, str(args.per_process)] if at_once else []
+    mode += pinned
     command = [
         sys.executable,
         "-m",
@@ -52,12 +57,13 @@ def main() -> None:
         "WARNING",
         *mode,
     ]
-    name = "rqueue"
+    name = "rqueue (--pin-cpus)" if pinned else "rqueue"
     if io:
         name = {
-            "async": f"rqueue (async, --slots {args.per_process})",
-            "threads": f"rqueue (sync, --threads {args.per_process})",
-        }.get(args.variant, "rqueue (sync, process mode)")
+            "async": f"rqueue (async, --slots {args.per_process}",
+            "threads": f"rqueue (sync, --threads {args.per_process}",
+        }.get(variant, "rqueue (sync, process mode")
+        name += ", --pin-cpus)" if pinned else ")"
     run(
         name,
         version("rqueue", "redis", "hiredis"),
