@@ -279,10 +279,13 @@ def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def _row(result: dict[str, Any], ours: dict[str, Any] | None) -> tuple[Any, ...]:
-    """One system's row; the last ratio compares each side's fraction of its own ceiling."""
+    """One system's row; the last ratio compares each side's fraction of its own ceiling.
+    Both compare a peer with rqueue's default run: none is given for rqueue's other runs
+    (``--pin-cpus``)."""
     steady, bare = result["steady"], result["bare"]
     faster = corrected = "-"
-    if ours is not None and steady:
+    other_rqueue = result is not ours and result["system"].startswith("rqueue")
+    if ours is not None and steady and not other_rqueue:
         faster = f"{ours['steady'] / steady:.1f}"
         corrected = f"{(ours['steady'] / ours['bare']) / (steady / bare):.1f}"
     return (
