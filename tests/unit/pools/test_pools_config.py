@@ -143,6 +143,7 @@ def test_every_rqueue_work_option_is_a_pool_key_or_left_out_on_purpose() -> None
     left_out = {
         "queues", "concurrency", "max_concurrency", "concurrency_file", "once",
         "stop_when_empty", "stop_when_drained", "redis_url", "redis_url_file", "prefix",
+        "pin_cpus",  # a pool's parents would pin their children to the same CPUs
     }  # fmt: skip
     for param in work.params:
         if isinstance(param, click.Option):
