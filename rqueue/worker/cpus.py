@@ -5,9 +5,9 @@ child from CPU to CPU. A child's threads take turns at one GIL, so the likely co
 this: on different CPUs, a hand-off wakes another CPU whose thread finds the GIL taken
 again and sleeps; on one CPU, a thread runs only once the one before it lets go.
 Measured on 2 CPUs (docs/benchmarks.md, "Children pinned to CPUs"): under
-``--threads 100`` a task cost 5 to 6 context switches instead of 16 to 21 and half
-the CPU, and the worker ran 1.2 to 1.6x the tasks/s; process mode ran CPU-light tasks
-1.2 to 1.4x as fast (a child that stays on one CPU likely finds its caches warm).
+``--threads 100`` a task cost 5 to 6 context switches instead of 16 to 21 and 0.4 to
+0.7 of the CPU, and the worker ran 1.1 to 1.6x the tasks/s; process mode ran CPU-light
+tasks 1.2 to 1.4x as fast (a child that stays on one CPU likely finds its caches warm).
 
 The price is the kernel's freedom: a pinned child waits for its CPU while another is
 idle, and two workers pinned to the same CPUs share them. So it is an option, and the
@@ -46,4 +46,4 @@ def pin(number: int, cpus: Sequence[int]) -> None:
     try:
         os.sched_setaffinity(0, {cpu})
     except OSError as exc:
-        log.warning("worker %d: not pinned to CPU %d (%s); it runs unpinned", number, cpu, exc)
+        log.warning("worker %d: cannot pin it to CPU %d (%s); it runs unpinned", number, cpu, exc)
