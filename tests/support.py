@@ -24,6 +24,7 @@ from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.queue import RedisQueue
+from rqueue.tasks.definition import Task
 
 T = TypeVar("T")
 
@@ -212,6 +213,29 @@ def settled(queue: RedisQueue, name: str = "default") -> bool:
     """Nothing of queue ``name`` ready, delayed or reserved."""
     size = queue.sizes([name])[0]
     return size.ready == size.delayed == size.reserved == 0
+
+
+def one_of_ten_ended(
+    queue: RedisQueue,
+    workers: Workers,
+    held: Task[[int], Any],
+    started: str,
+    release: str,
+    *args: str,
+) -> WorkerProcess:
+    """40 ``held`` tasks (each counts itself in ``started``, then runs until a token comes
+    on ``release``) on one child running 10 at once (``args``: ``--threads 10`` or
+    ``--slots 10``): all ten run, then one ends, as tasks that end a few at a time do.
+    Returns once the child has started the next and holds a fifth of ten more reserved,
+    which have not started."""
+    held.dispatch_many([(n,) for n in range(40)])
+    worker = workers.start("-c", "1", *args)
+    wait_for(lambda: int(queue.client.get(started) or 0) == 10, 10, "ten running")
+    queue.client.rpush(release, "go")
+    wait_for(lambda: int(queue.client.get(started) or 0) == 11, 10, "the next one started")
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "10 running, 2 read ahead")
+    assert int(queue.client.get(started) or 0) == 11  # held, not started
+    return worker
 
 
 def failures(queue: RedisQueue, name: str = "default") -> list[str]:

@@ -220,7 +220,7 @@ def _rqueue_variants(workload: str, only: set[str]) -> list[str]:
     if only and "rqueue" not in only:
         return []
     modes = ["default"] if workload == "incr" else _modes_available()
-    pinned = [f"{mode}-pinned" for mode in modes if _has_option("--pin-cpus")]
+    pinned = [f"{mode}-pinned" for mode in modes] if _has_option("--pin-cpus") else []
     return [*(["sync"] if workload == "io" else []), *modes, *pinned]
 
 

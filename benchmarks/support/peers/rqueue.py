@@ -57,13 +57,13 @@ def main() -> None:
         "WARNING",
         *mode,
     ]
-    name = "rqueue (--pin-cpus)" if pinned else "rqueue"
-    if io:
-        name = {
-            "async": f"rqueue (async, --slots {args.per_process}",
-            "threads": f"rqueue (sync, --threads {args.per_process}",
-        }.get(variant, "rqueue (sync, process mode")
-        name += ", --pin-cpus)" if pinned else ")"
+    modes = {
+        "async": f"async, --slots {args.per_process}",
+        "threads": f"sync, --threads {args.per_process}",
+    }
+    parts = [modes.get(variant, "sync, process mode")] if io else []
+    parts += pinned
+    name = f"rqueue ({', '.join(parts)})" if parts else "rqueue"
     run(
         name,
         version("rqueue", "redis", "hiredis"),

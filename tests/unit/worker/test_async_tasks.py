@@ -9,7 +9,7 @@ import signal
 
 import async_tasks as at
 import pytest
-from support import Workers, cli, failures, settled, strings, wait_for
+from support import Workers, cli, failures, one_of_ten_ended, settled, strings, wait_for
 
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
@@ -52,13 +52,7 @@ def test_a_busy_child_reserves_its_next_tasks_before_a_slot_frees(
 ) -> None:
     """As in thread mode: every slot busy, tasks ending one at a time, the queue deep:
     the child holds a fifth of its slots more reserved, not started."""
-    at.held.dispatch_many([(n,) for n in range(40)])
-    workers.start("-c", "1", "--slots", "10", *FAST)
-    wait_for(lambda: int(queue.client.get(at.HELD) or 0) == 10, 10, "ten slots busy")
-    queue.client.rpush(at.RELEASE, "go")
-    wait_for(lambda: int(queue.client.get(at.HELD) or 0) == 11, 10, "the next one started")
-    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "10 running, 2 read ahead")
-    assert int(queue.client.get(at.HELD) or 0) == 11  # held, not started
+    one_of_ten_ended(queue, workers, at.held, at.HELD, at.RELEASE, "--slots", "10", *FAST)
     queue.client.rpush(at.RELEASE, *["go"] * 39)
     wait_for(lambda: len(done(queue)) == 40, 30, "every run")
     assert sorted(int(n) for n, _ in done(queue)) == list(range(40))

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 import thread_tasks as tt
-from support import WorkerProcess, Workers, cli, failures, settled, strings, wait_for
+from support import Workers, cli, failures, one_of_ten_ended, settled, strings, wait_for
 
 from rqueue.settings.config import Config
 from rqueue.store.queue import RedisQueue
@@ -95,26 +95,13 @@ def test_sigterm_lets_running_threads_finish(queue: RedisQueue, workers: Workers
     assert not failures(queue)
 
 
-def _one_ends_of_ten_busy(queue: RedisQueue, workers: Workers) -> WorkerProcess:
-    """40 ``held`` tasks, 10 threads: all ten run, then one ends, as tasks that end a few
-    at a time do; the child starts the next and reads ahead a fifth of its threads."""
-    tt.held.dispatch_many([(n,) for n in range(40)])
-    worker = workers.start("-c", "1", "--threads", "10", *FAST)
-    wait_for(lambda: int(queue.client.get(tt.STARTED) or 0) == 10, 10, "ten threads busy")
-    queue.client.rpush(tt.RELEASE, "go")
-    wait_for(lambda: int(queue.client.get(tt.STARTED) or 0) == 11, 10, "the next one started")
-    wait_for(lambda: queue.sizes(["default"])[0].reserved == 12, 10, "10 running, 2 read ahead")
-    assert int(queue.client.get(tt.STARTED) or 0) == 11  # held, not started
-    return worker
-
-
 def test_a_busy_child_reserves_its_next_tasks_before_a_thread_frees(
     queue: RedisQueue, workers: Workers
 ) -> None:
     """Every thread busy, tasks ending one at a time, the queue deep: the child holds a
     fifth of its threads more reserved, not started, so a thread that frees waits for
     no round trip."""
-    _one_ends_of_ten_busy(queue, workers)
+    one_of_ten_ended(queue, workers, tt.held, tt.STARTED, tt.RELEASE, "--threads", "10", *FAST)
     queue.client.rpush(tt.RELEASE, *["go"] * 39)
     wait_for(lambda: len(done(queue)) == 40, 30, "every run")
     assert sorted(int(n) for n, *_ in done(queue)) == list(range(40))
@@ -125,7 +112,9 @@ def test_a_busy_child_reserves_its_next_tasks_before_a_thread_frees(
 def test_sigterm_gives_back_the_tasks_read_ahead_before_the_running_ones_end(
     queue: RedisQueue, workers: Workers
 ) -> None:
-    worker = _one_ends_of_ten_busy(queue, workers)
+    worker = one_of_ten_ended(
+        queue, workers, tt.held, tt.STARTED, tt.RELEASE, "--threads", "10", *FAST
+    )
     worker.signal(signal.SIGTERM)
     wait_for(lambda: queue.sizes(["default"])[0].ready == 29, 10, "the two given back")
     assert len(done(queue)) == 1  # the ten running ones still run
