@@ -129,15 +129,38 @@ class Workers:
         return code, worker.output()
 
     def kill_all(self) -> None:
+        doomed: list[psutil.Process] = []
         for worker in self.started:
             # The whole group, even when its parent is gone already (a test that killed
             # it): its children may live on, finish a task in the next test and write
             # into its keys.
+            doomed += _process_group(worker.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(worker.pid, signal.SIGKILL)
             worker.process.wait(10)
             if worker.process.stderr is not None:
                 worker.process.stderr.close()
+        # Until every one has died (its sockets closed; reaped or not): SIGKILL lands
+        # when each is next scheduled, and a child still blocked on a queue's notify
+        # list took the next test's push.
+        wait_for(lambda: not any(map(_alive, doomed)), 10, "the workers' processes dead")
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _process_group(group: int) -> list[psutil.Process]:
+    """The processes of process group ``group`` now."""
+    members = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(ProcessLookupError, psutil.Error):
+            if os.getpgid(process.pid) == group:
+                members.append(process)
+    return members
 
 
 # -- added for the core test suite (issue 2) --------------------------------------
