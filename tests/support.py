@@ -129,21 +129,24 @@ class Workers:
         return code, worker.output()
 
     def kill_all(self) -> None:
-        doomed: list[psutil.Process] = []
+        # The whole group, even when its parent is gone already (a test that killed it):
+        # its children may live on, finish a task in the next test and write into its keys.
+        kill_groups([worker.pid for worker in self.started])
         for worker in self.started:
-            # The whole group, even when its parent is gone already (a test that killed
-            # it): its children may live on, finish a task in the next test and write
-            # into its keys.
-            doomed += _process_group(worker.pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(worker.pid, signal.SIGKILL)
             worker.process.wait(10)
             if worker.process.stderr is not None:
                 worker.process.stderr.close()
-        # Until every one has died (its sockets closed; reaped or not): SIGKILL lands
-        # when each is next scheduled, and a child still blocked on a queue's notify
-        # list took the next test's push.
-        wait_for(lambda: not any(map(_alive, doomed)), 10, "the workers' processes dead")
+
+
+def kill_groups(groups: list[int]) -> None:
+    """SIGKILL every process of these process groups, and wait until each has died (its
+    sockets closed; reaped or not): SIGKILL lands when a process is next scheduled, and
+    a worker child still blocked on a queue's notify list took the next test's push."""
+    doomed = _in_groups(set(groups))
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    wait_for(lambda: not any(map(_alive, doomed)), 10, "the killed processes dead")
 
 
 def _alive(process: psutil.Process) -> bool:
@@ -153,12 +156,12 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
-def _process_group(group: int) -> list[psutil.Process]:
-    """The processes of process group ``group`` now."""
+def _in_groups(groups: set[int]) -> list[psutil.Process]:
+    """The processes of these process groups now."""
     members = []
     for process in psutil.process_iter():
         with contextlib.suppress(ProcessLookupError, psutil.Error):
-            if os.getpgid(process.pid) == group:
+            if os.getpgid(process.pid) in groups:
                 members.append(process)
     return members
 

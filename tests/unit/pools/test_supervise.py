@@ -13,7 +13,17 @@ import apptasks
 import pool_tasks
 import psutil
 import pytest
-from support import RQUEUE, TASKS_DIR, WorkerProcess, cli, follow_log, logged, strings, wait_for
+from support import (
+    RQUEUE,
+    TASKS_DIR,
+    WorkerProcess,
+    cli,
+    follow_log,
+    kill_groups,
+    logged,
+    strings,
+    wait_for,
+)
 
 from rqueue.metrics import list_workers
 from rqueue.settings.config import Config
@@ -52,13 +62,9 @@ def supervise(config: Config, tmp_path: Path) -> Iterator[Start]:
 
     yield start
     parents()
+    kill_groups([worker.pid for worker in started] + sorted(groups))
     for worker in started:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(worker.pid, signal.SIGKILL)
         worker.process.wait(10)
-    for group in groups:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)
 
 
 def _processes(queue: RedisQueue) -> dict[str, int]:
