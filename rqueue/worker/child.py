@@ -22,8 +22,6 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TypeVar
 
-from setproctitle import setproctitle
-
 from rqueue.settings.config import Config
 from rqueue.store import progress
 from rqueue.store.default import use
@@ -48,6 +46,7 @@ from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoped import ScopedLifecycle
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
+from rqueue.worker.titles import ProcessTitle
 
 log = logging.getLogger("rqueue.worker")
 
@@ -95,10 +94,13 @@ class ChildWorker(InterruptibleWaits):
         """Runs ``async def`` tasks on an event loop, made when the first one comes, and
         with ``--threads`` every sync task in a thread (thread mode)."""
         # Queue names are checked (store/keys.py), and escaped once here all the same.
-        self.title = shown(
-            f"rqueue: worker {number}/{options.effective_concurrency} {','.join(options.queues)}"
+        self.title = ProcessTitle(
+            shown(
+                f"rqueue: worker {number}/{options.effective_concurrency} "
+                f"{','.join(options.queues)}"
+            )
         )
-        """The stem of the process title (each state adds to it)."""
+        """The process title: its stem, and each state's words after it."""
         roster = Roster(self.store, self.persist, self.metrics)
         self.lifecycle = (ScopedLifecycle if roster.scoping else Lifecycle)(
             self.store,
@@ -194,7 +196,7 @@ class ChildWorker(InterruptibleWaits):
             self._give_back_read_ahead()
             self.reservations.flush()
             self.slot.set(State.WAITING)
-            setproctitle(f"{self.title}: paused")
+            self.title.show("paused")
             self._sleep(0.2)
             return
         # In thread mode each task of the batch starts at once: no more than threads.
@@ -206,7 +208,7 @@ class ChildWorker(InterruptibleWaits):
         if batch is None:
             self.reservations.flush(skip_down=True)
             self.slot.set(State.EMPTY)
-            setproctitle(f"{self.title}: waiting")
+            self.title.show("waiting")
             self._wait_for_work()
             return
         if not self.options.threads:  # thread mode reads ahead once its threads run

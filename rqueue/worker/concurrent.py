@@ -46,8 +46,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-from setproctitle import setproctitle
-
 from rqueue.settings.config import Config
 from rqueue.tasks import awaiting
 from rqueue.tasks.current import set_current_run
@@ -59,6 +57,7 @@ from rqueue.worker.reservations import Reservations, Reserved
 from rqueue.worker.scoreboard import Slot
 from rqueue.worker.threaded import ThreadedAttempts
 from rqueue.worker.timeouts import TimeLimit
+from rqueue.worker.titles import ProcessTitle
 from rqueue.worker.watchdog import Watchdog
 
 
@@ -71,7 +70,7 @@ class ChildLoop(Protocol):
     reservations: Reservations
     number: int
     config: Config
-    title: str
+    title: ProcessTitle
     time_limit: TimeLimit
 
     def persist(self, call: Callable[[], T]) -> T: ...
@@ -234,7 +233,7 @@ class ConcurrentRunner:
                 if most < self._ahead:
                     child.read_ahead(batch, self._ahead)
                 # One title per batch: setting it is a system call, too dear per coroutine.
-                setproctitle(f"{child.title}: running {self.running()} tasks")
+                child.title.show(f"running {self.running()} tasks")
                 self._run(0.0)  # let the new coroutines take their first step
                 return
         self._run(self._listen() if taking else _FULL_WAIT)

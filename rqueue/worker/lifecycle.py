@@ -31,7 +31,6 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from setproctitle import setproctitle
 
 from rqueue import events
 from rqueue.encoding.payload import Job, task_name
@@ -44,7 +43,6 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import Persist
 from rqueue.tasks import registry
 from rqueue.tasks.current import set_current_run
-from rqueue.text import shown
 from rqueue.worker import reports, rules, verdicts
 from rqueue.worker.admission import admit
 from rqueue.worker.attempt import Attempt
@@ -55,6 +53,7 @@ from rqueue.worker.participants import Roster
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
+from rqueue.worker.titles import ProcessTitle
 from rqueue.worker.verdicts import Abandoned, Cancelled, Failed, Refused, Released
 from rqueue.worker.workflow import WorkflowPart
 from rqueue.workflows import effects
@@ -72,7 +71,7 @@ class Lifecycle:
 
     An ``async def`` task, or with ``--threads`` any task, runs on the concurrent
     runner: ``start_concurrently`` hands it there once started. ``title`` is the
-    process title's stem.
+    process's title, which names the task running.
     """
 
     scoping = False
@@ -87,7 +86,7 @@ class Lifecycle:
         reservations: Reservations,
         persist: Persist,
         roster: Roster,
-        title: str,
+        title: ProcessTitle,
         start_concurrently: Callable[[Attempt], None],
     ) -> None:
         self.store = store
@@ -172,10 +171,8 @@ class Lifecycle:
         attempt.task = task = registry.lookup(job.task, self.options.preload)
         concurrent = self.threaded or task.is_async
         if not concurrent:  # the concurrent runner titles each batch instead
-            # A registered name is Python identifiers; the id, from Redis, is escaped
-            # unless it is plain (it is, unless forged): a per-task cost.
-            job_id = job.id if job.id.isalnum() else shown(job.id)
-            setproctitle(f"{self.title}: running {job.task} {job_id}")
+            # A registered name is Python identifiers: nothing from Redis to escape.
+            self.title.show(f"running {job.task}")
         if events.has_listeners("processing"):
             events.emit(TaskEvent("processing", job))
         declared = task.options.middleware

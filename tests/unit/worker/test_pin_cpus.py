@@ -4,16 +4,19 @@ Redis; the CPUs are read from the kernel (``sched_getaffinity``)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psutil
+import pytest
 import thread_tasks as tt
 from support import WorkerProcess, Workers, strings, title, wait_for
 
 from rqueue.store.queue import RedisQueue
+from rqueue.worker.cpus import pin
 
 FAST = ("--block-for", "0.5", "--log-level", "warning")
 CPUS = sorted(os.sched_getaffinity(0))
@@ -76,3 +79,18 @@ def test_without_it_children_may_run_on_every_cpu_of_the_worker(
     worker = workers.start("-c", "2", *FAST)
     for child in numbered(worker, 2).values():
         assert child.cpu_affinity() == CPUS
+
+
+def test_a_cpu_no_longer_allowed_leaves_the_child_unpinned_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``pin`` as a new child calls it, here in this process: a CPU the kernel refuses
+    (taken from the worker's set since it started; here, one past any CPU) is logged,
+    and the process keeps running where it could before."""
+    before = os.sched_getaffinity(0)
+    gone = max(CPUS) + 4096
+    with caplog.at_level(logging.WARNING, logger="rqueue.worker"):
+        pin(1, [gone])
+    assert os.sched_getaffinity(0) == before
+    assert f"worker 1: cannot pin it to CPU {gone}" in caplog.text
+    assert "it runs unpinned" in caplog.text
