@@ -215,13 +215,14 @@ def _modes_available() -> list[str]:
 
 def _rqueue_variants(workload: str, only: set[str]) -> list[str]:
     """rqueue's runs: one for the incr workload; for the io workload process mode, then
-    thread and async mode where this checkout has them. Each again with ``--pin-cpus``
-    where it has that (not process mode's io run: 40 s of one task per child at a time)."""
+    thread and async mode where this checkout has them. Each again with ``--no-pin-cpus``
+    where it has that (its children free to move; by default they are pinned where there
+    is one for every CPU), not process mode's io run: 40 s of one task per child at a time."""
     if only and "rqueue" not in only:
         return []
     modes = ["default"] if workload == "incr" else _modes_available()
-    pinned = [f"{mode}-pinned" for mode in modes] if _has_option("--pin-cpus") else []
-    return [*(["sync"] if workload == "io" else []), *modes, *pinned]
+    free = [f"{mode}-unpinned" for mode in modes] if _has_option("--no-pin-cpus") else []
+    return [*(["sync"] if workload == "io" else []), *modes, *free]
 
 
 def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -281,7 +282,7 @@ def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 def _row(result: dict[str, Any], ours: dict[str, Any] | None) -> tuple[Any, ...]:
     """One system's row; the last ratio compares each side's fraction of its own ceiling.
     Both compare a peer with rqueue's default run: none is given for rqueue's other runs
-    (``--pin-cpus``)."""
+    (``--no-pin-cpus``)."""
     steady, bare = result["steady"], result["bare"]
     faster = corrected = "-"
     other_rqueue = result is not ours and result["system"].startswith("rqueue")

@@ -14,10 +14,11 @@ After each run the ceiling is measured once more with the INCRs shared rather th
 in fixed halves (``bare_incr_spans(shared=True)``): on a busy machine one client of the
 split ceiling often finishes its half long before the other, which then runs alone.
 
-``--pinned``: each tree's worker once more per round with ``--pin-cpus`` (its children
-one to a CPU), and after the rounds the ceiling beside the same ceiling with its clients
-pinned the same way (3 runs each, interleaved): the ratios stay those to the unpinned
-ceiling, as the issue defines it.
+``--unpinned``: each tree's worker once more per round with ``--no-pin-cpus`` (by default
+``rqueue work -c 2`` on 2 CPUs pins its children one to a CPU; a tree without the option
+runs ``--pin-cpus`` instead, its default being free), and after the rounds the ceiling
+beside the same ceiling with its clients pinned the same way (3 runs each, interleaved):
+the ratios stay those to the unpinned ceiling, as the issue defines it.
 
 ``--work-us 0,5,10``: the ceiling again with that much Python work per INCR, after the
 rounds: what a queue's per-task cost does to the same clients on this machine.
@@ -25,7 +26,7 @@ rounds: what a queue's per-task cost does to the same clients on this machine.
     python benchmarks/speed/cpu_light.py                            # 3 rounds
     python benchmarks/speed/cpu_light.py --tree /tmp/before --tree . --rounds 5
     python benchmarks/speed/cpu_light.py --rounds 1 --work-us 0,4,8,12,16
-    python benchmarks/speed/cpu_light.py --pinned --rounds 4
+    python benchmarks/speed/cpu_light.py --unpinned --rounds 4
 """
 
 from __future__ import annotations
@@ -177,6 +178,13 @@ def pinned_ceiling(url: str, tasks: int, processes: int) -> None:
     )
 
 
+def the_other_way(tree: Path) -> str:
+    """``--no-pin-cpus``; ``--pin-cpus`` for a tree from before children were pinned by
+    default (it has no ``--no-pin-cpus``)."""
+    cli = (tree / "rqueue" / "cli" / "work.py").read_text()
+    return "--no-pin-cpus" if "--no-pin-cpus" in cli else "--pin-cpus"
+
+
 def label(run: Run) -> str:
     tree, extra = run
     return " ".join((str(tree), *extra))
@@ -206,11 +214,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tree", type=Path, action="append", help="a checkout (repeatable)")
     parser.add_argument("--work-us", default="", help="ceilings with Python work per INCR")
-    parser.add_argument("--pinned", action="store_true", help="also with --pin-cpus")
+    parser.add_argument(
+        "--unpinned", action="store_true", help="also with --no-pin-cpus (old trees: --pin-cpus)"
+    )
     options = parser.parse_args()
     trees = [tree.resolve() for tree in options.tree or [Path(__file__).resolve().parents[2]]]
-    variants = [(), ("--pin-cpus",)] if options.pinned else [()]
-    runs: list[Run] = [(tree, extra) for tree in trees for extra in variants]
+    runs: list[Run] = [(tree, ()) for tree in trees]
+    if options.unpinned:
+        runs += [(tree, (the_other_way(tree),)) for tree in trees]
     ratios: dict[Run, list[tuple[float, float]]] = {run: [] for run in runs}
     with RedisServer() as server:
         queue = RedisQueue(Config(redis_url=server.url))
@@ -222,7 +233,7 @@ def main() -> None:
                 ratios[run].append(
                     one_round(queue, server.url, run, options.tasks, options.processes, title)
                 )
-        if options.pinned:
+        if options.unpinned:
             pinned_ceiling(server.url, options.tasks, options.processes)
         works = [float(w) for w in options.work_us.split(",") if w]
         if works:

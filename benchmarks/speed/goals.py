@@ -30,8 +30,8 @@ SPEED = (
     (
         "CPU-light",
         "speed/cpu_light.py",
-        ("--rounds", "3", "--pinned"),
-        ("--rounds", "1", "--tasks", "2000", "--pinned"),
+        ("--rounds", "3", "--unpinned"),
+        ("--rounds", "1", "--tasks", "2000", "--unpinned"),
     ),
     (
         "CPU-light, the peer harness",

@@ -114,11 +114,12 @@ def _field_option(
     "--threads", "Threads per child running sync tasks at once (0: one at a time, no threads)."
 )
 @click.option(
-    "--pin-cpus",
-    is_flag=True,
+    "--pin-cpus/--no-pin-cpus",
+    default=None,
     help="Run each child on one CPU of those the worker may use (child n on the n-th, "
     "round robin; Linux): faster for --threads and CPU-light tasks, at the cost of the "
-    "kernel's freedom to move them. See docs/worker.md.",
+    "kernel's freedom to move them. Default: pinned when --concurrency gives every CPU "
+    "a child (and no --concurrency-file). See docs/worker.md.",
 )
 @_field_option("--kill-grace", "Seconds past a task's timeout before its child is killed.")
 @_field_option(

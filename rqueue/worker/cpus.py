@@ -9,10 +9,19 @@ Measured on 2 CPUs (docs/benchmarks.md, "Children pinned to CPUs"): under
 0.7 of the CPU, and the worker ran 1.1 to 1.6x the tasks/s; process mode ran CPU-light
 tasks 1.2 to 1.4x as fast (a child that stays on one CPU likely finds its caches warm).
 
+Left alone, the kernel also tends to put two busy children on one CPU and Redis on
+the other: sampled on 2 CPUs with CPU-light tasks, both children had last run on the
+same CPU in about half the samples (not one migration per 300 tasks), each paying for
+the other's turn in its caches. Two plain redis-py clients crowd the same way but lose
+less: their loop is a fraction of a task's code.
+
 The price is the kernel's freedom: a pinned child waits for its CPU while another is
-idle, and two workers pinned to the same CPUs share them. So it is an option, and the
-CPUs come from the worker's own set: ``taskset -c 2,3 rqueue work --pin-cpus`` keeps a
-worker's children on CPUs 2 and 3.
+idle, and two workers pinned to the same CPUs share them. So by default children are
+pinned only when the worker has a child for every CPU of its own and their number is
+fixed (not ``--concurrency-file``): then every CPU gets a child and two such workers
+still spread evenly. ``--pin-cpus`` pins them however many there are, ``--no-pin-cpus``
+never; the CPUs come from the worker's own set: ``taskset -c 2,3 rqueue work -c 2``
+keeps a worker's children on CPUs 2 and 3.
 """
 
 from __future__ import annotations
@@ -30,6 +39,20 @@ CAN_PIN = hasattr(os, "sched_setaffinity")
 def usable_cpus() -> tuple[int, ...]:
     """The CPUs this process may run on (``taskset``, a container's cpuset), in order."""
     return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def cpus_to_pin(choice: bool | None, children: int, scaled: bool) -> tuple[int, ...]:
+    """The CPUs to pin ``children`` children to, one each (empty: none). ``choice`` is
+    ``--pin-cpus`` (True), ``--no-pin-cpus`` (False), or neither (None): pinned when
+    there is a child for every CPU of the worker's own, more than one, and ``scaled``
+    (their number changes) is False. Fewer children pinned by default would crowd every
+    worker's onto the same first CPUs."""
+    if choice is False or not CAN_PIN:
+        return ()
+    cpus = usable_cpus()
+    if choice is None and (scaled or len(cpus) < 2 or children < len(cpus)):
+        return ()
+    return cpus
 
 
 def cpu_of(number: int, cpus: Sequence[int]) -> int:

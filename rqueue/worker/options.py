@@ -153,9 +153,10 @@ class WorkerOptions:
     """Queue name -> its rate limit (``--rate``); queues not named have none."""
     group_limits: GroupLimits | None = None
     """Limits on each fair group's calls (``--group-concurrency``, ``--group-rate``)."""
-    pin_cpus: bool = False
+    pin_cpus: bool | None = None
     """Run each child on one CPU of the worker's own, child n on the n-th, round robin
-    (``--pin-cpus``; Linux only): see ``cpus.py`` for why and for what it costs."""
+    (``--pin-cpus``; Linux only); False never (``--no-pin-cpus``); None when the worker
+    has a fixed child for every CPU (``cpus.py``: why, and what it costs)."""
     metrics: bool = True
     """Count outcomes per task in Redis and list this worker in the registry
     (``rqueue workers``, the dashboard); ``--no-metrics`` turns both off."""

@@ -31,7 +31,7 @@ from rqueue.store.retry import REDIS_ERRORS, backoff_delay, persist
 from rqueue.text import shown
 from rqueue.worker.cancels import CancelWatch
 from rqueue.worker.child import HANDLED_SIGNALS, ChildWorker
-from rqueue.worker.cpus import pin, usable_cpus
+from rqueue.worker.cpus import cpus_to_pin, pin
 from rqueue.worker.due_tasks import DueTasks
 from rqueue.worker.interrupts import Interrupted, InterruptibleWaits
 from rqueue.worker.options import WorkerOptions
@@ -111,8 +111,10 @@ class Supervisor(InterruptibleWaits):
             if options.metrics
             else None
         )
-        self.cpus = usable_cpus() if options.pin_cpus else ()
-        """The CPUs children are pinned to, one each (``--pin-cpus``): the worker's own."""
+        self.cpus = cpus_to_pin(
+            options.pin_cpus, options.effective_concurrency, options.concurrency_file is not None
+        )
+        """The CPUs children are pinned to, one each (``cpus.py``): the worker's own."""
         self._install_signals()
         setproctitle(shown(f"rqueue: master {','.join(self.options.queues)}"))
         log.info(
@@ -127,7 +129,13 @@ class Supervisor(InterruptibleWaits):
             "allow only those)",
         )
         if self.cpus:
-            log.info("children pinned one to a CPU, of CPUs %s", ",".join(map(str, self.cpus)))
+            log.info(
+                "children pinned one to a CPU, of CPUs %s%s",
+                ",".join(map(str, self.cpus)),
+                ""
+                if self.options.pin_cpus
+                else " (a child for each: --no-pin-cpus leaves them free)",
+            )
         for number in range(1, self.options.effective_concurrency + 1):
             if self.stopping:  # a stop signal arrived mid-way: start no child it missed
                 break

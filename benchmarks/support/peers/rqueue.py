@@ -8,7 +8,8 @@ wait, one task at a time per child: process mode), ``threads`` (the same task un
 ``--threads``, up to that many at once per child) and ``async``
 (``bench_tasks.wait_then_incr_async`` under ``--slots``, up to that many at once per
 child). compare.py runs the last two only where ``rqueue work`` has the option. Each
-variant ending in ``-pinned`` runs the same with ``--pin-cpus`` (children one to a CPU).
+variant ending in ``-unpinned`` runs the same with ``--no-pin-cpus``: by default
+``rqueue work -c 2`` on 2 CPUs pins its children one to a CPU (worker/cpus.py).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from peers._runner import arguments, run, version
 
 def main() -> None:
     plain = ("default", "sync", "threads", "async")
-    args = arguments((*plain, *(f"{variant}-pinned" for variant in plain)))
+    args = arguments((*plain, *(f"{variant}-unpinned" for variant in plain)))
     io = args.workload == "io"
-    variant = args.variant.removesuffix("-pinned")
-    pinned = ["--pin-cpus"] if variant != args.variant else []
+    variant = args.variant.removesuffix("-unpinned")
+    unpinned = ["--no-pin-cpus"] if variant != args.variant else []
     import bench_tasks
 
     from rqueue.settings.config import Config
@@ -44,7 +45,7 @@ def main() -> None:
 
     at_once = {"threads": "--threads", "async": "--slots"}.get(variant) if io else None
     mode = [at_once, str(args.per_process)] if at_once else []
-    mode += pinned
+    mode += unpinned
     command = [
         sys.executable,
         "-m",
@@ -62,7 +63,7 @@ def main() -> None:
         "threads": f"sync, --threads {args.per_process}",
     }
     parts = [modes.get(variant, "sync, process mode")] if io else []
-    parts += pinned
+    parts += unpinned
     name = f"rqueue ({', '.join(parts)})" if parts else "rqueue"
     run(
         name,

@@ -1,6 +1,7 @@
 """``rqueue work --pin-cpus``: each child runs on one CPU of the worker's own (child n on
-the n-th, round robin), and the threads it starts with it. Real ``rqueue work``, real
-Redis; the CPUs are read from the kernel (``sched_getaffinity``)."""
+the n-th, round robin), and the threads it starts with it; by default when the worker has
+a fixed child for every CPU of its own, and never with ``--no-pin-cpus``. Real ``rqueue
+work``, real Redis; the CPUs are read from the kernel (``sched_getaffinity``)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import thread_tasks as tt
 from support import WorkerProcess, Workers, strings, title, wait_for
 
 from rqueue.store.queue import RedisQueue
-from rqueue.worker.cpus import pin
+from rqueue.worker.cpus import cpus_to_pin, pin
 
 FAST = ("--block-for", "0.5", "--log-level", "warning")
 CPUS = sorted(os.sched_getaffinity(0))
 """The CPUs this test (and a worker it starts) may run on."""
+PAIR = set(CPUS[:2])
+"""Two of them (one on a machine with one): a worker's own set for the default's tests."""
 
 
 def numbered(worker: WorkerProcess, count: int) -> dict[int, psutil.Process]:
@@ -73,12 +76,46 @@ def test_children_are_pinned_within_the_cpus_the_worker_was_given(
         assert child.cpu_affinity() == [CPUS[0]]
 
 
-def test_without_it_children_may_run_on_every_cpu_of_the_worker(
+def test_by_default_a_child_for_every_cpu_of_the_worker_is_pinned_to_it(
     queue: RedisQueue, workers: Workers
 ) -> None:
-    worker = workers.start("-c", "2", *FAST)
-    for child in numbered(worker, 2).values():
-        assert child.cpu_affinity() == CPUS
+    with run_on(PAIR):
+        worker = workers.start("-c", str(len(PAIR)), *FAST)
+    children = numbered(worker, len(PAIR))
+    assert {number: child.cpu_affinity() for number, child in children.items()} == {
+        number: [cpu] for number, cpu in enumerate(sorted(PAIR), start=1)
+    }
+
+
+def test_by_default_fewer_children_than_cpus_may_run_on_every_cpu_of_the_worker(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    """Pinned, every worker's one child would crowd onto the same first CPU."""
+    with run_on(PAIR):
+        worker = workers.start("-c", str(len(PAIR) - 1 or 1), *FAST)
+    for child in numbered(worker, len(PAIR) - 1 or 1).values():
+        assert child.cpu_affinity() == sorted(PAIR)
+
+
+def test_no_pin_cpus_leaves_a_child_for_every_cpu_free_to_move(
+    queue: RedisQueue, workers: Workers
+) -> None:
+    with run_on(PAIR):
+        worker = workers.start("-c", str(len(PAIR)), "--no-pin-cpus", *FAST)
+    for child in numbered(worker, len(PAIR)).values():
+        assert child.cpu_affinity() == sorted(PAIR)
+
+
+def test_the_default_leaves_a_changing_number_of_children_free() -> None:
+    """With ``--concurrency-file`` the count may drop below the CPUs (and ``rqueue
+    supervise`` runs several such workers on one machine): none is pinned unasked."""
+    with run_on(PAIR):
+        assert cpus_to_pin(None, len(PAIR), scaled=True) == ()
+        assert cpus_to_pin(True, len(PAIR), scaled=True) == tuple(sorted(PAIR))
+        assert cpus_to_pin(None, len(PAIR), scaled=False) == (
+            tuple(sorted(PAIR)) if len(PAIR) > 1 else ()
+        )
+        assert cpus_to_pin(False, len(PAIR), scaled=False) == ()
 
 
 def test_a_cpu_no_longer_allowed_leaves_the_child_unpinned_with_a_warning(
