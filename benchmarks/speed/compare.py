@@ -6,7 +6,10 @@ then ``benchmarks/support/peers/<name>.py`` enqueues the tasks, starts the peer'
 worker with the same total concurrency and counts the INCRs until all have run.
 Right before each system, two plain redis-py processes doing only the INCR measure
 the ceiling again, and each system is quoted as a fraction of its own ceiling: this
-machine's speed drifts over the minutes a run takes.
+machine's speed drifts over the minutes a run takes. That ceiling is the median of
+``--ceiling-runs`` runs (3): a single run lands in one of two speeds on a 2-CPU VM
+(docs/benchmarks.md, "CPU-light: where the two CPUs go"), 27,000 or 36,000 INCR/s a
+minute apart, which alone moved a ratio from 0.8 to 0.6.
 
 ``--workload io``: each task waits 20 ms (``time.sleep`` in sync peers and rqueue's
 sync task, ``await asyncio.sleep`` in arq, saq and rqueue's ``async def`` task), as a
@@ -30,6 +33,7 @@ import argparse
 import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -111,12 +115,17 @@ def main() -> None:
     )
     parser.add_argument("--only", default="", help="comma-separated: rqueue,rq,celery,...")
     parser.add_argument(
+        "--ceiling-runs", type=int, default=3, help="the ceiling before each system: median of"
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         help="seconds of processing per system, default 120 (incr), 40 (io); a slower "
         "one is stopped and its rate taken over the tasks it ran",
     )
     args = parser.parse_args()
+    if args.ceiling_runs < 1:
+        parser.error("--ceiling-runs must be at least 1")
     io = args.workload == "io"
     if args.tasks is None:
         args.tasks = 2_000 if io else 20_000
@@ -148,7 +157,8 @@ def main() -> None:
             result["bare"] = bare
             print(
                 f"  {result['system']}: {result['steady']:,.0f} tasks/s "
-                f"({result['done']:,} done; no-queue ceiling just before: {bare:,.0f}/s)",
+                f"({result['done']:,} done; no-queue ceiling just before: {bare:,.0f}/s, "
+                f"median of {args.ceiling_runs})",
                 flush=True,
             )
 
@@ -175,16 +185,21 @@ def main() -> None:
         [_row(r, ours) for r in results],
         f"{args.tasks:,} tasks each doing one Redis INCR, {args.concurrency} worker processes' "
         "worth of concurrency (tasks/s: first task started to last done; bare INCR: "
-        f"{args.concurrency} plain redis-py processes doing only the INCR, measured right "
-        "before each system)",
+        f"{args.concurrency} plain redis-py processes doing only the INCR, the median of "
+        f"{args.ceiling_runs} runs right before each system)",
     )
 
 
 def _ceiling(url: str, args: argparse.Namespace) -> float:
-    """The same work with no queue, at the same concurrency (benchmarks/support/ceilings.py)."""
+    """The same work with no queue, at the same concurrency (benchmarks/support/ceilings.py):
+    the median of ``--ceiling-runs`` runs."""
     if args.workload == "io":
-        return bare_io_rate(url, args.tasks, args.concurrency, args.per_process, IO_WAIT)
-    return bare_incr_rate(url, args.tasks, args.concurrency)
+        measure = functools.partial(
+            bare_io_rate, url, args.tasks, args.concurrency, args.per_process, IO_WAIT
+        )
+    else:
+        measure = functools.partial(bare_incr_rate, url, args.tasks, args.concurrency)
+    return statistics.median(measure() for _ in range(args.ceiling_runs))
 
 
 def _has_option(option: str) -> bool:
@@ -274,7 +289,8 @@ def _io_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"{args.concurrency} worker processes per system, up to {args.per_process} tasks at "
         "once in each where the system runs more than one (tasks/s: first task started to "
         "last done; no-queue: as many asyncio loops running as many such coroutines at a "
-        f"time through redis.asyncio, measured right before each system, {args.per_process} "
+        f"time through redis.asyncio, the median of {args.ceiling_runs} runs right before each "
+        f"system, {args.per_process} "
         "coroutines at a time in each; x best peer: beside the fastest non-rqueue row)",
     )
 
