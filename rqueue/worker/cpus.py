@@ -10,10 +10,11 @@ Measured on 2 CPUs (docs/benchmarks.md, "Children pinned to CPUs"): under
 tasks 1.2 to 1.4x as fast (a child that stays on one CPU likely finds its caches warm).
 
 Left alone, the kernel also tends to put two busy children on one CPU and Redis on
-the other: sampled on 2 CPUs with CPU-light tasks, both children had last run on the
-same CPU in about half the samples (not one migration per 300 tasks), each paying for
-the other's turn in its caches. Two plain redis-py clients crowd the same way but lose
-less: their loop is a fraction of a task's code.
+the other: sampled on 2 CPUs with CPU-light tasks (``benchmarks/speed/placement.py``),
+both children had last run on the same CPU in about two thirds of the samples, moving
+once in 400 tasks or fewer, each paying for the other's turn in its caches (5 to 7 µs
+more CPU a task). Two plain redis-py clients crowd the same way but lose less: their
+loop is a fraction of a task's code.
 
 The price is the kernel's freedom: a pinned child waits for its CPU while another is
 idle, and two workers pinned to the same CPUs share them. So by default children are
