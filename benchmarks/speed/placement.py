@@ -22,14 +22,13 @@ import argparse
 import statistics
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the shared code
 
 import bench_tasks
 import psutil
-from ceilings import bare_incr_spans
+from ceilings import bare_incr_spans, spans_rate
 from common import machine_summary, rqueue_work, table, wait_until
 
 from rqueue.server import RedisServer
@@ -109,8 +108,7 @@ def ceiling(url: str, tasks: int) -> tuple[float, Sampler]:
         url, tasks, 2, on_ready=lambda pids: sampler.append(Sampler(pids, counters=False))
     )
     sampler[0].stop()
-    rate = tasks / (max(span[1] for span in spans) - min(span[0] for span in spans))
-    return rate, sampler[0]
+    return spans_rate(tasks, spans), sampler[0]
 
 
 def worker(
@@ -118,10 +116,13 @@ def worker(
 ) -> tuple[float, Sampler]:
     """``tasks`` INCR tasks run by ``rqueue work -c 2``, sampled from its first INCR to
     its last (rate counted over the same span, by polling the counter)."""
+
+    def done() -> int:
+        return int(queue.client.get(bench_tasks.COUNTER) or 0)
+
     queue.client.delete(bench_tasks.COUNTER)
     for start in range(0, tasks, 1000):
         bench_tasks.incr.dispatch_many([()] * min(1000, tasks - start))
-    done: Callable[[], int] = lambda: int(queue.client.get(bench_tasks.COUNTER) or 0)  # noqa: E731
     process = rqueue_work(url, 2, *extra)
     try:
         parent = psutil.Process(process.pid)

@@ -38,7 +38,7 @@ def _shares(tasks: int, processes: int) -> list[int]:
     return [tasks // processes + (1 if i < tasks % processes else 0) for i in range(processes)]
 
 
-def _rate(tasks: int, spans: Sequence[tuple[float, ...]]) -> float:
+def spans_rate(tasks: int, spans: Sequence[tuple[float, ...]]) -> float:
     """Tasks per second from the first process's first INCR to the last one's last."""
     return tasks / (max(span[1] for span in spans) - min(span[0] for span in spans))
 
@@ -116,7 +116,7 @@ def bare_incr_spans(
 
 def bare_incr_rate(url: str, tasks: int, processes: int) -> float:
     """INCRs per second of ``processes`` plain redis-py processes, ``tasks`` in all."""
-    return _rate(tasks, bare_incr_spans(url, tasks, processes))
+    return spans_rate(tasks, bare_incr_spans(url, tasks, processes))
 
 
 async def _waits_then_incrs(url: str, count: int, at_once: int, wait: float) -> tuple[float, float]:
@@ -149,4 +149,4 @@ def bare_io_rate(url: str, tasks: int, processes: int, per_process: int, wait: f
     at a time, each waiting ``wait`` seconds and then doing one INCR, ``tasks`` in all."""
     argsets = [(url, n, per_process, wait) for n in _shares(tasks, processes)]
     _, spans = let_go_at_once(_io, argsets)
-    return _rate(tasks, spans)
+    return spans_rate(tasks, spans)

@@ -1,4 +1,5 @@
-"""``rqueue work --pin-cpus``: each child runs on one CPU, chosen from the worker's own.
+"""Pinning: each child runs on one CPU, chosen from the worker's own (by default with a
+child for every CPU, or ``--pin-cpus``).
 
 Left to itself the kernel spreads a child's threads over every CPU and moves a busy
 child from CPU to CPU. A child's threads take turns at one GIL, so the likely cost is

@@ -91,9 +91,10 @@ def test_by_default_fewer_children_than_cpus_may_run_on_every_cpu_of_the_worker(
     queue: RedisQueue, workers: Workers
 ) -> None:
     """Pinned, every worker's one child would crowd onto the same first CPU."""
+    fewer = len(PAIR) - 1 or 1
     with run_on(PAIR):
-        worker = workers.start("-c", str(len(PAIR) - 1 or 1), *FAST)
-    for child in numbered(worker, len(PAIR) - 1 or 1).values():
+        worker = workers.start("-c", str(fewer), *FAST)
+    for child in numbered(worker, fewer).values():
         assert child.cpu_affinity() == sorted(PAIR)
 
 
