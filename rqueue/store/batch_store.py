@@ -22,14 +22,9 @@ from rqueue.store.queue import RedisQueue
 
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
 
-MemberCount: TypeAlias = tuple[int, str, str] | tuple[int, str, str, bytes]
+MemberCount: TypeAlias = tuple[int, str, str, bytes | None]
 """A member to count: its index, outcome (``s``, ``f``, ``k``) and task id, and a
-success's packed return value if its batch's callback gets the results."""
-
-
-def member_count(index: int, outcome: str, task_id: str, value: bytes | None) -> MemberCount:
-    """A member to count, with its value if it sends one."""
-    return (index, outcome, task_id) if value is None else (index, outcome, task_id, value)
+success's packed return value if its batch's callback gets the results (else None)."""
 
 
 RESULTS_PAGE = 2000
@@ -150,7 +145,14 @@ class BatchStore:
         value to keep for the batch's callback (``RQUEUE_MAX_BATCH_RESULTS_BYTES`` in
         all)."""
         keys = self.keys(batch_id)
-        packed = msgpack.packb(members, use_bin_type=False)  # Lua's cmsgpack reads no bin type
+        # Flat, four per member, false for no value (a nil would end Lua's array there);
+        # no bin type: Lua's cmsgpack reads none.
+        flat = [
+            part
+            for index, outcome, task_id, value in members
+            for part in (index, outcome, task_id, False if value is None else value)
+        ]
+        packed = msgpack.packb(flat, use_bin_type=False)
         most = self.queue.config.max_batch_results_bytes
         reply = self.queue.scripts.batch_member(self.queue.side, keys.all(), (packed, most))
         if int(reply[0]) < 0:

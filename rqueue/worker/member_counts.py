@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 from rqueue.encoding.payload import CHAIN, decode
 from rqueue.errors import InvalidPayload, describe
-from rqueue.store.batch_store import member_count
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import refusal
 from rqueue.workflows.batch_results import RESULTS, over_limit
@@ -83,7 +82,7 @@ class OwedCounts:
         refused: list[Uncounted] = []
         for batch_id in list(self._owed):
             owed = self._owed[batch_id]
-            members = [member_count(m.member_index, "s", m.task_id, m.value) for _, _, m in owed]
+            members = [(m.member_index, "s", m.task_id, m.value) for _, _, m in owed]
             try:
                 counted = count_members(store, batch_id, members)
             except Exception as exc:

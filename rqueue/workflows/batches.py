@@ -57,6 +57,8 @@ and the member index of a chain's later task in a member (the first one's is its
 KEEP_FINISHED_MS = 7 * 24 * 3600 * 1000
 """How long a finished batch stays readable (``rqueue batches prune`` removes sooner)."""
 _IDS = 2**128
+_LAST_ID = _IDS - 1
+"""Every bit of an id set: ``n & _LAST_ID`` is ``n % _IDS``, sooner."""
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
 _SPREAD = 0x9E3779B97F4A7C15F39CC0605CEDC835
 _UNSPREAD = pow(_SPREAD, -1, _IDS)
@@ -279,9 +281,16 @@ def member_index(job: Job) -> int:
 def _index(batch_id: str, task_id: str) -> int:
     """Remembered: a worker asks it of each member twice (checked before it runs,
     counted after), and its other members come one after another."""
-    if _HEX_ID.fullmatch(batch_id) and _HEX_ID.fullmatch(task_id):
-        return ((int(task_id, 16) - int(batch_id, 16)) * _UNSPREAD) % _IDS - 1
-    return -1
+    base = _id_number(batch_id)
+    if base is None or not _HEX_ID.fullmatch(task_id):
+        return -1
+    return (((int(task_id, 16) - base) * _UNSPREAD) & _LAST_ID) - 1
+
+
+@functools.lru_cache(maxsize=16)
+def _id_number(batch_id: str) -> int | None:
+    """A batch's id as a number (None: not an id), read once for all its members."""
+    return int(batch_id, 16) if _HEX_ID.fullmatch(batch_id) else None
 
 
 def member_job(call: PendingDispatch, batch_id: str, index: int, results: bool = False) -> Job:

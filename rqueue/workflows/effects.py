@@ -34,7 +34,6 @@ from rqueue.encoding.codec import pack
 from rqueue.encoding.payload import CHAIN, KEEP, Job
 from rqueue.encoding.sealing import Keyring, Sealed, batch_result_data, result_data
 from rqueue.errors import InvalidPayload, TaskFailed, UnserializableArgument
-from rqueue.store.batch_store import member_count
 from rqueue.store.keys import BatchKeys
 from rqueue.store.queue import Kept, RedisQueue
 from rqueue.tasks import observers
@@ -286,7 +285,7 @@ def apply(
     member = completion.member
     if member is not None:
         index, value = member.member_index, member.value
-        counted = [member_count(index, member.outcome, member.task_id, value)]
+        counted = [(index, member.outcome, member.task_id, value)]
         if count_members(queue, member.batch_id, counted, member.failure) == "x" and value:
             limit = queue.config.max_batch_results_bytes
             raise over_limit(member.batch_id, index, len(value), limit)

@@ -318,7 +318,7 @@ def _go_on(
         follow(queue, batch_id, *then.next)
     if then.outer is not None:
         outer_id, index, outcome, failed = then.outer
-        count_members(queue, outer_id, [(index, outcome, batch_id)], failed)
+        count_members(queue, outer_id, [(index, outcome, batch_id, None)], failed)
 
 
 def follow(queue: RedisQueue, parent_id: str, link: Step, meta: dict[str, Any]) -> None:

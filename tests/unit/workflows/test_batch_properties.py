@@ -230,7 +230,7 @@ class BatchMachine(RuleBasedStateMachine):
     @rule(beyond=st.integers(0, 5))
     def not_a_member(self, beyond: int) -> None:
         """An index past the total (a forged payload) is refused and changes nothing."""
-        reply = self.store.count(self.batch_id, [(self.total + beyond, "s", "x" * 32)])
+        reply = self.store.count(self.batch_id, [(self.total + beyond, "s", "x" * 32, None)])
         assert reply.exists and reply.counted == "-" and not reply.due
 
     # -- the invariants --------------------------------------------------------------
@@ -305,9 +305,11 @@ def test_a_member_retried_after_its_batch_finished_still_expires_with_it(
     store = BatchStore(queue)
     batch_id = new_id()
     store.open(batch_id, 2, "", True, CALLBACKS, KEEP_MS, ["default"])
-    assert due_names(store.count(batch_id, [(0, "f", member_id(batch_id, 0))])) == ("catch",)
-    assert due_names(store.count(batch_id, [(1, "f", member_id(batch_id, 1))])) == ("finally",)
-    assert store.count(batch_id, [(0, "s", member_id(batch_id, 0))]).counted == "1"
+    assert due_names(store.count(batch_id, [(0, "f", member_id(batch_id, 0), None)])) == ("catch",)
+    assert due_names(store.count(batch_id, [(1, "f", member_id(batch_id, 1), None)])) == (
+        "finally",
+    )
+    assert store.count(batch_id, [(0, "s", member_id(batch_id, 0), None)]).counted == "1"
     keys = store.keys(batch_id)
     ttls = {key: queue.client.pttl(key) for key in keys.all() if queue.client.exists(key)}
     assert keys.succeeded in ttls
@@ -317,7 +319,7 @@ def test_a_member_retried_after_its_batch_finished_still_expires_with_it(
 def test_a_missing_batch_counts_nothing(queue: RedisQueue) -> None:
     store = BatchStore(queue)
     batch_id = new_id()
-    reply = store.count(batch_id, [(0, "s", member_id(batch_id, 0))])
+    reply = store.count(batch_id, [(0, "s", member_id(batch_id, 0), None)])
     assert not reply.exists and not reply.counted and not reply.due
     assert store.add(batch_id, "token", 1, ["default"]) == (-1, False)
     assert store.cancel(batch_id) == -1

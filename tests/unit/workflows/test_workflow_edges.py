@@ -16,7 +16,7 @@ from support import Workers, cli, push_job, strings, wait_for
 from rqueue import TaskFailed, batch, chain, result_of, use
 from rqueue.failed import FailedTasks
 from rqueue.settings.config import Config
-from rqueue.store.batch_store import BatchStore
+from rqueue.store.batch_store import BatchStore, MemberCount
 from rqueue.store.queue import RedisQueue
 from rqueue.workflows import listed_batches
 
@@ -129,7 +129,7 @@ def test_a_batch_whose_counts_are_garbage_refuses_a_count_before_changing_anythi
     store = BatchStore(queue)
     keys = store.keys(b.id)
     queue.client.hset(keys.state, field, value)
-    members = [(0, "s", b.id), (1, "f", b.id)]
+    members: list[MemberCount] = [(0, "s", b.id, None), (1, "f", b.id, None)]
     with pytest.raises(redis.ResponseError, match="the batch counts are not integers"):
         store.count(b.id, members)
     assert [queue.client.getbit(key, 0) for key in (keys.succeeded, keys.failed)] == [0, 0]
