@@ -148,6 +148,9 @@ def main() -> None:
     for name in ("tasks", "threads", "processes", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    least = bench_tasks.REPORT_EVERY * args.processes
+    if args.tasks < least:  # each process reports its timings that many at a time
+        parser.error(f"--tasks must be at least {least} with --processes {args.processes}")
     rows = []
     with RedisServer() as server:
         os.environ["REDIS_URL"] = server.url

@@ -98,7 +98,7 @@ def _trace_dispatch() -> None:
 
 def _trace_worker() -> None:
     from rqueue.store import consumer
-    from rqueue.worker import child, lifecycle, reservations, scoreboard, timeouts
+    from rqueue.worker import child, lifecycle, reservations, scoreboard, timeouts, titles
 
     _around(consumer.Consumer, "_block", "wait for a push")
     _around(consumer.Consumer, "send_reserve", "send_reserve")
@@ -109,7 +109,7 @@ def _trace_worker() -> None:
     _around(lifecycle.Lifecycle, "admit", "admit")
     _around(lifecycle.Lifecycle, "start", "lifecycle start")
     _around(timeouts.TimeLimit, "arm", "time limit armed")
-    _around(lifecycle, "setproctitle", "process title")
+    _around(titles.ProcessTitle, "show", "process title")
 
 
 def install() -> None:
