@@ -9,10 +9,10 @@ Dispatch, the worker's reserve and ack calls, and its blocking waits come throug
 
 It is still redis-py underneath: the same ``Connection`` class (AUTH, ACL users, TLS,
 ``socket_timeout``), parser, and exception types, with each command packed in one step
-(``resp.py``, the bytes redis-py would pack, in under half its time); a connection error disconnects it and
-the next call reconnects. The connection is reopened after a ``fork()``, and a thread
-that finds it busy is served by the client's pool instead, so sharing a queue
-between threads stays safe. On Redis Cluster there is one connection per primary,
+(``resp.py``: the bytes redis-py would pack, in under half its time); a connection
+error disconnects it and the next call reconnects. The connection is reopened after a
+``fork()``, and a thread that finds it busy is served by the client's pool instead, so
+sharing a queue between threads stays safe. On Redis Cluster there is one connection per primary,
 chosen by the command's slot, and a redirect is followed (the command did not run).
 """
 
