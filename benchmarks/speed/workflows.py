@@ -36,7 +36,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # the 
 
 import bench_tasks
 import redis
-from common import Requests, command_calls, machine_summary, median, rqueue_work, table
+from common import (
+    Requests,
+    command_calls,
+    machine_summary,
+    median,
+    rqueue_work,
+    script_usec,
+    table,
+)
 from in_process import in_process_child
 
 from rqueue import Batch, BatchStatus, batch, chain, task
@@ -120,6 +128,7 @@ def per_task(tasks: int, rounds: int) -> None:
         sent = dict.fromkeys(KINDS, 0)
         cpu_per_task: dict[str, list[float]] = {kind: [] for kind in KINDS}
         rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        redis_us: dict[str, list[float]] = {kind: [] for kind in KINDS}
         for number in range(rounds):
             turn = number % len(KINDS)
             for kind in KINDS[turn:] + KINDS[:turn]:  # each goes first in turn
@@ -134,6 +143,7 @@ def per_task(tasks: int, rounds: int) -> None:
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 trips = requests.sent - before
                 calls = commands_of(command_calls(client))
+                redis_us[kind].append(script_usec(client) / tasks)
                 for name, count in calls.items():
                     commands[kind][name] = commands[kind].get(name, 0) + count
                 sent[kind] += trips
@@ -149,6 +159,7 @@ def per_task(tasks: int, rounds: int) -> None:
                         tasks / wall,
                         f"{trips / tasks:.3f}",
                         f"{sum(calls.values()) / tasks:.2f}",
+                        redis_us[kind][-1],
                     )
                 )
         client.close()
@@ -162,6 +173,7 @@ def per_task(tasks: int, rounds: int) -> None:
             "tasks/s",
             "round trips/task",
             "commands/task",
+            "Redis scripts us/task",
         ),
         rows,
         f"Per task: one worker child in-process, empty tasks, --prefetch {options.prefetch}",
@@ -176,6 +188,7 @@ def per_task(tasks: int, rounds: int) -> None:
             "tasks/s",
             "round trips/task",
             "commands/task",
+            "Redis scripts us/task",
         ),
         [
             (
@@ -185,10 +198,12 @@ def per_task(tasks: int, rounds: int) -> None:
                 median(rates[kind]),
                 f"{sent[kind] / total:.3f}",
                 f"{sum(commands[kind].values()) / total:.2f}",
+                median(redis_us[kind]),
             )
             for kind in KINDS
         ],
-        f"Per task, medians of {rounds} round(s) (round trips and commands: all rounds)",
+        f"Per task, medians of {rounds} round(s) (round trips and commands: all rounds; "
+        "Redis scripts: the time Redis spent in its scripts, INFO commandstats' evalsha)",
     )
     names = sorted(
         {name for counts in commands.values() for name in counts},

@@ -103,6 +103,12 @@ def command_calls(client: redis.Redis) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
+def script_usec(client: redis.Redis) -> int:
+    """Microseconds Redis spent running scripts so far (the commands they called too)."""
+    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stats.get("usec", 0))
+
+
 def command_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
 
