@@ -2,10 +2,10 @@
 ones.
 
 redis-py packs a command by passing each argument through its ``Encoder`` (a chain of
-``isinstance`` checks, in a generator): for a 15-argument script call such as a
-dispatch's ``push.lua``, 12 µs with its Python packer and 17 µs with hiredis's, which
-it feeds the same way. :func:`pack` gives the same bytes in 6 µs, the common types
-(bytes, str) tested first, in one list comprehension. On a processor that was idle the
+``isinstance`` checks, in a generator), then through its Python packer or hiredis's:
+for a plain dispatch's ``push.lua`` call (14 arguments), 14 µs and 12 µs. :func:`pack`
+gives the same bytes in 5 µs, the common types (bytes, str) tested first, in one list
+comprehension (``benchmarks/speed/packing.py``). On a processor that was idle the
 difference is several times larger, and a dispatch waits for it before its push
 leaves (docs/benchmarks.md, "Idle dispatch-to-start").
 

@@ -2,8 +2,9 @@
 
 Some benchmarks run a worker parent or child inside their own process, calling what
 a real one calls (``benchmarks/support/in_process.py``, ``scale/scale_due.py``), or
-wrap its internals by name (``wake_trace.py``'s ``sitecustomize``): a refactor of
-those internals breaks them without any test noticing, until someone wants a figure.
+wrap its internals by name (``wake_trace.py``'s ``sitecustomize``, ``packing.py``): a
+refactor of those internals breaks them without any test noticing, until someone
+wants a figure.
 ``scale_schedule_burst.py`` was found broken that way (a parent's tick renamed), and
 ``wake_trace.py`` (the process title moved to ``worker/titles.py``). Each is run here
 at its smallest, with the real interpreter and a server of its own: its exit status
@@ -41,6 +42,7 @@ RUNS = {
     ),
     "hot path (in-process child)": ("speed/hot_path.py", "--tasks", "2000", "--rounds", "1"),
     "wake-up trace (marks the worker's steps by name)": ("speed/wake_trace.py", "--samples", "5"),
+    "packing (records a dispatch's wire call)": ("speed/packing.py", "--number", "100"),
 }
 
 
