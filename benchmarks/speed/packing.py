@@ -33,12 +33,12 @@ from rqueue.store.queue import RedisQueue
 from rqueue.store.wire import Wire
 
 
-def push_call(url: str) -> tuple[resp.Argument, ...]:
+def push_call(url: str) -> tuple[resp.KeyOrArg, ...]:
     """The arguments of the wire call a plain dispatch makes, as it makes them."""
-    sent: list[tuple[resp.Argument, ...]] = []
+    sent: list[tuple[resp.KeyOrArg, ...]] = []
     send = Wire.send
 
-    def recording(wire: Wire, *args: resp.Argument, reuse: bool = False) -> object:
+    def recording(wire: Wire, *args: resp.KeyOrArg, reuse: bool = False) -> object:
         sent.append(args)
         return send(wire, *args, reuse=reuse)
 

@@ -21,10 +21,14 @@ from collections.abc import Callable, Sequence
 import redis
 from redis._parsers.encoders import Encoder
 
-Argument = str | bytes | int | float
+KeyOrArg = str | bytes | int | float
+"""What a command's keys and arguments may be."""
+
+_encode: Callable[[object], bytes] = Encoder("utf-8", "strict", False).encode  # type: ignore[no-untyped-call]
+"""What redis-py makes of any other argument (a number, a subclass of str), or refuses."""
 
 
-def pack(args: Sequence[Argument]) -> bytes:
+def pack(args: Sequence[KeyOrArg]) -> bytes:
     """One command, packed as redis-py's ``pack_command`` packs it (DataError for an
     argument it refuses: a bool, None, a list)."""
     parts = [
@@ -32,10 +36,6 @@ def pack(args: Sequence[Argument]) -> bytes:
         for arg in args
     ]
     return b"*%d\r\n" % len(parts) + b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in parts])
-
-
-_encode: Callable[[object], bytes] = Encoder("utf-8", "strict", False).encode  # type: ignore[no-untyped-call]
-"""What redis-py makes of any other argument (a number, a subclass of str), or refuses."""
 
 
 def packs_as_redis_py(client: redis.Redis) -> bool:

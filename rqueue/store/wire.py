@@ -12,8 +12,9 @@ It is still redis-py underneath: the same ``Connection`` class (AUTH, ACL users,
 (``resp.py``: the bytes redis-py would pack, in under half its time); a connection
 error disconnects it and the next call reconnects. The connection is reopened after a
 ``fork()``, and a thread that finds it busy is served by the client's pool instead, so
-sharing a queue between threads stays safe. On Redis Cluster there is one connection per primary,
-chosen by the command's slot, and a redirect is followed (the command did not run).
+sharing a queue between threads stays safe. On Redis Cluster there is one connection
+per primary, chosen by the command's slot, and a redirect is followed (the command did
+not run).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from redis.connection import ConnectionInterface
 from redis.exceptions import AskError, MovedError
 
 from rqueue.store.cluster import Address, ClusterClient
+from rqueue.store.resp import KeyOrArg as KeyOrArg  # re-exported: the store's callers name it
 from rqueue.store.resp import pack, packs_as_redis_py
 from rqueue.store.retry import REDIS_ERRORS
 
-KeyOrArg = str | bytes | int | float
 _REUSED_MOST = 16
 """Packed commands a wire keeps for ``send(reuse=True)``: a few per queue (see there)."""
 _EVALSHA = b"EVALSHA"

@@ -4,11 +4,10 @@ Some benchmarks run a worker parent or child inside their own process, calling w
 a real one calls (``benchmarks/support/in_process.py``, ``scale/scale_due.py``), or
 wrap its internals by name (``wake_trace.py``'s ``sitecustomize``, ``packing.py``): a
 refactor of those internals breaks them without any test noticing, until someone
-wants a figure.
-``scale_schedule_burst.py`` was found broken that way (a parent's tick renamed), and
-``wake_trace.py`` (the process title moved to ``worker/titles.py``). Each is run here
-at its smallest, with the real interpreter and a server of its own: its exit status
-and that it printed a table are checked, never its figures.
+wants a figure. ``scale_schedule_burst.py`` was found broken that way (a parent's tick
+renamed), and ``wake_trace.py`` (the process title moved to ``worker/titles.py``). Each
+is run here at its smallest, with the real interpreter and a server of its own: its
+exit status and that it printed a table are checked, never its figures.
 """
 
 from __future__ import annotations

@@ -40,7 +40,9 @@ def test_redis_reads_what_the_wire_packs(queue: RedisQueue) -> None:
     assert queue.client.lrange("resp:list", 0, -1) == [b"\x00\xff", b"7", "ü".encode()]
 
 
-def test_a_client_with_another_encoding_is_packed_by_redis_py(queue: RedisQueue) -> None:
+def test_only_redis_py_s_default_encoding_is_packed_in_one_step(
+    queue: RedisQueue,
+) -> None:
     """``pack`` writes UTF-8: a client set to another encoding keeps redis-py's packing."""
     url = queue.config.redis_url
     assert resp.packs_as_redis_py(queue.client)
