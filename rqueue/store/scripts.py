@@ -1,8 +1,11 @@
 """The Lua scripts, loaded once and called by SHA.
 
 redis-py's ``register_script`` checks ``SCRIPT EXISTS`` before every pipeline, which
-costs a round trip on the hot path; here a script is sent by SHA and loaded only
-when Redis answers NOSCRIPT (after a restart or ``SCRIPT FLUSH``).
+costs a round trip on the hot path; here a script is sent by SHA, and sent whole
+(``EVAL``, which also caches it) only when Redis answers NOSCRIPT (after a restart or
+``SCRIPT FLUSH``). ``EVAL`` goes where the call went, to the node that lost the script:
+a ``SCRIPT LOAD`` on Redis Cluster goes to every primary and fails while one is down,
+which would stop the healthy shards' queues with the one that is down.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class ScriptRunner(Protocol):
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any: ...
 
-    def script_load(self, source: str) -> Any: ...
+    def eval(self, script: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any: ...
 
 
 _INCLUDE = re.compile(r"^-- @(\w+)$", re.MULTILINE)
@@ -63,8 +66,7 @@ class LuaScript:
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
-            client.script_load(self.source)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            return client.eval(self.source, len(keys), *keys, *args)
 
     def send(
         self, wire: Wire, keys: Sequence[str], args: Sequence[KeyOrArg], reuse: bool = False
@@ -148,9 +150,8 @@ def execute(pipe: Pipeline, scripts: Scripts, raise_on_error: bool = True) -> li
     """Run a pipeline of script calls, loading the scripts if Redis lost them.
 
     Only the calls that failed with NOSCRIPT are sent again, so nothing that took
-    effect the first time runs twice. On Redis Cluster ``pipe`` is a
-    :class:`~rqueue.store.cluster.ClusterPipeline`, which loads the scripts on every
-    primary. With ``raise_on_error`` false the other errors
+    effect the first time runs twice, and each whole (``EVAL``) to the node it went to.
+    With ``raise_on_error`` false the other errors
     are returned in place, for a caller that retries only the calls that failed.
     """
     commands = list(pipe.command_stack)
@@ -160,12 +161,13 @@ def execute(pipe: Pipeline, scripts: Scripts, raise_on_error: bool = True) -> li
     missing += [i + 1 for i in missing if i + 1 < len(commands) and _is_wait(commands[i + 1])]
     missing.sort()
     if missing:
-        for script in scripts.all():
-            pipe.script_load(script.source)
+        sources = {script.sha: script.source for script in scripts.all()}
         for i in missing:
             args, options = commands[i]
+            if command_name(args) == "EVALSHA":
+                args = ("EVAL", sources[args[1]], *args[2:])
             pipe.execute_command(*args, **options)  # type: ignore[no-untyped-call]
-        retried = pipe.execute(raise_on_error=False)[len(scripts.all()) :]
+        retried = pipe.execute(raise_on_error=False)
         for i, result in zip(missing, retried, strict=True):
             results[i] = result
     for result in results:

@@ -138,8 +138,8 @@ class Wire:
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any:
         return self.call(*script_call(sha, numkeys), *keys_and_args)
 
-    def script_load(self, source: str) -> Any:
-        return self.client.script_load(source)
+    def eval(self, script: str, numkeys: int, *keys_and_args: KeyOrArg) -> Any:
+        return self.call("EVAL", script, numkeys, *keys_and_args)
 
 
 class _Reply:

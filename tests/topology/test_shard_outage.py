@@ -4,7 +4,7 @@ A worker serves three queues whose slots are on three masters. One master is kil
 and, with no replica and ``cluster-require-full-coverage no``, its shard stays down
 until the test restarts it: tasks dispatched meanwhile to the two healthy shards (ready
 at once, delayed: moved by the parent's tick, and a schedule's: fired by its scheduler)
-must run while it is still down. How
+must run while it is still down, even where those shards lost their scripts. How
 fast they start is ``benchmarks/shard_outage.py``'s to print, not a test's to time.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import apptasks
 import pytest
 from support import Workers, strings, wait_for
-from test_cluster import on_each_shard
+from test_cluster import masters, on_each_shard
 from topologies import LocalCluster, Node
 
 from rqueue.schedules.api import Schedules
@@ -48,6 +48,14 @@ def victim_of(cluster: LocalCluster, queue: RedisQueue, names: list[str]) -> str
     return next(n for n in names if cluster.master_of(f"queues:{{{n}}}").port not in spared)
 
 
+def flush_scripts_of_running_masters(cluster: LocalCluster) -> None:
+    """As if they had restarted: each script must be loaded again on the node that
+    lost it, and on it alone, since a ``SCRIPT LOAD`` to every primary fails now."""
+    for master in masters(cluster):
+        if master.running:
+            master.ask("SCRIPT", "FLUSH")
+
+
 @pytest.mark.parametrize("fillers", [0, PROBED_ABOVE], ids=["in-turn", "probed"])
 def test_tasks_of_healthy_shards_run_while_another_is_down(
     lonely_cluster: LocalCluster, queue: RedisQueue, workers: Workers, fillers: int
@@ -66,6 +74,7 @@ def test_tasks_of_healthy_shards_run_while_another_is_down(
     node: Node = lonely_cluster.master_of(f"queues:{{{victim}}}")
     lonely_cluster.kill(node)
     try:
+        flush_scripts_of_running_masters(lonely_cluster)
         for name in healthy:
             apptasks.record.using(queue=name).dispatch(f"during:{name}")
         apptasks.record.using(queue=healthy[0]).later(0.2, "during:delayed")
@@ -88,3 +97,26 @@ def test_tasks_of_healthy_shards_run_while_another_is_down(
         30,
         "the restarted shard's task to run",
     )
+
+
+def test_a_script_a_healthy_shard_lost_is_sent_to_it_alone_while_another_is_down(
+    lonely_cluster: LocalCluster, queue: RedisQueue
+) -> None:
+    """NOSCRIPT sends the script whole to the node that answered it. A ``SCRIPT LOAD``
+    goes to every primary in order and stops at the first that is down: here the
+    first one, so that it would load the script nowhere."""
+    down = min(masters(lonely_cluster), key=lambda node: node.port)
+    name = next(
+        name
+        for name in on_each_shard(lonely_cluster)
+        if lonely_cluster.master_of(f"queues:{{{name}}}").port != down.port
+    )
+    lonely_cluster.kill(down)
+    try:
+        flush_scripts_of_running_masters(lonely_cluster)
+        queue.push(name, [b"called"])
+        flush_scripts_of_running_masters(lonely_cluster)
+        queue.push_many([(name, 0, [b"pipelined"])])
+        assert sorted(queue.reserve(name, 5, 1000, 0, 0).payloads) == [b"called", b"pipelined"]
+    finally:
+        lonely_cluster.restart(down)
