@@ -8,7 +8,6 @@ restart marker. Reads are pipelined, one round trip for any number of queues.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -17,7 +16,6 @@ from rqueue.store import calls
 from rqueue.store.base import QueueBase
 from rqueue.store.cluster import ClusterClient
 from rqueue.store.keys import PLAIN_LEVEL, validate_queue_name
-from rqueue.store.retry import REDIS_ERRORS
 
 _SCAN_COUNT = 500
 """Registry members per SSCAN step."""
@@ -197,12 +195,7 @@ class Admin(QueueBase):
         if not isinstance(self.client, ClusterClient):
             self.client.ping()
             return
-        primaries = self.client.slots.primaries()  # read from any node that answers
-        for primary in primaries[:-1]:
-            with contextlib.suppress(*REDIS_ERRORS):
-                primary.ping()
-                return
-        primaries[-1].ping()
+        self.client.any_primary("PING")
 
     def delete_everything(self) -> int:
         """Delete every key under this config's prefix, by SCAN (never KEYS); how many.

@@ -34,6 +34,9 @@ _REFRESH_INTERVAL = 0.1
 node does not make every caller ask the cluster at once."""
 _EVERY_PRIMARY = frozenset({"FLUSHALL", "FLUSHDB", "SCRIPT", "CONFIG"})
 """Commands that change a server rather than a key: sent to every primary."""
+_ANY_PRIMARY = frozenset({"CONFIG GET"})
+"""Of those, the ones that only read a setting: the first primary that answers does,
+so a shard that is down does not make them fail."""
 _KEYLESS = frozenset(
     {"PING", "TIME", "INFO", "CLIENT", "CLUSTER", "DBSIZE", "KEYS", "SCAN", "ROLE", "WAIT"}
 )
@@ -47,6 +50,12 @@ def command_name(args: Sequence[Any]) -> str:
     first = args[0]
     text = first.decode() if isinstance(first, bytes) else str(first)
     return text.split(" ", 1)[0].upper()
+
+
+def _words(args: Sequence[Any]) -> str:
+    """A command's first two words (``"CONFIG GET"``), as redis-py may pass them as one."""
+    text = " ".join(a.decode() if isinstance(a, bytes) else str(a) for a in args[:2])
+    return " ".join(text.split(" ", 2)[:2]).upper()
 
 
 def command_key(args: Sequence[Any]) -> Any:
@@ -187,6 +196,8 @@ class ClusterClient(redis.Redis):
     def execute_command(self, *args: Any, **options: Any) -> Any:
         name = command_name(args)
         if name in _EVERY_PRIMARY:
+            if _words(args) in _ANY_PRIMARY:
+                return self.any_primary(*args, **options)
             replies = [c.execute_command(*args, **options) for c in self.slots.primaries()]  # type: ignore[no-untyped-call]
             return replies[0]  # every one, not only the first: hence no next()
         if name == "KEYS":
@@ -194,6 +205,17 @@ class ClusterClient(redis.Redis):
         if name in _PER_KEY and len(args) > 2:
             return sum(int(self.execute_command(name, key)) for key in args[1:])
         return self._routed(args, options)
+
+    def any_primary(self, *args: Any, **options: Any) -> Any:
+        """``args``' reply from the first primary that answers, asked in turn: for a
+        command any node answers alike, which must not fail while one shard is down."""
+        primaries = self.slots.primaries()
+        for primary in primaries[:-1]:
+            try:
+                return primary.execute_command(*args, **options)  # type: ignore[no-untyped-call]
+            except REDIS_ERRORS:
+                self.slots.lost()
+        return primaries[-1].execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
     def _routed(self, args: Sequence[Any], options: dict[str, Any]) -> Any:
         for _ in range(REDIRECTS):

@@ -99,24 +99,39 @@ def test_tasks_of_healthy_shards_run_while_another_is_down(
     )
 
 
-def test_a_script_a_healthy_shard_lost_is_sent_to_it_alone_while_another_is_down(
-    lonely_cluster: LocalCluster, queue: RedisQueue
-) -> None:
-    """NOSCRIPT sends the script whole to the node that answered it. A ``SCRIPT LOAD``
-    goes to every primary in order and stops at the first that is down: here the
-    first one, so that it would load the script nowhere."""
+@pytest.fixture
+def first_primary_down(lonely_cluster: LocalCluster) -> Iterator[Node]:
+    """The primary a command sent to every primary meets first, killed for the test: a
+    healthy shard's call that went through it would fail, not just be slowed."""
     down = min(masters(lonely_cluster), key=lambda node: node.port)
+    lonely_cluster.kill(down)
+    try:
+        yield down
+    finally:
+        lonely_cluster.restart(down)
+
+
+def test_a_script_a_healthy_shard_lost_is_sent_to_it_alone_while_another_is_down(
+    lonely_cluster: LocalCluster, queue: RedisQueue, first_primary_down: Node
+) -> None:
+    """NOSCRIPT sends the script whole to the node that answered it, where a ``SCRIPT
+    LOAD`` would go to every primary and stop at the one that is down."""
     name = next(
         name
         for name in on_each_shard(lonely_cluster)
-        if lonely_cluster.master_of(f"queues:{{{name}}}").port != down.port
+        if lonely_cluster.master_of(f"queues:{{{name}}}").port != first_primary_down.port
     )
-    lonely_cluster.kill(down)
-    try:
-        flush_scripts_of_running_masters(lonely_cluster)
-        queue.push(name, [b"called"])
-        flush_scripts_of_running_masters(lonely_cluster)
-        queue.push_many([(name, 0, [b"pipelined"])])
-        assert sorted(queue.reserve(name, 5, 1000, 0, 0).payloads) == [b"called", b"pipelined"]
-    finally:
-        lonely_cluster.restart(down)
+    flush_scripts_of_running_masters(lonely_cluster)
+    queue.push(name, [b"called"])
+    flush_scripts_of_running_masters(lonely_cluster)
+    queue.push_many([(name, 0, [b"pipelined"])])
+    assert sorted(queue.reserve(name, 5, 1000, 0, 0).payloads) == [b"called", b"pipelined"]
+
+
+def test_a_setting_is_read_and_a_ping_answered_while_a_shard_is_down(
+    queue: RedisQueue, first_primary_down: Node
+) -> None:
+    """A worker reads ``proto-max-bulk-len`` before it keeps a result, and pings at its
+    start: any primary that answers does, not every one."""
+    assert int(queue.client.config_get("proto-max-bulk-len")["proto-max-bulk-len"]) > 0
+    queue.ping()
