@@ -234,6 +234,9 @@ def test_a_reserve_whose_reply_was_lost_is_given_back_by_the_next_call() -> None
         queue = RedisQueue(Config(redis_url=server.url, socket_timeout=0.5))
         apptasks.record.using(connection=queue).dispatch_many([(i,) for i in range(5)])
         batches = Reservations(queue, WorkerOptions(), claims="test")
+        # reserve.lua loaded, as on a server in use: a fresh one would answer NOSCRIPT
+        # after the thaw, and run nothing.
+        queue.client.script_load(queue.scripts.reserve.source)
         queue.wire.call("PING")  # connected before the freeze: the request leaves
         server.freeze()
         try:
