@@ -47,7 +47,14 @@ from typing import TYPE_CHECKING, Any
 
 import sentry_sdk
 from sentry_sdk._types import SENSITIVE_DATA_SUBSTITUTE
-from sentry_sdk.consts import OP, SPANDATA, SPANSTATUS
+
+try:
+    from sentry_sdk.consts import OP, SPANDATA, SPANSTATUS
+except ImportError:  # 3.0 replaced transactions with OpenTelemetry's spans
+    raise ImportError(
+        f"rqueue.contrib.sentry works with sentry-sdk 2.x, and {sentry_sdk.VERSION} is "
+        "installed: pip install 'rqueue[sentry]' (sentry-sdk>=2.0,<3)"
+    ) from None
 from sentry_sdk.crons import MonitorStatus, capture_checkin
 from sentry_sdk.integrations import Integration
 from sentry_sdk.scope import (

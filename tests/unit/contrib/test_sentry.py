@@ -7,6 +7,9 @@ schedule's cron check-ins. The worker sets Sentry up in its ``-A`` module, befor
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -169,3 +172,22 @@ def test_a_chains_next_step_is_published_from_its_steps_transaction(
     trace = second["contexts"]["trace"]
     assert (trace["trace_id"], trace["parent_span_id"]) == (publish["trace_id"], publish["span_id"])
     assert trace["data"]["messaging.message.id"] == publish["data"]["messaging.message.id"]
+
+
+def test_an_sdk_it_was_not_written_for_is_named_at_import(tmp_path: Any) -> None:
+    """sentry-sdk 3 has no transactions: the import says which version is installed and
+    which one it needs, not which constant it missed."""
+    sdk = tmp_path / "sentry_sdk"
+    sdk.mkdir()
+    (sdk / "__init__.py").write_text('VERSION = "3.0.0"\n')
+    (sdk / "_types.py").write_text('SENSITIVE_DATA_SUBSTITUTE = "[Filtered]"\n')
+    (sdk / "consts.py").write_text("OP = SPANDATA = None\n")
+    imported = subprocess.run(
+        [sys.executable, "-c", "import rqueue.contrib.sentry"],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert imported.returncode != 0
+    assert "works with sentry-sdk 2.x, and 3.0.0 is installed" in imported.stderr
