@@ -236,11 +236,13 @@ def reserve(
     rate: tuple[int, int] | None,
     events: int,
     leveled: bool = False,
+    unconfirmed: bool = False,
 ) -> Call:
     """reserve.lua: seven fixed keys and the priority levels set (and, if ``leveled``,
     the levels' ten lists and the groups' turns), then the claims key, the kept tasks'
     result keys and the rate key, each only if used (the script tells them apart by
-    count)."""
+    count). ``unconfirmed``: each reservation lasts the margin alone until renew.lua
+    confirms it, and gets its attempt back if it expires first."""
     script_keys = [
         keys.ready,
         keys.reserved,
@@ -256,7 +258,7 @@ def reserve(
     if claims is not None:
         script_keys.append(keys.claims(claims))
     args: list[KeyOrArg] = [count, default_timeout_ms, grace_ms, margin_ms, max(1, share)]
-    args += (_packed(ack), len(kept), events)
+    args += (_packed(ack), len(kept), events, 1 if unconfirmed else 0)
     for done in kept:
         _keep(keys, done, script_keys, args)
     if rate is not None:

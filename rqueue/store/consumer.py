@@ -8,10 +8,12 @@ go through the lean :class:`~rqueue.store.wire.Wire`, one script call each.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import msgpack
+from redis.exceptions import AskError
 
 from rqueue.store import calls, probe
 from rqueue.store.base import QueueBase
@@ -114,16 +116,68 @@ class Consumer(QueueBase):
         reply = self.scripts.reserve.send(self.wire, *call, reuse=not (ack or kept))
 
         def reservation() -> Reservation:
-            raw = msgpack.unpackb(reply(), raw=True)
-            if raw[1] < 0:  # priority levels in use: ask again, with their lists
-                self._leveled.add(queue)
-                timing = (default_timeout_ms, grace_ms, margin_ms)
-                return self.send_reserve(queue, count, *timing, share, (), claims, (), rate)()
-            if rate is None:
-                return Reservation(raw[0], queue, raw[2:], raw[1])
-            return Reservation(raw[0], queue, raw[3:], raw[1], raw[2])
+            timing = (default_timeout_ms, grace_ms, margin_ms)
+            again = functools.partial(
+                self.send_reserve, queue, count, *timing, share, (), claims, (), rate
+            )
+            return self._reservation(queue, reply(), again, rate is not None)
 
         return reservation
+
+    def send_wait_then_reserve(
+        self,
+        queue: str,
+        timeout: float,
+        default_timeout_ms: int,
+        grace_ms: int,
+        margin_ms: int,
+        share: int,
+        claims: str,
+    ) -> Callable[[], tuple[bool, Reservation]] | None:
+        """:meth:`wait_for_ready` on ``queue`` alone, and behind it, in the same write, a
+        reserve call of one task, which Redis runs as soon as the wait ends: a push
+        starts its task with no round trip after the wake-up. The returned call reads
+        both: whether a push ended the wait, and the reservation. None: not sent (the
+        wire is busy), wait as usual.
+
+        Redis may run it for a worker that will never read it (one that died while it
+        waited, its socket not yet closed; a host cut off), so the reservations are
+        unconfirmed: each lasts ``margin_ms`` alone and gets its attempt back if it
+        expires (reserve.lua's ARGV[9], migrate.lua); the worker confirms each with
+        :meth:`send_renew` as the task starts.
+        """
+        keys = self.keys(queue)
+        wait: tuple[KeyOrArg, ...] = ("BLPOP", keys.notify, max(0.01, round(timeout, 3)))
+        timing = (default_timeout_ms, grace_ms, margin_ms)
+        events, leveled = self.config.events, queue in self._leveled
+        call = calls.reserve(
+            keys, 1, *timing, share, (), claims, (), None, events, leveled, unconfirmed=True
+        )
+        read = self.scripts.reserve.send_after(self.wire, wait, *call, reuse=True)
+        if read is None:
+            return None
+
+        def both() -> tuple[bool, Reservation]:
+            woken, reply = read()
+            if isinstance(woken, Exception) and not isinstance(woken, AskError):
+                raise woken  # a redirect (its slot moved) reads as a wake-up: look again
+            again = functools.partial(self.send_reserve, queue, 1, *timing, share, (), claims)
+            return woken is not None, self._reservation(queue, reply, again, False)
+
+        return both
+
+    def _reservation(
+        self, queue: str, reply: bytes, again: Callable[[], Callable[[], Reservation]], rated: bool
+    ) -> Reservation:
+        """A reserve call's reply; ``again`` makes the call once more (with a queue's
+        priority levels, which it did not pass)."""
+        raw = msgpack.unpackb(reply, raw=True)
+        if raw[1] < 0:  # priority levels in use: ask again, with their lists
+            self._leveled.add(queue)
+            return again()()
+        if not rated:
+            return Reservation(raw[0], queue, raw[2:], raw[1])
+        return Reservation(raw[0], queue, raw[3:], raw[1], raw[2])
 
     def leveled(self, queue: str) -> bool:
         """Whether ``queue`` is known to use priority levels (a reserve call found them)."""
@@ -136,6 +190,12 @@ class Consumer(QueueBase):
             return []
         reply: list[bytes] = msgpack.unpackb(packed, raw=True)
         return reply[2:]  # after Redis's clock and the ready count, as in the reply
+
+    def send_renew(self, queue: str, reserved: bytes, lasting: float) -> Callable[[], bool]:
+        """:meth:`renew`, sent now; the returned call reads whether it renewed."""
+        call = calls.renew(self.keys(queue), reserved, int(lasting * 1000))
+        reply = self.scripts.renew.send(self.wire, *call)
+        return lambda: bool(reply())
 
     def renew(self, queue: str, reserved: bytes, lasting: float) -> bool:
         """Make a reservation last ``lasting`` more seconds; False if it already ran out."""

@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
+from redis.exceptions import AskError, NoScriptError
 
 from rqueue.store.cluster import command_name
 from rqueue.store.wire import KeyOrArg, Wire, script_call
@@ -83,6 +83,34 @@ class LuaScript:
                 return finish()
             except NoScriptError:  # it did not run: load it and run it now
                 return self(wire, keys, args)
+
+        return read
+
+    def send_after(
+        self,
+        wire: Wire,
+        first: tuple[KeyOrArg, ...],
+        keys: Sequence[str],
+        args: Sequence[KeyOrArg],
+        reuse: bool = False,
+    ) -> Callable[[], tuple[Any, Any]] | None:
+        """Send ``first``, then this script, in one write (``Wire.send_two``: the script's
+        keys share ``first``'s slot). The returned call reads ``first``'s reply as it
+        came (an error reply as its exception) and the script's as :meth:`send`'s
+        reader does: a script Redis lost, or a slot that moved, runs again now. None:
+        the wire is busy, nothing was sent."""
+        script = (*script_call(self.sha, len(keys)), *keys, *args)
+        finish = wire.send_two(first, script, reuse=reuse)
+        if finish is None:
+            return None
+
+        def read() -> tuple[Any, Any]:
+            first_reply, reply = finish()
+            if isinstance(reply, (NoScriptError, AskError)):  # it did not run
+                reply = self(wire, keys, args)
+            elif isinstance(reply, Exception):
+                raise reply
+            return first_reply, reply
 
         return read
 

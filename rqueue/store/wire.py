@@ -52,7 +52,7 @@ class Wire:
         self._lock = threading.Lock()
         self._connections: dict[Address | None, ConnectionInterface] = {}
         self._pid = os.getpid()
-        self._packed: dict[tuple[KeyOrArg, ...], Any] = {}
+        self._packed: dict[tuple[tuple[KeyOrArg, ...], ...], Any] = {}
         """Commands packed once and sent again as they are (``send(reuse=True)``)."""
         self._resp = packs_as_redis_py(client)
         """Whether commands are packed in one step (``resp.py``), not by redis-py."""
@@ -79,22 +79,44 @@ class Wire:
         (``resp.py``: about 7 µs), is most of the Python work between the wake-up and
         that call leaving (two to four times that on a processor that was idle).
         """
+        connection = self._write((args,), reuse)
+        return None if connection is None else _Reply(self, connection, args)
+
+    def send_two(
+        self, first: tuple[KeyOrArg, ...], then: tuple[KeyOrArg, ...], reuse: bool = False
+    ) -> Callable[[], tuple[Any, Any]] | None:
+        """Send two commands in one write, on the connection ``first`` goes to (``then``'s
+        keys must share its slot): Redis runs ``then`` as soon as ``first`` ends, with no
+        round trip between, even when ``first`` blocks. The returned call reads both
+        replies, an error reply as its exception, returned: the caller tells which one
+        failed. As :meth:`send` otherwise (None: busy, not sent)."""
+        connection = self._write((first, then), reuse)
+        return None if connection is None else _Replies(self, connection, first)
+
+    def _write(
+        self, commands: tuple[tuple[KeyOrArg, ...], ...], reuse: bool
+    ) -> ConnectionInterface | None:
+        """Take the wire and send ``commands`` on the connection the first goes to; the
+        wire stays taken until their replies are read (None: it was busy)."""
         if not self._lock.acquire(blocking=False):
             return None
         connection = None
         try:
-            connection = self._connection(args)
-            packed = self._packed.get(args) if reuse else None
+            connection = self._connection(commands[0])
+            packed = self._packed.get(commands) if reuse else None
             if packed is None:
-                packed = [pack(args)] if self._resp else connection.pack_command(*args)  # type: ignore[no-untyped-call]
+                if self._resp:
+                    packed = [pack(args) for args in commands]
+                else:
+                    packed = connection.pack_commands(commands)  # type: ignore[no-untyped-call]
                 if reuse and len(self._packed) < _REUSED_MOST:
-                    self._packed[args] = packed
+                    self._packed[commands] = packed
             connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
         except BaseException:
             self._drop(connection)
             self._lost()
             raise
-        return _Reply(self, connection, args)
+        return connection
 
     def socket(self, *args: KeyOrArg) -> int:
         """The file descriptor of the connection ``args`` go to (after a :meth:`send` of
@@ -189,6 +211,38 @@ class _Reply:
         connection = getattr(self, "_connection", None)
         if connection is not None:  # sent, never read
             self._wire._drop(connection)
+
+
+class _Replies(_Reply):
+    """The reader of two commands sent in one write (``Wire.send_two``): both replies,
+    an error reply as its exception. Stopped before both are read, it closes the
+    connection, as ``_Reply`` does."""
+
+    __slots__ = ()
+
+    def __call__(self) -> tuple[Any, Any]:
+        connection, self._connection = self._connection, None
+        if connection is None:
+            raise RuntimeError("a reply is read once")
+        try:
+            replies = (_read_in_full(connection), _read_in_full(connection))
+        except BaseException as exc:
+            self._wire._drop(connection)
+            if isinstance(exc, REDIS_ERRORS):
+                self._wire._lost()
+            raise
+        self._wire._lock.release()
+        return replies
+
+
+def _read_in_full(connection: ConnectionInterface) -> Any:
+    """One reply; an error reply (read in full) as its exception, not raised."""
+    try:
+        return connection.read_response()
+    except redis.ResponseError as exc:
+        if isinstance(exc, REDIS_ERRORS):
+            raise  # CLUSTERDOWN, TRYAGAIN...: a transient one, as for any other call
+        return exc
 
 
 def script_call(sha: str, numkeys: int) -> tuple[bytes, bytes, int]:

@@ -284,7 +284,11 @@ class ChildWorker(InterruptibleWaits):
             # When this task's reservation runs out (reserve.lua), on our clock and early.
             expires_at = batch.sent_at + margin + timeout + grace
             worst_end = time.monotonic() + timeout + grace + _ACK_SAFETY
-            if worst_end >= expires_at:
+            if batch.unconfirmed and time.monotonic() + _ACK_SAFETY < batch.sent_at + margin:
+                # It lasts the margin alone (reservations.py): confirmed now, not waited for.
+                self.reservations.confirm(queue, payload, margin + timeout + grace)
+                expires_at = time.monotonic() + margin + timeout + grace
+            elif worst_end >= expires_at or batch.unconfirmed:
                 expires_at = time.monotonic() + margin + timeout + grace
                 renew = functools.partial(
                     self.store.renew, queue, payload, margin + timeout + grace
@@ -416,16 +420,27 @@ class ChildWorker(InterruptibleWaits):
         if self.options.block_for > 0:
             self._interruptible = True
             try:
-                woken = self.store.wait_for_ready(queues, min(self.options.block_for, longest))
+                woken, reserved = self._wait_for_push(queues, min(self.options.block_for, longest))
             except REDIS_ERRORS:
                 if not self.config.cluster:
                     raise
-                woken = None  # a shard's outage: the next take marks its queues down
+                woken, reserved = None, False  # a shard's outage: the next take marks it down
             finally:
                 self._interruptible = False
-            self.heard(woken, idle=True)
+            self.heard(woken, idle=not reserved)
         else:
             self._sleep(min(self.options.sleep, longest))
+
+    def _wait_for_push(self, queues: Sequence[str], timeout: float) -> tuple[str | None, bool]:
+        """Block until a push to one of ``queues`` or ``timeout``: the queue pushed to,
+        and whether a reserve call went behind the wait. A child of one queue sends it
+        there (``Reservations.wait_then_reserve``), unless what ``heard`` says forbids
+        a reserve call before ``take``."""
+        if len(queues) == 1 and not (self.options.effective_max_jobs or self.should_exit()):
+            woken = self.reservations.wait_then_reserve(queues[0], timeout)
+            if woken is not None:
+                return queues[0] if woken else None, True
+        return self.store.wait_for_ready(queues, timeout), False
 
     def _on_cancel(self, signum: int, frame: FrameType | None) -> None:
         """SIGUSR1: the parent asks a running task to stop (``cancels.py``); the id it

@@ -8,6 +8,13 @@ that carries them, one call per batch (``member_counts.py``). Two refinements li
 - Batches start at one task after an idle spell and grow fourfold up to
   ``--prefetch``: the first task of a burst starts at once, and a long first task
   leaves the rest of the burst to the other children.
+- An idle child of one queue sends its reserve call behind its wait for a push, in the
+  same write, so that Redis reserves the task the moment the push ends the wait, with
+  no round trip between (``wait_then_reserve``). Redis may run that call for a child
+  that died while it waited (its socket still open until the kernel tears it down, or
+  its host cut off), so what it reserves is unconfirmed: it lasts the margin alone,
+  the child confirms it as the task starts (renew.lua, not waited for), and one that
+  runs out unconfirmed goes back with its attempt given back (migrate.lua).
 - Reading ahead: when a batch came from the first (highest-priority) queue and enough
   tasks are left there for every child's next batch, the child sends its next reserve
   call before running the batch and reads the reply after it. Redis reserves the next
@@ -43,6 +50,7 @@ refused is handed to the child (``refused``), which fails that task alone.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +68,8 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import queue_order
 from rqueue.workflows.effects import Member
 
+log = logging.getLogger("rqueue.worker")
+
 _GROWTH = 4
 
 
@@ -71,6 +81,9 @@ class Reserved:
     queue_index: int
     reservation: Reservation
     sent_at: float
+    unconfirmed: bool = False
+    """Reserved behind a wait (``wait_then_reserve``): each task's reservation lasts
+    the margin alone until :meth:`Reservations.confirm` renews it."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,7 @@ class _ReadAhead:
     reply: Callable[[], Reservation]
     acks: list[bytes]
     kept: list[Kept]
+    unconfirmed: bool = False
 
 
 class Refused(NamedTuple):
@@ -121,6 +135,8 @@ class Reservations:
         """Batch members' counts, sent before the call that carries their acks."""
         self.held = HeldWork(store)
         """How much a child holds of a queue with priority levels (``held_work.py``)."""
+        self._confirming: tuple[str, Callable[[], bool]] | None = None
+        """The last :meth:`confirm`'s queue and the reader of its reply."""
 
     def take(
         self, allowed: int, first: str | None = None, at_once: bool = False
@@ -155,6 +171,9 @@ class Reservations:
             name = self.options.queues[index]
             if self.outages and self.outages.down(name):
                 continue  # in its back-off (and reclaimed, if lost, before it is tried)
+            if batch is not None and batch.unconfirmed and index == batch.queue_index:
+                continue  # Redis looked there as the wait ended: nothing
+
             acks, kept = self._acks.get(name, []), self._kept.get(name, [])
             size = self.held.count(name, count, at_once)
             sent_at = time.monotonic()
@@ -225,11 +244,10 @@ class Reservations:
 
         Nothing is sent if anything else would go first (acks, counts, a lost reply).
 
-        Not sent earlier, queued behind the BLPOP in the same write: Redis would run it
-        for a child that died or was cut off while it waited (its socket still open:
-        a SIGKILL's teardown, a network partition), and the task it reserved would wait
-        out its reservation with an attempt used and no parent to give it back. That
-        saved about 0.15 ms a wake-up (docs/benchmarks.md, "Idle dispatch-to-start").
+        A child whose wait covers one queue sends this call earlier, behind the wait
+        itself (:meth:`wait_then_reserve`); one BLPOP on several queues cannot say
+        which queue the call is for until it ends, and an event loop's wait
+        (``listener.py``) is read between coroutines, so those wake-ups come here.
         """
         if self._ahead is not None or self._lost or self.acks_pending() or self.owed:
             return
@@ -242,11 +260,68 @@ class Reservations:
             raise
         self._ahead = _ReadAhead(index, sent_at, reply, [], [])
 
+    def wait_then_reserve(self, queue: str, timeout: float) -> bool | None:
+        """Wait for a push to ``queue`` with a reserve call of one task sent behind the
+        wait, which Redis runs the moment the wait ends (``send_wait_then_reserve``):
+        whether a push ended it. What it reserved is read by the next ``take``, as a
+        call read ahead; unconfirmed, its task is confirmed as it starts
+        (:meth:`confirm`). None: not waited, for the caller to wait as usual, if
+        anything else must go first (acks, counts, a lost reply) or the queue's calls
+        do not fit behind a wait: its priority levels take two calls, and its rate
+        limit (``--rate``) must say how long to wait when it holds tasks back.
+        """
+        if self._ahead is not None or self._lost or self.acks_pending() or self.owed:
+            return None
+        if self.store.leveled(queue) or queue in self._rates:
+            return None
+        options, sent_at = self.options, time.monotonic()
+        read = self.store.send_wait_then_reserve(
+            queue,
+            timeout,
+            int(options.timeout * 1000),
+            int(options.kill_grace * 1000),
+            int(options.reservation_margin * 1000),
+            options.effective_concurrency,
+            self.claims,
+        )
+        if read is None:
+            return None
+        try:
+            woken, reservation = read()
+        except BaseException as exc:
+            self._lost.add(queue)  # it may have run: what it reserved is reclaimed
+            self._shard_down(queue, exc)
+            raise
+        index = options.queues.index(queue)
+        self._ahead = _ReadAhead(index, sent_at, lambda: reservation, [], [], unconfirmed=True)
+        return woken
+
+    def confirm(self, queue: str, payload: bytes, lasting: float) -> None:
+        """Confirm an unconfirmed reservation as its task starts: renew.lua, sent now
+        and read before the next call (``_confirmed``), so the task starts with no
+        round trip. Only while the reservation has time left to reach Redis in
+        (``run_batch`` checks): sooner than that, it cannot have run out."""
+        self._confirmed()
+        self._confirming = (queue, self.store.send_renew(queue, payload, lasting))
+
+    def _confirmed(self) -> None:
+        """Read the reply of the last :meth:`confirm`, if it is on its way."""
+        if self._confirming is None:
+            return
+        (queue, renewed), self._confirming = self._confirming, None
+        if not renewed():
+            log.warning(
+                "%s: a task's reservation ran out before its worker confirmed it; it "
+                "went back to the queue and may run twice",
+                queue,
+            )
+
     def settle(self) -> Reserved | None:
         """Read the reply of a call read ahead, if one is on its way.
 
         A stopping child calls this too, and gives back what it holds.
         """
+        self._confirmed()
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return None
@@ -259,7 +334,7 @@ class Reservations:
             if refusal(exc) and (ahead.acks or ahead.kept):
                 return None  # the next call carries them, and meets the refusal (take)
             raise
-        return Reserved(ahead.queue_index, reservation, ahead.sent_at)
+        return Reserved(ahead.queue_index, reservation, ahead.sent_at, ahead.unconfirmed)
 
     def _restore(self, name: str, acks: list[bytes], kept: list[Kept], exc: BaseException) -> None:
         """Put back acks a reserve call may not have delivered, due at once, and mark
@@ -309,6 +384,7 @@ class Reservations:
         (or goes down now) wait for it, and the child goes on with its other queues.
         Without, every ack is sent or the outage raised (for the caller to retry).
         """
+        self._confirmed()
         self._count_owed()
         for name in {*self._acks, *self._kept}:
             if skip_down and self.outages.down(name):

@@ -181,6 +181,27 @@ def test_an_orphan_finishes_its_running_task_gives_back_the_rest_and_exits(
     assert sorted(strings(queue.client, apptasks.DONE)) == sorted(expected)
 
 
+def test_a_task_reserved_behind_a_dead_childs_wait_runs_later_as_its_first_attempt(
+    queue: RedisQueue, workers: Any
+) -> None:
+    """An idle child sends its reserve call behind its wait (reservations.py). If it dies
+    while Redis still holds that wait (its socket not torn down yet, its host cut off),
+    the next push ends the wait and Redis reserves the task for no one. Unconfirmed,
+    that reservation runs out after the dead child's margin (0.3 s here), the attempt
+    is given back, and a live worker runs the task as its first attempt."""
+    dead = RedisQueue(queue.config)
+    queue.client.script_load(queue.scripts.reserve.source)  # else NOSCRIPT: nothing runs
+    unread = dead.send_wait_then_reserve("default", 30.0, 60_000, 1_000, 300, 1, "dead-child")
+    assert unread is not None
+    wait_for(lambda: queue.client.info("clients")["blocked_clients"] == 1, 5, "the wait")
+    handle = apptasks.reports_current_job.dispatch(False)
+    wait_for(lambda: queue.sizes(["default"])[0].reserved == 1, 5, "the reserve behind it")
+    workers.start("-c", "1")
+    wait_for(lambda: strings(queue.client, apptasks.DONE), 10, "the task to run")
+    assert strings(queue.client, apptasks.DONE) == [f"{handle.id}:1"]
+    dead.client.close()
+
+
 def test_dispatch_to_a_dead_redis_raises_a_clear_error_within_the_retry_bound(
     config: Config,
 ) -> None:

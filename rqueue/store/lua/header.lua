@@ -25,3 +25,12 @@ end
 local function with_attempts(payload, at, attempts)
   return string.sub(payload, 1, at - 1) .. struct.pack('>I4', attempts) .. string.sub(payload, at + 4)
 end
+-- attempt_returned(payload): the payload with its counter one lower (not below 0), for a
+-- task given back that never started; bytes without the header come back as they are.
+local function attempt_returned(payload)
+  local attempts_at = header_at(payload)
+  if not attempts_at then return payload end
+  local attempts = struct.unpack('>I4', payload, attempts_at)
+  if attempts == 0 then return payload end
+  return with_attempts(payload, attempts_at, attempts - 1)
+end

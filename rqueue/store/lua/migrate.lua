@@ -20,7 +20,9 @@
 -- Returns {moved, next_due_ms (-1 if nothing is waiting), now_ms, notices}
 -- Invariant: a task leaves delayed or reserved only into ready, in due order. An
 -- expired reservation keeps its counted attempt, so a task whose worker died uses
--- one up. Bounded per call so one big backlog never blocks Redis for long.
+-- one up; but one its worker never confirmed (its score ends in .5: reserve.lua's
+-- ARGV[9]) gets it back, since its task never started. Bounded per call so one big
+-- backlog never blocks Redis for long.
 -- @header
 -- @levels
 local cap = tonumber(ARGV[2])
@@ -33,8 +35,24 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local limit = tonumber(ARGV[1])
 local moved = 0
 local used = redis.call('EXISTS', KEYS[19]) == 1
+-- expired(): the reservations run out by now, each unconfirmed one's attempt given back.
+local function expired()
+  local found = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+  local due = {}
+  for i = 1, #found, 2 do
+    local payload, score = found[i], tonumber(found[i + 1])
+    if score ~= math.floor(score) then payload = attempt_returned(payload) end
+    due[#due + 1] = payload
+  end
+  return due
+end
 for _, key in ipairs({KEYS[1], KEYS[2]}) do
-  local due = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, limit)
+  local due
+  if key == KEYS[2] then
+    due = expired()
+  else
+    due = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, limit)
+  end
   if #due > 0 then
     redis.call('ZREMRANGEBYRANK', key, 0, #due - 1)
     if used then

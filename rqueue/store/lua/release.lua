@@ -58,11 +58,7 @@ for i = first, last, step do
     elseif attempts_at then
       redis.call('SADD', KEYS[6], string.sub(payload, id_at, id_at + id_length - 1))
     end
-    if unstarted and attempts_at then
-      local attempts = struct.unpack('>I4', payload, attempts_at)
-      if attempts > 0 then attempts = attempts - 1 end
-      payload = with_attempts(payload, attempts_at, attempts)
-    end
+    if unstarted then payload = attempt_returned(payload) end
     if delay > 0 then
       redis.call('ZADD', KEYS[2], due, payload)
     else

@@ -1,4 +1,5 @@
--- renew.lua: extend the reservation of a task its worker is about to start.
+-- renew.lua: extend the reservation of a task its worker is about to start; that
+-- confirms an unconfirmed one (reserve.lua's ARGV[9]): its score is whole again.
 -- KEYS[1] reserved zset
 -- ARGV[1] reserved payload (the exact bytes reserve.lua returned)
 -- ARGV[2] milliseconds from now the reservation must last (margin + timeout + grace)

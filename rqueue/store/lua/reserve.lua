@@ -34,7 +34,12 @@
 --         array: removed first, as ack.lua does
 -- ARGV[7] k: how many kept results follow
 -- ARGV[8] the event stream's cap (about how many entries it keeps); 0: no events
--- ARGV[9..] k triples (reserved payload, result record, milliseconds to keep it) of tasks
+-- ARGV[9] 1: reserve unconfirmed, for a call sent behind a BLPOP that its worker may
+--         never read (worker/reservations.py, wait_and_reserve): each reservation lasts
+--         the margin alone, its score half a millisecond past it, until renew.lua
+--         confirms it as the worker starts the task; one that expires unconfirmed gets
+--         its attempt back (migrate.lua). 0: a plain reservation
+-- ARGV[10..] k triples (reserved payload, result record, milliseconds to keep it) of tasks
 -- that completed and keep their result: each is removed the same way and its record
 -- written to KEYS[last-6k+6i-5] (its result key), with a token pushed to the next
 -- key (its done list) that wakes whoever waits for the result, and its id added to
@@ -62,7 +67,8 @@
 -- Invariant: a popped task is in the reserved set before the script ends, its
 -- attempt counter (4 bytes in its fixed header, see header.lua) one higher than in the list;
 -- with a rate limit, no more tasks are reserved than it has free now.
--- Each reservation lasts margin + the task's own timeout + grace. A worker runs a
+-- Each reservation lasts margin + the task's own timeout + grace (unconfirmed: the
+-- margin, see ARGV[9]). A worker runs a
 -- batch one task after another; before starting a task whose reservation could run
 -- out before the task's worst-case end, it renews it (renew.lua), and skips it if it
 -- already went back to the queue. So no task can be handed to a second worker while
@@ -74,7 +80,7 @@
 -- @keep_result
 -- @events
 local acks, kept, cap = cmsgpack.unpack(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local rate_at, last = 9 + 3 * kept, #KEYS
+local rate_at, last = 10 + 3 * kept, #KEYS
 local rate = false
 if ARGV[rate_at] then rate, last = KEYS[last], last - 1 end  -- no limit: this test only
 if #acks > 0 then redis.call('ZREM', KEYS[2], unpack(acks)) end
@@ -86,7 +92,7 @@ if cap > 0 then
   for _, acked in ipairs(acks) do task_event(KEYS[7], cap, 'succeeded', acked) end
 end
 if kept > 0 then
-  local first_key, first_arg = last - 6 * kept, 8
+  local first_key, first_arg = last - 6 * kept, 9
   for i = 1, kept do
     local at = first_arg + 3 * (i - 1)
     keep_result(first_key + 6 * i - 5, ARGV[at + 2], ARGV[at + 3], ARGV[at + 1])
@@ -189,6 +195,7 @@ end
 local default_timeout = tonumber(ARGV[2])
 local grace = tonumber(ARGV[3])
 local margin = tonumber(ARGV[4])
+local unconfirmed = ARGV[9] == '1'
 local any_cancelled = redis.call('SCARD', KEYS[5]) > 0
 local ids = {}
 local scored = {}  -- score, member pairs: one ZADD for the whole batch
@@ -212,7 +219,9 @@ for _, original in ipairs(items) do
   end
   if not dropped then  -- a task cancelled while pending leaves the queue here, unrun
     local score = scores[timeout]
-    if not score then
+    if unconfirmed then
+      score = string.format('%d.5', now + margin)
+    elseif not score then
       score = string.format('%d', now + margin + timeout + grace)
       scores[timeout] = score
     end
@@ -228,7 +237,9 @@ if cap > 0 then
 end
 local reply = cmsgpack.pack(result)
 if claims and #result > 2 then
-  redis.call('SET', claims, reply, 'PX', margin + longest + grace)
+  local lasting = margin + longest + grace
+  if unconfirmed then lasting = margin + 1 end
+  redis.call('SET', claims, reply, 'PX', lasting)
 elseif claims then
   redis.call('DEL', claims)
 end

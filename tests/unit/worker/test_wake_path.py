@@ -19,6 +19,7 @@ from support import Workers, nodes, scripts_run, settled, strings, wait_for
 
 from rqueue.encoding.payload import encode
 from rqueue.settings.config import Config
+from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.listener import Listener
 from rqueue.worker.options import WorkerOptions
@@ -120,3 +121,57 @@ def test_a_reserve_call_without_acks_is_packed_once_and_sent_again_as_it_is(
     assert len(reserve([first, second])) == 1  # acks differ each time: not kept
     assert len(queue.wire._packed) == 1
     assert queue.sizes(["low"])[0].reserved == 1
+
+
+def test_a_child_of_one_queue_sends_its_reserve_call_behind_its_wait(queue: RedisQueue) -> None:
+    """One write, no round trip after the wake-up: the push ends the wait and Redis runs
+    the reserve call behind it, read by the next ``take``. Unconfirmed: the reservation
+    lasts the margin alone (its score half a millisecond past it) until confirmed."""
+    taking = Reservations(queue, WorkerOptions(queues=("low",)), "claims")
+    push(queue, "low", "first")
+    for script in queue.scripts.all():  # loaded: no NOSCRIPT reply to count
+        queue.client.script_load(script.source)
+    for node in nodes(queue):
+        node.config_resetstat()
+    assert taking.wait_then_reserve("low", 5.0) is True
+    batch = taking.take(10)
+    assert batch is not None and batch.unconfirmed
+    (payload,) = batch.reservation.payloads
+    assert scripts_run(queue) == 1  # take read the call sent behind the wait
+    margin_ms = WorkerOptions().reservation_margin * 1000
+    score = queue.client.zscore(queue.keys("low").reserved, payload)
+    assert score is not None and score % 1 == 0.5
+    assert score - batch.reservation.now_ms == margin_ms + 0.5
+    taking.confirm("low", payload, 60.0)
+    taking.flush()  # reads the confirmation
+    confirmed = queue.client.zscore(queue.keys("low").reserved, payload)
+    assert confirmed is not None and confirmed % 1 == 0
+    assert confirmed - batch.reservation.now_ms >= 60_000
+
+
+def test_a_wait_that_ends_with_no_push_reserves_what_is_ready_and_takes_nothing_twice(
+    queue: RedisQueue,
+) -> None:
+    taking = Reservations(queue, WorkerOptions(queues=("low",)), "claims")
+    assert taking.wait_then_reserve("low", 0.05) is False
+    for node in nodes(queue):
+        node.config_resetstat()
+    assert taking.take(10) is None  # Redis looked as the wait ended: not again
+    assert scripts_run(queue) == 0
+
+
+def test_an_unconfirmed_reservation_that_runs_out_comes_back_with_its_attempt(
+    queue: RedisQueue,
+) -> None:
+    """What a worker that died in its wait would leave: Redis reserved the task for no
+    one. It comes back after the margin, as the attempt it never started."""
+    push(queue, "low", "orphan")
+    read = queue.send_wait_then_reserve("low", 5.0, 60_000, 1_000, 100, 1, "dead-child")
+    assert read is not None
+    woken, reservation = read()
+    (reserved,) = reservation.payloads
+    assert woken and payload_attempts(reserved) == 1
+    wait_for(lambda: queue.migrate("low").moved, 5, "the reservation to run out")
+    (back,) = queue.client.lrange(queue.keys("low").ready, 0, -1)
+    assert payload_attempts(back) == 0
+    assert queue.sizes(["low"])[0].reserved == 0
