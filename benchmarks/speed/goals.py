@@ -52,6 +52,12 @@ SPEED = (
         ("--samples", "20", "--delayed", "10", "--busy-samples", "10"),
     ),
     (
+        "idle latency, a child idle in process mode (a plain worker's)",
+        "speed/latency.py",
+        ("--samples", "300", "--delayed", "10", "--busy-samples", "10", "--modes", "process"),
+        ("--samples", "20", "--delayed", "10", "--busy-samples", "10", "--modes", "process"),
+    ),
+    (
         "a batch member",
         "speed/workflows.py",
         (),

@@ -17,8 +17,10 @@
   to a file rather than RPUSH it, so that recording a start costs no round trip.
 - The floor: the same wake-up with no queue at all. One plain redis-py process blocks
   in BLPOP; another pushes to it; the woken process makes one more round trip (as a
-  worker must, to reserve the task) and reports the time. No design that wakes a
-  blocked process through Redis can start a task sooner on the machine.
+  worker did to reserve the task, and still does when a wait covers several queues)
+  and reports the time. An idle process-mode child of one queue sends its reserve
+  call behind its BLPOP (``Reservations.wait_then_reserve``), so it can start a task
+  a little sooner than this floor: what is left is Python's work on both sides.
 
     python benchmarks/speed/latency.py
     python benchmarks/speed/latency.py --samples 200 --delayed 50 --busy-samples 50  # quick
