@@ -184,9 +184,7 @@ class _Reply:
         self._args = args
 
     def __call__(self) -> Any:
-        connection, self._connection = self._connection, None
-        if connection is None:
-            raise RuntimeError("a reply is read once")
+        connection = self._taken()
         try:
             reply = connection.read_response()
         except AskError as redirect:  # a ResponseError: the reply was read
@@ -197,13 +195,23 @@ class _Reply:
             if isinstance(exc, REDIS_ERRORS):  # a transient one (CLUSTERDOWN, TRYAGAIN...)
                 self._wire._lost()
             raise
-        except BaseException as exc:  # its reply may be still to come: never another's
-            self._wire._drop(connection)
-            if isinstance(exc, REDIS_ERRORS):
-                self._wire._lost()
+        except BaseException as exc:
+            self._cut(connection, exc)
             raise
         self._wire._lock.release()
         return reply
+
+    def _taken(self) -> ConnectionInterface:
+        connection, self._connection = self._connection, None
+        if connection is None:
+            raise RuntimeError("a reply is read once")
+        return connection
+
+    def _cut(self, connection: ConnectionInterface, exc: BaseException) -> None:
+        """A read stopped short: its reply may be still to come, and never another's."""
+        self._wire._drop(connection)
+        if isinstance(exc, REDIS_ERRORS):
+            self._wire._lost()
 
     def __del__(self) -> None:
         # getattr: a signal may have cut __init__ short (the wire then stays busy, and
@@ -221,15 +229,11 @@ class _Replies(_Reply):
     __slots__ = ()
 
     def __call__(self) -> tuple[Any, Any]:
-        connection, self._connection = self._connection, None
-        if connection is None:
-            raise RuntimeError("a reply is read once")
+        connection = self._taken()
         try:
             replies = (_read_in_full(connection), _read_in_full(connection))
         except BaseException as exc:
-            self._wire._drop(connection)
-            if isinstance(exc, REDIS_ERRORS):
-                self._wire._lost()
+            self._cut(connection, exc)
             raise
         self._wire._lock.release()
         return replies
