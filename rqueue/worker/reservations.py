@@ -50,7 +50,6 @@ refused is handed to the child (``refused``), which fails that task alone.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,8 +66,6 @@ from rqueue.worker.member_counts import OwedCounts
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.queue_order import queue_order
 from rqueue.workflows.effects import Member
-
-log = logging.getLogger("rqueue.worker")
 
 _GROWTH = 4
 
@@ -135,8 +132,8 @@ class Reservations:
         """Batch members' counts, sent before the call that carries their acks."""
         self.held = HeldWork(store)
         """How much a child holds of a queue with priority levels (``held_work.py``)."""
-        self._confirming: tuple[str, Callable[[], bool]] | None = None
-        """The last :meth:`confirm`'s queue and the reader of its reply."""
+        self._confirming: Callable[[], bool] | None = None
+        """The reader of the last :meth:`confirm`'s reply."""
 
     def take(
         self, allowed: int, first: str | None = None, at_once: bool = False
@@ -299,22 +296,19 @@ class Reservations:
     def confirm(self, queue: str, payload: bytes, lasting: float) -> None:
         """Confirm an unconfirmed reservation as its task starts: renew.lua, sent now
         and read before the next call (``_confirmed``), so the task starts with no
-        round trip. Only while the reservation has time left to reach Redis in
-        (``run_batch`` checks): sooner than that, it cannot have run out."""
+        round trip. Sent only while a second of the margin is left (``run_batch``
+        checks), so it lands before the reservation could run out."""
         self._confirmed()
-        self._confirming = (queue, self.store.send_renew(queue, payload, lasting))
+        self._confirming = self.store.send_renew(queue, payload, lasting)
 
     def _confirmed(self) -> None:
-        """Read the reply of the last :meth:`confirm`, if it is on its way."""
-        if self._confirming is None:
-            return
-        (queue, renewed), self._confirming = self._confirming, None
-        if not renewed():
-            log.warning(
-                "%s: a task's reservation ran out before its worker confirmed it; it "
-                "went back to the queue and may run twice",
-                queue,
-            )
+        """Read the reply of the last :meth:`confirm`, if it is on its way. Not renewed
+        says nothing to act on: the task was settled already (a failure goes by
+        another connection, and may reach Redis first), since a confirmation goes
+        only while a second of the margin is left."""
+        if self._confirming is not None:
+            renewed, self._confirming = self._confirming, None
+            renewed()
 
     def settle(self) -> Reserved | None:
         """Read the reply of a call read ahead, if one is on its way.
