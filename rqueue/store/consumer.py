@@ -8,7 +8,6 @@ go through the lean :class:`~rqueue.store.wire.Wire`, one script call each.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -116,11 +115,11 @@ class Consumer(QueueBase):
         reply = self.scripts.reserve.send(self.wire, *call, reuse=not (ack or kept))
 
         def reservation() -> Reservation:
-            timing = (default_timeout_ms, grace_ms, margin_ms)
-            again = functools.partial(
-                self.send_reserve, queue, count, *timing, share, (), claims, (), rate
-            )
-            return self._reservation(queue, reply(), again, rate is not None)
+            found = self._reservation(queue, reply(), rate is not None)
+            if found is None:  # priority levels in use: ask again, with their lists
+                timing = (default_timeout_ms, grace_ms, margin_ms)
+                return self.send_reserve(queue, count, *timing, share, (), claims, (), rate)()
+            return found
 
         return reservation
 
@@ -161,20 +160,20 @@ class Consumer(QueueBase):
             woken, reply = read()
             if isinstance(woken, Exception) and not isinstance(woken, AskError):
                 raise woken  # a redirect (its slot moved) reads as a wake-up: look again
-            again = functools.partial(self.send_reserve, queue, 1, *timing, share, (), claims)
-            return woken is not None, self._reservation(queue, reply, again, False)
+            found = self._reservation(queue, reply, False)
+            if found is None:  # priority levels in use: ask again, with their lists
+                found = self.send_reserve(queue, 1, *timing, share, (), claims)()
+            return woken is not None, found
 
         return both
 
-    def _reservation(
-        self, queue: str, reply: bytes, again: Callable[[], Callable[[], Reservation]], rated: bool
-    ) -> Reservation:
-        """A reserve call's reply; ``again`` makes the call once more (with a queue's
-        priority levels, which it did not pass)."""
+    def _reservation(self, queue: str, reply: bytes, rated: bool) -> Reservation | None:
+        """A reserve call's reply; None if the queue uses priority levels, whose lists
+        the call did not pass (the caller calls again: they go with every call now)."""
         raw = msgpack.unpackb(reply, raw=True)
-        if raw[1] < 0:  # priority levels in use: ask again, with their lists
+        if raw[1] < 0:
             self._leveled.add(queue)
-            return again()()
+            return None
         if not rated:
             return Reservation(raw[0], queue, raw[2:], raw[1])
         return Reservation(raw[0], queue, raw[3:], raw[1], raw[2])
@@ -199,8 +198,7 @@ class Consumer(QueueBase):
 
     def renew(self, queue: str, reserved: bytes, lasting: float) -> bool:
         """Make a reservation last ``lasting`` more seconds; False if it already ran out."""
-        call = calls.renew(self.keys(queue), reserved, int(lasting * 1000))
-        return bool(self.scripts.renew(self.wire, *call))
+        return self.send_renew(queue, reserved, lasting)()
 
     def ack(self, queue: str, reserved: Sequence[bytes], kept: Sequence[Kept] = ()) -> int:
         """Forget finished tasks; write the result records of the ``kept`` ones."""

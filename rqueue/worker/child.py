@@ -284,15 +284,14 @@ class ChildWorker(InterruptibleWaits):
             # When this task's reservation runs out (reserve.lua), on our clock and early.
             expires_at = batch.sent_at + margin + timeout + grace
             worst_end = time.monotonic() + timeout + grace + _ACK_SAFETY
+            lasting = margin + timeout + grace
             if batch.unconfirmed and time.monotonic() + _ACK_SAFETY < batch.sent_at + margin:
                 # It lasts the margin alone (reservations.py): confirmed now, not waited for.
-                self.reservations.confirm(queue, payload, margin + timeout + grace)
-                expires_at = time.monotonic() + margin + timeout + grace
+                self.reservations.confirm(queue, payload, lasting)
+                expires_at = time.monotonic() + lasting
             elif worst_end >= expires_at or batch.unconfirmed:
-                expires_at = time.monotonic() + margin + timeout + grace
-                renew = functools.partial(
-                    self.store.renew, queue, payload, margin + timeout + grace
-                )
+                expires_at = time.monotonic() + lasting
+                renew = functools.partial(self.store.renew, queue, payload, lasting)
                 if not self.persist(renew):
                     log.warning(
                         "%s: a prefetched task's reservation ran out before it started; "

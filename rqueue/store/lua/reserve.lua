@@ -35,7 +35,7 @@
 -- ARGV[7] k: how many kept results follow
 -- ARGV[8] the event stream's cap (about how many entries it keeps); 0: no events
 -- ARGV[9] 1: reserve unconfirmed, for a call sent behind a BLPOP that its worker may
---         never read (worker/reservations.py, wait_and_reserve): each reservation lasts
+--         never read (worker/reservations.py, wait_then_reserve): each reservation lasts
 --         the margin alone, its score half a millisecond past it, until renew.lua
 --         confirms it as the worker starts the task; one that expires unconfirmed gets
 --         its attempt back (migrate.lua). 0: a plain reservation

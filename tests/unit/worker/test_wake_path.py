@@ -149,7 +149,7 @@ def test_a_child_of_one_queue_sends_its_reserve_call_behind_its_wait(queue: Redi
     assert confirmed - batch.reservation.now_ms >= 60_000
 
 
-def test_a_wait_that_ends_with_no_push_reserves_what_is_ready_and_takes_nothing_twice(
+def test_a_wait_that_ends_with_no_push_is_followed_by_no_second_reserve_call(
     queue: RedisQueue,
 ) -> None:
     taking = Reservations(queue, WorkerOptions(queues=("low",)), "claims")
