@@ -51,7 +51,7 @@ def child_cpu_us(url: str, traced: bool, tasks: int) -> float:
     for _ in range(tasks):
         worker.lifecycle.process(0, "default", payload, fixed, time.monotonic() + 100)
     spent = (time.process_time() - start) / tasks * 1e6
-    worker.reservations._acks.clear()
+    worker.reservations.pending.plain.clear()
     return spent
 
 

@@ -213,7 +213,7 @@ class ChildWorker(InterruptibleWaits):
             return
         if not self.options.threads:  # thread mode reads ahead once its threads run
             self.read_ahead(batch)
-        if self.reservations.acks_pending():
+        if self.reservations.pending:
             # No reserve call carried them, and the batch they belong to has left our
             # slot: if we died now, the parent could not tell those tasks had finished.
             # (Those of a shard that is down wait for it: the others' queues do not.)
@@ -300,7 +300,7 @@ class ChildWorker(InterruptibleWaits):
                     )
                     self.slot.set(State.HOLDING, entries[index] + 1)  # no longer ours
                     continue
-            if self.reservations.acks_due_by(worst_end):  # a down shard's acks wait for it
+            if self.reservations.pending.due_by(worst_end):  # a down shard's acks wait for it
                 self.persist(functools.partial(self.reservations.flush, skip_down=True))
             fixed, entry = headers[index], entries[index]
             self.lifecycle.process(

@@ -199,14 +199,14 @@ class ConcurrentRunner:
         if not running:
             self._leave()
             return
-        if child.reservations.acks_due_by(time.monotonic() + options.kill_grace):
+        if child.reservations.pending.due_by(time.monotonic() + options.kill_grace):
             child.persist(child.reservations.flush)
         free = self.free()
         taking = free > 0 and not slot.board.paused and not child.should_exit()
         if taking:
-            if child.reservations.acks_pending() and slot.free() < options.batch_limit:
+            if child.reservations.pending and slot.free() < options.batch_limit:
                 child.persist(child.reservations.flush)
-            if not child.reservations.acks_pending():
+            if not child.reservations.pending:
                 slot.recycle_done()
             # At most a tenth of the slots per turn, or per millisecond since the last
             # reserve call if turns are slower: coroutines started in one instant wait

@@ -225,7 +225,7 @@ class Lifecycle:
         queue, job, task = attempt.queue, attempt.job, attempt.task
         assert task is not None
         if completion is None:
-            self.reservations.acknowledge(queue, attempt.payload, attempt.expires_at)
+            self.reservations.pending.acknowledge(queue, attempt.payload, attempt.expires_at)
         elif not self.workflow.applied(attempt, completion, duration, self.reservations):
             return  # refused for good: failed instead
         for participant in attempt.participants:
@@ -287,7 +287,9 @@ class Lifecycle:
     def skipped(self, attempt: Attempt) -> None:
         """A member of a cancelled batch: counted as skipped, acknowledged, not run."""
         kept = self.workflow.skip(attempt)
-        self.reservations.acknowledge(attempt.queue, attempt.payload, attempt.expires_at, kept)
+        self.reservations.pending.acknowledge(
+            attempt.queue, attempt.payload, attempt.expires_at, kept
+        )
         self.slot.count_processed()
         log_outcome(log, attempt.job, "skipped: its batch was cancelled", 0.0)
 

@@ -1,9 +1,10 @@
 """Where a worker child's batches come from, and where its acknowledgements go.
 
 A child reserves tasks in batches (``reserve.lua``) and hands the acknowledgements of
-finished tasks to its next reserve call, so a busy child makes well under one round
-trip per task. Batch members' counts wait with their acks and go just before the call
-that carries them, one call per batch (``member_counts.py``). Two refinements live here:
+finished tasks to its next reserve call (held meanwhile: ``pending_acks.py``), so a
+busy child makes well under one round trip per task. Batch members' counts wait with
+their acks and go just before the call that carries them, one call per batch
+(``member_counts.py``). Two refinements live here:
 
 - Batches start at one task after an idle spell and grow fourfold up to
   ``--prefetch``: the first task of a burst starts at once, and a long first task
@@ -62,10 +63,9 @@ from rqueue.store.outages import Outages
 from rqueue.store.queue import Kept, RedisQueue, Reservation
 from rqueue.store.retry import REDIS_ERRORS, refusal
 from rqueue.worker.held_work import HeldWork
-from rqueue.worker.member_counts import OwedCounts
 from rqueue.worker.options import WorkerOptions
+from rqueue.worker.pending_acks import PendingAcks
 from rqueue.worker.queue_order import queue_order
-from rqueue.workflows.effects import Member
 
 _GROWTH = 4
 
@@ -111,10 +111,8 @@ class Reservations:
         self.store = store
         self.options = options
         self.claims = claims
-        self._acks: dict[str, list[bytes]] = {}
-        self._kept: dict[str, list[Kept]] = {}
-        """Successes whose result is kept: acked the same way, with their records."""
-        self._ack_deadline = float("inf")
+        self.pending = PendingAcks()
+        """Successes whose acks (and counts) wait for a call to carry them."""
         self._size = 1
         self._ahead: _ReadAhead | None = None
         self.outages = Outages()
@@ -128,8 +126,6 @@ class Reservations:
         tasks, and the seconds until it lets the next one start."""
         self.refused: list[Refused] = []
         """Acknowledgements Redis refused, for the child to fail (see the module doc)."""
-        self.owed = OwedCounts()
-        """Batch members' counts, sent before the call that carries their acks."""
         self.held = HeldWork(store)
         """How much a child holds of a queue with priority levels (``held_work.py``)."""
         self._confirming: Callable[[], bool] | None = None
@@ -164,14 +160,14 @@ class Reservations:
         count = min(allowed, self._size)
         self.limited = {}
         answered = batch is not None
-        for index in self._order.indices(first, self._owed):
+        for index in self._order.indices(first, self.pending.queues):
             name = self.options.queues[index]
             if self.outages and self.outages.down(name):
                 continue  # in its back-off (and reclaimed, if lost, before it is tried)
             if batch is not None and batch.unconfirmed and index == batch.queue_index:
                 continue  # Redis looked there as the wait ended: nothing
 
-            acks, kept = self._acks.get(name, []), self._kept.get(name, [])
+            acks, kept = self.pending.of(name)
             size = self.held.count(name, count, at_once)
             sent_at = time.monotonic()
             try:
@@ -189,9 +185,7 @@ class Reservations:
             if self.outages:
                 self.outages.answered(name)
             if acks or kept:
-                self._acks.pop(name, None)
-                self._kept.pop(name, None)
-                self._reset_ack_deadline()
+                self.pending.take(name)
             self._order.tried(index, reservation)
             if reservation.payloads:
                 return self._grown(Reserved(index, reservation, sent_at))
@@ -221,8 +215,7 @@ class Reservations:
         ):
             return
         self._count_owed()
-        acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
-        self._reset_ack_deadline()
+        acks, kept = self.pending.take(name)
         try:
             reply = self._reserve(name, size, acks, kept)
         except BaseException as exc:
@@ -246,7 +239,7 @@ class Reservations:
         which queue the call is for until it ends, and an event loop's wait
         (``listener.py``) is read between coroutines, so those wake-ups come here.
         """
-        if self._ahead is not None or self._lost or self.acks_pending() or self.owed:
+        if self._ahead is not None or self._lost or self.pending or self.pending.counts:
             return
         index, sent_at = self.options.queues.index(queue), time.monotonic()
         try:
@@ -267,7 +260,7 @@ class Reservations:
         do not fit behind a wait: its priority levels take two calls, and its rate
         limit (``--rate``) must say how long to wait when it holds tasks back.
         """
-        if self._ahead is not None or self._lost or self.acks_pending() or self.owed:
+        if self._ahead is not None or self._lost or self.pending or self.pending.counts:
             return None
         if self.store.leveled(queue) or queue in self._rates:
             return None
@@ -334,42 +327,9 @@ class Reservations:
         """Put back acks a reserve call may not have delivered, due at once, and mark
         its reply lost so that what it may have reserved is given back (_reclaim);
         the queue is down for a back-off if ``exc`` is an outage."""
-        self._acks.setdefault(name, [])[:0] = acks
-        self._kept.setdefault(name, [])[:0] = kept
-        self._ack_deadline = 0.0
+        self.pending.put_back(name, acks, kept)
         self._lost.add(name)
         self._shard_down(name, exc)
-
-    def acknowledge(
-        self,
-        queue: str,
-        payload: bytes,
-        expires_at: float,
-        kept: Kept | None = None,
-        member: Member | None = None,
-    ) -> None:
-        """Remember a success, to go with the next reserve call for its queue; ``kept``
-        is its result record if it keeps one (written by that same call), ``member``
-        its count (with its value to keep for the batch) if it is a batch's member
-        (counted just before that call: member_counts.py)."""
-        if member is not None:
-            self.owed.owe(queue, payload, member)
-        if kept is None:
-            self._acks.setdefault(queue, []).append(payload)
-        else:
-            self._kept.setdefault(queue, []).append(kept)
-        self._ack_deadline = min(self._ack_deadline, expires_at)
-
-    def _owed(self) -> set[str]:
-        """The queues with acknowledgements waiting for a call to carry them."""
-        return {*self._acks, *self._kept}
-
-    def acks_pending(self) -> bool:
-        return bool(self._acks) or bool(self._kept)
-
-    def acks_due_by(self, moment: float) -> bool:
-        """True if a pending ack's reservation could run out by ``moment``: flush first."""
-        return moment >= self._ack_deadline
 
     def flush(self, skip_down: bool = False) -> None:
         """Send the pending acks now (``ack.lua``), with no reserve call to carry them.
@@ -380,11 +340,11 @@ class Reservations:
         """
         self._confirmed()
         self._count_owed()
-        for name in {*self._acks, *self._kept}:
+        for name in self.pending.queues():
             if skip_down and self.outages.down(name):
                 continue
             try:
-                self.store.ack(name, self._acks.get(name, []), self._kept.get(name, []))
+                self.store.ack(name, *self.pending.of(name))
             except REDIS_ERRORS as exc:
                 if not (self._shard_down(name, exc) and skip_down):
                     raise
@@ -393,16 +353,14 @@ class Reservations:
                 if not refusal(exc):
                     raise
                 self._ack_each(name)
-            self._acks.pop(name, None)
-            self._kept.pop(name, None)
-        self._reset_ack_deadline()
+            self.pending.take(name)
 
     def _ack_each(self, name: str) -> None:
         """Redis refused a call carrying ``name``'s acks: send the plain ones together
         (only a broken queue refuses those: that is raised) and each kept one alone,
         the ones refused going to ``refused``. ack.lua leaves a kept task reserved
         until its record is written, so the refused one is still there to fail."""
-        acks, kept = self._acks.pop(name, []), self._kept.pop(name, [])
+        acks, kept = self.pending.take(name)
         try:
             self.store.ack(name, acks)
             acks = []
@@ -418,27 +376,19 @@ class Reservations:
         except BaseException as exc:
             self._restore(name, acks, kept, exc)
             raise
-        finally:
-            self._reset_ack_deadline()
 
     def _count_owed(self) -> None:
         """Count the members whose acks are pending, before any call carries those acks;
         one whose batch Redis refused to count is not acked but failed (``refused``)."""
-        if not self.owed:
+        if not self.pending.counts:
             return
-        for uncounted in self.owed.settle(self.store):
+        for uncounted in self.pending.counts.settle(self.store):
             queue, payload = uncounted.queue, uncounted.payload
-            acks = [p for p in self._acks.pop(queue, []) if p != payload]
-            kept = [k for k in self._kept.pop(queue, []) if k.payload != payload]
-            if acks:
-                self._acks[queue] = acks
-            if kept:
-                self._kept[queue] = kept
+            self.pending.drop(queue, payload)
             reason = uncounted.reason
             if uncounted.kind == "ResponseError":
                 reason = f"Redis refused its batch's count of it: {reason}"
             self.refused.append(Refused(queue, payload, reason, uncounted.kind))
-        self._reset_ack_deadline()
 
     def _reclaim(self) -> None:
         """Give back what a reserve call whose reply was lost may have reserved.
@@ -454,7 +404,7 @@ class Reservations:
         for name in sorted(self._lost):
             if self.outages.down(name):
                 continue
-            finished = {*self._acks.get(name, ()), *(k.payload for k in self._kept.get(name, ()))}
+            finished = self.pending.finished(name)
             try:
                 claimed = self.store.claimed(name, self.claims)
                 unstarted = [p for p in claimed if p not in finished]
@@ -493,7 +443,3 @@ class Reservations:
     def _grown(self, batch: Reserved) -> Reserved:
         self._size = min(self._size * _GROWTH, self.options.batch_limit)
         return batch
-
-    def _reset_ack_deadline(self) -> None:
-        if not self._acks and not self._kept:
-            self._ack_deadline = float("inf")

@@ -118,7 +118,7 @@ class WorkflowPart:
         queue, payload = attempt.queue, attempt.payload
         if self.counts_wait and completion.follower is None and completion.member is not None:
             kept, member = completion.kept, completion.member
-            reservations.acknowledge(queue, payload, attempt.expires_at, kept, member)
+            reservations.pending.acknowledge(queue, payload, attempt.expires_at, kept, member)
             return True
         apply = functools.partial(effects.apply, completion, self.store, (queue, payload))
         try:
@@ -127,7 +127,7 @@ class WorkflowPart:
             self.outcomes.failed(attempt, Failed(exc, final=True), duration)
             return False
         if not acked:
-            reservations.acknowledge(queue, payload, attempt.expires_at, completion.kept)
+            reservations.pending.acknowledge(queue, payload, attempt.expires_at, completion.kept)
         return True
 
     def skip(self, attempt: Attempt) -> Kept | None:

@@ -76,12 +76,12 @@ def test_a_batch_on_the_last_of_2000_queues_costs_one_reserve_call(queue: RedisQ
     assert batch is not None and batch.queue_index == len(QUEUES) - 1
     assert len(batch.reservation.payloads) == 1
     assert scripts_run(queue) == 1, "one reserve call, not one per queue ahead of it"
-    taking.acknowledge(QUEUES[-1], batch.reservation.payloads[0], float("inf"))
+    taking.pending.acknowledge(QUEUES[-1], batch.reservation.payloads[0], float("inf"))
     assert taking.take(10) is None
     # The drained queue was called once more: that call carried the ack, and deleted the
     # push signal that would otherwise end the next idle wait at once for nothing.
     assert scripts_run(queue) == 2
-    assert not taking.acks_pending()
+    assert not taking.pending
     keys = queue.keys(QUEUES[-1])
     assert queue.client.zcard(keys.reserved) == 0
     assert queue.client.exists(keys.notify) == 0
@@ -96,9 +96,9 @@ def test_an_earlier_queue_is_taken_first_when_both_have_tasks(queue: RedisQueue)
     while (batch := taking.take(10)) is not None:
         order += [QUEUES[batch.queue_index]] * len(batch.reservation.payloads)
         for payload in batch.reservation.payloads:
-            taking.acknowledge(QUEUES[batch.queue_index], payload, float("inf"))
+            taking.pending.acknowledge(QUEUES[batch.queue_index], payload, float("inf"))
     assert order == [QUEUES[5]] * 3 + [QUEUES[1500]] * 3
-    assert not taking.acks_pending()
+    assert not taking.pending
 
 
 def test_a_push_after_a_probe_is_taken_before_the_child_goes_idle(

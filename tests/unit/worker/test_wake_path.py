@@ -96,7 +96,7 @@ def test_a_wake_up_sends_nothing_ahead_of_acks_still_to_go(queue: RedisQueue) ->
     push(queue, "low", "first")
     first = taking.take(10)
     assert first is not None
-    taking.acknowledge("low", first.reservation.payloads[0], float("inf"))
+    taking.pending.acknowledge("low", first.reservation.payloads[0], float("inf"))
     push(queue, "low", "second")
     taking.reserve_woken("low")  # the acks go first, with the next take's call
     batch = taking.take(10)
