@@ -58,6 +58,12 @@ SPEED = (
         ("--samples", "20", "--delayed", "10", "--busy-samples", "10", "--modes", "process"),
     ),
     (
+        "idle latency, a child idle in async mode (--slots, its last coroutine ended)",
+        "speed/latency.py",
+        ("--samples", "300", "--delayed", "10", "--busy-samples", "10", "--modes", "async"),
+        ("--samples", "20", "--delayed", "10", "--busy-samples", "10", "--modes", "async"),
+    ),
+    (
         "a batch member",
         "speed/workflows.py",
         (),

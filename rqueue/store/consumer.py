@@ -18,7 +18,7 @@ from rqueue.store import calls, probe
 from rqueue.store.base import QueueBase
 from rqueue.store.calls import Kept
 from rqueue.store.scripts import execute
-from rqueue.store.wire import KeyOrArg
+from rqueue.store.wire import KeyOrArg, Reply
 
 _MIGRATE_LIMIT = 500
 """Most tasks one migrate.lua call moves per set: at 10^6 delayed tasks a call of 1,000
@@ -145,13 +145,34 @@ class Consumer(QueueBase):
         expires (reserve.lua's ARGV[9], migrate.lua); the worker confirms each with
         :meth:`send_renew` as the task starts.
         """
-        keys = self.keys(queue)
-        wait: tuple[KeyOrArg, ...] = ("BLPOP", keys.notify, max(0.01, round(timeout, 3)))
+        wait: tuple[KeyOrArg, ...] = (
+            "BLPOP",
+            self.keys(queue).notify,
+            max(0.01, round(timeout, 3)),
+        )
+        return self.send_reserve_behind(
+            queue, wait, default_timeout_ms, grace_ms, margin_ms, share, claims
+        )
+
+    def send_reserve_behind(
+        self,
+        queue: str,
+        wait: tuple[KeyOrArg, ...] | Reply,
+        default_timeout_ms: int,
+        grace_ms: int,
+        margin_ms: int,
+        share: int,
+        claims: str,
+    ) -> Callable[[], tuple[bool, Reservation]] | None:
+        """The unconfirmed reserve call of one task behind ``wait`` (a BLPOP to send
+        with it, or one on its way), and the call that reads both (see
+        :meth:`send_wait_then_reserve`); None: not sent, the wire is busy."""
         timing = (default_timeout_ms, grace_ms, margin_ms)
         events, leveled = self.config.events, queue in self._leveled
         call = calls.reserve(
-            keys, 1, *timing, share, (), claims, (), None, events, leveled, unconfirmed=True
-        )
+            self.keys(queue), 1, *timing, share, (), claims, (), None, events, leveled,
+            unconfirmed=True,
+        )  # fmt: skip
         read = self.scripts.reserve.send_after(self.wire, wait, *call, reuse=True)
         if read is None:
             return None
@@ -294,28 +315,20 @@ class Consumer(QueueBase):
         first) or ``timeout`` passes (None)."""
         return self._block({self.keys(q).notify: q for q in queues}, timeout)
 
-    def send_wait_for_ready(
-        self, queues: Sequence[str], timeout: float
-    ) -> tuple[int, Callable[[], str | None]] | None:
-        """:meth:`wait_for_ready` sent now and read later: the socket its reply comes on,
-        and the call that reads it (blocking until then); None where the wait is not one
-        command on one connection (a cluster's queues in several slots: call
-        :meth:`wait_for_ready`). A worker child's event loop watches the socket while its
-        coroutines run, and reads the reply itself: a push wakes the thread that takes
-        the task, with no other thread in between (``worker/listener.py``)."""
+    def send_wait_for_ready(self, queues: Sequence[str], timeout: float) -> Waiting | None:
+        """:meth:`wait_for_ready` sent now and read later (``Waiting``); None where the
+        wait is not one command on one connection (a cluster's queues in several slots:
+        call :meth:`wait_for_ready`). A worker child's event loop watches its socket
+        while its coroutines run, and reads the reply itself: a push wakes the thread
+        that takes the task, with no other thread in between (``worker/listener.py``)."""
         keys = {self.keys(q).notify: q for q in queues}
         if self._waits is not None and len(keys) > 1:
             return None
         command: tuple[KeyOrArg, ...] = ("BLPOP", *keys, max(0.01, round(timeout, 3)))
-        read = self.wire.send(*command)
-        if read is None:  # its connection is busy: never for a queue of its own
+        reply = self.wire.send(*command)
+        if reply is None:  # its connection is busy: never for a queue of its own
             return None
-
-        def woken() -> str | None:
-            reply = read()
-            return None if reply is None else keys[reply[0].decode()]
-
-        return self.wire.socket(*command), woken
+        return Waiting(self, keys, reply, self.wire.socket(*command))
 
     def wait_for_timer(self, queues: Sequence[str], timeout: float) -> str | None:
         """Block until a delayed push moves a due time earlier (its queue is returned),
@@ -344,3 +357,36 @@ class Consumer(QueueBase):
         many queues finds the ones to reserve from."""
         groups = [(self.keys(queue).ready, self.keys(queue).levels[10]) for queue in queues]
         return probe.holding(self.client, groups)
+
+
+class Waiting:
+    """A wait for a push sent and not read yet (``Consumer.send_wait_for_ready``): the
+    socket its reply comes on, the call that reads it (blocking until then), and the
+    reserve call its worker may send behind it once it has nothing left to run."""
+
+    def __init__(self, consumer: Consumer, keys: dict[str, str], reply: Reply, socket: int):
+        self._consumer = consumer
+        self._keys = keys
+        """Each waited key's queue."""
+        self.queues = tuple(keys.values())
+        self._reply = reply
+        self.socket = socket
+
+    def read(self) -> str | None:
+        """The queue whose push ended the wait; None: it timed out."""
+        reply = self._reply()
+        return None if reply is None else self._keys[reply[0].decode()]
+
+    def then_reserve(
+        self, default_timeout_ms: int, grace_ms: int, margin_ms: int, share: int, claims: str
+    ) -> Callable[[], tuple[bool, Reservation]] | None:
+        """The reserve call of ``send_wait_then_reserve``, sent now behind this wait: an
+        event loop's (``worker/listener.py``), on its way since coroutines ran, whose
+        child has just gone idle. Redis runs it as the wait ends. The call returned
+        reads both, instead of :meth:`read`; None: not sent, the wait covers several
+        queues (it cannot say which queue to reserve from until it ends)."""
+        if len(self.queues) != 1:
+            return None
+        (queue,) = self.queues
+        timing = (default_timeout_ms, grace_ms, margin_ms)
+        return self._consumer.send_reserve_behind(queue, self._reply, *timing, share, claims)

@@ -21,7 +21,7 @@ from redis.client import Pipeline
 from redis.exceptions import AskError, NoScriptError
 
 from rqueue.store.cluster import command_name
-from rqueue.store.wire import KeyOrArg, Wire, script_call
+from rqueue.store.wire import KeyOrArg, Reply, Wire, script_call
 
 
 class ScriptRunner(Protocol):
@@ -89,18 +89,22 @@ class LuaScript:
     def send_after(
         self,
         wire: Wire,
-        first: tuple[KeyOrArg, ...],
+        first: tuple[KeyOrArg, ...] | Reply,
         keys: Sequence[str],
         args: Sequence[KeyOrArg],
         reuse: bool = False,
     ) -> Callable[[], tuple[Any, Any]] | None:
         """Send ``first``, then this script, in one write (``Wire.send_two``: the script's
-        keys share ``first``'s slot). The returned call reads ``first``'s reply as it
-        came (an error reply as its exception) and the script's as :meth:`send`'s
-        reader does: a script Redis lost, or a slot that moved, runs again now. None:
-        the wire is busy, nothing was sent."""
+        keys share ``first``'s slot); or, ``first`` being a command sent already whose
+        reply is unread, the script behind it on its connection (``Reply.then``). The
+        returned call reads ``first``'s reply as it came (an error reply as its
+        exception) and the script's as :meth:`send`'s reader does: a script Redis lost,
+        or a slot that moved, runs again now. None: the wire is busy, nothing was sent."""
         script = (*script_call(self.sha, len(keys)), *keys, *args)
-        finish = wire.send_two(first, script, reuse=reuse)
+        if isinstance(first, Reply):
+            finish: Callable[[], tuple[Any, Any]] | None = first.then(*script, reuse=reuse)
+        else:
+            finish = wire.send_two(first, script, reuse=reuse)
         if finish is None:
             return None
 

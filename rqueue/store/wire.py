@@ -64,14 +64,14 @@ class Wire:
             return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
         return finish()
 
-    def send(self, *args: KeyOrArg, reuse: bool = False) -> Callable[[], Any] | None:
+    def send(self, *args: KeyOrArg, reuse: bool = False) -> Reply | None:
         """Send one command now; the returned call reads its reply (None: busy, not sent).
 
         Between the two the connection stays this caller's: a worker child sends its
         next reserve call, runs its current tasks, then reads the reply. It must read
         it, even to throw it away, before anything else can use the connection; an
         exception before the reply is read, or the reader dropped unread, closes the
-        connection instead (``_Reply``).
+        connection instead (``Reply``).
 
         ``reuse``: keep the packed bytes and send them as they are the next time, for a
         command made again and again with the same arguments: an idle worker's first
@@ -80,7 +80,7 @@ class Wire:
         that call leaving (two to four times that on a processor that was idle).
         """
         connection = self._write((args,), reuse)
-        return None if connection is None else _Reply(self, connection, args)
+        return None if connection is None else Reply(self, connection, args)
 
     def send_two(
         self, first: tuple[KeyOrArg, ...], then: tuple[KeyOrArg, ...], reuse: bool = False
@@ -91,7 +91,7 @@ class Wire:
         replies, an error reply as its exception, returned: the caller tells which one
         failed. As :meth:`send` otherwise (None: busy, not sent)."""
         connection = self._write((first, then), reuse)
-        return None if connection is None else _Replies(self, connection, first)
+        return None if connection is None else Replies(self, connection, first)
 
     def _write(
         self, commands: tuple[tuple[KeyOrArg, ...], ...], reuse: bool
@@ -103,20 +103,29 @@ class Wire:
         connection = None
         try:
             connection = self._connection(commands[0])
-            packed = self._packed.get(commands) if reuse else None
-            if packed is None:
-                if self._resp:
-                    packed = [pack(args) for args in commands]
-                else:
-                    packed = connection.pack_commands(commands)  # type: ignore[no-untyped-call]
-                if reuse and len(self._packed) < _REUSED_MOST:
-                    self._packed[commands] = packed
-            connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
+            self._send_on(connection, commands, reuse)
         except BaseException:
             self._drop(connection)
             self._lost()
             raise
         return connection
+
+    def _send_on(
+        self,
+        connection: ConnectionInterface,
+        commands: tuple[tuple[KeyOrArg, ...], ...],
+        reuse: bool,
+    ) -> None:
+        """Pack ``commands`` (or take them as packed before, with ``reuse``) and write them."""
+        packed = self._packed.get(commands) if reuse else None
+        if packed is None:
+            if self._resp:
+                packed = [pack(args) for args in commands]
+            else:
+                packed = connection.pack_commands(commands)  # type: ignore[no-untyped-call]
+            if reuse and len(self._packed) < _REUSED_MOST:
+                self._packed[commands] = packed
+        connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
 
     def socket(self, *args: KeyOrArg) -> int:
         """The file descriptor of the connection ``args`` go to (after a :meth:`send` of
@@ -164,7 +173,7 @@ class Wire:
         return self.call("EVAL", script, numkeys, *keys_and_args)
 
 
-class _Reply:
+class Reply:
     """The reader of one sent command's reply, which holds the wire until it has read it.
 
     Whatever stops it first (a signal handler raising ``Interrupted`` in a worker
@@ -201,6 +210,19 @@ class _Reply:
         self._wire._lock.release()
         return reply
 
+    def then(self, *args: KeyOrArg, reuse: bool = False) -> Replies:
+        """Send another command behind this one, whose reply is still to come, on its
+        connection: Redis runs it as soon as this one ends, even one that blocks, as
+        ``Wire.send_two`` has it with both in one write (``args``' keys must share this
+        one's slot). This reader is spent: the one returned reads both replies."""
+        connection = self._taken()
+        try:
+            self._wire._send_on(connection, (args,), reuse)
+        except BaseException as exc:
+            self._cut(connection, exc)
+            raise
+        return Replies(self._wire, connection, self._args)
+
     def _taken(self) -> ConnectionInterface:
         connection, self._connection = self._connection, None
         if connection is None:
@@ -221,10 +243,10 @@ class _Reply:
             self._wire._drop(connection)
 
 
-class _Replies(_Reply):
+class Replies(Reply):
     """The reader of two commands sent in one write (``Wire.send_two``): both replies,
     an error reply as its exception. Stopped before both are read, it closes the
-    connection, as ``_Reply`` does."""
+    connection, as ``Reply`` does."""
 
     __slots__ = ()
 

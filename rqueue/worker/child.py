@@ -42,7 +42,8 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import counted_name
 from rqueue.worker.participants import Roster, recorder
 from rqueue.worker.process import memory_exceeded, parent_death_signal
-from rqueue.worker.reservations import Reservations, Reserved
+from rqueue.worker.reservations import Reservations
+from rqueue.worker.reserved import Reserved
 from rqueue.worker.scoped import ScopedLifecycle
 from rqueue.worker.scoreboard import Slot, State
 from rqueue.worker.timeouts import TimeLimit
@@ -388,13 +389,14 @@ class ChildWorker(InterruptibleWaits):
         left ``idle`` by it (no task of its own running) sends that reserve call at once
         (``Reservations.reserve_woken``), before its own bookkeeping."""
         self._woken = queue
-        # Under --max-jobs a claim is counted under the board's lock: not early.
-        if (
-            idle
-            and queue is not None
-            and not (self.options.effective_max_jobs or self.should_exit())
-        ):
+        if idle and queue is not None and self.reserves_early():
             self.reservations.reserve_woken(queue)
+
+    def reserves_early(self) -> bool:
+        """Whether a reserve call may go before ``take`` asks (as a push wakes the child,
+        or behind its wait): not under --max-jobs, whose claims are counted under the
+        board's lock, nor once it stops."""
+        return not (self.options.effective_max_jobs or self.should_exit())
 
     def _wait_for_work(self) -> None:
         """Wait for a push, or for a queue's rate limit to free a task (whichever first).
@@ -435,7 +437,7 @@ class ChildWorker(InterruptibleWaits):
         and whether a reserve call went behind the wait. A child of one queue sends it
         there (``Reservations.wait_then_reserve``), unless what ``heard`` says forbids
         a reserve call before ``take``."""
-        if len(queues) == 1 and not (self.options.effective_max_jobs or self.should_exit()):
+        if len(queues) == 1 and self.reserves_early():
             woken = self.reservations.wait_then_reserve(queues[0], timeout)
             if woken is not None:
                 return queues[0] if woken else None, True

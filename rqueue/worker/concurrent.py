@@ -53,7 +53,8 @@ from rqueue.worker.attempt import Attempt, call_scopes
 from rqueue.worker.lifecycle import Header, Lifecycle
 from rqueue.worker.listener import Listener, Woken
 from rqueue.worker.options import WorkerOptions
-from rqueue.worker.reservations import Reservations, Reserved
+from rqueue.worker.reservations import Reservations
+from rqueue.worker.reserved import Reserved
 from rqueue.worker.scoreboard import Slot
 from rqueue.worker.threaded import ThreadedAttempts
 from rqueue.worker.timeouts import TimeLimit
@@ -79,6 +80,7 @@ class ChildLoop(Protocol):
     def run_batch(self, batch: Reserved, headers: list[Header], entries: Sequence[int]) -> None: ...
     def read_ahead(self, batch: Reserved, size: int = 0) -> None: ...
     def heard(self, queue: str | None, idle: bool = False) -> None: ...
+    def reserves_early(self) -> bool: ...
 
 
 log = logging.getLogger("rqueue.worker")
@@ -243,9 +245,10 @@ class ConcurrentRunner:
         child = self.child
         child.persist(child.reservations.flush)  # finished entries leave the slot next
         awaiting.settle(self.loop, child.options.timeout)  # async hooks, listeners end first
-        if self._wake is not None:  # it waits for a push as process mode would
-            assert self._listener is not None
-            self._listener.finish(self._wake)
+        if self._wake is not None:  # it waits for a push as process mode would,
+            assert self._listener is not None  # its reserve call behind the wait
+            behind = child.reservations.reserve_behind if child.reserves_early() else None
+            self._listener.finish(self._wake, behind)
             self._heard(idle=True)
         self.slot.leave_concurrent()
 

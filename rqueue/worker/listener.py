@@ -6,7 +6,9 @@ never queue behind the blocking one. The wait is a BLPOP sent now and read later
 the event loop watches its socket, and the reply is read on the loop's own thread,
 which then reserves and starts the task. When the last coroutine ends and the child
 goes back to process mode, the wait still pending is read there too, by a blocking
-read in the same thread, as process mode's own BLPOP is.
+read in the same thread, as process mode's own BLPOP is; its reserve call first goes
+behind it, on its connection (``Reservations.reserve_behind``), as process mode sends
+its own with its BLPOP.
 
 So a push wakes the thread that takes the task, and no other. A thread blocked in the
 BLPOP (how this worked before) had to hand the wake to the loop: its result, a write
@@ -24,11 +26,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from rqueue.settings.config import Config
+from rqueue.store.consumer import Waiting
 from rqueue.store.queue import RedisQueue
 from rqueue.store.retry import REDIS_ERRORS
 
 Woken = asyncio.Future[str | None]
 """A wait's end: the queue whose push ended it, or None (timed out)."""
+Behind = Callable[[Waiting], Callable[[], str | None] | None]
+"""What sends a call behind a wait on its way, returning the reader of both (None: sent
+nothing)."""
 
 
 class Listener:
@@ -37,8 +43,8 @@ class Listener:
     def __init__(self, config: Config, loop: asyncio.AbstractEventLoop) -> None:
         self.store = RedisQueue(config)
         self.loop = loop
-        self._watched: tuple[Woken, int, Callable[[], str | None]] | None = None
-        """The wait whose socket the loop watches: its future, socket and reader."""
+        self._watched: tuple[Woken, Waiting, Callable[[], str | None]] | None = None
+        """The wait whose socket the loop watches: its future, itself and its reader."""
         self._thread: ThreadPoolExecutor | None = None
         """For a wait that is no single command (see the module)."""
 
@@ -57,26 +63,39 @@ class Listener:
             return self.loop.run_in_executor(
                 self._thread, self.store.wait_for_ready, queues, timeout
             )
-        socket, read = sent
-        self._watched = woken, socket, read
-        self.loop.add_reader(socket, self._read)
+        self._watched = woken, sent, sent.read
+        self.loop.add_reader(sent.socket, self._read)
         return woken
 
     def _read(self) -> None:
         """The reply is here: read it, on the loop's thread."""
         watched, self._watched = self._watched, None
         assert watched is not None
-        woken, socket, read = watched
-        self.loop.remove_reader(socket)
+        woken, waiting, read = watched
+        self.loop.remove_reader(waiting.socket)
         try:
             woken.set_result(read())
         except Exception as exc:  # a Redis error, as a wake-up: the next call meets it
             woken.set_exception(exc)
 
-    def finish(self, woken: Woken) -> None:
+    def finish(self, woken: Woken, behind: Behind | None = None) -> None:
         """Wait here for ``woken`` to end, the loop not running: a watched wait is read
-        in this thread (a push wakes it directly), a thread's is waited for."""
-        if self._watched is not None and self._watched[0] is woken:
+        in this thread (a push wakes it directly), a thread's is waited for. ``behind``
+        may first send a call behind a watched wait, on its connection (its child's
+        reserve call: ``Reservations.reserve_behind``); the reader it returns reads
+        both, in place of the wait's own."""
+        watched = self._watched
+        if watched is not None and watched[0] is woken:
+            if behind is not None:
+                try:
+                    read = behind(watched[1])
+                except Exception as exc:  # its connection is cut: an error, as a wake-up
+                    self._watched = None
+                    self.loop.remove_reader(watched[1].socket)
+                    woken.set_exception(exc)
+                    return
+                if read is not None:
+                    self._watched = woken, watched[1], read
             self._read()
         elif not woken.done():
             self.loop.run_until_complete(asyncio.wait([woken]))

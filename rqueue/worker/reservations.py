@@ -53,12 +53,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import redis
 
 from rqueue.errors import describe
+from rqueue.store.consumer import Waiting
 from rqueue.store.outages import Outages
 from rqueue.store.queue import Kept, RedisQueue, Reservation
 from rqueue.store.retry import REDIS_ERRORS, refusal
@@ -66,42 +65,9 @@ from rqueue.worker.held_work import HeldWork
 from rqueue.worker.options import WorkerOptions
 from rqueue.worker.pending_acks import PendingAcks
 from rqueue.worker.queue_order import queue_order
+from rqueue.worker.reserved import ReadAhead, Refused, Reserved
 
 _GROWTH = 4
-
-
-@dataclass(frozen=True)
-class Reserved:
-    """A batch of reserved tasks of one queue (not a workflow batch: ``rqueue.workflows``);
-    ``sent_at`` is when the reserve call left (monotonic)."""
-
-    queue_index: int
-    reservation: Reservation
-    sent_at: float
-    unconfirmed: bool = False
-    """Reserved behind a wait (``wait_then_reserve``): each task's reservation lasts
-    the margin alone until :meth:`Reservations.confirm` renews it."""
-
-
-@dataclass(frozen=True)
-class _ReadAhead:
-    queue_index: int
-    sent_at: float
-    reply: Callable[[], Reservation]
-    acks: list[bytes]
-    kept: list[Kept]
-    unconfirmed: bool = False
-
-
-class Refused(NamedTuple):
-    """A success whose acknowledgement (with its result record), or its batch's count
-    of it, Redis refused."""
-
-    queue: str
-    payload: bytes
-    reason: str
-    """What Redis refused and why, for its failure record."""
-    kind: str = "ResponseError"
 
 
 class Reservations:
@@ -114,7 +80,7 @@ class Reservations:
         self.pending = PendingAcks()
         """Successes whose acks (and counts) wait for a call to carry them."""
         self._size = 1
-        self._ahead: _ReadAhead | None = None
+        self._ahead: ReadAhead | None = None
         self.outages = Outages()
         """Queues whose Redis did not answer, left alone for a back-off (see the module)."""
         self._order = queue_order(store, options.queues, self.outages)
@@ -223,7 +189,7 @@ class Reservations:
             # acks go with the next call, and whatever it may have reserved is reclaimed.
             self._restore(name, acks, kept, exc)
             raise
-        self._ahead = _ReadAhead(0, time.monotonic(), reply, acks, kept)
+        self._ahead = ReadAhead(0, time.monotonic(), reply, acks, kept)
 
     def reserve_woken(self, queue: str) -> None:
         """A push to ``queue`` just woke this idle child: send the reserve call its next
@@ -235,9 +201,10 @@ class Reservations:
         Nothing is sent if anything else would go first (acks, counts, a lost reply).
 
         A child whose wait covers one queue sends this call earlier, behind the wait
-        itself (:meth:`wait_then_reserve`); one BLPOP on several queues cannot say
-        which queue the call is for until it ends, and an event loop's wait
-        (``listener.py``) is read between coroutines, so those wake-ups come here.
+        itself (:meth:`wait_then_reserve`, :meth:`reserve_behind`); one BLPOP on several
+        queues cannot say which queue the call is for until it ends, and a push that
+        ends an event loop's wait while coroutines run is read between them
+        (``listener.py``), so those wake-ups come here.
         """
         if self._ahead is not None or self._lost or self.pending or self.pending.counts:
             return
@@ -248,7 +215,7 @@ class Reservations:
             self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
             self._shard_down(queue, exc)
             raise
-        self._ahead = _ReadAhead(index, sent_at, reply, [], [])
+        self._ahead = ReadAhead(index, sent_at, reply, [], [])
 
     def wait_then_reserve(self, queue: str, timeout: float) -> bool | None:
         """Wait for a push to ``queue`` with a reserve call of one task sent behind the
@@ -260,30 +227,63 @@ class Reservations:
         do not fit behind a wait: its priority levels take two calls, and its rate
         limit (``--rate``) must say how long to wait when it holds tasks back.
         """
+        if not self._fits_behind_a_wait(queue):
+            return None
+        sent_at = time.monotonic()
+        read = self.store.send_wait_then_reserve(queue, timeout, *self._unconfirmed())
+        return None if read is None else self._reserved_behind(queue, sent_at, read)
+
+    def reserve_behind(self, waiting: Waiting) -> Callable[[], str | None] | None:
+        """The reserve call of :meth:`wait_then_reserve`, sent behind a wait already on
+        its way: an event loop's (``listener.py``), whose child has just gone idle. The
+        call returned reads both, as the wait's own reader would (the queue pushed to,
+        or None), what was reserved kept for the next ``take``. None: not sent, for the
+        same reasons, or the wait covers several queues."""
+        if len(waiting.queues) != 1 or not self._fits_behind_a_wait(waiting.queues[0]):
+            return None
+        queue, sent_at = waiting.queues[0], time.monotonic()
+        try:
+            read = waiting.then_reserve(*self._unconfirmed())
+        except BaseException as exc:
+            self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
+            self._shard_down(queue, exc)
+            raise
+        if read is None:
+            return None
+        return lambda: queue if self._reserved_behind(queue, sent_at, read) else None
+
+    def _fits_behind_a_wait(self, queue: str) -> bool:
+        """Whether ``queue``'s next reserve call may go behind a wait (see
+        :meth:`wait_then_reserve`)."""
         if self._ahead is not None or self._lost or self.pending or self.pending.counts:
-            return None
-        if self.store.leveled(queue) or queue in self._rates:
-            return None
-        options, sent_at = self.options, time.monotonic()
-        read = self.store.send_wait_then_reserve(
-            queue,
-            timeout,
+            return False
+        return not (self.store.leveled(queue) or queue in self._rates)
+
+    def _unconfirmed(self) -> tuple[int, int, int, int, str]:
+        """A reserve call's settings behind a wait: timeout, grace and margin in ms, the
+        children sharing the queue, the claims key."""
+        options = self.options
+        return (
             int(options.timeout * 1000),
             int(options.kill_grace * 1000),
             int(options.reservation_margin * 1000),
             options.effective_concurrency,
             self.claims,
         )
-        if read is None:
-            return None
+
+    def _reserved_behind(
+        self, queue: str, sent_at: float, read: Callable[[], tuple[bool, Reservation]]
+    ) -> bool:
+        """Read a wait and the reserve call behind it: whether a push ended the wait;
+        what was reserved is read ahead, unconfirmed, for the next ``take``."""
         try:
             woken, reservation = read()
         except BaseException as exc:
             self._lost.add(queue)  # it may have run: what it reserved is reclaimed
             self._shard_down(queue, exc)
             raise
-        index = options.queues.index(queue)
-        self._ahead = _ReadAhead(index, sent_at, lambda: reservation, [], [], unconfirmed=True)
+        index = self.options.queues.index(queue)
+        self._ahead = ReadAhead(index, sent_at, lambda: reservation, [], [], unconfirmed=True)
         return woken
 
     def confirm(self, queue: str, payload: bytes, lasting: float) -> None:

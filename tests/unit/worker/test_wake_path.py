@@ -3,7 +3,8 @@ push is the one that starts the task, and the reserve call leaves as the push wa
 
 A child's event loop watches its wait for a push (``worker/listener.py``), and reads it
 itself, also as it goes back to process mode; a push to an idle child sends the reserve
-call at once (``Reservations.reserve_woken``), read by the next ``take``. Real Redis.
+call at once (``Reservations.reserve_woken``), read by the next ``take``, unless the
+call went behind the wait (``wait_then_reserve``, ``reserve_behind``). Real Redis.
 """
 
 from __future__ import annotations
@@ -147,6 +148,46 @@ def test_a_child_of_one_queue_sends_its_reserve_call_behind_its_wait(queue: Redi
     confirmed = queue.client.zscore(queue.keys("low").reserved, payload)
     assert confirmed is not None and confirmed % 1 == 0
     assert confirmed - batch.reservation.now_ms >= 60_000
+
+
+def test_an_event_loops_wait_carries_the_reserve_call_its_child_sends_as_it_goes_idle(
+    queue: RedisQueue, config: Config, loop: asyncio.AbstractEventLoop
+) -> None:
+    """A child that ran coroutines leaves async mode with its wait for a push on its way
+    (listener.py): its reserve call goes behind that wait, on its connection, and Redis
+    reserves the pushed task as the wait ends, unconfirmed. ``take`` reads it with no
+    call of its own: no round trip after the wake-up."""
+    listener = Listener(config, loop)
+    taking = Reservations(queue, WorkerOptions(queues=("low",)), "claims")
+    woken = listener.listen(["low"], 5.0)
+    pushing = threading.Timer(0.1, push, (queue, "low", "later"))
+    pushing.start()
+    listener.finish(woken, taking.reserve_behind)
+    pushing.join()
+    assert woken.result() == "low"
+    assert queue.sizes(["low"])[0].reserved == 1  # by the call behind the wait
+    for node in nodes(queue):
+        node.config_resetstat()
+    batch = taking.take(10)
+    assert batch is not None and batch.unconfirmed
+    assert len(batch.reservation.payloads) == 1
+    assert scripts_run(queue) == 0  # read with the wait
+
+
+def test_a_wait_on_several_queues_carries_no_reserve_call(
+    queue: RedisQueue, config: Config, loop: asyncio.AbstractEventLoop
+) -> None:
+    """Which queue to reserve from is known only once such a wait ends: it is read as
+    it came, and the push's queue is reserved from after the wake-up."""
+    listener = Listener(config, loop)
+    taking = Reservations(queue, WorkerOptions(queues=("high", "low")), "claims")
+    woken = listener.listen(["high", "low"], 5.0)
+    push(queue, "low", "first")
+    listener.finish(woken, taking.reserve_behind)
+    assert woken.result() == "low"
+    assert queue.sizes(["low"])[0].reserved == 0
+    batch = taking.take(10, first="low")
+    assert batch is not None and not batch.unconfirmed
 
 
 def test_a_wait_that_ends_with_no_push_is_followed_by_no_second_reserve_call(
