@@ -42,6 +42,18 @@ class Reservation(NamedTuple):
     """With a rate limit: ms until it lets the next task start (0: now, or no limit)."""
 
 
+class BehindWait(NamedTuple):
+    """The settings of a reserve call sent behind a wait for a push: its tasks' default
+    timeout, the grace and the margin (ms), the children sharing the queue, and the
+    calling child's claims key (reserve.lua)."""
+
+    default_timeout_ms: int
+    grace_ms: int
+    margin_ms: int
+    share: int
+    claims: str
+
+
 class Migration(NamedTuple):
     """What one migrate call did, and when the next delayed task is due (Redis's clock)."""
 
@@ -124,14 +136,7 @@ class Consumer(QueueBase):
         return reservation
 
     def send_wait_then_reserve(
-        self,
-        queue: str,
-        timeout: float,
-        default_timeout_ms: int,
-        grace_ms: int,
-        margin_ms: int,
-        share: int,
-        claims: str,
+        self, queue: str, timeout: float, settings: BehindWait
     ) -> Callable[[], tuple[bool, Reservation]] | None:
         """:meth:`wait_for_ready` on ``queue`` alone, and behind it, in the same write, a
         reserve call of one task, which Redis runs as soon as the wait ends: a push
@@ -141,7 +146,7 @@ class Consumer(QueueBase):
 
         Redis may run it for a worker that will never read it (one that died while it
         waited, its socket not yet closed; a host cut off), so the reservations are
-        unconfirmed: each lasts ``margin_ms`` alone and gets its attempt back if it
+        unconfirmed: each lasts the margin alone and gets its attempt back if it
         expires (reserve.lua's ARGV[9], migrate.lua); the worker confirms each with
         :meth:`send_renew` as the task starts.
         """
@@ -150,24 +155,15 @@ class Consumer(QueueBase):
             self.keys(queue).notify,
             max(0.01, round(timeout, 3)),
         )
-        return self.send_reserve_behind(
-            queue, wait, default_timeout_ms, grace_ms, margin_ms, share, claims
-        )
+        return self.send_reserve_behind(queue, wait, settings)
 
     def send_reserve_behind(
-        self,
-        queue: str,
-        wait: tuple[KeyOrArg, ...] | Reply,
-        default_timeout_ms: int,
-        grace_ms: int,
-        margin_ms: int,
-        share: int,
-        claims: str,
+        self, queue: str, wait: tuple[KeyOrArg, ...] | Reply, settings: BehindWait
     ) -> Callable[[], tuple[bool, Reservation]] | None:
         """The unconfirmed reserve call of one task behind ``wait`` (a BLPOP to send
         with it, or one on its way), and the call that reads both (see
         :meth:`send_wait_then_reserve`); None: not sent, the wire is busy."""
-        timing = (default_timeout_ms, grace_ms, margin_ms)
+        timing, share, claims = settings[:3], settings.share, settings.claims
         events, leveled = self.config.events, queue in self._leveled
         call = calls.reserve(
             self.keys(queue), 1, *timing, share, (), claims, (), None, events, leveled,
@@ -377,9 +373,7 @@ class Waiting:
         reply = self._reply()
         return None if reply is None else self._keys[reply[0].decode()]
 
-    def then_reserve(
-        self, default_timeout_ms: int, grace_ms: int, margin_ms: int, share: int, claims: str
-    ) -> Callable[[], tuple[bool, Reservation]] | None:
+    def then_reserve(self, settings: BehindWait) -> Callable[[], tuple[bool, Reservation]] | None:
         """The reserve call of ``send_wait_then_reserve``, sent now behind this wait: an
         event loop's (``worker/listener.py``), on its way since coroutines ran, whose
         child has just gone idle. Redis runs it as the wait ends. The call returned
@@ -387,6 +381,4 @@ class Waiting:
         queues (it cannot say which queue to reserve from until it ends)."""
         if len(self.queues) != 1:
             return None
-        (queue,) = self.queues
-        timing = (default_timeout_ms, grace_ms, margin_ms)
-        return self._consumer.send_reserve_behind(queue, self._reply, *timing, share, claims)
+        return self._consumer.send_reserve_behind(self.queues[0], self._reply, settings)

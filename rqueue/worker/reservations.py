@@ -57,7 +57,7 @@ from collections.abc import Callable
 import redis
 
 from rqueue.errors import describe
-from rqueue.store.consumer import Waiting
+from rqueue.store.consumer import BehindWait, Waiting
 from rqueue.store.outages import Outages
 from rqueue.store.queue import Kept, RedisQueue, Reservation
 from rqueue.store.retry import REDIS_ERRORS, refusal
@@ -230,7 +230,7 @@ class Reservations:
         if not self._fits_behind_a_wait(queue):
             return None
         sent_at = time.monotonic()
-        read = self.store.send_wait_then_reserve(queue, timeout, *self._unconfirmed())
+        read = self.store.send_wait_then_reserve(queue, timeout, self._unconfirmed())
         return None if read is None else self._reserved_behind(queue, sent_at, read)
 
     def reserve_behind(self, waiting: Waiting) -> Callable[[], str | None] | None:
@@ -243,7 +243,7 @@ class Reservations:
             return None
         queue, sent_at = waiting.queues[0], time.monotonic()
         try:
-            read = waiting.then_reserve(*self._unconfirmed())
+            read = waiting.then_reserve(self._unconfirmed())
         except BaseException as exc:
             self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
             self._shard_down(queue, exc)
@@ -259,11 +259,10 @@ class Reservations:
             return False
         return not (self.store.leveled(queue) or queue in self._rates)
 
-    def _unconfirmed(self) -> tuple[int, int, int, int, str]:
-        """A reserve call's settings behind a wait: timeout, grace and margin in ms, the
-        children sharing the queue, the claims key."""
+    def _unconfirmed(self) -> BehindWait:
+        """This child's settings of a reserve call behind a wait."""
         options = self.options
-        return (
+        return BehindWait(
             int(options.timeout * 1000),
             int(options.kill_grace * 1000),
             int(options.reservation_margin * 1000),

@@ -23,6 +23,7 @@ from support import strings, wait_for
 from rqueue.errors import QueueConnectionError
 from rqueue.server import RedisServer
 from rqueue.settings.config import Config
+from rqueue.store.consumer import BehindWait
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.options import WorkerOptions
@@ -191,7 +192,9 @@ def test_a_task_reserved_behind_a_dead_childs_wait_runs_later_as_its_first_attem
     is given back, and a live worker runs the task as its first attempt."""
     dead = RedisQueue(queue.config)
     queue.client.script_load(queue.scripts.reserve.source)  # else NOSCRIPT: nothing runs
-    unread = dead.send_wait_then_reserve("default", 30.0, 60_000, 1_000, 300, 1, "dead-child")
+    unread = dead.send_wait_then_reserve(
+        "default", 30.0, BehindWait(60_000, 1_000, 300, 1, "dead-child")
+    )
     assert unread is not None
     wait_for(lambda: queue.client.info("clients")["blocked_clients"] == 1, 5, "the wait")
     handle = apptasks.reports_current_job.dispatch(False)

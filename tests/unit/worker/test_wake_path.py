@@ -20,6 +20,7 @@ from support import Workers, nodes, scripts_run, settled, strings, wait_for
 
 from rqueue.encoding.payload import encode
 from rqueue.settings.config import Config
+from rqueue.store.consumer import BehindWait
 from rqueue.store.header import payload_attempts
 from rqueue.store.queue import RedisQueue
 from rqueue.worker.listener import Listener
@@ -207,7 +208,7 @@ def test_an_unconfirmed_reservation_that_runs_out_comes_back_with_its_attempt(
     """What a worker that died in its wait would leave: Redis reserved the task for no
     one. It comes back after the margin, as the attempt it never started."""
     push(queue, "low", "orphan")
-    read = queue.send_wait_then_reserve("low", 5.0, 60_000, 1_000, 100, 1, "dead-child")
+    read = queue.send_wait_then_reserve("low", 5.0, BehindWait(60_000, 1_000, 100, 1, "dead-child"))
     assert read is not None
     woken, reservation = read()
     (reserved,) = reservation.payloads
