@@ -245,8 +245,8 @@ class ConcurrentRunner:
         child = self.child
         child.persist(child.reservations.flush)  # finished entries leave the slot next
         awaiting.settle(self.loop, child.options.timeout)  # async hooks, listeners end first
-        if self._wake is not None:  # it waits for a push as process mode would,
-            assert self._listener is not None  # its reserve call behind the wait
+        if self._wake is not None:  # it waits for a push as process mode would, its
+            assert self._listener is not None  # reserve call behind the wait: read with it
             behind = child.reservations.reserve_behind if child.reserves_early() else None
             self._listener.finish(self._wake, behind)
             self._heard(idle=True)
