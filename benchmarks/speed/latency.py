@@ -18,9 +18,10 @@
 - The floor: the same wake-up with no queue at all. One plain redis-py process blocks
   in BLPOP; another pushes to it; the woken process makes one more round trip (as a
   worker did to reserve the task, and still does when a wait covers several queues)
-  and reports the time. An idle process-mode child of one queue sends its reserve
-  call behind its BLPOP (``Reservations.wait_then_reserve``), so it can start a task
-  a little sooner than this floor: what is left is Python's work on both sides.
+  and reports the time. An idle child of one queue sends its reserve call behind its
+  BLPOP (``Reservations.wait_then_reserve``; ``reserve_behind`` as an async or thread
+  mode child goes idle), so it can start a task a little sooner than this floor: what
+  is left is Python's work on both sides.
 
     python benchmarks/speed/latency.py
     python benchmarks/speed/latency.py --samples 200 --delayed 50 --busy-samples 50  # quick

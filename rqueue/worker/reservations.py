@@ -139,8 +139,7 @@ class Reservations:
             try:
                 reservation = self._reserve(name, size, acks, kept)()
             except BaseException as exc:
-                self._lost.add(name)
-                if self._shard_down(name, exc):  # its shard alone: on to the next queue
+                if self._reply_lost(name, exc):  # its shard alone: on to the next queue
                     outages.append(exc)
                     continue
                 if not (refusal(exc) and (acks or kept)):
@@ -206,14 +205,13 @@ class Reservations:
         ends an event loop's wait while coroutines run is read between them
         (``listener.py``), so those wake-ups come here.
         """
-        if self._ahead is not None or self._lost or self.pending or self.pending.counts:
+        if not self._clear_ahead():
             return
         index, sent_at = self.options.queues.index(queue), time.monotonic()
         try:
             reply = self._reserve(queue, 1, [], [])
         except BaseException as exc:
-            self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
-            self._shard_down(queue, exc)
+            self._reply_lost(queue, exc)  # it may have gone
             raise
         self._ahead = ReadAhead(index, sent_at, reply, [], [])
 
@@ -245,19 +243,22 @@ class Reservations:
         try:
             read = waiting.then_reserve(self._unconfirmed())
         except BaseException as exc:
-            self._lost.add(queue)  # it may have gone: what it reserved is reclaimed
-            self._shard_down(queue, exc)
+            self._reply_lost(queue, exc)  # it may have gone
             raise
         if read is None:
             return None
         return lambda: queue if self._reserved_behind(queue, sent_at, read) else None
 
+    def _clear_ahead(self) -> bool:
+        """Whether a reserve call may go before ``take`` asks: no reply is on its way or
+        lost, and no acks or counts wait (they go first, with the next call)."""
+        return (
+            self._ahead is None and not self._lost and not self.pending and not self.pending.counts
+        )
+
     def _fits_behind_a_wait(self, queue: str) -> bool:
-        """Whether ``queue``'s next reserve call may go behind a wait (see
-        :meth:`wait_then_reserve`)."""
-        if self._ahead is not None or self._lost or self.pending or self.pending.counts:
-            return False
-        return not (self.store.leveled(queue) or queue in self._rates)
+        """Whether ``queue``'s next reserve call may go behind a wait (wait_then_reserve)."""
+        return self._clear_ahead() and not (self.store.leveled(queue) or queue in self._rates)
 
     def _unconfirmed(self) -> BehindWait:
         """This child's settings of a reserve call behind a wait."""
@@ -278,8 +279,7 @@ class Reservations:
         try:
             woken, reservation = read()
         except BaseException as exc:
-            self._lost.add(queue)  # it may have run: what it reserved is reclaimed
-            self._shard_down(queue, exc)
+            self._reply_lost(queue, exc)  # it may have run
             raise
         index = self.options.queues.index(queue)
         self._ahead = ReadAhead(index, sent_at, lambda: reservation, [], [], unconfirmed=True)
@@ -327,8 +327,13 @@ class Reservations:
         its reply lost so that what it may have reserved is given back (_reclaim);
         the queue is down for a back-off if ``exc`` is an outage."""
         self.pending.put_back(name, acks, kept)
+        self._reply_lost(name, exc)
+
+    def _reply_lost(self, name: str, exc: BaseException) -> bool:
+        """A reserve call to ``name`` may have run, its reply unread: what it reserved is
+        given back (_reclaim). Whether ``exc`` is its shard's outage alone (_shard_down)."""
         self._lost.add(name)
-        self._shard_down(name, exc)
+        return self._shard_down(name, exc)
 
     def flush(self, skip_down: bool = False) -> None:
         """Send the pending acks now (``ack.lua``), with no reserve call to carry them.
