@@ -173,10 +173,11 @@ class Wire:
         return self.call("EVAL", script, numkeys, *keys_and_args)
 
 
-class Reply:
-    """The reader of one sent command's reply, which holds the wire until it has read it.
+class _Unread:
+    """What the readers of sent commands share: the connection, which holds the wire
+    until the replies are read.
 
-    Whatever stops it first (a signal handler raising ``Interrupted`` in a worker
+    Whatever stops a reader first (a signal handler raising ``Interrupted`` in a worker
     parent's wait, which Python runs between any two steps: before the read, inside
     redis-py's read before its own guard, or once the reader is dropped unread) closes
     the connection. Left open, its reply would be the next caller's: a worker parent
@@ -191,6 +192,31 @@ class Reply:
         self._wire = wire
         self._connection: ConnectionInterface | None = connection
         self._args = args
+
+    def _taken(self) -> ConnectionInterface:
+        connection, self._connection = self._connection, None
+        if connection is None:
+            raise RuntimeError("a reply is read once")
+        return connection
+
+    def _cut(self, connection: ConnectionInterface, exc: BaseException) -> None:
+        """A read stopped short: its reply may be still to come, and never another's."""
+        self._wire._drop(connection)
+        if isinstance(exc, REDIS_ERRORS):
+            self._wire._lost()
+
+    def __del__(self) -> None:
+        # getattr: a signal may have cut __init__ short (the wire then stays busy, and
+        # its calls go through the client's pool).
+        connection = getattr(self, "_connection", None)
+        if connection is not None:  # sent, never read
+            self._wire._drop(connection)
+
+
+class Reply(_Unread):
+    """The reader of one sent command's reply."""
+
+    __slots__ = ()
 
     def __call__(self) -> Any:
         connection = self._taken()
@@ -223,30 +249,11 @@ class Reply:
             raise
         return Replies(self._wire, connection, self._args)
 
-    def _taken(self) -> ConnectionInterface:
-        connection, self._connection = self._connection, None
-        if connection is None:
-            raise RuntimeError("a reply is read once")
-        return connection
 
-    def _cut(self, connection: ConnectionInterface, exc: BaseException) -> None:
-        """A read stopped short: its reply may be still to come, and never another's."""
-        self._wire._drop(connection)
-        if isinstance(exc, REDIS_ERRORS):
-            self._wire._lost()
-
-    def __del__(self) -> None:
-        # getattr: a signal may have cut __init__ short (the wire then stays busy, and
-        # its calls go through the client's pool).
-        connection = getattr(self, "_connection", None)
-        if connection is not None:  # sent, never read
-            self._wire._drop(connection)
-
-
-class Replies(Reply):
-    """The reader of two commands sent in one write (``Wire.send_two``): both replies,
-    an error reply as its exception. Stopped before both are read, it closes the
-    connection, as ``Reply`` does."""
+class Replies(_Unread):
+    """The reader of two commands sent in one write (``Wire.send_two``, ``Reply.then``):
+    both replies, an error reply as its exception. Not a ``Reply``: nothing more may
+    be sent behind it, whose reply it would leave unread."""
 
     __slots__ = ()
 
