@@ -9,11 +9,16 @@ the figure is the Python cost of admitting, running and settling one task. Best 
 ``--rounds`` rounds of ``--tasks`` calls, metrics off and on; and the function calls
 one task makes, which a busy machine does not blur. ``--tree`` runs another
 checkout's code (alternate the two, interleaved, in one sitting). ``--log-level info``
-adds the line ``rqueue work`` logs per task by default, written to a file:
+adds the line ``rqueue work`` logs per task by default, written to a file. ``--member``
+adds a batch's member on the same terms (its count owed with its ack, dropped with it):
+the same member every call, so what its path computes once per member and remembers
+(its index in the batch, read off its id) is counted once, not once a task as in a
+real run (``workflows.py`` measures that):
 
     python benchmarks/speed/per_task.py
     PYTHONPATH=/tmp/before python benchmarks/speed/per_task.py --tree /tmp/before
     python benchmarks/speed/per_task.py --log-level info
+    python benchmarks/speed/per_task.py --member
 """
 
 from __future__ import annotations
@@ -42,19 +47,15 @@ def checkout(tree: Path) -> Callable[..., Any]:
     return in_process_child
 
 
-def per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) -> str:
-    """The child's per-task entry on one held payload: the lowest CPU microseconds per
-    call over ``rounds``, and the Python and C function calls each call makes (counted,
-    so the same on a busy machine as on a quiet one)."""
+def per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path, member: bool) -> str:
+    """The child's per-task entry on one held payload (``member``: a batch's member's):
+    the lowest CPU microseconds per call over ``rounds``, and the Python and C function
+    calls each call makes (counted, so the same on a busy machine as on a quiet one)."""
     in_process_child = checkout(tree)
-    import bench_tasks
-
     from rqueue.store.header import header
 
     worker = in_process_child(url, 100, metrics)
-    job = bench_tasks.empty.make_job((), {}, None, task_id="0" * 32)
-    encode = sys.modules[type(job).__module__].encode  # the tree's, wherever it is
-    payload = encode(job, None)
+    payload = member_payload(worker) if member else plain_payload()
     fixed = header(payload)
     worker.slot.hold(0, [fixed])
     lifecycle = getattr(worker, "lifecycle", None)
@@ -67,6 +68,7 @@ def per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) -> st
             run(0, "default", payload, fixed, time.monotonic() + 100)
         best = min(best, (time.process_time() - start) / tasks * 1e6)
         acks.clear()
+        drop_counts(worker)
     calls = Counter[str]()
 
     def count(frame: Any, event: str, arg: Any) -> None:
@@ -78,10 +80,40 @@ def per_task(url: str, metrics: bool, tasks: int, rounds: int, tree: Path) -> st
         run(0, "default", payload, fixed, time.monotonic() + 100)
     sys.setprofile(None)
     acks.clear()
+    drop_counts(worker)
     return (
         f"{best:.2f} us ({calls['call'] / counted:.0f} Python calls, "
         f"{calls['c_call'] / counted:.0f} C calls)"
     )
+
+
+def plain_payload() -> bytes:
+    """A plain empty task's payload, encoded by the tree's own code."""
+    import bench_tasks
+
+    job = bench_tasks.empty.make_job((), {}, None, task_id="0" * 32)
+    encode = sys.modules[type(job).__module__].encode  # the tree's, wherever it is
+    payload: bytes = encode(job, None)
+    return payload
+
+
+def member_payload(worker: Any) -> bytes:
+    """The payload of an empty task that is a batch's member, as ``dispatch`` queued it."""
+    import bench_tasks
+
+    from rqueue import batch
+
+    batch([bench_tasks.empty.pending()]).dispatch()
+    payload: bytes = worker.store.client.lpop(worker.store.keys("default").ready)
+    return payload
+
+
+def drop_counts(worker: Any) -> None:
+    """Forget the members' counts owed with the acks just dropped (none in a tree
+    from before members were counted with their acks)."""
+    pending = getattr(getattr(worker, "reservations", None), "pending", None)
+    if pending is not None and hasattr(pending, "counts"):
+        pending.counts = type(pending.counts)()
 
 
 def held_acks(worker: Any) -> dict[str, list[bytes]]:
@@ -99,6 +131,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tree", type=Path, default=BENCH_DIR.parent, help="a checkout")
     parser.add_argument("--log-level", choices=("warning", "info"), default="warning")
+    parser.add_argument("--member", action="store_true", help="also a batch's member")
     options = parser.parse_args()
     from rqueue.server import RedisServer
     from rqueue.worker import logs
@@ -108,14 +141,20 @@ def main() -> None:
         logs.configure(options.log_level)
         sys.stderr = sys.__stderr__
         os.environ["REDIS_URL"] = server.url
-        figures = [
-            per_task(server.url, metrics, options.tasks, options.rounds, options.tree)
-            for metrics in (False, True)
-        ]
-    print(
-        f"{options.tree} at {options.log_level}: child CPU per task, best of {options.rounds} "
-        f"x {options.tasks:,}: metrics off {figures[0]}; on {figures[1]}"
-    )
+        kinds = {"a plain task": False, "a batch member": True}
+        figures = {
+            kind: [
+                per_task(server.url, metrics, options.tasks, options.rounds, options.tree, member)
+                for metrics in (False, True)
+            ]
+            for kind, member in kinds.items()
+            if options.member or not member
+        }
+    for kind, (off, on) in figures.items():
+        print(
+            f"{options.tree} at {options.log_level}: child CPU per task, {kind}, best of "
+            f"{options.rounds} x {options.tasks:,}: metrics off {off}; on {on}"
+        )
 
 
 if __name__ == "__main__":
