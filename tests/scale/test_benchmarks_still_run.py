@@ -47,7 +47,22 @@ RUNS = {
 
 @pytest.mark.parametrize("command", RUNS.values(), ids=RUNS.keys())
 def test_the_benchmark_runs_to_its_tables(command: tuple[str, ...]) -> None:
-    script, *arguments = command
+    ran = _ran(*command)
+    rows = [line for line in ran.stdout.splitlines() if line.startswith("| ")]
+    assert rows, ran.stdout[-2000:]
+
+
+def test_per_task_measures_a_plain_task_and_a_batch_member() -> None:
+    """``per_task.py`` runs the child's per-task entry alone (no table): one line per kind."""
+    ran = _ran("speed/per_task.py", "--member", "--tasks", "200", "--rounds", "1")
+    lines = [line for line in ran.stdout.splitlines() if "child CPU per task" in line]
+    assert len(lines) == 2, ran.stdout[-2000:]
+    assert "a plain task" in lines[0] and "a batch member" in lines[1]
+    assert all("Python calls" in line for line in lines)
+
+
+def _ran(script: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The benchmark ``script`` run to its end with this interpreter, which must succeed."""
     ran = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), *arguments],
         capture_output=True,
@@ -55,21 +70,4 @@ def test_the_benchmark_runs_to_its_tables(command: tuple[str, ...]) -> None:
         timeout=180,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
-    rows = [line for line in ran.stdout.splitlines() if line.startswith("| ")]
-    assert rows, ran.stdout[-2000:]
-
-
-def test_per_task_measures_a_plain_task_and_a_batch_member() -> None:
-    """``per_task.py`` runs the child's per-task entry alone (no table): one line per kind."""
-    script = BENCHMARKS / "speed/per_task.py"
-    ran = subprocess.run(
-        [sys.executable, str(script), "--member", "--tasks", "200", "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    lines = [line for line in ran.stdout.splitlines() if "child CPU per task" in line]
-    assert len(lines) == 2, ran.stdout[-2000:]
-    assert "a plain task" in lines[0] and "a batch member" in lines[1]
-    assert all("Python calls" in line for line in lines)
+    return ran
