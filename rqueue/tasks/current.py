@@ -89,9 +89,9 @@ set_current_run: Callable[[Run], object] = _running.set
 variable's own setter, called for every task: no call of ours around it."""
 
 
-def current_runner() -> Runner | None:
-    """The worker (or ``rqueue.testing.sync()``) running jobs in this process, if any."""
-    return _runner.get()
+current_runner: Callable[[], Runner | None] = _runner.get
+"""The worker (or ``rqueue.testing.sync()``) running jobs in this process, if any. The
+context variable's own getter: a batch member asks it before it runs (``heard.py``)."""
 
 
 def set_runner(runner: Runner | None) -> None:

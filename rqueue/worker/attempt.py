@@ -136,6 +136,9 @@ class Attempt(Run):
     """Its positional arguments, a batch callback's batch first."""
     workflow: bool = False
     """It is part of a chain or batch, or keeps its result (``workflows/effects.py``)."""
+    member_index: int | None = None
+    """Its index in its batch, if it is a batch's member: read off its id once, as its
+    workflow entries are checked before it runs, for its count after."""
     timeout: float = 0.0
     started: float = 0.0
     """When it started (monotonic): its module's import is part of it."""

@@ -354,7 +354,7 @@ class ConcurrentRunner:
             completion = None
             if raised is None:
                 try:
-                    completion = lifecycle.completion(attempt, result)
+                    completion = lifecycle.workflow.completion(attempt, result)
                 except BaseException as exc:  # its result cannot be kept: it raised
                     raised = exc
             duration = time.monotonic() - attempt.started

@@ -123,7 +123,8 @@ class Lifecycle:
                     return
                 set_current_run(attempt)
                 result = self.call(attempt)
-                completion = self.completion(attempt, result) if attempt.job.meta else None
+                meta = attempt.job.meta
+                completion = self.workflow.completion(attempt, result) if meta else None
             finally:
                 self.time_limit.disarm()
         except BaseException as exc:  # SystemExit and the like too: user code raised it
@@ -202,13 +203,6 @@ class Lifecycle:
         """Tell its participants the task is about to run (a unique lock may go now)."""
         for participant in attempt.participants:
             participant.before_call(attempt.queue, attempt.job)
-
-    def completion(self, attempt: Attempt, result: object) -> effects.Completion | None:
-        """What its success changes besides its ack (None: nothing); raises
-        ResultNotStored if what it returned cannot be kept or passed on."""
-        if not attempt.job.meta:
-            return None
-        return self.workflow.completion(attempt, result)
 
     # -- settle ---------------------------------------------------------------------
 

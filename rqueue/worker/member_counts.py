@@ -39,14 +39,11 @@ from rqueue.workflows.nesting import count_members
 log = logging.getLogger("rqueue.worker")
 
 
-class Owed(NamedTuple):
-    """A member that succeeded and whose count has not been sent: its ack waits for it."""
-
-    queue: str
-    payload: bytes
-    member: Member
-    """Its batch, index and task id, and its packed return value for a callback of its
-    batch that gets the results."""
+Owed = tuple[str, bytes, Member]
+"""A member that succeeded and whose count has not been sent (its ack waits for it):
+its queue, its payload, and its :class:`Member` (its batch, index and task id, and its
+packed return value for a callback of its batch that gets the results). A plain tuple,
+made once per member: a named one's constructor is a Python call."""
 
 
 class Uncounted(NamedTuple):
@@ -73,7 +70,10 @@ class OwedCounts:
         """Count this member as succeeded before its ack goes. Only successes wait: a
         failure's or a skip's count goes at once, with the call that settles it (a
         parent counts a dead child's finished tasks as successes)."""
-        self._owed.setdefault(member.batch_id, []).append(Owed(queue, payload, member))
+        owed = self._owed.get(member.batch_id)
+        if owed is None:
+            self._owed[member.batch_id] = owed = []
+        owed.append((queue, payload, member))
 
     def settle(self, store: RedisQueue) -> list[Uncounted]:
         """Count every member owed, one call per batch, pushing the callbacks due; the
@@ -89,7 +89,7 @@ class OwedCounts:
                 if not refusal(exc):
                     raise
                 reason = describe(exc)[1]
-                refused.extend(Uncounted(m.queue, m.payload, reason) for m in owed)
+                refused.extend(Uncounted(queue, payload, reason) for queue, payload, _ in owed)
             else:
                 if "x" in counted:  # a value over the bound
                     refused.extend(_over_bound(store, batch_id, owed, counted))

@@ -47,12 +47,19 @@ class Limits:
 
 
 def completion(
-    job: Job, payload: bytes, result: object, started_at: float, limits: Limits, queue: RedisQueue
+    job: Job,
+    payload: bytes,
+    result: object,
+    started_at: float,
+    index: int | None,
+    limits: Limits,
+    queue: RedisQueue,
 ) -> effects.Completion:
-    """``effects.on_success``, with every reason the return value cannot be stored
-    raised as ResultNotStored (ResultTooLarge for a kept result over its limit)."""
+    """``effects.on_success`` (``index``: a member's, as ``effects.check`` read it), with
+    every reason the return value cannot be stored raised as ResultNotStored
+    (ResultTooLarge for a kept result over its limit)."""
     try:
-        done = effects.on_success(job, payload, result, started_at, limits.payload_bytes)
+        done = effects.on_success(job, payload, result, started_at, limits.payload_bytes, index)
     except UnserializableArgument as exc:
         raise ResultNotStored(str(exc)) from None
     except PayloadTooLarge as exc:

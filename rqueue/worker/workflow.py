@@ -31,6 +31,7 @@ from rqueue.worker.reservations import Reservations
 from rqueue.worker.verdicts import Failed
 from rqueue.workflows import effects, heard
 from rqueue.workflows.batch_results import read_results
+from rqueue.workflows.batches import GETS
 
 
 class WorkflowPart:
@@ -63,16 +64,16 @@ class WorkflowPart:
             return True
         attempt.workflow = True
         try:
-            effects.check(job)
+            attempt.member_index = effects.check(job)
         except InvalidPayload as exc:
             self.outcomes.refused(attempt, type(exc).__name__, str(exc))
             return False
-        cancelled = effects.is_member(job) and self._batch_cancelled(attempt)
+        cancelled = attempt.member_index is not None and self._batch_cancelled(attempt)
         if cancelled is not False:  # None: failed already, for its unreadable batch
             if cancelled:
                 self.skipped(attempt)
             return False
-        if effects.is_callback(job):
+        if GETS in job.meta:
             given = effects.given(job, self.store)
             if effects.gets_results(job):
                 results = self._results(attempt, given.id)
@@ -100,7 +101,9 @@ class WorkflowPart:
         if not (attempt.workflow or effects.involved(job)):
             return None
         started_at = time.time() - (time.monotonic() - attempt.started)  # wall clock
-        return stored.completion(job, attempt.payload, result, started_at, self.limits, self.store)
+        return stored.completion(
+            job, attempt.payload, result, started_at, attempt.member_index, self.limits, self.store
+        )
 
     def applied(
         self,

@@ -277,10 +277,9 @@ def member_index(job: Job) -> int:
     return index
 
 
-@functools.lru_cache(maxsize=64)
 def _index(batch_id: str, task_id: str) -> int:
-    """Remembered: a worker asks it of each member twice (checked before it runs,
-    counted after), and its other members come one after another."""
+    """Not remembered: a worker reads it once per attempt (``effects.check``, whose
+    answer its completion takes), and a cache's upkeep cost more than the reading."""
     base = _id_number(batch_id)
     if base is None or not _HEX_ID.fullmatch(task_id):
         return -1

@@ -122,35 +122,36 @@ def is_callback(job: Job) -> bool:
     return GETS in job.meta
 
 
-def check(job: Job) -> None:
+def check(job: Job) -> int | None:
     """Refuse, before it runs, a job whose workflow entries are malformed: whatever is
-    wrong with them, an InvalidPayload (so the task alone goes to ``:failed``)."""
+    wrong with them, an InvalidPayload (so the task alone goes to ``:failed``). Its
+    index in its batch if it is a batch's member (None if not), read once here: its
+    completion takes it (:func:`on_success`)."""
+    meta = job.meta
+    index = None
     try:
-        _check(job.meta, job)
+        keep = meta.get(KEEP)
+        if keep is not None and (type(keep) is not int or keep <= 0):
+            raise InvalidPayload(f"meta {KEEP!r} must be a positive integer, got {keep!r}")
+        steps = meta.get(CHAIN)
+        if steps is not None:
+            if not isinstance(steps, list):
+                raise InvalidPayload("meta 'chain' must be a list of steps")
+            for step in steps:
+                checked_link(step)
+        if meta.get(CATCH) is not None:
+            checked_step(meta[CATCH])
+        if BATCH in meta:
+            index = member_index(job)
+        if GETS in meta:
+            given(job, None)
     except InvalidPayload:
         raise
     except Exception as exc:
         raise InvalidPayload(
             f"the workflow entries of task {job.id} are malformed: {exc!r}"
         ) from None
-
-
-def _check(meta: dict[str, Any], job: Job) -> None:
-    keep = meta.get(KEEP)
-    if keep is not None and (type(keep) is not int or keep <= 0):
-        raise InvalidPayload(f"meta {KEEP!r} must be a positive integer, got {keep!r}")
-    steps = meta.get(CHAIN)
-    if steps is not None:
-        if not isinstance(steps, list):
-            raise InvalidPayload("meta 'chain' must be a list of steps")
-        for step in steps:
-            checked_link(step)
-    if meta.get(CATCH) is not None:
-        checked_step(meta[CATCH])
-    if BATCH in meta:
-        member_index(job)
-    if GETS in meta:
-        given(job, None)
+    return index
 
 
 def given(job: Job, queue: RedisQueue | None) -> Any:
@@ -200,21 +201,29 @@ def _counts(counts: object) -> BatchCounts:
 
 
 def on_success(
-    job: Job, payload: bytes, result: Any, started_at: float, max_bytes: int | None
+    job: Job,
+    payload: bytes,
+    result: Any,
+    started_at: float,
+    max_bytes: int | None,
+    index: int | None = None,
 ) -> Completion:
     """The completion of a job that returned ``result``; raises UnserializableArgument
-    if the result must be kept or piped and msgpack cannot carry it."""
-    record = None
+    if the result must be kept or piped and msgpack cannot carry it. ``index``: a
+    member's index in its batch, as :func:`check` read it (else read again here)."""
+    kept = None
     if job.meta.get(KEEP):
-        record = _record(job, "succeeded", started_at, result=_encodable_result(job, result))
-    kept = _kept(job, payload, record)
+        encodable = _encodable_result(job, result)
+        kept = _kept(job, payload, _record(job, "succeeded", started_at, result=encodable))
+    if BATCH in job.meta and index is None:
+        index = member_index(job)
     steps = job.meta.get(CHAIN)
     if steps:  # a member whose chain goes on is counted by the chain's last task
-        return _next_step(job, list(steps), result, max_bytes, kept)
+        return _next_step(job, index, list(steps), result, max_bytes, kept)
     member = None
-    if BATCH in job.meta:
-        value = _sent_result(job, result) if RESULTS in job.meta else None
-        member = Member(job.meta[BATCH], member_index(job), "s", job.id, None, value)
+    if index is not None:
+        value = _sent_result(job, index, result) if RESULTS in job.meta else None
+        member = Member(job.meta[BATCH], index, "s", job.id, None, value)
     return Completion(kept, None, member)
 
 
@@ -228,10 +237,10 @@ def on_failure(
     max_bytes: int | None,
 ) -> Completion:
     """The completion of a job that failed for good (no tries left, or it cannot run)."""
-    record = None
+    kept = None
     if job.meta.get(KEEP):
         fields = {"exception": exception, "message": message, "traceback": traceback}
-        record = _record(job, "failed", started_at, **fields)
+        kept = _kept(job, payload, _record(job, "failed", started_at, **fields))
     follower = None
     failure = {
         "id": job.id,
@@ -249,14 +258,16 @@ def on_failure(
     member = None
     if BATCH in job.meta:
         member = Member(job.meta[BATCH], member_index(job), "f", job.id, failure)
-    return Completion(_kept(job, payload, record), follower, member)
+    return Completion(kept, follower, member)
 
 
 def on_skip(job: Job, payload: bytes) -> Completion:
     """The completion of a batch member not run because its batch was cancelled."""
-    record = _record(job, "cancelled", time.time()) if job.meta.get(KEEP) else None
+    kept = None
+    if job.meta.get(KEEP):
+        kept = _kept(job, payload, _record(job, "cancelled", time.time()))
     member = Member(job.meta[BATCH], member_index(job), "k", job.id)
-    return Completion(_kept(job, payload, record), None, member)
+    return Completion(kept, None, member)
 
 
 def on_cancel(job: Job) -> Completion | None:
@@ -345,10 +356,16 @@ def _own_keyring() -> Keyring | None:
 
 
 def _next_step(
-    job: Job, steps: list[Any], result: Any, max_bytes: int | None, kept: Kept | None
+    job: Job,
+    index: int | None,
+    steps: list[Any],
+    result: Any,
+    max_bytes: int | None,
+    kept: Kept | None,
 ) -> Completion:
     """What follows a chain's task: its next link, a task to push or a batch to open,
-    carrying the rest of the chain and, in a batch's member, the member it counts for."""
+    carrying the rest of the chain and, in a batch's member (``index``), the member it
+    counts for."""
     first, rest = steps[0], steps[1:]
     step = _step(first) if isinstance(first, PendingDispatch) else checked_link(first)
     meta: dict[str, Any] = {}
@@ -357,8 +374,8 @@ def _next_step(
     for name in (CATCH, PIPE, BATCH, RESULTS):
         if job.meta.get(name) is not None:
             meta[name] = job.meta[name]
-    if BATCH in job.meta:
-        meta[INDEX] = member_index(job)
+    if index is not None:
+        meta[INDEX] = index
     next_id = derived_id(job.id, "next")
     if is_batch_step(step):
         return Completion(kept, None, None, Opening(job.id, next_id, step, meta))
@@ -381,18 +398,18 @@ def _follower(step: Step, job: Job, max_bytes: int | None, place: str) -> Follow
     return Follower(job.queue, payload, delay_ms(step), bool(job.meta.get(KEEP)), step, place)
 
 
-def _kept(job: Job, payload: bytes, record: bytes | None) -> Kept | None:
-    return None if record is None else Kept(payload, job.id, record, int(job.meta[KEEP]))
+def _kept(job: Job, payload: bytes, record: bytes) -> Kept:
+    return Kept(payload, job.id, record, int(job.meta[KEEP]))
 
 
-def _sent_result(job: Job, result: Any) -> bytes | None:
+def _sent_result(job: Job, index: int, result: Any) -> bytes | None:
     """A member's return value, packed, if its batch has a callback that gets them."""
     if job.meta.get(RESULTS) is not True:
         return None
     value = _encodable_result(job, result)
     try:
         if job.encrypted:  # bound to its batch and place in it: read_results opens it
-            where = batch_result_data(job.meta[BATCH], member_index(job))
+            where = batch_result_data(job.meta[BATCH], index)
             value = _sealed(pack(value), where, value)
         return pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
