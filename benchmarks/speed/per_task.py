@@ -10,10 +10,8 @@ the figure is the Python cost of admitting, running and settling one task. Best 
 one task makes, which a busy machine does not blur. ``--tree`` runs another
 checkout's code (alternate the two, interleaved, in one sitting). ``--log-level info``
 adds the line ``rqueue work`` logs per task by default, written to a file. ``--member``
-adds a batch's member on the same terms (its count owed with its ack, dropped with it):
-the same member every call, so what its path computes once per member and remembers
-(its index in the batch, read off its id) is counted once, not once a task as in a
-real run (``workflows.py`` measures that):
+adds a batch's member on the same terms (its count owed with its ack, dropped with it),
+the same member every call (``workflows.py`` runs new ones, with their counts' calls):
 
     python benchmarks/speed/per_task.py
     PYTHONPATH=/tmp/before python benchmarks/speed/per_task.py --tree /tmp/before
