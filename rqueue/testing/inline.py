@@ -50,7 +50,7 @@ from rqueue.worker.options import WorkerOptions
 from rqueue.worker.outcomes import retry_in
 from rqueue.worker.reports import HOOKS
 from rqueue.worker.verdicts import Cancelled, Failed, Released, Skipped, Verdict
-from rqueue.workflows import effects
+from rqueue.workflows import callbacks, effects
 from rqueue.workflows.batches import BATCH, GETS, Batch
 from rqueue.workflows.chains import Chain, DispatchedChain
 from rqueue.workflows.nesting import continuation
@@ -244,11 +244,11 @@ class InlineRunner:
         if effects.is_member(job) and self.batches[job.meta[BATCH]].cancelled():
             return self._skipped(job, payload)
         if effects.is_callback(job):
-            given = effects.given(job, None)
+            given = callbacks.given(job, None)
             if given is None:  # the batch: counted as when the callback was due
                 given = self.batches[job.meta[GETS][1]]
-                given.counted = effects.counted(job)
-                if effects.gets_results(job):
+                given.counted = callbacks.counted(job)
+                if callbacks.gets_results(job):
                     attempt.args = (given.results(), *attempt.args)
             attempt.args = (given, *attempt.args)
         attempt.stack = stack_of(task.options.middleware, job)

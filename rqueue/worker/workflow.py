@@ -29,7 +29,7 @@ from rqueue.worker.attempt import Attempt
 from rqueue.worker.outcomes import Outcomes
 from rqueue.worker.reservations import Reservations
 from rqueue.worker.verdicts import Failed
-from rqueue.workflows import effects, heard
+from rqueue.workflows import callbacks, effects, heard
 from rqueue.workflows.batch_results import read_results
 from rqueue.workflows.batches import GETS
 
@@ -74,8 +74,8 @@ class WorkflowPart:
                 self.skipped(attempt)
             return False
         if GETS in job.meta:
-            given = effects.given(job, self.store)
-            if effects.gets_results(job):
+            given = callbacks.given(job, self.store)
+            if callbacks.gets_results(job):
                 results = self._results(attempt, given.id)
                 if results is None:
                     return False
