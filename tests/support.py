@@ -229,6 +229,13 @@ def nodes(queue: RedisQueue) -> list[redis.Redis]:
     return client.slots.primaries() if isinstance(client, ClusterClient) else [client]
 
 
+def load_scripts(queue: RedisQueue) -> None:
+    """Load every script first, so that a test counting EVALSHA calls meets no NOSCRIPT
+    reply (a script's first call on a server sends it whole)."""
+    for script in queue.scripts.all():
+        queue.client.script_load(script.source)
+
+
 def scripts_run(queue: RedisQueue) -> int:
     """EVALSHA calls (reserve.lua, ...) since the last ``CONFIG RESETSTAT``, all nodes."""
     stats = [node.info("commandstats").get("cmdstat_evalsha", {}) for node in nodes(queue)]

@@ -237,7 +237,7 @@ class InlineRunner:
             return self.outcomes[job.id]
         self.waiting.pop(job.id, None)
         task = registry.lookup(job.task)
-        effects.check(job)
+        index = effects.check(job)
         tries = job.tries or _DEFAULTS.tries
         attempt = Attempt(0, job.queue, payload, job, math.inf, tries, _counted_in_memory(job))
         attempt.workflow, attempt.task, attempt.args = effects.involved(job), task, job.args
@@ -264,7 +264,8 @@ class InlineRunner:
             sink = use_sink(self._keep_progress)
             try:
                 value = run_through(attempt.stack, job, call)
-                completion = effects.on_success(job, payload, value, started, self.max_bytes())
+                max_bytes = self.max_bytes()
+                completion = effects.on_success(job, payload, value, started, max_bytes, index)
             except Exception as exc:
                 settled = self._settled(attempt, verdicts.of_raised(attempt, exc), started)
                 if settled is None:

@@ -70,10 +70,7 @@ class OwedCounts:
         """Count this member as succeeded before its ack goes. Only successes wait: a
         failure's or a skip's count goes at once, with the call that settles it (a
         parent counts a dead child's finished tasks as successes)."""
-        owed = self._owed.get(member.batch_id)
-        if owed is None:
-            self._owed[member.batch_id] = owed = []
-        owed.append((queue, payload, member))
+        self._owed.setdefault(member.batch_id, []).append((queue, payload, member))
 
     def settle(self, store: RedisQueue) -> list[Uncounted]:
         """Count every member owed, one call per batch, pushing the callbacks due; the

@@ -31,7 +31,6 @@ from rqueue.worker.reservations import Reservations
 from rqueue.worker.verdicts import Failed
 from rqueue.workflows import callbacks, effects, heard
 from rqueue.workflows.batch_results import read_results
-from rqueue.workflows.batches import GETS
 
 
 class WorkflowPart:
@@ -73,7 +72,7 @@ class WorkflowPart:
             if cancelled:
                 self.skipped(attempt)
             return False
-        if GETS in job.meta:
+        if effects.is_callback(job):
             given = callbacks.given(job, self.store)
             if callbacks.gets_results(job):
                 results = self._results(attempt, given.id)

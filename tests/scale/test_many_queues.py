@@ -13,7 +13,7 @@ import threading
 
 import apptasks
 import pytest
-from support import Workers, nodes, scripts_run, strings, title, wait_for
+from support import Workers, load_scripts, nodes, scripts_run, strings, title, wait_for
 
 from rqueue.encoding.payload import Job, encode, new_id
 from rqueue.store.queue import RedisQueue
@@ -69,8 +69,7 @@ def test_a_batch_on_the_last_of_2000_queues_costs_one_reserve_call(queue: RedisQ
     assert len(QUEUES) > max(PROBED_ABOVE, BLOCKED_MOST)
     taking = batches(queue)
     push(queue, QUEUES[-1], "last")
-    for script in queue.scripts.all():  # loaded: no NOSCRIPT reply to count
-        queue.client.script_load(script.source)
+    load_scripts(queue)
     queue.client.config_resetstat()
     batch = taking.take(10)
     assert batch is not None and batch.queue_index == len(QUEUES) - 1

@@ -10,7 +10,7 @@ from typing import Any
 
 import apptasks
 import pytest
-from support import ready
+from support import load_scripts, ready
 
 import rqueue.store.default
 from rqueue import dispatch_many, task
@@ -258,8 +258,7 @@ def test_dispatch_many_is_one_round_trip(
 
     # The steady state: the scripts are loaded (a fresh server would answer NOSCRIPT once)
     # and the queues were registered (a round trip a minute of its own).
-    for script in queue.scripts.all():
-        queue.client.script_load(script.source)
+    load_scripts(queue)
     queue.remember_queues(["default", "emails"])
     queue.client.config_resetstat()
     monkeypatch.setattr(pool, "get_connection", counting)

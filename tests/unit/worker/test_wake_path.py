@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import apptasks
 import async_tasks as at
 import pytest
-from support import Workers, nodes, scripts_run, settled, strings, wait_for
+from support import Workers, load_scripts, nodes, scripts_run, settled, strings, wait_for
 
 from rqueue.encoding.payload import encode
 from rqueue.settings.config import Config
@@ -81,8 +81,7 @@ def test_the_reserve_call_sent_as_a_push_wakes_a_child_is_the_one_take_reads(
 ) -> None:
     taking = Reservations(queue, WorkerOptions(queues=("high", "low"), prefetch=10), "claims")
     push(queue, "low", "first")
-    for script in queue.scripts.all():  # loaded: no NOSCRIPT reply to count
-        queue.client.script_load(script.source)
+    load_scripts(queue)
     for node in nodes(queue):
         node.config_resetstat()
     taking.reserve_woken("low")  # a push to "low" woke the child
@@ -131,8 +130,7 @@ def test_a_child_of_one_queue_sends_its_reserve_call_behind_its_wait(queue: Redi
     lasts the margin alone (its score half a millisecond past it) until confirmed."""
     taking = Reservations(queue, WorkerOptions(queues=("low",)), "claims")
     push(queue, "low", "first")
-    for script in queue.scripts.all():  # loaded: no NOSCRIPT reply to count
-        queue.client.script_load(script.source)
+    load_scripts(queue)
     for node in nodes(queue):
         node.config_resetstat()
     assert taking.wait_then_reserve("low", 5.0) is True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import workflow_tasks as flows
-from support import Workers, strings, wait_for
+from support import Workers, load_scripts, strings, wait_for
 
 import rqueue
 from rqueue import batch, batch_of
@@ -142,8 +142,7 @@ def test_a_member_adds_members_once_however_often_it_runs(
 def test_retry_dispatches_the_failed_members_again_in_as_many_calls_for_one_as_for_all(
     queue: RedisQueue, workers: Workers
 ) -> None:
-    for script in queue.scripts.all():  # loaded: the first retry's calls all count
-        queue.client.script_load(script.source)
+    load_scripts(queue)  # the first retry's calls all count, as the second's
     script_calls = []
     for failing in (1, 3):
         members = [flows.member_fails.pending(i) for i in range(failing)]

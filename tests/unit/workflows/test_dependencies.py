@@ -15,7 +15,7 @@ import httpx
 import msgpack
 import pytest
 from browser import served_dashboard
-from support import Workers, cli, failures, nodes, ready, strings, wait_for
+from support import Workers, cli, failures, load_scripts, nodes, ready, strings, wait_for
 
 import rqueue
 from rqueue import CancelOutcome, TaskFailed
@@ -239,8 +239,7 @@ def test_garbage_notices_and_waiting_entries_fail_alone(
 
 
 def test_a_task_nobody_waits_for_costs_no_command_more(queue: RedisQueue, workers: Workers) -> None:
-    for script in queue.scripts.all():
-        queue.client.script_load(script.source)
+    load_scripts(queue)
     for node in nodes(queue):
         node.config_resetstat()
     for i in range(10):
