@@ -6,7 +6,6 @@ it is :mod:`rqueue.schedules.scheduler`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
@@ -15,7 +14,7 @@ from typing import Any
 import msgpack
 
 from rqueue.encoding.payload import GROUP, KEEP, PRIORITY, Job, new_id
-from rqueue.encoding.ranges import Backoff, checked_group, checked_tags
+from rqueue.encoding.ranges import Backoff, checked_tags
 from rqueue.encoding.sealing import (
     KEYS_SETTING,
     EncryptionUnavailable,
@@ -26,7 +25,7 @@ from rqueue.encoding.sealing import (
 from rqueue.errors import InvalidSchedule, describe
 from rqueue.middleware.base import MIDDLEWARE
 from rqueue.middleware.stacks import CONCURRENCY
-from rqueue.store.schedule_store import MAX_MS
+from rqueue.schedules.stored_fields import check_fields
 from rqueue.tasks.iterable import ITERABLE
 from rqueue.timing import Timing, from_ms, iso
 
@@ -325,7 +324,7 @@ class Schedule:
         ``hidden``."""
         try:
             stored = msgpack.unpackb(data, raw=False, strict_map_key=False)
-            _check_fields(stored)
+            check_fields(stored)
             known = {k: v for k, v in stored.items() if k in _KNOWN}
             known["args"] = tuple(known.get("args") or ())
             known["backoff"] = tuple(known.get("backoff") or ())
@@ -352,7 +351,7 @@ def _opened(known: dict[str, Any], keyring: Keyring) -> tuple[tuple[Any, ...], d
     """The arguments sealed in a definition's ``sealed`` field, checked."""
     plain = keyring.open(known["sealed"], schedule_data(known["queue"], known["name"]), "arguments")
     args, kwargs = msgpack.unpackb(plain, raw=False, strict_map_key=False)
-    _check_fields({"args": args, "kwargs": kwargs})
+    check_fields({"args": args, "kwargs": kwargs})
     return tuple(args), kwargs
 
 
@@ -365,88 +364,3 @@ _KNOWN = frozenset(_STORED) - {"timing"}
 """The stored fields a definition's map is read into, as a set: a scheduler decodes
 every definition it fires, and a lookup in the tuples above cost a third of that."""
 _TIMING = frozenset(_TIMING_FIELDS)
-
-
-MIN_MS = -62_135_596_800_000
-"""0001-01-01T00:00:00Z, the first moment a datetime holds (a start before 1970 is one)."""
-
-
-def _moment(value: object) -> bool:
-    return type(value) is int and MIN_MS <= value <= MAX_MS
-
-
-def _count(value: object) -> bool:
-    return type(value) is int and 0 <= value <= MAX_MS
-
-
-def _seconds(value: object) -> bool:
-    if type(value) is not int and type(value) is not float:
-        return False
-    number = float(value)
-    return math.isfinite(number) and 0 <= number <= MAX_MS
-
-
-def _text(value: object) -> bool:
-    return type(value) is str
-
-
-def _group(value: object) -> bool:
-    try:
-        return type(value) is str and checked_group(value) == value
-    except ValueError:
-        return False
-
-
-def _flag(value: object) -> bool:
-    return type(value) is bool
-
-
-_FIELD_RULES: dict[str, tuple[str, Any, bool]] = {
-    # field: (what it must be, its check, whether None is allowed)
-    "name": ("text", _text, False),
-    "task": ("text", _text, False),
-    "queue": ("text", _text, False),
-    "args": ("a list", lambda v: type(v) is list, True),
-    "kwargs": ("a map of names", lambda v: type(v) is dict and all(map(_text, v)), True),
-    "cron": ("text", _text, True),
-    "every_ms": ("a whole number of ms", _count, True),
-    "timezone": ("text", _text, False),
-    "start_ms": ("a time in ms", _moment, True),
-    "end_ms": ("a time in ms", _moment, True),
-    "anchor_ms": ("a time in ms", _moment, False),
-    "misfire": ("text", _text, False),
-    "misfire_grace_ms": ("a whole number of ms", _count, False),
-    "paused": ("true or false", _flag, False),
-    "finished": ("true or false", _flag, False),
-    "last_ms": ("a time in ms", _moment, True),
-    "created_ms": ("a time in ms", _moment, False),
-    "tries": ("a whole number", _count, True),
-    "timeout": ("seconds", _seconds, True),
-    "backoff": ("a list of seconds", lambda v: type(v) is list and all(map(_seconds, v)), True),
-    "declared": ("true or false", _flag, False),
-    "max_exceptions": ("a whole number", _count, True),
-    "fail_on_timeout": ("true or false", _flag, False),
-    "keep_ms": ("a whole number of ms", _count, False),
-    "middleware": ("a list", lambda v: type(v) is list, True),
-    "retry_within": ("seconds", _seconds, True),
-    "iterable": ("true or false", _flag, False),
-    "priority": ("a level from 0 to 9", lambda v: type(v) is int and 0 <= v <= 9, True),
-    "concurrency": ("a whole number", _count, True),
-    "group": ("a group's name", _group, True),
-    "tags": ("a list", lambda v: type(v) is list, True),
-    "encrypted": ("true or false", _flag, False),
-    "sealed": ("sealed bytes", lambda v: type(v) is bytes, True),
-}
-"""What each stored field must be. Anything read from Redis is hostile: a field of the
-wrong type or out of range (``last_ms="x"``, ``start_ms=1e20``) would otherwise fail
-later, in every tick or on every page that shows it, instead of here, once."""
-
-
-def _check_fields(stored: object) -> None:
-    if type(stored) is not dict:
-        raise InvalidSchedule(f"a stored definition is a map, not {type(stored).__name__}")
-    for name, (what, check, optional) in _FIELD_RULES.items():
-        if name not in stored or (optional and stored[name] is None):
-            continue
-        if not check(stored[name]):
-            raise InvalidSchedule(f"its {name} is not {what}: {stored[name]!r:.80}")
